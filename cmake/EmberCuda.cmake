@@ -1,0 +1,26 @@
+# The CUDA backend: built when nvcc is found (EMBER_CUDA=AUTO) or forced ON.
+# Shared cudart and never the driver stub, so binaries start on machines
+# without a driver; sm_90 (SASS plus PTX) unless the user picks architectures.
+include(CheckLanguage)
+set(EMBER_WITH_CUDA OFF)
+if(EMBER_CUDA STREQUAL "AUTO")
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(EMBER_WITH_CUDA ON)
+  endif()
+elseif(EMBER_CUDA)
+  set(EMBER_WITH_CUDA ON)
+endif()
+
+if(EMBER_WITH_CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90)
+  endif()
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+  set(CMAKE_CUDA_STANDARD 17)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  message(STATUS "ember: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
+else()
+  message(STATUS "ember: CUDA backend OFF")
+endif()

@@ -1,0 +1,46 @@
+// Memory: one Allocator per device type. The CPU one caches blocks in size
+// classes and never returns pages to the OS until empty_cache(): fresh pages
+// cost 12-17 us each on these machines (DESIGN.md), which would dominate a
+// training step. EMBER_ALLOCATOR=system bypasses the cache (the sanitizer build
+// uses it so ASan sees every block).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace ember {
+
+struct MemoryStats {
+  int64_t allocated = 0;       // bytes handed out and not yet returned
+  int64_t reserved = 0;        // bytes held from the system (allocated + cached)
+  int64_t peak_allocated = 0;  // high-water mark of `allocated` since the last reset
+  int64_t system_allocations = 0;  // blocks requested from the system so far
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+  virtual MemoryStats stats() const = 0;
+  virtual void reset_peak() = 0;
+  virtual void empty_cache() = 0;
+};
+
+// The allocator of a device type. A backend installs its own with set_allocator.
+Allocator& allocator_for(DeviceType type);
+void set_allocator(DeviceType type, Allocator* allocator);
+
+// Alignment of every block: a full cache line, enough for AVX-512 loads.
+inline constexpr size_t kAllocationAlignment = 64;
+
+int64_t memory_allocated(Device device = kCPU);
+int64_t memory_reserved(Device device = kCPU);
+int64_t max_memory_allocated(Device device = kCPU);
+void reset_peak_memory_stats(Device device = kCPU);
+void empty_cache(Device device = kCPU);
+MemoryStats memory_stats(Device device = kCPU);
+
+}  // namespace ember

@@ -1,0 +1,127 @@
+// The CPU caching allocator and the per-device allocator registry.
+//
+// Blocks are rounded up to a size class (64-byte steps up to 1 KiB, then four
+// classes per power of two, so at most 25% is wasted) and kept in a free list
+// per class when released. After a warm-up iteration a training loop finds
+// every block it needs in the lists and asks the system for nothing.
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/error.h"
+
+namespace ember {
+namespace {
+
+size_t size_class(size_t nbytes) {
+  if (nbytes <= 1024) return std::max<size_t>(64, (nbytes + 63) & ~size_t(63));
+  size_t power = size_t(1) << (63 - __builtin_clzll(nbytes - 1));  // largest power of two below nbytes
+  size_t step = power / 4;
+  return (nbytes + step - 1) / step * step;
+}
+
+void* system_allocate(size_t nbytes) {
+  void* ptr = std::aligned_alloc(kAllocationAlignment, (nbytes + kAllocationAlignment - 1) & ~(kAllocationAlignment - 1));
+  EMBER_CHECK(ptr != nullptr, "cpu allocator: out of memory allocating {} bytes", nbytes);
+  return ptr;
+}
+
+class CpuAllocator final : public Allocator {
+ public:
+  explicit CpuAllocator(bool caching) : caching_(caching) {}
+  ~CpuAllocator() override = default;  // cached blocks die with the process
+
+  void* allocate(size_t nbytes) override {
+    size_t rounded = caching_ ? size_class(nbytes) : std::max<size_t>(nbytes, 1);
+    std::lock_guard lock(mutex_);
+    void* ptr = nullptr;
+    if (caching_) {
+      auto it = free_.find(rounded);
+      if (it != free_.end() && !it->second.empty()) {
+        ptr = it->second.back();
+        it->second.pop_back();
+      }
+    }
+    if (!ptr) {
+      ptr = system_allocate(rounded);
+      stats_.reserved += int64_t(rounded);
+      ++stats_.system_allocations;
+    }
+    stats_.allocated += int64_t(rounded);
+    stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+    return ptr;
+  }
+
+  void deallocate(void* ptr, size_t nbytes) override {
+    size_t rounded = caching_ ? size_class(nbytes) : std::max<size_t>(nbytes, 1);
+    std::lock_guard lock(mutex_);
+    stats_.allocated -= int64_t(rounded);
+    if (caching_) {
+      free_[rounded].push_back(ptr);
+    } else {
+      stats_.reserved -= int64_t(rounded);
+      std::free(ptr);
+    }
+  }
+
+  MemoryStats stats() const override {
+    std::lock_guard lock(mutex_);
+    return stats_;
+  }
+  void reset_peak() override {
+    std::lock_guard lock(mutex_);
+    stats_.peak_allocated = stats_.allocated;
+  }
+  void empty_cache() override {
+    std::lock_guard lock(mutex_);
+    for (auto& [rounded, blocks] : free_) {
+      for (void* ptr : blocks) std::free(ptr);
+      stats_.reserved -= int64_t(rounded * blocks.size());
+    }
+    free_.clear();
+  }
+
+ private:
+  const bool caching_;
+  mutable std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  MemoryStats stats_;
+};
+
+bool caching_requested() {
+  const char* mode = std::getenv("EMBER_ALLOCATOR");
+  return !(mode && std::strcmp(mode, "system") == 0);
+}
+
+Allocator*& slot(DeviceType type) {
+  static Allocator* slots[kNumDeviceTypes] = {};
+  return slots[int(type)];
+}
+
+}  // namespace
+
+Allocator& allocator_for(DeviceType type) {
+  if (type == DeviceType::cpu) {
+    // Leaked on purpose: tensors in static objects may outlive any destructor order.
+    static Allocator* cpu = new CpuAllocator(caching_requested());
+    return *cpu;
+  }
+  Allocator* allocator = slot(type);
+  EMBER_CHECK(allocator != nullptr, "allocator: no backend for device type {} in this build", int(type));
+  return *allocator;
+}
+
+void set_allocator(DeviceType type, Allocator* allocator) { slot(type) = allocator; }
+
+MemoryStats memory_stats(Device device) { return allocator_for(device.type).stats(); }
+int64_t memory_allocated(Device device) { return memory_stats(device).allocated; }
+int64_t memory_reserved(Device device) { return memory_stats(device).reserved; }
+int64_t max_memory_allocated(Device device) { return memory_stats(device).peak_allocated; }
+void reset_peak_memory_stats(Device device) { allocator_for(device.type).reset_peak(); }
+void empty_cache(Device device) { allocator_for(device.type).empty_cache(); }
+
+}  // namespace ember

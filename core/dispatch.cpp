@@ -1,0 +1,60 @@
+// The op registry and the one-time kernel registration.
+#include "core/dispatch.h"
+
+#include <atomic>
+#include <mutex>
+
+namespace ember {
+
+// Defined by the kernel layers; called once, before the first lookup. The CUDA
+// backend is optional, so its entry point is weak: absent in a CPU-only build.
+void register_reference_kernels();
+void register_cpu_kernels();
+__attribute__((weak)) void register_cuda_kernels();
+
+namespace {
+std::vector<OpBase*>& registry() {
+  static std::vector<OpBase*> ops;
+  return ops;
+}
+thread_local bool t_reference_mode = false;
+std::atomic<bool> g_registered{false};
+}  // namespace
+
+OpBase::OpBase(std::string_view name) : name_(name) { registry().push_back(this); }
+
+const std::vector<OpBase*>& OpBase::all() {
+  ensure_kernels_registered();
+  return registry();
+}
+
+KernelKind OpBase::kind(DeviceType device, DType dtype) const {
+  ensure_kernels_registered();
+  if (kernels_[int(device)][int(dtype)]) return KernelKind::optimized;
+  if (device == DeviceType::cpu && reference_[int(dtype)]) return KernelKind::reference;
+  return KernelKind::none;
+}
+
+void OpBase::ensure_kernels_registered() {
+  if (g_registered.load(std::memory_order_acquire)) [[likely]]
+    return;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_reference_kernels();
+    register_cpu_kernels();
+    if (register_cuda_kernels) register_cuda_kernels();
+    g_registered.store(true, std::memory_order_release);
+  });
+}
+
+void OpBase::throw_missing(DeviceType device, DType dtype) const {
+  if (device == DeviceType::cuda)
+    detail::throw_error(fmt::format("{}: no kernel for {} on cuda (this build has no CUDA kernel for it)", name_, dtype));
+  detail::throw_error(fmt::format("{}: not supported for dtype {}", name_, dtype));
+}
+
+bool reference_mode() { return t_reference_mode; }
+ReferenceModeGuard::ReferenceModeGuard() : previous_(t_reference_mode) { t_reference_mode = true; }
+ReferenceModeGuard::~ReferenceModeGuard() { t_reference_mode = previous_; }
+
+}  // namespace ember

@@ -1,0 +1,31 @@
+// NCHW convolution and pooling through oneDNN. Entry points: core/ops/conv.cpp;
+// kernels: kernels/{reference,cpu}/conv.cpp.
+#pragma once
+
+#include <array>
+
+#include "core/tensor.h"
+
+namespace ember {
+
+using Pair = std::array<int64_t, 2>;
+
+struct Conv2dOptions {
+  Pair stride{1, 1};
+  Pair padding{0, 0};
+  Pair dilation{1, 1};
+  int64_t groups = 1;
+};
+// input [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] or undefined -> [N, O, H', W']
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
+
+struct Pool2dOptions {
+  Pair kernel_size{2, 2};
+  Pair stride{0, 0};  // {0, 0}: the kernel size, as PyTorch's default
+  Pair padding{0, 0};
+  bool count_include_pad = true;  // avg_pool2d only
+};
+Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options);
+Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options);
+
+}  // namespace ember

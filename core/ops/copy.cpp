@@ -1,0 +1,68 @@
+// Copies: contiguous, clone, dtype and device conversion, copy_ and fill_.
+// Kernels: kernels/{reference,cpu}/copy.cpp (copy_op, fill_op).
+#include "core/ops/creation.h"
+#include "core/ops/elementwise_kernels.h"
+#include "core/ops/views.h"
+
+namespace ember {
+
+Op<ElementwiseKernel> copy_op("copy");
+Op<void(const ElementwiseLoop&, const Scalar&)> fill_op("fill");
+
+void copy_(const Tensor& out, const Tensor& source) {
+  EMBER_CHECK(out.defined() && source.defined(), "copy_: undefined tensor");
+  EMBER_CHECK(out.device() == source.device(), "copy_: destination is on {} but source is on {}", out.device(),
+              source.device());
+  Shape shape = broadcast_shapes(out.shape(), source.shape(), "copy_");
+  EMBER_CHECK(shape == out.shape(), "copy_: source of shape {} cannot be broadcast to destination shape {}",
+              source.shape(), out.shape());
+  out.bump_version();
+  if (out.numel() == 0) return;
+  ElementwiseLoop loop = ElementwiseLoop::make({&out, &source});
+  copy_op(out.device().type, out.dtype(), loop);
+}
+
+Tensor contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  return clone(t);
+}
+
+Tensor clone(const Tensor& t) {
+  Tensor out = make_tensor(t.shape(), t.dtype(), t.device());
+  copy_(out, t);
+  return out;
+}
+
+Tensor to(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor out = make_tensor(t.shape(), dtype, t.device());
+  copy_(out, t);
+  return out;
+}
+
+Tensor to(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  EMBER_CHECK(device.is_cpu() && t.device().is_cpu(), "to: cannot move a tensor from {} to {}: this build has no {} backend",
+              t.device(), device, device.is_cuda() ? "CUDA" : "such");
+  return t;
+}
+
+Tensor Tensor::contiguous() const { return ember::contiguous(*this); }
+Tensor Tensor::clone() const { return ember::clone(*this); }
+Tensor Tensor::to(DType dtype) const { return ember::to(*this, dtype); }
+Tensor Tensor::to(Device device) const { return ember::to(*this, device); }
+
+Tensor& Tensor::copy_(const Tensor& source) {
+  ember::copy_(*this, source);
+  return *this;
+}
+
+Tensor& Tensor::fill_(const Scalar& value) {
+  bump_version();
+  if (numel() == 0) return *this;
+  ElementwiseLoop loop = ElementwiseLoop::make({this});
+  fill_op(device().type, dtype(), loop, value);
+  return *this;
+}
+
+}  // namespace ember

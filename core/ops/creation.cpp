@@ -1,0 +1,115 @@
+// Creating tensors: filled, ranges, identity, wrapped memory. Random creation
+// lives in core/ops/random.cpp.
+#include "core/ops/creation.h"
+
+#include <cmath>
+
+#include "core/ops/views.h"
+
+namespace ember {
+
+namespace {
+Tensor finish(Tensor t, const TensorOptions& options) {
+  t.impl()->requires_grad = options.requires_grad;
+  return t;
+}
+}  // namespace
+
+Tensor empty(const Shape& shape, TensorOptions options) {
+  return finish(make_tensor(shape, options.dtype, options.device), options);
+}
+
+Tensor full(const Shape& shape, const Scalar& value, TensorOptions options) {
+  Tensor t = make_tensor(shape, options.dtype, options.device);
+  t.fill_(value);
+  return finish(t, options);
+}
+
+Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0, options); }
+Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1, options); }
+Tensor scalar_tensor(const Scalar& value, TensorOptions options) { return full({}, value, options); }
+
+Tensor arange(const Scalar& end) { return arange(0, end, 1); }
+
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step) {
+  bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
+  return arange(start, end, step, {.dtype = integral ? DType::i64 : DType::f32});
+}
+
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions options) {
+  double lo = start.to_double(), hi = end.to_double(), delta = step.to_double();
+  EMBER_CHECK(delta != 0, "arange: step must be nonzero");
+  EMBER_CHECK(std::isfinite(lo) && std::isfinite(hi), "arange: bounds must be finite, got start={} end={}", lo, hi);
+  EMBER_CHECK((delta > 0 && hi >= lo) || (delta < 0 && hi <= lo),
+              "arange: upper bound and step sign are inconsistent (start={}, end={}, step={})", lo, hi, delta);
+  double count = std::ceil((hi - lo) / delta);
+  EMBER_CHECK(count < 1e12, "arange: {} elements requested", count);
+  int64_t n = int64_t(count);
+  Tensor host = make_tensor({n}, DType::f64);
+  double* data = host.data_ptr<double>();
+  for (int64_t i = 0; i < n; ++i) data[i] = lo + double(i) * delta;
+  return finish(host.to(options.dtype).to(options.device), options);
+}
+
+Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
+  EMBER_CHECK(steps >= 0, "linspace: number of steps must be non-negative, got {}", steps);
+  Tensor host = make_tensor({steps}, DType::f64);
+  double* data = host.data_ptr<double>();
+  double delta = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
+  // Fill from both ends, as PyTorch does, so the last value is exactly `end`.
+  for (int64_t i = 0; i < steps; ++i) data[i] = i < steps / 2 ? start + delta * double(i) : end - delta * double(steps - 1 - i);
+  return finish(host.to(options.dtype).to(options.device), options);
+}
+
+Tensor eye(int64_t n, int64_t m, TensorOptions options) {
+  if (m < 0) m = n;
+  EMBER_CHECK(n >= 0, "eye: n must be non-negative, got {}", n);
+  Tensor t = zeros({n, m}, {.dtype = options.dtype, .device = options.device});
+  diagonal(t).fill_(1);
+  return finish(t, options);
+}
+
+Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device) {
+  return from_blob(data, shape, contiguous_strides(shape), dtype, device);
+}
+
+Tensor from_blob(void* data, const Shape& shape, const Strides& strides, DType dtype, Device device) {
+  EMBER_CHECK(shape.ndim() == strides.ndim(), "from_blob: shape {} and strides {} have different lengths", shape,
+              strides);
+  int64_t extent = 1;
+  for (int d = 0; d < shape.ndim(); ++d) {
+    EMBER_CHECK(shape[d] >= 0 && strides[d] >= 0, "from_blob: negative size or stride in shape {} strides {}", shape,
+                strides);
+    if (shape[d] == 0) extent = 0;
+    if (extent) extent += (shape[d] - 1) * strides[d];
+  }
+  auto storage = std::make_shared<Storage>(data, size_t(extent * element_size(dtype)), device, nullptr);
+  return Tensor::make(std::move(storage), dtype, shape, strides, 0);
+}
+
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
+  Shape target = shape.empty() ? Shape{int64_t(values.size())} : shape;
+  EMBER_CHECK(target.numel() == int64_t(values.size()), "from_vector: {} values do not fill shape {}", values.size(),
+              target);
+  Tensor t = make_tensor(target, dtype_of<T>);
+  T* data = static_cast<T*>(t.data_ptr());
+  for (size_t i = 0; i < values.size(); ++i) data[i] = values[i];
+  return t;
+}
+template Tensor from_vector(const std::vector<float>&, const Shape&);
+template Tensor from_vector(const std::vector<double>&, const Shape&);
+template Tensor from_vector(const std::vector<Half>&, const Shape&);
+template Tensor from_vector(const std::vector<BFloat16>&, const Shape&);
+template Tensor from_vector(const std::vector<int32_t>&, const Shape&);
+template Tensor from_vector(const std::vector<int64_t>&, const Shape&);
+template Tensor from_vector(const std::vector<bool>&, const Shape&);
+
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor full_like(const Tensor& t, const Scalar& value) {
+  return full(t.shape(), value, {.dtype = t.dtype(), .device = t.device()});
+}
+
+}  // namespace ember

@@ -1,0 +1,92 @@
+// Element-wise ops with NumPy broadcasting and PyTorch type promotion.
+// Entry points: core/ops/elementwise.cpp; kernels: kernels/{reference,cpu}/elementwise*.cpp.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace ember {
+
+// Arithmetic. Integer division `div` is true division (result floating), as in PyTorch.
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, const Scalar& b);
+Tensor sub(const Tensor& a, const Scalar& b);
+Tensor mul(const Tensor& a, const Scalar& b);
+Tensor div(const Tensor& a, const Scalar& b);
+Tensor rsub(const Tensor& a, const Scalar& b);  // b - a
+Tensor rdiv(const Tensor& a, const Scalar& b);  // b / a
+
+// In place: `a` keeps its dtype (the result must be castable to it, as PyTorch requires).
+Tensor& add_(Tensor& a, const Tensor& b);
+Tensor& sub_(Tensor& a, const Tensor& b);
+Tensor& mul_(Tensor& a, const Tensor& b);
+Tensor& div_(Tensor& a, const Tensor& b);
+Tensor& add_(Tensor& a, const Scalar& b);
+Tensor& sub_(Tensor& a, const Scalar& b);
+Tensor& mul_(Tensor& a, const Scalar& b);
+Tensor& div_(Tensor& a, const Scalar& b);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, const Scalar& b);
+Tensor operator-(const Tensor& a, const Scalar& b);
+Tensor operator*(const Tensor& a, const Scalar& b);
+Tensor operator/(const Tensor& a, const Scalar& b);
+Tensor operator+(const Scalar& a, const Tensor& b);
+Tensor operator-(const Scalar& a, const Tensor& b);
+Tensor operator*(const Scalar& a, const Tensor& b);
+Tensor operator/(const Scalar& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+
+// Unary math. Integer inputs to floating functions (exp, sqrt, ...) give f32.
+Tensor neg(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor log1p(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);
+Tensor sin(const Tensor& a);
+Tensor cos(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
+Tensor relu(const Tensor& a);
+enum class GeluApproximation { none, tanh };
+Tensor gelu(const Tensor& a, GeluApproximation approximate = GeluApproximation::none);
+Tensor silu(const Tensor& a);
+Tensor pow(const Tensor& a, const Scalar& exponent);
+Tensor pow(const Tensor& a, const Tensor& exponent);
+
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor clamp(const Tensor& a, const Scalar& min, const Scalar& max);
+Tensor clamp_min(const Tensor& a, const Scalar& min);
+Tensor clamp_max(const Tensor& a, const Scalar& max);
+// condition ? a : b, broadcasting all three; condition must be bool.
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& condition, const Tensor& a, const Scalar& b);
+
+// Comparisons return bool.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Scalar& b);
+Tensor ne(const Tensor& a, const Scalar& b);
+Tensor lt(const Tensor& a, const Scalar& b);
+Tensor le(const Tensor& a, const Scalar& b);
+Tensor gt(const Tensor& a, const Scalar& b);
+Tensor ge(const Tensor& a, const Scalar& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
+Tensor isnan(const Tensor& a);
+Tensor isinf(const Tensor& a);
+
+}  // namespace ember

@@ -1,0 +1,40 @@
+// The kernel interface of the element-wise family: one Op per operation, keyed
+// by dtype. Entry points (core/ops/elementwise.cpp, views.cpp) validate, promote,
+// allocate the output and build the ElementwiseLoop; kernels only compute.
+//
+// Operand order in the loop is always (out, inputs...). Unless noted, every
+// operand has the key dtype: the entry point converts inputs first.
+#pragma once
+
+#include "core/dispatch.h"
+#include "core/elementwise_loop.h"
+#include "core/scalar.h"
+
+namespace ember {
+
+using ElementwiseKernel = void(const ElementwiseLoop&);
+
+// out = in, converting: keyed by the output dtype; the input may have any dtype.
+extern Op<ElementwiseKernel> copy_op;
+// out = value.
+extern Op<void(const ElementwiseLoop&, const Scalar&)> fill_op;
+
+// Binary arithmetic: (out, a, b), all of the key dtype.
+extern Op<ElementwiseKernel> add_op, sub_op, mul_op, div_op, maximum_op, minimum_op, pow_op;
+
+// Comparisons and logic: (out: bool, a, b) keyed by the inputs' common dtype.
+extern Op<ElementwiseKernel> eq_op, ne_op, lt_op, le_op, gt_op, ge_op, logical_and_op, logical_or_op;
+// (out: bool, a) keyed by a's dtype.
+extern Op<ElementwiseKernel> logical_not_op, isnan_op, isinf_op;
+
+// Unary math: (out, a), both of the key dtype (floating for the transcendental ones).
+extern Op<ElementwiseKernel> neg_op, abs_op, exp_op, log_op, log1p_op, sqrt_op, rsqrt_op, sin_op, cos_op,
+    tanh_op, sigmoid_op, relu_op, gelu_op, gelu_tanh_op, silu_op;
+// (out, a) with a scalar parameter: out = a ** exponent.
+extern Op<void(const ElementwiseLoop&, const Scalar&)> pow_scalar_op;
+// (out, a): out = min(max(a, low), high); a null bound is absent.
+extern Op<void(const ElementwiseLoop&, const Scalar* low, const Scalar* high)> clamp_op;
+// (out, condition: bool, a, b) keyed by the value dtype.
+extern Op<ElementwiseKernel> where_op;
+
+}  // namespace ember

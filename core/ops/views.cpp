@@ -1,0 +1,306 @@
+// Views: new shape/strides/offset over the same storage; nothing is copied.
+#include "core/ops/views.h"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+namespace ember {
+
+namespace {
+
+Tensor make_view(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
+  Tensor view = Tensor::make(t.storage(), t.dtype(), shape, strides, offset);
+  return view;
+}
+
+void check_defined(const Tensor& t, std::string_view op) { EMBER_CHECK(t.defined(), "{}: undefined tensor", op); }
+
+// Resolves one -1 in `shape` against `numel`; errors name `op`.
+Shape infer_shape(const Shape& shape, int64_t numel, std::string_view op) {
+  Shape out = shape;
+  int infer = -1;
+  int64_t known = 1;
+  for (int d = 0; d < out.ndim(); ++d) {
+    if (out[d] == -1) {
+      EMBER_CHECK(infer < 0, "{}: only one dimension can be inferred in shape {}", op, shape);
+      infer = d;
+    } else {
+      EMBER_CHECK(out[d] >= 0, "{}: invalid size {} in shape {}", op, out[d], shape);
+      known *= out[d];
+    }
+  }
+  if (infer >= 0) {
+    EMBER_CHECK(known != 0 && numel % known == 0, "{}: shape {} is invalid for input of size {}", op, shape, numel);
+    out[infer] = numel / known;
+  }
+  EMBER_CHECK(out.numel() == numel, "{}: shape {} is invalid for input of size {}", op, shape, numel);
+  return out;
+}
+
+// Strides for viewing (shape, strides) as `target` without copying, if possible
+// (PyTorch's computeStride): each run of old dims that merges in memory must map
+// to a run of new dims with the same number of elements.
+std::optional<Strides> view_strides(const Shape& shape, const Strides& strides, const Shape& target) {
+  if (shape.numel() == 0) return contiguous_strides(target);
+  Strides out = Shape::filled(target.ndim(), 0);
+  int view_d = target.ndim() - 1;
+  int64_t chunk_base_stride = strides.empty() ? 1 : strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int d = shape.ndim() - 1; d >= 0; --d) {
+    tensor_numel *= shape[d];
+    if (d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || target[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= target[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base_stride = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+Tensor view(const Tensor& t, const Shape& shape) {
+  check_defined(t, "view");
+  Shape target = infer_shape(shape, t.numel(), "view");
+  auto strides = view_strides(t.shape(), t.strides(), target);
+  EMBER_CHECK(strides.has_value(),
+              "view: a tensor of shape {} with strides {} cannot be viewed as {} without a copy; use reshape",
+              t.shape(), t.strides(), target);
+  return make_view(t, target, *strides, t.offset());
+}
+
+Tensor reshape(const Tensor& t, const Shape& shape) {
+  check_defined(t, "reshape");
+  Shape target = infer_shape(shape, t.numel(), "reshape");
+  if (auto strides = view_strides(t.shape(), t.strides(), target)) return make_view(t, target, *strides, t.offset());
+  return view(clone(t), target);
+}
+
+Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
+  check_defined(t, "transpose");
+  int a = int(wrap_dim(dim0, t.dim(), "transpose")), b = int(wrap_dim(dim1, t.dim(), "transpose"));
+  if (t.dim() == 0) return make_view(t, t.shape(), t.strides(), t.offset());
+  Shape shape = t.shape();
+  Strides strides = t.strides();
+  std::swap(shape[a], shape[b]);
+  std::swap(strides[a], strides[b]);
+  return make_view(t, shape, strides, t.offset());
+}
+
+Tensor permute(const Tensor& t, const Dims& dims) {
+  check_defined(t, "permute");
+  EMBER_CHECK(dims.ndim() == t.dim(), "permute: {} dims given for a tensor with {} dims (shape {})", dims.ndim(),
+              t.dim(), t.shape());
+  Shape shape = t.shape(), strides = t.strides();
+  bool seen[kMaxDims] = {};
+  for (int d = 0; d < dims.ndim(); ++d) {
+    int source = int(wrap_dim(dims[d], t.dim(), "permute"));
+    EMBER_CHECK(!seen[source], "permute: dim {} repeated in {}", dims[d], dims);
+    seen[source] = true;
+    shape[d] = t.shape()[source];
+    strides[d] = t.strides()[source];
+  }
+  return make_view(t, shape, strides, t.offset());
+}
+
+Tensor t(const Tensor& x) {
+  check_defined(x, "t");
+  EMBER_CHECK(x.dim() <= 2, "t: expects a tensor with <= 2 dims, got shape {}", x.shape());
+  return x.dim() < 2 ? make_view(x, x.shape(), x.strides(), x.offset()) : transpose(x, 0, 1);
+}
+
+Tensor squeeze(const Tensor& t) {
+  check_defined(t, "squeeze");
+  Shape shape, strides;
+  for (int d = 0; d < t.dim(); ++d) {
+    if (t.shape()[d] == 1) continue;
+    shape.push_back(t.shape()[d]);
+    strides.push_back(t.strides()[d]);
+  }
+  return make_view(t, shape, strides, t.offset());
+}
+
+Tensor squeeze(const Tensor& t, int64_t dim) {
+  check_defined(t, "squeeze");
+  int d = int(wrap_dim(dim, t.dim(), "squeeze"));
+  if (t.dim() == 0 || t.shape()[d] != 1) return make_view(t, t.shape(), t.strides(), t.offset());
+  Shape shape = t.shape(), strides = t.strides();
+  shape.erase(d);
+  strides.erase(d);
+  return make_view(t, shape, strides, t.offset());
+}
+
+Tensor unsqueeze(const Tensor& t, int64_t dim) {
+  check_defined(t, "unsqueeze");
+  int d = int(wrap_dim(dim, t.dim() + 1, "unsqueeze"));
+  Shape shape = t.shape(), strides = t.strides();
+  int64_t stride = d < t.dim() ? t.strides()[d] * t.shape()[d] : 1;
+  shape.insert(d, 1);
+  strides.insert(d, stride);
+  return make_view(t, shape, strides, t.offset());
+}
+
+Tensor expand(const Tensor& t, const Shape& shape) {
+  check_defined(t, "expand");
+  EMBER_CHECK(shape.ndim() >= t.dim(), "expand: the number of sizes provided ({}) must be >= the number of dims ({})",
+              shape.ndim(), t.dim());
+  Shape out_shape = shape;
+  Strides out_strides = Shape::filled(shape.ndim(), 0);
+  int lead = shape.ndim() - t.dim();
+  for (int d = 0; d < shape.ndim(); ++d) {
+    int source = d - lead;
+    if (source < 0) {
+      EMBER_CHECK(shape[d] >= 0, "expand: size -1 is not allowed in a new leading dim ({})", shape);
+      continue;
+    }
+    int64_t have = t.shape()[source];
+    if (shape[d] == -1) out_shape[d] = have;
+    EMBER_CHECK(out_shape[d] == have || have == 1,
+                "expand: the expanded size {} must match the existing size {} at dim {} (shape {} to {})", out_shape[d],
+                have, d, t.shape(), shape);
+    out_strides[d] = have == out_shape[d] ? t.strides()[source] : 0;
+  }
+  return make_view(t, out_shape, out_strides, t.offset());
+}
+
+Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  check_defined(t, "slice");
+  EMBER_CHECK(t.dim() > 0, "slice: cannot slice a 0-d tensor");
+  EMBER_CHECK(step > 0, "slice: step must be positive, got {}", step);
+  int d = int(wrap_dim(dim, t.dim(), "slice"));
+  int64_t size = t.shape()[d];
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = std::clamp<int64_t>(start, 0, size);
+  end = std::clamp<int64_t>(end, start, size);
+  Shape shape = t.shape(), strides = t.strides();
+  shape[d] = (end - start + step - 1) / step;
+  strides[d] = t.strides()[d] * step;
+  return make_view(t, shape, strides, t.offset() + start * t.strides()[d]);
+}
+
+Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
+  check_defined(t, "narrow");
+  EMBER_CHECK(t.dim() > 0, "narrow: cannot narrow a 0-d tensor");
+  int d = int(wrap_dim(dim, t.dim(), "narrow"));
+  int64_t size = t.shape()[d];
+  if (start < 0 && start >= -size) start += size;
+  EMBER_CHECK(start >= 0 && length >= 0 && start + length <= size,
+              "narrow: start {} + length {} exceeds dimension size {} (dim {} of shape {})", start, length, size, d,
+              t.shape());
+  return slice(t, d, start, start + length);
+}
+
+Tensor select(const Tensor& t, int64_t dim, int64_t index) {
+  check_defined(t, "select");
+  EMBER_CHECK(t.dim() > 0, "select: cannot select on a 0-d tensor");
+  int d = int(wrap_dim(dim, t.dim(), "select"));
+  int64_t size = t.shape()[d];
+  EMBER_CHECK(index >= -size && index < size, "select: index {} out of range for dim {} of size {} (shape {})", index,
+              d, size, t.shape());
+  if (index < 0) index += size;
+  Shape shape = t.shape(), strides = t.strides();
+  shape.erase(d);
+  strides.erase(d);
+  return make_view(t, shape, strides, t.offset() + index * t.strides()[d]);
+}
+
+Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) {
+  check_defined(t, "flatten");
+  if (t.dim() == 0) return reshape(t, {1});
+  int start = int(wrap_dim(start_dim, t.dim(), "flatten")), end = int(wrap_dim(end_dim, t.dim(), "flatten"));
+  EMBER_CHECK(start <= end, "flatten: start_dim {} comes after end_dim {}", start_dim, end_dim);
+  Shape shape;
+  for (int d = 0; d < start; ++d) shape.push_back(t.shape()[d]);
+  int64_t merged = 1;
+  for (int d = start; d <= end; ++d) merged *= t.shape()[d];
+  shape.push_back(merged);
+  for (int d = end + 1; d < t.dim(); ++d) shape.push_back(t.shape()[d]);
+  return reshape(t, shape);
+}
+
+Tensor unflatten(const Tensor& t, int64_t dim, const Shape& sizes) {
+  check_defined(t, "unflatten");
+  int d = int(wrap_dim(dim, t.dim(), "unflatten"));
+  Shape inner = infer_shape(sizes, t.shape()[d], "unflatten");
+  Shape shape;
+  for (int i = 0; i < d; ++i) shape.push_back(t.shape()[i]);
+  for (int64_t s : inner) shape.push_back(s);
+  for (int i = d + 1; i < t.dim(); ++i) shape.push_back(t.shape()[i]);
+  return view(t, shape);
+}
+
+Tensor diagonal(const Tensor& t, int64_t offset, int64_t dim1, int64_t dim2) {
+  check_defined(t, "diagonal");
+  EMBER_CHECK(t.dim() >= 2, "diagonal: expects at least 2 dims, got shape {}", t.shape());
+  int a = int(wrap_dim(dim1, t.dim(), "diagonal")), b = int(wrap_dim(dim2, t.dim(), "diagonal"));
+  EMBER_CHECK(a != b, "diagonal: dim1 and dim2 are both {}", a);
+  int64_t start = t.offset(), length;
+  if (offset >= 0) {
+    length = std::max<int64_t>(std::min(t.shape()[a], t.shape()[b] - offset), 0);
+    if (length > 0) start += offset * t.strides()[b];
+  } else {
+    length = std::max<int64_t>(std::min(t.shape()[a] + offset, t.shape()[b]), 0);
+    if (length > 0) start -= offset * t.strides()[a];
+  }
+  Shape shape, strides;
+  for (int d = 0; d < t.dim(); ++d) {
+    if (d == a || d == b) continue;
+    shape.push_back(t.shape()[d]);
+    strides.push_back(t.strides()[d]);
+  }
+  shape.push_back(length);
+  strides.push_back(t.strides()[a] + t.strides()[b]);
+  return make_view(t, shape, strides, start);
+}
+
+Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
+  check_defined(t, "as_strided");
+  EMBER_CHECK(shape.ndim() == strides.ndim(), "as_strided: shape {} and strides {} differ in length", shape, strides);
+  int64_t last = offset;
+  for (int d = 0; d < shape.ndim(); ++d) {
+    EMBER_CHECK(shape[d] >= 0 && strides[d] >= 0, "as_strided: negative size or stride (shape {}, strides {})", shape,
+                strides);
+    if (shape[d] == 0) last = -1;
+    if (last >= 0) last += (shape[d] - 1) * strides[d];
+  }
+  int64_t capacity = int64_t(t.storage()->nbytes()) / t.element_size();
+  EMBER_CHECK(offset >= 0 && last < capacity,
+              "as_strided: shape {} strides {} offset {} reach element {} of a storage of {} elements", shape,
+              strides, offset, last, capacity);
+  return make_view(t, shape, strides, offset);
+}
+
+Tensor Tensor::view(const Shape& shape) const { return ember::view(*this, shape); }
+Tensor Tensor::reshape(const Shape& shape) const { return ember::reshape(*this, shape); }
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const { return ember::transpose(*this, dim0, dim1); }
+Tensor Tensor::permute(const Dims& dims) const { return ember::permute(*this, dims); }
+Tensor Tensor::t() const { return ember::t(*this); }
+Tensor Tensor::squeeze() const { return ember::squeeze(*this); }
+Tensor Tensor::squeeze(int64_t dim) const { return ember::squeeze(*this, dim); }
+Tensor Tensor::unsqueeze(int64_t dim) const { return ember::unsqueeze(*this, dim); }
+Tensor Tensor::expand(const Shape& shape) const { return ember::expand(*this, shape); }
+Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
+  return ember::narrow(*this, dim, start, length);
+}
+Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
+  return ember::slice(*this, dim, start, end, step);
+}
+Tensor Tensor::select(int64_t dim, int64_t index) const { return ember::select(*this, dim, index); }
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const { return ember::flatten(*this, start_dim, end_dim); }
+Tensor Tensor::unflatten(int64_t dim, const Shape& sizes) const { return ember::unflatten(*this, dim, sizes); }
+Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
+  return ember::diagonal(*this, offset, dim1, dim2);
+}
+
+}  // namespace ember

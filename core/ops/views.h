@@ -1,0 +1,37 @@
+// Views share storage with their base and copy nothing; writes through a view
+// are seen by the base. Also contiguous/clone/to, which copy when they must.
+// Entry points: core/ops/views.cpp; the copy kernel: kernels/*/copy.cpp.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember {
+
+Tensor view(const Tensor& t, const Shape& shape);     // -1 infers one dim; errors if strides forbid
+Tensor reshape(const Tensor& t, const Shape& shape);  // a view when possible, else a copy
+Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1);
+Tensor permute(const Tensor& t, const Dims& dims);
+Tensor t(const Tensor& t);  // 2-d transpose (0-d and 1-d unchanged)
+Tensor squeeze(const Tensor& t);
+Tensor squeeze(const Tensor& t, int64_t dim);
+Tensor unsqueeze(const Tensor& t, int64_t dim);
+Tensor expand(const Tensor& t, const Shape& shape);  // -1 keeps a dim
+Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length);
+// Python's t[start:end:step] along dim (negative start/end count from the end; clamped).
+Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor select(const Tensor& t, int64_t dim, int64_t index);
+Tensor flatten(const Tensor& t, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor unflatten(const Tensor& t, int64_t dim, const Shape& sizes);
+Tensor diagonal(const Tensor& t, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
+Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset);
+
+Tensor contiguous(const Tensor& t);
+Tensor clone(const Tensor& t);
+Tensor to(const Tensor& t, DType dtype);    // the same tensor when already of that dtype
+Tensor to(const Tensor& t, Device device);  // the same tensor when already there
+// out = source, broadcasting source and converting dtype; out's version bumps.
+void copy_(const Tensor& out, const Tensor& source);
+
+}  // namespace ember

@@ -1,0 +1,51 @@
+// Random numbers: Philox 4x32-10, a counter-based generator. The same seed
+// gives the same stream on every device, and its whole state is two integers
+// (seed, offset) that a checkpoint can save. Kernels: kernels/*/random.cpp.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+
+namespace ember {
+
+// One Philox 4x32-10 block: four 32-bit outputs for (counter, key).
+std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
+
+struct GeneratorState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // blocks of 4 outputs consumed so far
+};
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 67280421310721ull) : state_{seed, 0} {}
+  void manual_seed(uint64_t seed);
+  uint64_t seed() const;
+  GeneratorState state() const;
+  void set_state(GeneratorState state);
+  // Reserves `blocks` Philox blocks and returns the first block's offset; the
+  // caller generates block i from counter (offset + i) and key(seed).
+  uint64_t reserve(uint64_t blocks);
+
+ private:
+  mutable std::mutex mutex_;
+  GeneratorState state_;
+};
+
+Generator& default_generator();
+void manual_seed(uint64_t seed);  // seeds the default generator
+
+// The counter for block `index` of a stream that starts at `offset`.
+inline std::array<uint32_t, 4> philox_counter(uint64_t offset, uint64_t index) {
+  uint64_t c = offset + index;
+  return {uint32_t(c), uint32_t(c >> 32), 0u, 0u};
+}
+inline std::array<uint32_t, 2> philox_key(uint64_t seed) { return {uint32_t(seed), uint32_t(seed >> 32)}; }
+// A uniform float in [0, 1) from 32 random bits (24 bits of mantissa).
+inline float uniform_float(uint32_t bits) { return float(bits >> 8) * (1.0f / 16777216.0f); }
+inline double uniform_double(uint32_t hi, uint32_t lo) {
+  return double((uint64_t(hi) << 21) | (uint64_t(lo) >> 11)) * (1.0 / 9007199254740992.0);
+}
+
+}  // namespace ember

@@ -1,0 +1,41 @@
+// Storage: a block of device memory shared by a tensor and all its views.
+// It also carries the version counter that in-place ops bump, so views of one
+// storage share it (Note [Version counter] in core/README.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "core/device.h"
+
+namespace ember {
+
+class Allocator;
+
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);  // from the device's allocator
+  // Memory owned elsewhere (from_blob): `deleter` runs when the last view dies.
+  Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  Allocator* allocator_ = nullptr;
+  std::function<void(void*)> deleter_;
+  uint64_t version_ = 0;
+};
+
+}  // namespace ember

@@ -1,0 +1,75 @@
+// Tensor metadata queries, element access and make_tensor.
+#include "core/tensor.h"
+
+#include "core/ops/views.h"
+
+namespace ember {
+
+Tensor Tensor::make(std::shared_ptr<Storage> storage, DType dtype, const Shape& shape, const Strides& strides,
+                    int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->numel = shape.numel();
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
+  int64_t numel = shape.numel();
+  for (int64_t d : shape) EMBER_CHECK(d >= 0, "empty: negative dimension in shape {}", shape);
+  auto storage = std::make_shared<Storage>(size_t(numel * element_size(dtype)), device);
+  return Tensor::make(std::move(storage), dtype, shape, contiguous_strides(shape), 0);
+}
+
+int64_t Tensor::size(int64_t dim) const { return shape()[int(wrap_dim(dim, this->dim(), "size"))]; }
+int64_t Tensor::stride(int64_t dim) const { return strides()[int(wrap_dim(dim, this->dim(), "stride"))]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int d = dim() - 1; d >= 0; --d) {
+    int64_t size = shape()[d];
+    if (size == 0) return true;
+    if (size != 1 && strides()[d] != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+void Tensor::check_dtype(DType expected, const char* what) const {
+  EMBER_CHECK(defined(), "{}: the tensor is undefined", what);
+  EMBER_CHECK(dtype() == expected, "{}: the tensor has dtype {}, but {} was requested", what, dtype(), expected);
+}
+
+template <class T>
+T Tensor::item() const {
+  EMBER_CHECK(defined(), "item: the tensor is undefined");
+  EMBER_CHECK(numel() == 1, "item: a tensor with {} elements (shape {}) cannot be converted to a scalar", numel(),
+              shape());
+  Tensor host = to(kCPU).to(dtype_of<T>);
+  return *static_cast<const T*>(host.data_ptr());
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  EMBER_CHECK(defined(), "to_vector: the tensor is undefined");
+  Tensor host = to(kCPU).to(dtype_of<T>).contiguous();
+  const T* data = static_cast<const T*>(host.data_ptr());
+  return std::vector<T>(data, data + host.numel());
+}
+
+#define EMBER_INSTANTIATE(T)                     \
+  template T Tensor::item<T>() const;            \
+  template std::vector<T> Tensor::to_vector<T>() const;
+EMBER_INSTANTIATE(float)
+EMBER_INSTANTIATE(double)
+EMBER_INSTANTIATE(Half)
+EMBER_INSTANTIATE(BFloat16)
+EMBER_INSTANTIATE(int32_t)
+EMBER_INSTANTIATE(int64_t)
+EMBER_INSTANTIATE(bool)
+#undef EMBER_INSTANTIATE
+
+}  // namespace ember

@@ -1,0 +1,135 @@
+// Tensor: a cheap handle (one shared_ptr) to a TensorImpl, which holds the
+// metadata of a strided view into shared Storage. Copying a Tensor shares it,
+// as in PyTorch; clone() copies the data.
+//
+// The methods below are conveniences that forward to the free functions in
+// core/ops/*.h, where each op is documented; their definitions live with them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/scalar.h"
+#include "core/shape.h"
+#include "core/storage.h"
+
+namespace ember {
+
+struct AutogradMeta;  // grad_fn and hooks; defined by the autograd layer
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Strides strides;  // in elements
+  int64_t offset = 0;  // in elements, into storage
+  int64_t numel = 0;
+  DType dtype = DType::f32;
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<AutogradMeta> autograd;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  // A view of `storage` with the given geometry.
+  static Tensor make(std::shared_ptr<Storage> storage, DType dtype, const Shape& shape, const Strides& strides,
+                     int64_t offset);
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->storage->device(); }
+  const Shape& shape() const { return impl_->shape; }
+  const Shape& sizes() const { return impl_->shape; }
+  const Strides& strides() const { return impl_->strides; }
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int dim() const { return impl_->shape.ndim(); }
+  int64_t numel() const { return impl_->numel; }
+  int64_t offset() const { return impl_->offset; }
+  int64_t element_size() const { return ember::element_size(dtype()); }
+  int64_t nbytes() const { return numel() * element_size(); }
+  bool is_contiguous() const;
+  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  uint64_t version() const { return impl_->storage->version(); }
+  void bump_version() const { impl_->storage->bump_version(); }
+
+  // Raw pointer to the first element (storage + offset).
+  void* data_ptr() const {
+    return static_cast<char*>(impl_->storage->data()) + impl_->offset * ember::element_size(impl_->dtype);
+  }
+  template <class T>
+  T* data_ptr() const {
+    check_dtype(dtype_of<T>, "data_ptr");
+    return static_cast<T*>(data_ptr());
+  }
+  // The value of a one-element tensor, converted to T.
+  template <class T>
+  T item() const;
+  // All elements in row-major order, converted to T.
+  template <class T>
+  std::vector<T> to_vector() const;
+
+  std::string str() const;  // PyTorch-like printing
+
+  // Autograd fields (the autograd layer gives them meaning).
+  bool requires_grad() const { return impl_->requires_grad; }
+  Tensor grad() const { return Tensor(impl_->grad); }
+
+  // Views (core/ops/views.h).
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor permute(const Dims& dims) const;
+  Tensor t() const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor unflatten(int64_t dim, const Shape& sizes) const;
+  Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const;
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(DType dtype) const;
+  Tensor to(Device device) const;
+
+  // In-place arithmetic (core/ops/elementwise.h); each bumps the version.
+  Tensor& operator+=(const Tensor& other);
+  Tensor& operator-=(const Tensor& other);
+  Tensor& operator*=(const Tensor& other);
+  Tensor& operator/=(const Tensor& other);
+  Tensor& operator+=(const Scalar& other);
+  Tensor& operator-=(const Scalar& other);
+  Tensor& operator*=(const Scalar& other);
+  Tensor& operator/=(const Scalar& other);
+  Tensor& fill_(const Scalar& value);
+  Tensor& copy_(const Tensor& source);  // broadcasts and converts dtype
+
+ private:
+  void check_dtype(DType expected, const char* what) const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// A fresh contiguous tensor on `device`; contents uninitialised.
+Tensor make_tensor(const Shape& shape, DType dtype, Device device = kCPU);
+
+}  // namespace ember
+
+template <>
+struct fmt::formatter<ember::Tensor> : fmt::formatter<std::string_view> {
+  auto format(const ember::Tensor& t, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(t.str(), ctx);
+  }
+};

@@ -1,0 +1,15 @@
+// Build facts, for `ember env` and bug reports.
+#pragma once
+
+#include <string_view>
+
+namespace ember {
+
+std::string_view version();     // "0.1.0"
+bool built_with_cuda();         // whether this build has the CUDA backend
+namespace cuda {
+bool is_available();            // a CUDA build with at least one usable GPU
+int device_count();             // 0 without a GPU or without CUDA
+}  // namespace cuda
+
+}  // namespace ember

@@ -1,0 +1,10 @@
+// The CPU element-wise family, registered in parts (one file per kind of op).
+#include "kernels/cpu/families.h"
+
+namespace ember::cpu {
+
+void register_elementwise_binary_kernels();  // elementwise_binary.cpp
+
+void register_elementwise_kernels() { register_elementwise_binary_kernels(); }
+
+}  // namespace ember::cpu

@@ -1,0 +1,16 @@
+// The CPU backend's families: Eigen, OpenMP and oneDNN kernels.
+#pragma once
+
+namespace ember {
+void register_cpu_kernels();
+}
+
+namespace ember::cpu {
+void register_copy_kernels();         // copy.cpp
+void register_elementwise_kernels();  // elementwise.cpp
+void register_reduction_kernels();    // reduction.cpp (and softmax)
+void register_matmul_kernels();       // matmul.cpp
+void register_indexing_kernels();     // indexing.cpp
+void register_conv_kernels();         // conv.cpp (and pooling)
+void register_random_kernels();       // random.cpp
+}  // namespace ember::cpu

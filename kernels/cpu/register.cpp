@@ -1,0 +1,17 @@
+// The CPU backend's explicit init: every family registers its fast
+// kernels here. Called once by the dispatch table (core/dispatch.cpp).
+#include "kernels/cpu/families.h"
+
+namespace ember {
+
+void register_cpu_kernels() {
+  cpu::register_copy_kernels();
+  cpu::register_elementwise_kernels();
+  cpu::register_reduction_kernels();
+  cpu::register_matmul_kernels();
+  cpu::register_indexing_kernels();
+  cpu::register_conv_kernels();
+  cpu::register_random_kernels();
+}
+
+}  // namespace ember

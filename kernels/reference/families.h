@@ -1,0 +1,17 @@
+// The reference backend's families: naive loops for every op and dtype, the
+// oracle every fast kernel is tested against. Clarity over speed, always.
+#pragma once
+
+namespace ember {
+void register_reference_kernels();
+}
+
+namespace ember::reference {
+void register_copy_kernels();         // copy.cpp
+void register_elementwise_kernels();  // elementwise.cpp
+void register_reduction_kernels();    // reduction.cpp (and softmax)
+void register_matmul_kernels();       // matmul.cpp
+void register_indexing_kernels();     // indexing.cpp
+void register_conv_kernels();         // conv.cpp (and pooling)
+void register_random_kernels();       // random.cpp
+}  // namespace ember::reference

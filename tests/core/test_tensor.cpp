@@ -1,0 +1,105 @@
+// Tensor basics: metadata, views sharing storage, copies, printing, dtypes.
+#include "support/test_support.h"
+
+namespace ember::testing {
+namespace {
+
+TEST(Tensor, ViewsShareStorage) {
+  Tensor base = arange(0, 12, 1, {.dtype = DType::f32}).view({3, 4});
+  Tensor row = base.select(0, 1);
+  row.fill_(7);
+  EXPECT_EQ(base.to_vector<float>()[5], 7.0f);
+  Tensor col = base.t().select(0, 2);
+  col.fill_(-1);
+  EXPECT_EQ(base.to_vector<float>()[2], -1.0f);
+  EXPECT_EQ(base.to_vector<float>()[10], -1.0f);
+  EXPECT_EQ(base.transpose(0, 1).storage().get(), base.storage().get());
+}
+
+TEST(Tensor, ViewRequiresCompatibleStrides) {
+  Tensor a = zeros({4, 6});
+  EXPECT_EQ(a.view({2, 2, 6}).shape(), (Shape{2, 2, 6}));
+  EXPECT_EQ(a.view({-1}).shape(), (Shape{24}));
+  EXPECT_EMBER_ERROR(a.t().view({24}), "cannot be viewed");
+  Tensor copy = a.t().reshape({24});
+  EXPECT_NE(copy.storage().get(), a.storage().get());
+  EXPECT_EQ(a.t().reshape({6, 2, 2}).shape(), (Shape{6, 2, 2}));
+  EXPECT_EMBER_ERROR(a.view({5, -1}), "invalid for input of size 24");
+}
+
+TEST(Tensor, SliceWithStepAndNegativeBounds) {
+  Tensor a = arange(10);
+  EXPECT_EQ(a.slice(0, 1, 8, 3).to_vector<int64_t>(), (std::vector<int64_t>{1, 4, 7}));
+  EXPECT_EQ(a.slice(0, -3, 10).to_vector<int64_t>(), (std::vector<int64_t>{7, 8, 9}));
+  EXPECT_EQ(a.slice(0, 5, 2).numel(), 0);
+  EXPECT_EMBER_ERROR(a.slice(0, 0, 5, 0), "step must be positive");
+}
+
+TEST(Tensor, ExpandSqueezePermute) {
+  Tensor a = arange(0, 3, 1, {.dtype = DType::f32}).view({3, 1});
+  Tensor e = a.expand({2, 3, 4});
+  EXPECT_EQ(e.shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(e.strides(), (Strides{0, 1, 0}));
+  EXPECT_EQ(e.contiguous().to_vector<float>()[5], 1.0f);
+  EXPECT_EMBER_ERROR(a.expand({3, 2, 5}), "expand");
+  EXPECT_EQ(a.squeeze().shape(), (Shape{3}));
+  EXPECT_EQ(a.unsqueeze(0).shape(), (Shape{1, 3, 1}));
+  EXPECT_EQ(zeros({2, 3, 4}).permute({2, 0, 1}).shape(), (Shape{4, 2, 3}));
+  EXPECT_EMBER_ERROR(zeros({2, 3}).permute({0, 0}), "repeated");
+  EXPECT_EMBER_ERROR(zeros({2, 3}).transpose(0, 2), "dim 2 out of range");
+}
+
+TEST(Tensor, DiagonalFlattenUnflatten) {
+  Tensor a = arange(0, 9, 1, {.dtype = DType::f32}).view({3, 3});
+  EXPECT_EQ(a.diagonal().to_vector<float>(), (std::vector<float>{0, 4, 8}));
+  EXPECT_EQ(a.diagonal(1).to_vector<float>(), (std::vector<float>{1, 5}));
+  EXPECT_EQ(a.diagonal(-1).to_vector<float>(), (std::vector<float>{3, 7}));
+  EXPECT_EQ(zeros({2, 3, 4}).flatten(1).shape(), (Shape{2, 12}));
+  EXPECT_EQ(zeros({2, 12}).unflatten(1, {3, -1}).shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(eye(3).to_vector<float>(), (std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0, 1}));
+}
+
+TEST(Tensor, DtypeConversionsAreSafe) {
+  Tensor f = from_vector<float>({1.7f, -2.5f, NAN, 1e20f});
+  EXPECT_EQ(f.to(DType::i32).to_vector<int32_t>(),
+            (std::vector<int32_t>{1, -2, 0, std::numeric_limits<int32_t>::max()}));
+  EXPECT_EQ(f.to(DType::boolean).to_vector<bool>(), (std::vector<bool>{true, true, true, true}));
+  EXPECT_EQ(from_vector<float>({1.0f / 3}).to(DType::bf16).item<float>(), float(BFloat16(1.0f / 3)));
+  EXPECT_EQ(float(Half(65504.0f)), 65504.0f);
+  EXPECT_TRUE(std::isinf(float(Half(65520.0f))));
+  EXPECT_EQ(float(Half(5.960464477539063e-08f)), 5.960464477539063e-08f);  // smallest subnormal
+}
+
+TEST(Tensor, CreationOps) {
+  EXPECT_EQ(arange(5).dtype(), DType::i64);
+  EXPECT_EQ(arange(0.0, 1.0, 0.25).to_vector<float>(), (std::vector<float>{0, 0.25f, 0.5f, 0.75f}));
+  EXPECT_EQ(linspace(0, 1, 5).to_vector<float>(), (std::vector<float>{0, 0.25f, 0.5f, 0.75f, 1}));
+  EXPECT_EQ(full({2}, 3, {.dtype = DType::i32}).to_vector<int32_t>(), (std::vector<int32_t>{3, 3}));
+  EXPECT_EMBER_ERROR(arange(0, 5, 0), "step must be nonzero");
+  EXPECT_EMBER_ERROR(zeros({-1, 2}), "negative dimension");
+  float data[6] = {1, 2, 3, 4, 5, 6};
+  Tensor blob = from_blob(data, {2, 3}, DType::f32);
+  blob.fill_(0);
+  EXPECT_EQ(data[4], 0.0f);
+}
+
+TEST(Tensor, ItemAndErrors) {
+  EXPECT_EQ(full({1, 1}, 2.5).item<float>(), 2.5f);
+  EXPECT_EMBER_ERROR(zeros({2}).item<float>(), "item: a tensor with 2 elements");
+  EXPECT_EMBER_ERROR(zeros({2}).data_ptr<double>(), "dtype float32");
+  EXPECT_EMBER_ERROR(zeros({2}).to(Device("cuda:0")), "cuda");
+  EXPECT_EMBER_ERROR(Device("tpu"), "unknown device 'tpu'");
+}
+
+TEST(Tensor, PrintsLikePyTorch) {
+  EXPECT_EQ(from_vector<float>({1, 2}, {1, 2}).str(), "tensor([[1., 2.]])");
+  EXPECT_EQ(from_vector<float>({1.5f, -2}).str(), "tensor([ 1.5000, -2.0000])");
+  EXPECT_EQ(from_vector<int32_t>({1, 20}).str(), "tensor([ 1, 20], dtype=int32)");
+  EXPECT_EQ(from_vector<int64_t>({3, 4}, {2, 1}).str(), "tensor([[3],\n        [4]])");
+  EXPECT_EQ(scalar_tensor(true, {.dtype = DType::boolean}).str(), "tensor(True)");
+  EXPECT_EQ(zeros({0, 2}).str(), "tensor([], size=[0, 2])");
+  EXPECT_NE(arange(2000).str().find("..."), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ember::testing

@@ -1,0 +1,89 @@
+// Helpers for the test suites (see test_support.h).
+#include "support/test_support.h"
+
+#include <cmath>
+
+namespace ember::testing {
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 engine(12345);
+  return engine;
+}
+
+Tensor random_tensor(const Shape& shape, DType dtype, double lo, double hi) {
+  std::vector<double> values(size_t(shape.numel()));
+  if (dtype == DType::boolean) {
+    std::bernoulli_distribution coin(0.5);
+    for (double& v : values) v = coin(rng());
+  } else if (is_integral(dtype)) {
+    std::uniform_int_distribution<int64_t> uniform(int64_t(std::floor(lo)), int64_t(std::floor(hi)));
+    for (double& v : values) v = double(uniform(rng()));
+  } else {
+    std::uniform_real_distribution<double> uniform(lo, hi);
+    for (double& v : values) v = uniform(rng());
+  }
+  return from_vector(values).reshape(shape).to(dtype);
+}
+
+std::vector<Layout> layouts_of(const Tensor& t) {
+  std::vector<Layout> out{{"contiguous", t.contiguous()}};
+  if (t.dim() >= 2) {
+    Tensor transposed = t.transpose(0, t.dim() - 1).contiguous().transpose(0, t.dim() - 1);
+    out.push_back({"transposed", transposed});
+  }
+  if (t.dim() >= 1) {
+    Shape wide = t.shape();
+    wide[wide.ndim() - 1] *= 2;
+    Tensor base = zeros(wide, {.dtype = t.dtype()});
+    Tensor strided = base.slice(-1, 0, wide.back(), 2);
+    strided.copy_(t);
+    out.push_back({"step2", strided});
+  }
+  for (int d = 0; d < t.dim(); ++d) {
+    if (t.shape()[d] != 1) continue;
+    Shape one = t.shape();
+    Tensor expanded = t.contiguous().expand(one);
+    out.push_back({"expanded", expanded});
+    break;
+  }
+  return out;
+}
+
+Shape random_shape(int ndim, int64_t max_size) {
+  std::uniform_int_distribution<int64_t> size(0, max_size);
+  std::bernoulli_distribution one(0.2), zero(0.05);
+  Shape shape;
+  for (int d = 0; d < ndim; ++d) shape.push_back(zero(rng()) ? 0 : one(rng()) ? 1 : std::max<int64_t>(1, size(rng())));
+  return shape;
+}
+
+double tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 1e-5;
+    case DType::f64: return 1e-10;
+    case DType::f16: return 2e-3;
+    case DType::bf16: return 1.6e-2;
+    default: return 0.0;
+  }
+}
+
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
+  if (actual.shape() != expected.shape())
+    return ::testing::AssertionFailure() << "shape " << actual.shape().str() << " vs expected " << expected.shape().str();
+  if (actual.dtype() != expected.dtype())
+    return ::testing::AssertionFailure() << "dtype " << dtype_name(actual.dtype()) << " vs expected "
+                                         << dtype_name(expected.dtype());
+  if (rtol < 0) rtol = tolerance(actual.dtype());
+  if (atol < 0) atol = tolerance(actual.dtype());
+  std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(e[i])) continue;
+    if (a[i] == e[i]) continue;
+    if (std::abs(a[i] - e[i]) <= atol + rtol * std::abs(e[i])) continue;
+    return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs expected " << e[i] << " (shape "
+                                         << actual.shape().str() << ", dtype " << dtype_name(actual.dtype()) << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace ember::testing
