@@ -78,8 +78,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     const Tensor& t = tensors[i];
     EMBER_CHECK(t.defined(), "cat: tensor at position {} is undefined", i);
     EMBER_CHECK(t.dim() > 0, "cat: zero-dimensional tensor (at position {}) cannot be concatenated", i);
-    EMBER_CHECK(t.device() == tensors[0].device(), "cat: tensor at position {} is on {} but tensor at position 0 is on {}",
-                i, t.device(), tensors[0].device());
+    EMBER_CHECK(t.device() == tensors[0].device(),
+                "cat: tensor at position {} is on {} but tensor at position 0 is on {}", i, t.device(),
+                tensors[0].device());
     dtype = i == 0 ? t.dtype() : promote_types(dtype, t.dtype());
     // PyTorch's legacy rule: 1-d empty tensors are skipped whatever the others' shapes.
     bool legacy_empty = t.dim() == 1 && t.numel() == 0;

@@ -13,7 +13,10 @@
 namespace ember::cpu {
 namespace {
 
-int64_t grain_for(int64_t work_per_item) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(work_per_item, 1)); }
+// Items per thread chunk so a chunk holds about kParallelGrain elements.
+int64_t grain_for(int64_t work_per_item) {
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(work_per_item, 1));
+}
 
 template <class T>
 void select_rows(const RowSelect& s) {

@@ -14,6 +14,8 @@ using namespace random_detail;
 
 // Calls write(block_words, first_element, count) for every block of the
 // stream covering out's elements, in parallel above kParallelGrain elements.
+using Block = std::array<uint32_t, 4>;
+
 template <class F>
 void for_each_block(int64_t numel, GeneratorState stream, int per_block, F write) {
   const int64_t blocks = (numel + per_block - 1) / per_block;
@@ -30,7 +32,7 @@ void for_each_block(int64_t numel, GeneratorState stream, int per_block, F write
 template <class T>
 void uniform_kernel(const Tensor& out, GeneratorState stream) {
   T* data = static_cast<T*>(out.data_ptr());
-  for_each_block(out.numel(), stream, kUniformsPerBlock<T>, [&](const std::array<uint32_t, 4>& words, int64_t first, int count) {
+  for_each_block(out.numel(), stream, kUniformsPerBlock<T>, [&](const Block& words, int64_t first, int count) {
     for (int lane = 0; lane < count; ++lane) data[first + lane] = uniform<T>(words, lane);
   });
 }
@@ -38,7 +40,7 @@ void uniform_kernel(const Tensor& out, GeneratorState stream) {
 template <class T>
 void normal_kernel(const Tensor& out, GeneratorState stream) {
   T* data = static_cast<T*>(out.data_ptr());
-  for_each_block(out.numel(), stream, kUniformsPerBlock<T>, [&](const std::array<uint32_t, 4>& words, int64_t first, int count) {
+  for_each_block(out.numel(), stream, kUniformsPerBlock<T>, [&](const Block& words, int64_t first, int count) {
     for (int pair = 0; 2 * pair < count; ++pair) {
       const std::array<T, 2> values = normal_pair<T>(words, pair);
       data[first + 2 * pair] = values[0];
@@ -51,7 +53,7 @@ template <class T>
 void randint_kernel(const Tensor& out, GeneratorState stream, int64_t low, int64_t high) {
   const uint64_t range = uint64_t(high) - uint64_t(low);
   T* data = static_cast<T*>(out.data_ptr());
-  for_each_block(out.numel(), stream, randint_per_block(range), [&](const std::array<uint32_t, 4>& words, int64_t first, int count) {
+  for_each_block(out.numel(), stream, randint_per_block(range), [&](const Block& words, int64_t first, int count) {
     for (int lane = 0; lane < count; ++lane) data[first + lane] = randint<T>(words, lane, low, range);
   });
 }

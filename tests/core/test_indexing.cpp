@@ -206,7 +206,8 @@ TEST(Indexing, EdgeShapes) {
 
 TEST(Indexing, BadIndicesAreErrorsNamingOpValueAndSize) {
   Tensor t = zeros({3, 4});
-  EXPECT_EMBER_ERROR(index_select(t, 0, longs({1, 5})), "index_select: index 5 is out of bounds for dimension with size 3");
+  EXPECT_EMBER_ERROR(index_select(t, 0, longs({1, 5})),
+                     "index_select: index 5 is out of bounds for dimension with size 3");
   EXPECT_EMBER_ERROR(index_select(t, 1, from_vector<int32_t>({-1})), "index_select: index -1 is out of bounds");
   EXPECT_EMBER_ERROR(gather(t, 1, longs({0, 4}, {1, 2})), "gather: index 4 is out of bounds for dimension with size 4");
   EXPECT_EMBER_ERROR(scatter_add(t, 0, longs({3}, {1, 1}), ones({1, 1})), "scatter_add: index 3 is out of bounds");
@@ -222,8 +223,8 @@ TEST(Indexing, BadIndicesAreErrorsNamingOpValueAndSize) {
 
 TEST(Indexing, BadShapesAndArgumentsNameTheOp) {
   EXPECT_EMBER_ERROR(cat({zeros({2, 3}), zeros({2, 4})}),
-                     "cat: sizes of tensors must match except in dimension 0: expected size 3 but got size 4 for tensor "
-                     "at position 1 (shapes [2, 3] and [2, 4])");
+                     "cat: sizes of tensors must match except in dimension 0: expected size 3 but got size 4 "
+                     "for tensor at position 1 (shapes [2, 3] and [2, 4])");
   EXPECT_EMBER_ERROR(cat({zeros({2, 3}), zeros({3})}), "cat: tensors must have the same number of dims");
   EXPECT_EMBER_ERROR(cat({}), "cat: expected a non-empty list");
   EXPECT_EMBER_ERROR(cat({scalar_tensor(1, {})}), "cat: zero-dimensional tensor (at position 0)");
@@ -233,15 +234,18 @@ TEST(Indexing, BadShapesAndArgumentsNameTheOp) {
   EXPECT_EMBER_ERROR(split(zeros({4}), std::vector<int64_t>{1, 2}), "split: split sizes sum to 3 but dim 0 has size 4");
   EXPECT_EMBER_ERROR(split(zeros({4}), 0), "split: split_size must be positive");
   EXPECT_EMBER_ERROR(chunk(zeros({4}), 0), "chunk: expects chunks to be greater than 0, got 0");
-  EXPECT_EMBER_ERROR(index_select(zeros({3}), 0, zeros({1})), "index_select: index must have dtype int32 or int64, got float32");
+  EXPECT_EMBER_ERROR(index_select(zeros({3}), 0, zeros({1})),
+                     "index_select: index must have dtype int32 or int64, got float32");
   EXPECT_EMBER_ERROR(index_select(zeros({3}), 0, longs({0, 1}, {1, 2})), "index_select: index must be 0-d or 1-d");
   EXPECT_EMBER_ERROR(gather(zeros({3, 2}), 0, longs({0})), "gather: index of shape [1] must have as many dims");
   EXPECT_EMBER_ERROR(gather(zeros({3, 2}), 0, longs({0, 0, 0}, {1, 3})), "gather: index of shape [1, 3] exceeds");
   EXPECT_EMBER_ERROR(scatter_add(zeros({3}), 0, longs({0}), ones({1}, {.dtype = DType::f64})),
                      "scatter_add: expected self and src to have the same dtype, got float32 and float64");
-  EXPECT_EMBER_ERROR(scatter_add(zeros({3}), 0, longs({0, 1}), ones({1})), "scatter_add: index of shape [2] exceeds src");
+  EXPECT_EMBER_ERROR(scatter_add(zeros({3}), 0, longs({0, 1}), ones({1})),
+                     "scatter_add: index of shape [2] exceeds src");
   EXPECT_EMBER_ERROR(masked_fill(zeros({3}), ones({3}), 1), "masked_fill: mask must have dtype bool, got float32");
-  EXPECT_EMBER_ERROR(masked_fill(zeros({3}), ones({2}, {.dtype = DType::boolean}), 1), "masked_fill: shapes [3] and [2]");
+  EXPECT_EMBER_ERROR(masked_fill(zeros({3}), ones({2}, {.dtype = DType::boolean}), 1),
+                     "masked_fill: shapes [3] and [2]");
   EXPECT_EMBER_ERROR(embedding(zeros({3}), longs({0})), "embedding: weight must be 2-d");
   EXPECT_EMBER_ERROR(one_hot(zeros({0}, {.dtype = DType::i64})), "one_hot: cannot infer the number of classes");
   EXPECT_EMBER_ERROR(one_hot(zeros({2})), "one_hot: index must have dtype int32 or int64");
