@@ -49,16 +49,28 @@ void parallel_slices(const AlongDim& a, F body) {
   });
 }
 
+// Visits f(i, j) for i in [0, n) across a row of slices and j in [0, length)
+// along dim, with whichever index is dense innermost. Both orders visit each i
+// in increasing j, which is all scatter_add's determinism needs.
+template <class F>
+inline void walk(int64_t n, int64_t length, bool slices_dense, F f) {
+  if (slices_dense) {
+    for (int64_t j = 0; j < length; ++j)
+      for (int64_t i = 0; i < n; ++i) f(i, j);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < length; ++j) f(i, j);
+  }
+}
+
 template <class T>
 void gather(const AlongDim& a) {
   const int64_t out_step = a.dim_strides[0], index_step = a.dim_strides[1], input_step = a.dim_strides[2];
   parallel_slices<T>(a, [&](T* out, const auto* index, const T* input, const int64_t* s, int64_t n) {
-    for (int64_t j = 0; j < a.length; ++j) {
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t at = checked_index(index[i * s[1] + j * index_step], a.dim_size, "gather");
-        out[i * s[0] + j * out_step] = input[i * s[2] + at * input_step];
-      }
-    }
+    walk(n, a.length, s[0] == 1, [&](int64_t i, int64_t j) {
+      int64_t at = checked_index(index[i * s[1] + j * index_step], a.dim_size, "gather");
+      out[i * s[0] + j * out_step] = input[i * s[2] + at * input_step];
+    });
   });
 }
 
@@ -66,13 +78,11 @@ template <class T>
 void scatter_add(const AlongDim& a) {
   const int64_t out_step = a.dim_strides[0], index_step = a.dim_strides[1], src_step = a.dim_strides[2];
   parallel_slices<T>(a, [&](T* out, const auto* index, const T* src, const int64_t* s, int64_t n) {
-    for (int64_t j = 0; j < a.length; ++j) {
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t at = checked_index(index[i * s[1] + j * index_step], a.dim_size, "scatter_add");
-        T& target = out[i * s[0] + at * out_step];
-        target = arith::add(target, src[i * s[2] + j * src_step]);
-      }
-    }
+    walk(n, a.length, s[2] == 1, [&](int64_t i, int64_t j) {
+      int64_t at = checked_index(index[i * s[1] + j * index_step], a.dim_size, "scatter_add");
+      T& target = out[i * s[0] + at * out_step];
+      target = arith::add(target, src[i * s[2] + j * src_step]);
+    });
   });
 }
 
