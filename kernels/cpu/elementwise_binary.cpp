@@ -18,8 +18,12 @@ template <class T> void add(const ElementwiseLoop& loop) { binary_loop<T, T, T>(
 template <class T> void sub(const ElementwiseLoop& loop) { binary_loop<T, T, T>(loop, [](T a, T b) { return arith::sub(a, b); }); }
 template <class T> void mul(const ElementwiseLoop& loop) { binary_loop<T, T, T>(loop, [](T a, T b) { return arith::mul(a, b); }); }
 template <class T> void div(const ElementwiseLoop& loop) { binary_loop<T, T, T>(loop, [](T a, T b) { return arith::div(a, b); }); }
-template <class T> void maximum(const ElementwiseLoop& loop) { binary_loop<T, T, T>(loop, [](T a, T b) { return arith::maximum(a, b); }); }
-template <class T> void minimum(const ElementwiseLoop& loop) { binary_loop<T, T, T>(loop, [](T a, T b) { return arith::minimum(a, b); }); }
+template <class T> void maximum(const ElementwiseLoop& loop) {
+  binary_loop<T, T, T>(loop, [](T a, T b) { return arith::maximum(a, b); });
+}
+template <class T> void minimum(const ElementwiseLoop& loop) {
+  binary_loop<T, T, T>(loop, [](T a, T b) { return arith::minimum(a, b); });
+}
 
 template <class T> void pow(const ElementwiseLoop& loop) {
   binary_loop<T, T, T>(loop, [](T a, T b) {
@@ -63,7 +67,8 @@ void register_elementwise_binary_kernels() {
       maximum_op, DeviceType::cpu, [](auto tag) { return &maximum<decltype(tag)>; });
   register_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
       minimum_op, DeviceType::cpu, [](auto tag) { return &minimum<decltype(tag)>; });
-  register_for<float, double, Half, BFloat16, int32_t, int64_t>(pow_op, DeviceType::cpu, [](auto tag) { return &pow<decltype(tag)>; });
+  register_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      pow_op, DeviceType::cpu, [](auto tag) { return &pow<decltype(tag)>; });
   register_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
       where_op, DeviceType::cpu, [](auto tag) { return &where<decltype(tag)>; });
 }

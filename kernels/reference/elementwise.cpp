@@ -99,8 +99,12 @@ template <class T> void pow_scalar(const ElementwiseLoop& loop, const Scalar& ex
   }
 }
 
-template <class T> void maximum(const ElementwiseLoop& loop) { binary<T, T, T>(loop, [](T a, T b) { return arith::maximum(a, b); }); }
-template <class T> void minimum(const ElementwiseLoop& loop) { binary<T, T, T>(loop, [](T a, T b) { return arith::minimum(a, b); }); }
+template <class T> void maximum(const ElementwiseLoop& loop) {
+  binary<T, T, T>(loop, [](T a, T b) { return arith::maximum(a, b); });
+}
+template <class T> void minimum(const ElementwiseLoop& loop) {
+  binary<T, T, T>(loop, [](T a, T b) { return arith::minimum(a, b); });
+}
 
 // min(max(x, low), high), so low > high gives high; nan stays nan.
 template <class T> void clamp(const ElementwiseLoop& loop, const Scalar* low, const Scalar* high) {
@@ -135,7 +139,9 @@ template <class T> void logical_and(const ElementwiseLoop& loop) {
 template <class T> void logical_or(const ElementwiseLoop& loop) {
   binary<bool, T, T>(loop, [](T a, T b) { return convert<bool>(a) || convert<bool>(b); });
 }
-template <class T> void logical_not(const ElementwiseLoop& loop) { unary<bool, T>(loop, [](T x) { return !convert<bool>(x); }); }
+template <class T> void logical_not(const ElementwiseLoop& loop) {
+  unary<bool, T>(loop, [](T x) { return !convert<bool>(x); });
+}
 template <class T> void isnan(const ElementwiseLoop& loop) { unary<bool, T>(loop, [](T x) { return arith::is_nan(x); }); }
 template <class T> void isinf(const ElementwiseLoop& loop) {
   unary<bool, T>(loop, [](T x) {
@@ -178,10 +184,14 @@ void register_elementwise_kernels() {
   register_floating<Gelu>(gelu_op);
   register_floating<GeluTanh>(gelu_tanh_op);
 
-  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(neg_op, [](auto tag) { return &neg<decltype(tag)>; });
-  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(abs_op, [](auto tag) { return &abs<decltype(tag)>; });
-  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(relu_op, [](auto tag) { return &relu<decltype(tag)>; });
-  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(pow_op, [](auto tag) { return &pow<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      neg_op, [](auto tag) { return &neg<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      abs_op, [](auto tag) { return &abs<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      relu_op, [](auto tag) { return &relu<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      pow_op, [](auto tag) { return &pow<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
       pow_scalar_op, [](auto tag) { return &pow_scalar<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
