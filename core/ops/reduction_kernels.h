@@ -34,6 +34,7 @@ struct ReductionLoop {
 
   // The input offset (in elements) of output element o.
   int64_t kept_offset(int64_t o) const {
+    if (kept_ndim == 1) return o * kept_strides[0];
     int64_t offset = 0;
     for (int d = kept_ndim - 1; d >= 0; --d) {
       offset += (o % kept_shape[d]) * kept_strides[d];

@@ -29,7 +29,7 @@
 
 namespace ember::cpu {
 
-inline constexpr int64_t kLanes = 16;         // independent accumulators of a dense run
+inline constexpr int64_t kLanes = 32;         // independent accumulators of a dense run
 inline constexpr int64_t kDenseBlock = 1024;  // run length at the leaves of the pairwise tree
 inline constexpr int64_t kColumnBlock = 64;   // rows at the leaves of the column pairwise tree
 
@@ -37,18 +37,27 @@ inline constexpr int64_t kColumnBlock = 64;   // rows at the leaves of the colum
 template <class Acc>
 inline constexpr int64_t kColumnTile = std::max<int64_t>(16, int64_t(2048 / sizeof(Acc)));
 
-// Folds n elements `stride` apart (1 when kDense, known at compile time so the
-// lanes vectorise). The first element has flat reduced index r.
+// The vectorised leaves below are compiled twice: for the x86-64 baseline
+// (SSE2) and, picked at run time, for AVX2 (twice the vector width).
+#if defined(__x86_64__)
+#define EMBER_TARGET_AVX2 __attribute__((target("avx2")))
+inline bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+#else
+#define EMBER_TARGET_AVX2
+inline bool cpu_has_avx2() { return false; }
+#endif
+
+// Folds n <= kDenseBlock elements `stride` apart (1 when kDense, known at
+// compile time so the lanes vectorise) into kLanes independent accumulators.
 template <bool kDense, class In, class Reducer>
-typename Reducer::Acc reduce_run(const Reducer& reducer, const In* p, int64_t stride, int64_t n, int64_t r) {
+[[gnu::always_inline]] inline typename Reducer::Acc fold_lanes(const Reducer& reducer, const In* p, int64_t stride,
+                                                               int64_t n, int64_t r) {
   using Acc = typename Reducer::Acc;
   using Value = ComputeType<In>;
   if (kDense) stride = 1;
-  if (n > kDenseBlock) {  // pairwise: rounding error grows with log(n), not n
-    int64_t half = (n / 2 + kLanes - 1) / kLanes * kLanes;
-    Acc left = reduce_run<kDense>(reducer, p, stride, half, r);
-    return reducer.merge(left, reduce_run<kDense>(reducer, p + half * stride, stride, n - half, r + half));
-  }
   Acc lanes[kLanes];
   for (Acc& lane : lanes) lane = reducer.identity();
   int64_t i = 0;
@@ -59,11 +68,39 @@ typename Reducer::Acc reduce_run(const Reducer& reducer, const In* p, int64_t st
     for (int64_t j = 0; j < width; ++j) lanes[j] = reducer.merge(lanes[j], lanes[j + width]);
   return lanes[0];
 }
+template <class In, class Reducer>
+typename Reducer::Acc fold_dense_baseline(const Reducer& reducer, const In* p, int64_t n, int64_t r) {
+  return fold_lanes<true>(reducer, p, 1, n, r);
+}
+template <class In, class Reducer>
+EMBER_TARGET_AVX2 typename Reducer::Acc fold_dense_avx2(const Reducer& reducer, const In* p, int64_t n, int64_t r) {
+  return fold_lanes<true>(reducer, p, 1, n, r);
+}
+
+// Folds n elements `stride` apart, pairwise above kDenseBlock so that rounding
+// error grows with log(n), not n. The first element has flat reduced index r.
+template <bool kDense, class In, class Reducer>
+typename Reducer::Acc reduce_run(const Reducer& reducer, const In* p, int64_t stride, int64_t n, int64_t r) {
+  if (n > kDenseBlock) {
+    int64_t half = (n / 2 + kLanes - 1) / kLanes * kLanes;
+    auto left = reduce_run<kDense>(reducer, p, stride, half, r);
+    return reducer.merge(left, reduce_run<kDense>(reducer, p + half * stride, stride, n - half, r + half));
+  }
+  if constexpr (kDense)
+    return cpu_has_avx2() ? fold_dense_avx2(reducer, p, n, r) : fold_dense_baseline(reducer, p, n, r);
+  else
+    return fold_lanes<false>(reducer, p, stride, n, r);
+}
 
 // Folds the flat reduced range [begin, end) of the output whose input starts at `base`.
 template <class In, class Reducer>
 typename Reducer::Acc reduce_range(const Reducer& reducer, const ReductionLoop& loop, const In* base, int64_t begin,
                                    int64_t end) {
+  if (loop.reduced_ndim == 1) {  // one run: skip the cursor
+    const int64_t stride = loop.inner_reduced_stride();
+    return stride == 1 ? reduce_run<true>(reducer, base + begin, 1, end - begin, begin)
+                       : reduce_run<false>(reducer, base + begin * stride, stride, end - begin, begin);
+  }
   typename Reducer::Acc acc = reducer.identity();
   for_each_reduced_run(loop, begin, end, [&](int64_t offset, int64_t stride, int64_t n, int64_t r) {
     acc = reducer.merge(acc, stride == 1 ? reduce_run<true>(reducer, base + offset, 1, n, r)
@@ -72,13 +109,28 @@ typename Reducer::Acc reduce_range(const Reducer& reducer, const ReductionLoop& 
   return acc;
 }
 
+// acc[k] = step(acc[k], row[k]) for k < width: the column loop's vectorised leaf.
+template <class In, class Reducer>
+[[gnu::always_inline]] inline void fold_row(const Reducer& reducer, const In* row, int64_t width, int64_t r,
+                                            typename Reducer::Acc* acc) {
+  for (int64_t k = 0; k < width; ++k) acc[k] = reducer.step(acc[k], ComputeType<In>(row[k]), r);
+}
+template <class In, class Reducer>
+void fold_row_baseline(const Reducer& reducer, const In* row, int64_t width, int64_t r, typename Reducer::Acc* acc) {
+  fold_row(reducer, row, width, r, acc);
+}
+template <class In, class Reducer>
+EMBER_TARGET_AVX2 void fold_row_avx2(const Reducer& reducer, const In* row, int64_t width, int64_t r,
+                                     typename Reducer::Acc* acc) {
+  fold_row(reducer, row, width, r, acc);
+}
+
 // acc[k] = fold of rows [begin, end) at column k < width; rows start at
 // base + (offset of reduced index r), columns are dense.
 template <class In, class Reducer>
 void reduce_columns(const Reducer& reducer, const ReductionLoop& loop, const In* base, int64_t width, int64_t begin,
                     int64_t end, typename Reducer::Acc* acc) {
   using Acc = typename Reducer::Acc;
-  using Value = ComputeType<In>;
   if (end - begin > kColumnBlock) {  // pairwise over rows, as reduce_run
     int64_t middle = begin + (end - begin) / 2;
     Acc right[kColumnTile<Acc>];
@@ -88,10 +140,12 @@ void reduce_columns(const Reducer& reducer, const ReductionLoop& loop, const In*
     return;
   }
   for (int64_t k = 0; k < width; ++k) acc[k] = reducer.identity();
+  const bool avx2 = cpu_has_avx2();
   ReducedCursor cursor(loop, begin);
   for (int64_t r = begin; r < end; ++r, cursor.next()) {
     const In* row = base + cursor.offset();
-    for (int64_t k = 0; k < width; ++k) acc[k] = reducer.step(acc[k], Value(row[k]), r);
+    if (avx2) fold_row_avx2(reducer, row, width, r, acc);
+    else fold_row_baseline(reducer, row, width, r, acc);
   }
 }
 

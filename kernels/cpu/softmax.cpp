@@ -1,6 +1,6 @@
 // CPU softmax and log_softmax. Along the last dim (inner == 1) a line is dense:
 // one pass for the maximum, one for exp and its sum (Eigen's vectorised exp),
-// one to scale. Along any other dim, lines are columns of [size, inner] blocks,
+// one to scale (SIMD exp: vector_exp.cpp). Along any other dim, lines are columns of [size, inner] blocks,
 // processed a tile of columns at a time so every pass reads rows contiguously.
 // f16/bf16 compute in float. Tests: tests/core/test_softmax.cpp.
 #include <Eigen/Core>
@@ -14,6 +14,7 @@
 #include "core/ops/reduction_kernels.h"
 #include "core/parallel.h"
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/vector_exp.h"
 
 namespace ember::cpu {
 
@@ -35,21 +36,24 @@ V line_max(const V* x, int64_t n) {
   return Eigen::Map<const Array<V>>(x, n).maxCoeff();
 }
 
-// y = exp(x - m) with exactly 0 where x is -inf (Eigen's exp clamps its input,
-// so exp(-inf) would be the smallest float instead of 0); returns sum(y). Blocks
-// stay in L1 between the passes, and their sums add up in double: a long line's
-// sum stays accurate.
+// y = exp(x - m), exactly 0 where x is -inf; returns sum(y). Blocks stay in L1
+// between the passes, and their sums add up in double, so a long line's sum
+// stays accurate. Floats use the SIMD exp of vector_exp.cpp; doubles Eigen's,
+// whose clamped input makes exp(-inf) the smallest double instead of 0.
 template <class V>
 V exp_and_sum(const V* x, V* y, int64_t n, V m) {
   constexpr int64_t kBlock = 2048;
   double total = 0;
   for (int64_t begin = 0; begin < n; begin += kBlock) {
     const int64_t count = std::min(kBlock, n - begin);
-    Eigen::Map<const Array<V>> in(x + begin, count);
-    Eigen::Map<Array<V>> out(y + begin, count);
-    out = (in - m).exp();
-    for (int64_t i = begin; i < begin + count; ++i) y[i] = x[i] == -kInfinity<V> ? V(0) : y[i];
-    total += double(out.sum());
+    if constexpr (std::is_same_v<V, float>) {
+      total += exp_shifted_sum(x + begin, y + begin, count, m);
+    } else {
+      Eigen::Map<Array<V>> out(y + begin, count);
+      out = (Eigen::Map<const Array<V>>(x + begin, count) - m).exp();
+      for (int64_t i = begin; i < begin + count; ++i) y[i] = x[i] == -kInfinity<V> ? V(0) : y[i];
+      total += double(out.sum());
+    }
   }
   return V(total);
 }
@@ -114,13 +118,24 @@ void column_tile(const SoftmaxLoop& loop, int64_t outer, int64_t k0, int64_t wid
   for (int64_t k = 0; k < width; ++k) m[k] = -kInfinity<V>, s[k] = V(0);
   for (int64_t i = 0; i < size; ++i)
     for (int64_t k = 0; k < width; ++k) m[k] = V(x[i * inner + k]) > m[k] ? V(x[i * inner + k]) : m[k];
-  for (int64_t i = 0; i < size; ++i)
-    for (int64_t k = 0; k < width; ++k) s[k] += std::exp(V(x[i * inner + k]) - m[k]);
+  if constexpr (std::is_same_v<T, float>) {  // exp once, through the SIMD exp, kept in y
+    float shifted[kColumnWidth];
+    for (int64_t i = 0; i < size; ++i) {
+      for (int64_t k = 0; k < width; ++k) shifted[k] = x[i * inner + k] - m[k];
+      exp_shifted_sum(shifted, y + i * inner, width, 0.0f);
+      for (int64_t k = 0; k < width; ++k) s[k] += y[i * inner + k];
+    }
+  } else {
+    for (int64_t i = 0; i < size; ++i)
+      for (int64_t k = 0; k < width; ++k) s[k] += std::exp(V(x[i * inner + k]) - m[k]);
+  }
   for (int64_t k = 0; k < width; ++k) s[k] = kLog ? m[k] + std::log(s[k]) : V(1) / s[k];
   for (int64_t i = 0; i < size; ++i)
     for (int64_t k = 0; k < width; ++k) {
       V v = V(x[i * inner + k]);
-      y[i * inner + k] = T(kLog ? v - s[k] : std::exp(v - m[k]) * s[k]);
+      if constexpr (kLog) y[i * inner + k] = T(v - s[k]);
+      else if constexpr (std::is_same_v<T, float>) y[i * inner + k] *= s[k];
+      else y[i * inner + k] = T(std::exp(v - m[k]) * s[k]);
     }
 }
 
