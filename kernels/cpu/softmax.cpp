@@ -1,8 +1,8 @@
 // CPU softmax and log_softmax. Along the last dim (inner == 1) a line is dense:
-// one pass for the maximum, one for exp and its sum (Eigen's vectorised exp),
-// one to scale (SIMD exp: vector_exp.cpp). Along any other dim, lines are columns of [size, inner] blocks,
-// processed a tile of columns at a time so every pass reads rows contiguously.
-// f16/bf16 compute in float. Tests: tests/core/test_softmax.cpp.
+// one pass for the maximum, one for exp and its sum (the SIMD exp of
+// vector_exp.cpp for f32), one to scale. Along any other dim, lines are columns
+// of [size, inner] blocks, a tile of columns at a time so every pass reads rows
+// contiguously. f16/bf16 compute in float. Tests: tests/core/test_softmax.cpp.
 #include <Eigen/Core>
 
 #include <algorithm>
