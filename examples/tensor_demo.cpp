@@ -44,7 +44,7 @@ int main() {
 
       Tensor eps = full({1}, 1e-7);
       Tensor loss = -mean(y * log(probability + eps) + rsub(y, 1.0) * log(rsub(probability, 1.0) + eps));
-      bar.update(epoch * steps_per_epoch + step + 1, "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(kEpochs),
+      bar.update(epoch * steps_per_epoch + step + 1, fmt::format("epoch {}/{}", epoch + 1, kEpochs),
                  {{"loss", loss.item<double>()}});
     }
   }

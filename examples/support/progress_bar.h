@@ -28,13 +28,14 @@ class ProgressBar {
     if (!tty_ && !last && percent / 10 == last_decile_) return;
     last_decile_ = percent / 10;
 
-    std::string line = label + " ";
+    std::string line = label;
     if (tty_) {
       constexpr int kWidth = 24;
       int filled = kWidth * percent / 100;
-      line += "[" + std::string(size_t(filled), '=') + (filled < kWidth ? ">" : "") +
-              std::string(size_t(std::max(kWidth - filled - 1, 0)), ' ') + "] ";
+      line.append(" [").append(size_t(filled), '=').append(filled < kWidth ? ">" : "");
+      line.append(size_t(std::max(kWidth - filled - 1, 0)), ' ').append("]");
     }
+    line.append(" ");
     char buffer[128];
     std::snprintf(buffer, sizeof buffer, "%3d%% step %lld/%lld", percent, static_cast<long long>(step),
                   static_cast<long long>(total_));

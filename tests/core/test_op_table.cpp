@@ -108,6 +108,24 @@ const std::map<std::string, Case>& cases() {
       {"norm", reduce([](const Tensor& a) { return norm(a, 3.0, {1}); })},
       {"softmax", reduce([](const Tensor& a) { return softmax(a, 1); })},
       {"log_softmax", reduce([](const Tensor& a) { return log_softmax(a, -1); })},
+      // linear algebra and convolution
+      {"matmul", [](DType dtype) {
+         Tensor a = random_tensor({2, 9, 5}, dtype), b = random_tensor({7, 9}, dtype);
+         return [=] { return matmul(a.transpose(1, 2), b.t()); };
+       }},
+      {"conv2d", [](DType dtype) {
+         Tensor input = random_tensor({2, 4, 7, 6}, dtype), weight = random_tensor({6, 2, 3, 3}, dtype);
+         Tensor bias = random_tensor({6}, dtype);
+         return [=] { return conv2d(input, weight, bias, {.stride = {2, 1}, .padding = {1, 1}, .groups = 2}); };
+       }},
+      {"max_pool2d", [](DType dtype) {
+         Tensor input = random_tensor({2, 3, 7, 6}, dtype);
+         return [=] { return max_pool2d(input, {.kernel_size = {3, 2}, .stride = {2, 2}, .padding = {1, 1}}); };
+       }},
+      {"avg_pool2d", [](DType dtype) {
+         Tensor input = random_tensor({2, 3, 7, 6}, dtype);
+         return [=] { return avg_pool2d(input, {.kernel_size = {3, 3}, .stride = {2, 1}, .padding = {1, 0}}); };
+       }},
       // indexing
       {"index_select", [](DType dtype) {
          Tensor t = random_tensor({6, 5}, dtype), index = random_tensor({7}, DType::i64, 0, 4);
