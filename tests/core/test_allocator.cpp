@@ -1,0 +1,61 @@
+// The CPU caching allocator: counters, reuse, and no system allocations in a
+// steady-state loop of ops.
+#include "support/test_support.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace ember::testing {
+namespace {
+
+bool caching() {
+  const char* mode = std::getenv("EMBER_ALLOCATOR");
+  return !(mode && std::strcmp(mode, "system") == 0);
+}
+
+TEST(Allocator, CountsAllocatedAndPeak) {
+  int64_t before = memory_allocated();
+  reset_peak_memory_stats();
+  {
+    Tensor t = empty({1000}, {.dtype = DType::f64});
+    EXPECT_GE(memory_allocated() - before, 8000);
+    EXPECT_GE(max_memory_allocated() - before, 8000);
+  }
+  EXPECT_EQ(memory_allocated(), before);
+  EXPECT_GE(max_memory_allocated() - before, 8000);
+  reset_peak_memory_stats();
+  EXPECT_EQ(max_memory_allocated(), memory_allocated());
+}
+
+TEST(Allocator, SteadyStateLoopAllocatesNothingFromTheSystem) {
+  if (!caching()) GTEST_SKIP() << "EMBER_ALLOCATOR=system: the cache is bypassed on purpose";
+  Tensor a = random_tensor({256, 300}, DType::f32), b = random_tensor({300}, DType::f32);
+  auto step = [&] {
+    Tensor c = a * b + 1.0;
+    c += a;
+    return (c - b).to(DType::bf16).to(DType::f32);
+  };
+  step();  // warm-up fills the cache with every size the loop needs
+  int64_t system_before = memory_stats().system_allocations, reserved_before = memory_reserved();
+  for (int i = 0; i < 50; ++i) step();
+  EXPECT_EQ(memory_stats().system_allocations, system_before);
+  EXPECT_EQ(memory_reserved(), reserved_before);
+}
+
+TEST(Allocator, EmptyCacheReleasesCachedBlocks) {
+  if (!caching()) GTEST_SKIP() << "EMBER_ALLOCATOR=system: nothing is cached";
+  { Tensor t = empty({1 << 20}); }
+  EXPECT_GT(memory_reserved(), memory_allocated());
+  empty_cache();
+  EXPECT_EQ(memory_reserved(), memory_allocated());
+}
+
+TEST(Allocator, BlocksAreAlignedForVectorLoads) {
+  for (int64_t n : {1, 3, 100, 5000, 1 << 18}) {
+    Tensor t = empty({n});
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % kAllocationAlignment, 0u) << n;
+  }
+}
+
+}  // namespace
+}  // namespace ember::testing
