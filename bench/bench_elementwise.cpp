@@ -36,6 +36,7 @@ void set_counters(benchmark::State& state, int64_t n, int arrays) {
 
 void add_ember(benchmark::State& state, int64_t n) {
   Tensor a = uniform_tensor({n}, DType::f32, 1), b = uniform_tensor({n}, DType::f32, 2);
+  warm_up(state, [&] { return add(a, b); });
   for (auto _ : state) {
     Tensor c = add(a, b);
     benchmark::DoNotOptimize(c.data_ptr());
@@ -48,6 +49,7 @@ void add_ember(benchmark::State& state, int64_t n) {
 void multiply_add_ember(benchmark::State& state, int64_t n) {
   Tensor a = uniform_tensor({n}, DType::f32, 1), b = uniform_tensor({n}, DType::f32, 2);
   Tensor c = uniform_tensor({n}, DType::f32, 3);
+  warm_up(state, [&] { return a * b + c; });
   for (auto _ : state) {
     Tensor d = a * b + c;
     benchmark::DoNotOptimize(d.data_ptr());
@@ -67,6 +69,7 @@ void triad_openmp(benchmark::State& state, int64_t n) {
   std::vector<float> a(static_cast<size_t>(n), 0.0f), b(static_cast<size_t>(n)), c(static_cast<size_t>(n));
   fill_uniform(b.data(), n, 2);
   fill_uniform(c.data(), n, 3);
+  triad(a.data(), b.data(), c.data(), 3.0f, n);
   for (auto _ : state) {
     if (n > kParallelGrain) {
 #pragma omp parallel
@@ -86,6 +89,7 @@ void triad_openmp(benchmark::State& state, int64_t n) {
 // Validation, allocation and dispatch of one op: what a tiny op costs.
 void add_overhead(benchmark::State& state) {
   Tensor a = uniform_tensor({1}, DType::f32, 1), b = uniform_tensor({1}, DType::f32, 2);
+  warm_up(state, [&] { return add(a, b); });
   for (auto _ : state) {
     Tensor c = add(a, b);
     benchmark::DoNotOptimize(c.data_ptr());

@@ -31,11 +31,7 @@ void set_counters(benchmark::State& state, int64_t n) {
 // The allocation of the result is part of what a user of mm pays, so it is timed.
 void gemm_ember(benchmark::State& state, DType dtype, int64_t n) {
   Tensor a = uniform_tensor({n, n}, dtype, 1), b = uniform_tensor({n, n}, dtype, 2);
-  try {
-    Tensor warm = mm(a, b);
-  } catch (const Error& error) {
-    state.SkipWithError(error.what());
-  }
+  warm_up(state, [&] { return mm(a, b); });
   for (auto _ : state) {
     Tensor c = mm(a, b);
     benchmark::DoNotOptimize(c.data_ptr());
@@ -59,10 +55,15 @@ void gemm_onednn(benchmark::State& state, DType dtype, int64_t n) {
     primitive = dnnl::matmul(primitive_desc);
   } catch (const dnnl::error& error) {
     state.SkipWithError((std::string("oneDNN matmul unavailable: ") + error.what()).c_str());
+    return;
   }
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, memory(desc, engine, a.data_ptr())},
                                           {DNNL_ARG_WEIGHTS, memory(desc, engine, b.data_ptr())},
                                           {DNNL_ARG_DST, memory(desc, engine, c.data_ptr())}};
+  warm_up(state, [&] {
+    primitive.execute(stream, args);
+    stream.wait();
+  });
   for (auto _ : state) {
     primitive.execute(stream, args);
     stream.wait();

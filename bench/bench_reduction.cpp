@@ -19,6 +19,7 @@ void set_counters(benchmark::State& state, int64_t bytes) {
 // Reads the whole input once and writes one value per reduced row or column.
 void sum_over(benchmark::State& state, int64_t dim) {
   Tensor input = uniform_tensor({kRows, kColumns}, DType::f32, 1);
+  warm_up(state, [&] { return sum(input, {dim}); });
   for (auto _ : state) {
     Tensor total = sum(input, {dim});
     benchmark::DoNotOptimize(total.data_ptr());
@@ -31,6 +32,7 @@ void sum_over(benchmark::State& state, int64_t dim) {
 // the normaliser need more passes over a row, which cache should absorb).
 void softmax_last(benchmark::State& state) {
   Tensor input = uniform_tensor({kRows, kColumns}, DType::f32, 1);
+  warm_up(state, [&] { return softmax(input, 1); });
   for (auto _ : state) {
     Tensor probabilities = softmax(input, 1);
     benchmark::DoNotOptimize(probabilities.data_ptr());

@@ -5,6 +5,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <exception>
 #include <map>
 #include <optional>
 #include <string>
@@ -18,6 +19,19 @@ namespace ember::bench {
 void fill_uniform(float* data, int64_t count, uint32_t seed);
 // A contiguous tensor of `shape` filled by fill_uniform, converted to `dtype`.
 Tensor uniform_tensor(const Shape& shape, DType dtype, uint32_t seed);
+
+// Runs `op` once before timing (first touch, caches); if it throws, the
+// benchmark is skipped with the message instead of ending the whole run.
+template <class F>
+bool warm_up(benchmark::State& state, F&& op) {
+  try {
+    op();
+    return true;
+  } catch (const std::exception& error) {
+    state.SkipWithError(error.what());
+    return false;
+  }
+}
 
 // Prints the usual console table and keeps, per registered benchmark name
 // (without the "/real_time" suffix), the counters of the median aggregate when
