@@ -3,9 +3,13 @@
 // instead of being undefined, and 16-bit floats compute in float.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "core/dtype.h"
+#include "core/scalar.h"
 
 namespace ember::arith {
 
@@ -33,6 +37,54 @@ inline T mul(T a, T b) {
 template <class T>
 inline T div(T a, T b) {
   return T(ComputeType<T>(a) / ComputeType<T>(b));
+}
+
+
+// Integer power by repeated squaring, wrapping. A negative exponent gives 0
+// except for bases 1 and -1 (PyTorch's rule for tensor exponents; a negative
+// scalar exponent is refused by the entry point).
+template <class T>
+inline T power(T base, int64_t exponent) {
+  if (exponent < 0) return base == 1 ? T(1) : base == -1 ? T(exponent % 2 == 0 ? 1 : -1) : T(0);
+  T result = 1;
+  while (exponent > 0) {
+    if (exponent & 1) result = mul(result, base);
+    base = mul(base, base);
+    exponent >>= 1;
+  }
+  return result;
+}
+
+template <class T>
+inline bool is_nan(T x) {
+  if constexpr (std::is_integral_v<T>) return false;
+  else return std::isnan(ComputeType<T>(x));
+}
+
+// maximum and minimum propagate nan from either side, as PyTorch's do.
+template <class T>
+inline T maximum(T a, T b) {
+  if (is_nan(a) || is_nan(b)) return is_nan(a) ? a : b;
+  return ComputeType<T>(a) < ComputeType<T>(b) ? b : a;
+}
+template <class T>
+inline T minimum(T a, T b) {
+  if (is_nan(a) || is_nan(b)) return is_nan(a) ? a : b;
+  return ComputeType<T>(b) < ComputeType<T>(a) ? b : a;
+}
+
+// A clamp bound in T's compute type. An absent (null) bound is the type's
+// extreme; an integer bound outside T's range saturates instead of wrapping.
+template <class T>
+inline ComputeType<T> clamp_bound(const Scalar* bound, bool lower) {
+  using C = ComputeType<T>;
+  if constexpr (std::is_integral_v<T>) {
+    if (!bound) return lower ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+    return T(std::clamp<int64_t>(bound->to_int(), std::numeric_limits<T>::lowest(), std::numeric_limits<T>::max()));
+  } else {
+    if (!bound) return lower ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::infinity();
+    return bound->to<C>();
+  }
 }
 
 }  // namespace ember::arith

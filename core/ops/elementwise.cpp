@@ -132,5 +132,184 @@ Tensor operator+(const Scalar& a, const Tensor& b) { return add(b, a); }
 Tensor operator-(const Scalar& a, const Tensor& b) { return rsub(b, a); }
 Tensor operator*(const Scalar& a, const Tensor& b) { return mul(b, a); }
 Tensor operator/(const Scalar& a, const Tensor& b) { return rdiv(b, a); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+
+// Unary math. The floating functions compute integer and bool inputs in f32;
+// neg, abs and relu keep integer dtypes and refuse bool, as PyTorch does.
+namespace {
+
+void check_defined(const Tensor& a, std::string_view op) {
+  EMBER_CHECK(a.defined(), "{}: undefined tensor argument", op);
+}
+
+// out = op(a) with out and the (converted) input both of `dtype`.
+Tensor unary(const Op<ElementwiseKernel>& op, const Tensor& a, DType dtype) {
+  Tensor out = make_tensor(a.shape(), dtype, a.device());
+  if (out.numel() == 0) return out;
+  Tensor in = to(a, dtype);
+  ElementwiseLoop loop = ElementwiseLoop::make({&out, &in});
+  op(a.device().type, dtype, loop);
+  return out;
+}
+
+Tensor floating_unary(const Op<ElementwiseKernel>& op, const Tensor& a) {
+  check_defined(a, op.name());
+  return unary(op, a, is_floating(a.dtype()) ? a.dtype() : DType::f32);
+}
+
+Tensor signed_unary(const Op<ElementwiseKernel>& op, const Tensor& a) {
+  check_defined(a, op.name());
+  EMBER_CHECK(a.dtype() != DType::boolean, "{}: not supported for bool tensors{}", op.name(),
+              &op == &neg_op ? "; to invert a mask use logical_not" : "");
+  return unary(op, a, a.dtype());
+}
+
+// out(bool) = predicate(a), keyed by a's own dtype: no conversion.
+Tensor predicate(const Op<ElementwiseKernel>& op, const Tensor& a) {
+  check_defined(a, op.name());
+  Tensor out = make_tensor(a.shape(), DType::boolean, a.device());
+  if (out.numel() == 0) return out;
+  ElementwiseLoop loop = ElementwiseLoop::make({&out, &a});
+  op(a.device().type, a.dtype(), loop);
+  return out;
+}
+
+// out(bool) = op(a, b) after converting both to their common dtype.
+Tensor compare(const Op<ElementwiseKernel>& op, const Tensor& a, const Tensor& b, DType dtype) {
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), op.name());
+  Tensor out = make_tensor(shape, DType::boolean, a.device());
+  if (out.numel() == 0) return out;
+  Tensor a_cast = to(a, dtype), b_cast = to(b, dtype);
+  ElementwiseLoop loop = ElementwiseLoop::make({&out, &a_cast, &b_cast});
+  op(a.device().type, dtype, loop);
+  return out;
+}
+
+Tensor compare(const Op<ElementwiseKernel>& op, const Tensor& a, const Tensor& b) {
+  check_pair(a, b, op.name());
+  return compare(op, a, b, promote_types(a.dtype(), b.dtype()));
+}
+
+Tensor compare(const Op<ElementwiseKernel>& op, const Tensor& a, const Scalar& b) {
+  check_defined(a, op.name());
+  DType dtype = promote_with_scalar(a.dtype(), b);
+  return compare(op, a, scalar_tensor(b, {.dtype = dtype, .device = a.device()}), dtype);
+}
+
+Tensor clamp(const Tensor& a, const Scalar* low, const Scalar* high, std::string_view name) {
+  check_defined(a, name);
+  DType dtype = a.dtype();
+  if (low) dtype = promote_with_scalar(dtype, *low);
+  if (high) dtype = promote_with_scalar(dtype, *high);
+  EMBER_CHECK(dtype != DType::boolean, "{}: not supported for bool tensors", name);
+  Tensor out = make_tensor(a.shape(), dtype, a.device());
+  if (out.numel() == 0) return out;
+  Tensor in = to(a, dtype);
+  ElementwiseLoop loop = ElementwiseLoop::make({&out, &in});
+  clamp_op(a.device().type, dtype, loop, low, high);
+  return out;
+}
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b, DType dtype) {
+  EMBER_CHECK(condition.defined(), "where: undefined tensor argument");
+  EMBER_CHECK(condition.dtype() == DType::boolean, "where: expected condition to be a bool tensor, got {}",
+              condition.dtype());
+  EMBER_CHECK(condition.device() == a.device(), "where: expected condition on {}, got {}", a.device(),
+              condition.device());
+  Shape shape = broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor out = make_tensor(shape, dtype, a.device());
+  if (out.numel() == 0) return out;
+  Tensor a_cast = to(a, dtype), b_cast = to(b, dtype);
+  ElementwiseLoop loop = ElementwiseLoop::make({&out, &condition, &a_cast, &b_cast});
+  where_op(a.device().type, dtype, loop);
+  return out;
+}
+
+}  // namespace
+
+Tensor neg(const Tensor& a) { return signed_unary(neg_op, a); }
+Tensor abs(const Tensor& a) { return signed_unary(abs_op, a); }
+Tensor relu(const Tensor& a) { return signed_unary(relu_op, a); }
+Tensor exp(const Tensor& a) { return floating_unary(exp_op, a); }
+Tensor log(const Tensor& a) { return floating_unary(log_op, a); }
+Tensor log1p(const Tensor& a) { return floating_unary(log1p_op, a); }
+Tensor sqrt(const Tensor& a) { return floating_unary(sqrt_op, a); }
+Tensor rsqrt(const Tensor& a) { return floating_unary(rsqrt_op, a); }
+Tensor sin(const Tensor& a) { return floating_unary(sin_op, a); }
+Tensor cos(const Tensor& a) { return floating_unary(cos_op, a); }
+Tensor tanh(const Tensor& a) { return floating_unary(tanh_op, a); }
+Tensor sigmoid(const Tensor& a) { return floating_unary(sigmoid_op, a); }
+Tensor silu(const Tensor& a) { return floating_unary(silu_op, a); }
+Tensor gelu(const Tensor& a, GeluApproximation approximate) {
+  return floating_unary(approximate == GeluApproximation::tanh ? gelu_tanh_op : gelu_op, a);
+}
+
+// pow promotes like arithmetic (int ** int stays int, int ** 0.5 is f32).
+Tensor pow(const Tensor& a, const Scalar& exponent) {
+  check_defined(a, "pow");
+  DType dtype = promote_with_scalar(a.dtype(), exponent);
+  EMBER_CHECK(dtype != DType::boolean, "pow: not supported for bool tensors with a bool exponent");
+  EMBER_CHECK(is_floating(dtype) || exponent.to_int() >= 0,
+              "pow: integers to negative integer powers are not allowed ({} tensor, exponent {})", dtype,
+              exponent.to_int());
+  Tensor out = make_tensor(a.shape(), dtype, a.device());
+  if (out.numel() == 0) return out;
+  Tensor in = to(a, dtype);
+  ElementwiseLoop loop = ElementwiseLoop::make({&out, &in});
+  pow_scalar_op(a.device().type, dtype, loop, exponent);
+  return out;
+}
+
+// Integer bases with negative integer exponents give 0 (or +-1 for bases +-1), as in PyTorch.
+Tensor pow(const Tensor& a, const Tensor& exponent) {
+  check_pair(a, exponent, "pow");
+  DType dtype = promote_types(a.dtype(), exponent.dtype());
+  EMBER_CHECK(dtype != DType::boolean, "pow: not supported for two bool tensors");
+  return binary(pow_op, a, exponent, dtype);
+}
+
+// maximum and minimum propagate nan from either side.
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  check_pair(a, b, "maximum");
+  return binary(maximum_op, a, b, promote_types(a.dtype(), b.dtype()));
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  check_pair(a, b, "minimum");
+  return binary(minimum_op, a, b, promote_types(a.dtype(), b.dtype()));
+}
+
+Tensor clamp(const Tensor& a, const Scalar& min, const Scalar& max) { return clamp(a, &min, &max, "clamp"); }
+Tensor clamp_min(const Tensor& a, const Scalar& min) { return clamp(a, &min, nullptr, "clamp_min"); }
+Tensor clamp_max(const Tensor& a, const Scalar& max) { return clamp(a, nullptr, &max, "clamp_max"); }
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  check_pair(a, b, "where");
+  return where(condition, a, b, promote_types(a.dtype(), b.dtype()));
+}
+Tensor where(const Tensor& condition, const Tensor& a, const Scalar& b) {
+  check_defined(a, "where");
+  DType dtype = promote_with_scalar(a.dtype(), b);
+  return where(condition, a, scalar_tensor(b, {.dtype = dtype, .device = a.device()}), dtype);
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(eq_op, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(ne_op, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(lt_op, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(le_op, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(gt_op, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(ge_op, a, b); }
+Tensor eq(const Tensor& a, const Scalar& b) { return compare(eq_op, a, b); }
+Tensor ne(const Tensor& a, const Scalar& b) { return compare(ne_op, a, b); }
+Tensor lt(const Tensor& a, const Scalar& b) { return compare(lt_op, a, b); }
+Tensor le(const Tensor& a, const Scalar& b) { return compare(le_op, a, b); }
+Tensor gt(const Tensor& a, const Scalar& b) { return compare(gt_op, a, b); }
+Tensor ge(const Tensor& a, const Scalar& b) { return compare(ge_op, a, b); }
+// Any dtype: nonzero (nan included) is true.
+Tensor logical_and(const Tensor& a, const Tensor& b) { return compare(logical_and_op, a, b); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return compare(logical_or_op, a, b); }
+Tensor logical_not(const Tensor& a) { return predicate(logical_not_op, a); }
+// Integer and bool tensors hold no nan or inf: all false.
+Tensor isnan(const Tensor& a) { return predicate(isnan_op, a); }
+Tensor isinf(const Tensor& a) { return predicate(isinf_op, a); }
 
 }  // namespace ember

@@ -1,6 +1,12 @@
 // Reference element-wise kernels: one element at a time through for_each_row,
-// with the scalar functions of core/arithmetic.h.
+// with the scalar functions of core/arithmetic.h and <cmath>. 16-bit floats
+// compute in float. The oracle of tests/core/test_{binary,unary,compare}.cpp.
+#include <cmath>
+#include <functional>
+#include <numbers>
+
 #include "core/arithmetic.h"
+#include "core/convert.h"
 #include "core/ops/elementwise_kernels.h"
 #include "kernels/reference/families.h"
 
@@ -18,10 +24,141 @@ void binary(const ElementwiseLoop& loop, F f) {
   });
 }
 
+template <class Out, class In, class F>
+void unary(const ElementwiseLoop& loop, F f) {
+  for_each_row(loop, 0, loop.numel, [&](char** p, const int64_t* s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      reinterpret_cast<Out*>(p[0])[i * s[0]] = f(reinterpret_cast<const In*>(p[1])[i * s[1]]);
+  });
+}
+
 template <class T> void add(const ElementwiseLoop& loop) { binary<T, T, T>(loop, [](T a, T b) { return arith::add(a, b); }); }
 template <class T> void sub(const ElementwiseLoop& loop) { binary<T, T, T>(loop, [](T a, T b) { return arith::sub(a, b); }); }
 template <class T> void mul(const ElementwiseLoop& loop) { binary<T, T, T>(loop, [](T a, T b) { return arith::mul(a, b); }); }
 template <class T> void div(const ElementwiseLoop& loop) { binary<T, T, T>(loop, [](T a, T b) { return arith::div(a, b); }); }
+
+// The floating functions, on float or double. Each is the textbook formula.
+struct Exp { template <class C> C operator()(C x) const { return std::exp(x); } };
+struct Log { template <class C> C operator()(C x) const { return std::log(x); } };
+struct Log1p { template <class C> C operator()(C x) const { return std::log1p(x); } };
+struct Sqrt { template <class C> C operator()(C x) const { return std::sqrt(x); } };
+struct Rsqrt { template <class C> C operator()(C x) const { return C(1) / std::sqrt(x); } };
+struct Sin { template <class C> C operator()(C x) const { return std::sin(x); } };
+struct Cos { template <class C> C operator()(C x) const { return std::cos(x); } };
+struct Tanh { template <class C> C operator()(C x) const { return std::tanh(x); } };
+struct Sigmoid { template <class C> C operator()(C x) const { return C(1) / (C(1) + std::exp(-x)); } };
+struct Silu { template <class C> C operator()(C x) const { return x / (C(1) + std::exp(-x)); } };
+// gelu(x) = x * Phi(x), Phi the standard normal CDF.
+struct Gelu {
+  template <class C> C operator()(C x) const { return C(0.5) * x * (C(1) + std::erf(x * C(std::numbers::sqrt2 / 2))); }
+};
+// The tanh approximation: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+struct GeluTanh {
+  template <class C> C operator()(C x) const {
+    const C inner = C(std::numbers::sqrt2 * std::numbers::inv_sqrtpi) * (x + C(0.044715) * x * x * x);
+    return C(0.5) * x * (C(1) + std::tanh(inner));
+  }
+};
+
+template <class T, class F>
+void floating(const ElementwiseLoop& loop) {
+  using C = ComputeType<T>;
+  unary<T, T>(loop, [](T x) { return T(F{}(C(x))); });
+}
+
+// Integers wrap like PyTorch's: -INT_MIN and abs(INT_MIN) are INT_MIN.
+template <class T> T negate(T x) {
+  if constexpr (std::is_integral_v<T>) return arith::sub(T(0), x);
+  else return T(-ComputeType<T>(x));
+}
+template <class T> void neg(const ElementwiseLoop& loop) { unary<T, T>(loop, [](T x) { return negate(x); }); }
+template <class T> void abs(const ElementwiseLoop& loop) {
+  unary<T, T>(loop, [](T x) {
+    if constexpr (std::is_integral_v<T>) return x < 0 ? negate(x) : x;
+    else return T(std::abs(ComputeType<T>(x)));
+  });
+}
+// relu(nan) = nan and relu(-0) = +0.
+template <class T> void relu(const ElementwiseLoop& loop) {
+  unary<T, T>(loop, [](T x) { return ComputeType<T>(x) <= 0 ? T(0) : x; });
+}
+
+template <class T> void pow(const ElementwiseLoop& loop) {
+  binary<T, T, T>(loop, [](T a, T b) {
+    if constexpr (std::is_integral_v<T>) return arith::power(a, int64_t(b));
+    else return T(std::pow(ComputeType<T>(a), ComputeType<T>(b)));
+  });
+}
+template <class T> void pow_scalar(const ElementwiseLoop& loop, const Scalar& exponent) {
+  if constexpr (std::is_integral_v<T>) {
+    unary<T, T>(loop, [&](T x) { return arith::power(x, exponent.to_int()); });
+  } else {
+    using C = ComputeType<T>;
+    const C e = exponent.to<C>();
+    unary<T, T>(loop, [&](T x) { return T(std::pow(C(x), e)); });
+  }
+}
+
+template <class T> void maximum(const ElementwiseLoop& loop) {
+  binary<T, T, T>(loop, [](T a, T b) { return arith::maximum(a, b); });
+}
+template <class T> void minimum(const ElementwiseLoop& loop) {
+  binary<T, T, T>(loop, [](T a, T b) { return arith::minimum(a, b); });
+}
+
+// min(max(x, low), high), so low > high gives high; nan stays nan.
+template <class T> void clamp(const ElementwiseLoop& loop, const Scalar* low, const Scalar* high) {
+  using C = ComputeType<T>;
+  const C lo = arith::clamp_bound<T>(low, true), hi = arith::clamp_bound<T>(high, false);
+  unary<T, T>(loop, [&](T x) {
+    if (arith::is_nan(x)) return x;
+    C v = C(x);
+    if (v < lo) v = lo;
+    if (v > hi) v = hi;
+    return T(v);
+  });
+}
+
+template <class T> void where(const ElementwiseLoop& loop) {
+  for_each_row(loop, 0, loop.numel, [&](char** p, const int64_t* s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      bool condition = reinterpret_cast<const bool*>(p[1])[i * s[1]];
+      reinterpret_cast<T*>(p[0])[i * s[0]] = reinterpret_cast<const T*>(p[condition ? 2 : 3])[i * s[condition ? 2 : 3]];
+    }
+  });
+}
+
+// Comparisons and logic write bool; 16-bit floats compare as float.
+template <class T, class F> void compare(const ElementwiseLoop& loop) {
+  using C = ComputeType<T>;
+  binary<bool, T, T>(loop, [](T a, T b) { return F{}(C(a), C(b)); });
+}
+template <class T> void logical_and(const ElementwiseLoop& loop) {
+  binary<bool, T, T>(loop, [](T a, T b) { return convert<bool>(a) && convert<bool>(b); });
+}
+template <class T> void logical_or(const ElementwiseLoop& loop) {
+  binary<bool, T, T>(loop, [](T a, T b) { return convert<bool>(a) || convert<bool>(b); });
+}
+template <class T> void logical_not(const ElementwiseLoop& loop) {
+  unary<bool, T>(loop, [](T x) { return !convert<bool>(x); });
+}
+template <class T> void isnan(const ElementwiseLoop& loop) { unary<bool, T>(loop, [](T x) { return arith::is_nan(x); }); }
+template <class T> void isinf(const ElementwiseLoop& loop) {
+  unary<bool, T>(loop, [](T x) {
+    if constexpr (std::is_integral_v<T>) return false;
+    else return std::isinf(ComputeType<T>(x));
+  });
+}
+
+template <class F>
+void register_floating(Op<ElementwiseKernel>& op) {
+  register_reference_for<float, double, Half, BFloat16>(op, [](auto tag) { return &floating<decltype(tag), F>; });
+}
+template <class F>
+void register_compare(Op<ElementwiseKernel>& op) {
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
+      op, [](auto tag) { return &compare<decltype(tag), F>; });
+}
 
 }  // namespace
 
@@ -33,6 +170,55 @@ void register_elementwise_kernels() {
   register_reference_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
       mul_op, [](auto tag) { return &mul<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16>(div_op, [](auto tag) { return &div<decltype(tag)>; });
+
+  register_floating<Exp>(exp_op);
+  register_floating<Log>(log_op);
+  register_floating<Log1p>(log1p_op);
+  register_floating<Sqrt>(sqrt_op);
+  register_floating<Rsqrt>(rsqrt_op);
+  register_floating<Sin>(sin_op);
+  register_floating<Cos>(cos_op);
+  register_floating<Tanh>(tanh_op);
+  register_floating<Sigmoid>(sigmoid_op);
+  register_floating<Silu>(silu_op);
+  register_floating<Gelu>(gelu_op);
+  register_floating<GeluTanh>(gelu_tanh_op);
+
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      neg_op, [](auto tag) { return &neg<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      abs_op, [](auto tag) { return &abs<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      relu_op, [](auto tag) { return &relu<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      pow_op, [](auto tag) { return &pow<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      pow_scalar_op, [](auto tag) { return &pow_scalar<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      clamp_op, [](auto tag) { return &clamp<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
+      maximum_op, [](auto tag) { return &maximum<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
+      minimum_op, [](auto tag) { return &minimum<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
+      where_op, [](auto tag) { return &where<decltype(tag)>; });
+
+  register_compare<std::equal_to<>>(eq_op);
+  register_compare<std::not_equal_to<>>(ne_op);
+  register_compare<std::less<>>(lt_op);
+  register_compare<std::less_equal<>>(le_op);
+  register_compare<std::greater<>>(gt_op);
+  register_compare<std::greater_equal<>>(ge_op);
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
+      logical_and_op, [](auto tag) { return &logical_and<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
+      logical_or_op, [](auto tag) { return &logical_or<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
+      logical_not_op, [](auto tag) { return &logical_not<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
+      isnan_op, [](auto tag) { return &isnan<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
+      isinf_op, [](auto tag) { return &isinf<decltype(tag)>; });
 }
 
 }  // namespace ember::reference

@@ -1,0 +1,170 @@
+// Tests generated from the dispatch table. For every op the program declares:
+//  1. every dtype with a reference kernel has an optimized CPU kernel too, or
+//     is on kReferenceOnly below with the reason;
+//  2. the op has a case in kCases, and that case, run on random inputs of every
+//     dtype the op supports, matches the reference kernels.
+// A new op without a case here fails the suite. The family test files go
+// deeper (layouts, broadcasting, exact values, errors); this is the net.
+#include <functional>
+#include <map>
+#include <set>
+
+#include "support/test_support.h"
+
+namespace ember::testing {
+namespace {
+
+// (op, dtype) pairs served only by the reference kernels, with the reason.
+const std::map<std::pair<std::string, DType>, std::string> kReferenceOnly = {};
+
+// A case builds random inputs of `dtype` and returns the computation to run
+// twice: once with the fast kernels, once with the reference ones.
+using Case = std::function<std::function<Tensor()>(DType)>;
+
+Case binary(Tensor (*fn)(const Tensor&, const Tensor&), double lo = -2, double hi = 2) {
+  return [=](DType dtype) {
+    Tensor a = random_tensor({17, 9}, dtype, lo, hi), b = random_tensor({9}, dtype, lo, hi);
+    return [=] { return fn(a.t().contiguous().t(), b); };
+  };
+}
+
+Case unary(Tensor (*fn)(const Tensor&), double lo = -2, double hi = 2) {
+  return [=](DType dtype) {
+    Tensor a = random_tensor({13, 21}, dtype, lo, hi);
+    return [=] { return fn(a.slice(1, 0, 21, 2)); };
+  };
+}
+
+const std::map<std::string, Case>& cases() {
+  static const std::map<std::string, Case> table = {
+      {"copy", [](DType dtype) {
+         Tensor a = random_tensor({5, 7}, DType::f64, -100, 100);
+         return [=] { return a.t().to(dtype); };
+       }},
+      {"fill", [](DType dtype) { return [=] { return full({3, 4}, 3, {.dtype = dtype}); }; }},
+      {"add", binary([](const Tensor& a, const Tensor& b) { return add(a, b); })},
+      {"sub", binary([](const Tensor& a, const Tensor& b) { return sub(a, b); })},
+      {"mul", binary([](const Tensor& a, const Tensor& b) { return mul(a, b); })},
+      {"div", binary([](const Tensor& a, const Tensor& b) { return div(a, b); }, 0.5, 3)},
+      {"maximum", binary([](const Tensor& a, const Tensor& b) { return maximum(a, b); })},
+      {"minimum", binary([](const Tensor& a, const Tensor& b) { return minimum(a, b); })},
+      {"pow", binary([](const Tensor& a, const Tensor& b) { return pow(a, b); }, 0, 3)},
+      {"eq", binary([](const Tensor& a, const Tensor& b) { return eq(a, b); }, 0, 2)},
+      {"ne", binary([](const Tensor& a, const Tensor& b) { return ne(a, b); }, 0, 2)},
+      {"lt", binary([](const Tensor& a, const Tensor& b) { return lt(a, b); })},
+      {"le", binary([](const Tensor& a, const Tensor& b) { return le(a, b); }, 0, 2)},
+      {"gt", binary([](const Tensor& a, const Tensor& b) { return gt(a, b); })},
+      {"ge", binary([](const Tensor& a, const Tensor& b) { return ge(a, b); }, 0, 2)},
+      {"logical_and", binary([](const Tensor& a, const Tensor& b) { return logical_and(a, b); }, 0, 1)},
+      {"logical_or", binary([](const Tensor& a, const Tensor& b) { return logical_or(a, b); }, 0, 1)},
+      {"logical_not", unary([](const Tensor& a) { return logical_not(a); }, 0, 1)},
+      {"isnan", unary([](const Tensor& a) { return isnan(log(a)); })},
+      {"isinf", unary([](const Tensor& a) { return isinf(div(a, 0.0)); }, 0, 1)},
+      {"neg", unary([](const Tensor& a) { return neg(a); })},
+      {"abs", unary([](const Tensor& a) { return abs(a); })},
+      {"exp", unary([](const Tensor& a) { return exp(a); })},
+      {"log", unary([](const Tensor& a) { return log(a); }, 0.1, 5)},
+      {"log1p", unary([](const Tensor& a) { return log1p(a); }, 0, 5)},
+      {"sqrt", unary([](const Tensor& a) { return sqrt(a); }, 0, 5)},
+      {"rsqrt", unary([](const Tensor& a) { return rsqrt(a); }, 0.1, 5)},
+      {"sin", unary([](const Tensor& a) { return sin(a); })},
+      {"cos", unary([](const Tensor& a) { return cos(a); })},
+      {"tanh", unary([](const Tensor& a) { return tanh(a); })},
+      {"sigmoid", unary([](const Tensor& a) { return sigmoid(a); })},
+      {"relu", unary([](const Tensor& a) { return relu(a); })},
+      {"gelu", unary([](const Tensor& a) { return gelu(a); })},
+      {"gelu_tanh", unary([](const Tensor& a) { return gelu(a, GeluApproximation::tanh); })},
+      {"silu", unary([](const Tensor& a) { return silu(a); })},
+      {"pow_scalar", unary([](const Tensor& a) { return pow(a, 3); })},
+      {"clamp", unary([](const Tensor& a) { return clamp(a, -1, 1); })},
+      {"where", [](DType dtype) {
+         Tensor condition = random_tensor({6, 1}, DType::boolean);
+         Tensor a = random_tensor({6, 5}, dtype), b = random_tensor({5}, dtype);
+         return [=] { return where(condition, a, b); };
+       }},
+      // indexing
+      {"index_select", [](DType dtype) {
+         Tensor t = random_tensor({6, 5}, dtype), index = random_tensor({7}, DType::i64, 0, 4);
+         return [=] { return index_select(t.t(), 0, index); };
+       }},
+      {"embedding", [](DType dtype) {
+         Tensor weight = random_tensor({10, 4}, dtype), index = random_tensor({3, 2}, DType::i32, 0, 9);
+         return [=] { return embedding(weight, index); };
+       }},
+      {"gather", [](DType dtype) {
+         Tensor t = random_tensor({4, 6}, dtype), index = random_tensor({4, 3}, DType::i64, 0, 5);
+         return [=] { return gather(t, 1, index); };
+       }},
+      {"scatter_add", [](DType dtype) {
+         Tensor t = random_tensor({5, 3}, dtype), src = random_tensor({8, 3}, dtype);
+         Tensor index = random_tensor({8, 3}, DType::i64, 0, 4);
+         return [=] { return scatter_add(t, 0, index, src); };
+       }},
+      {"masked_fill", [](DType dtype) {
+         Tensor t = random_tensor({4, 5}, dtype), mask = random_tensor({5}, DType::boolean);
+         return [=] { return masked_fill(t, mask, 1); };
+       }},
+      {"tril", [](DType dtype) {
+         Tensor t = random_tensor({5, 7}, dtype);
+         return [=] { return tril(t, 1); };
+       }},
+      {"triu", [](DType dtype) {
+         Tensor t = random_tensor({2, 5, 4}, dtype);
+         return [=] { return triu(t, -1); };
+       }},
+      {"one_hot", [](DType dtype) {
+         Tensor index = random_tensor({6}, dtype, 0, 4);
+         return [=] { return one_hot(index, 5); };
+       }},
+      // random: a fresh generator per run, so both runs draw the same stream
+      {"uniform", [](DType dtype) { return [=] { Generator g(7); return rand({1000}, {.dtype = dtype}, &g); }; }},
+      {"normal", [](DType dtype) { return [=] { Generator g(7); return randn({1000}, {.dtype = dtype}, &g); }; }},
+      {"randint", [](DType dtype) {
+         return [=] { Generator g(7); return randint(0, 2, {1000}, {.dtype = dtype}, &g); };
+       }},
+  };
+  return table;
+}
+
+TEST(OpTable, EveryCpuDtypeHasAnOptimizedKernelOrAWrittenExemption) {
+  for (const OpBase* op : OpBase::all()) {
+    for (DType dtype : kAllDTypes) {
+      if (op->kind(DeviceType::cpu, dtype) != KernelKind::reference) continue;
+      EXPECT_TRUE(kReferenceOnly.count({std::string(op->name()), dtype}))
+          << op->name() << " has only a reference kernel for " << dtype_name(dtype)
+          << ": add an optimized CPU kernel or a kReferenceOnly entry saying why";
+    }
+  }
+}
+
+TEST(OpTable, ExemptionsAreStillNeeded) {
+  std::set<std::string> names;
+  for (const OpBase* op : OpBase::all()) names.insert(std::string(op->name()));
+  for (const auto& [key, reason] : kReferenceOnly) {
+    EXPECT_TRUE(names.count(key.first)) << "kReferenceOnly names an unknown op " << key.first;
+    for (const OpBase* op : OpBase::all()) {
+      if (op->name() != key.first) continue;
+      EXPECT_EQ(op->kind(DeviceType::cpu, key.second), KernelKind::reference)
+          << key.first << "/" << dtype_name(key.second) << " now has a fast kernel: drop its exemption";
+    }
+  }
+}
+
+TEST(OpTable, EveryOpHasACaseThatMatchesTheReferenceForEverySupportedDtype) {
+  for (const OpBase* op : OpBase::all()) {
+    auto found = cases().find(std::string(op->name()));
+    if (found == cases().end()) {
+      ADD_FAILURE() << "op '" << op->name() << "' has no case in tests/core/test_op_table.cpp";
+      continue;
+    }
+    for (DType dtype : kAllDTypes) {
+      if (op->kind(DeviceType::cpu, dtype) == KernelKind::none) continue;
+      std::function<Tensor()> run = found->second(dtype);
+      Tensor expected = reference(run);
+      EXPECT_TRUE(all_close(run(), expected)) << op->name() << " " << dtype_name(dtype);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ember::testing

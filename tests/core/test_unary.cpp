@@ -1,0 +1,237 @@
+// Unary math (neg ... gelu, pow, clamp) against the reference kernels: every
+// dtype, 0-d / empty / large shapes, non-contiguous layouts; plus exact hand
+// values at the special points (inf, nan, -0), PyTorch's dtype rules and errors.
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include "support/test_support.h"
+
+namespace ember::testing {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+
+struct UnaryCase {
+  const char* name;
+  Tensor (*fn)(const Tensor&);
+  double lo, hi;      // the random input domain (log and sqrt stay positive)
+  bool accepts_bool;  // the floating functions compute bool (and integers) in f32
+};
+
+const UnaryCase kUnaryCases[] = {
+    {"neg", [](const Tensor& a) { return neg(a); }, -3, 3, false},
+    {"operator-", [](const Tensor& a) { return -a; }, -3, 3, false},
+    {"abs", [](const Tensor& a) { return abs(a); }, -3, 3, false},
+    {"relu", [](const Tensor& a) { return relu(a); }, -3, 3, false},
+    {"exp", [](const Tensor& a) { return exp(a); }, -5, 5, true},
+    {"log", [](const Tensor& a) { return log(a); }, 0.05, 20, true},
+    {"log1p", [](const Tensor& a) { return log1p(a); }, -0.9, 20, true},
+    {"sqrt", [](const Tensor& a) { return sqrt(a); }, 0.0, 20, true},
+    {"rsqrt", [](const Tensor& a) { return rsqrt(a); }, 0.05, 20, true},
+    {"sin", [](const Tensor& a) { return sin(a); }, -10, 10, true},
+    {"cos", [](const Tensor& a) { return cos(a); }, -10, 10, true},
+    {"tanh", [](const Tensor& a) { return tanh(a); }, -5, 5, true},
+    {"sigmoid", [](const Tensor& a) { return sigmoid(a); }, -8, 8, true},
+    {"gelu", [](const Tensor& a) { return gelu(a); }, -5, 5, true},
+    {"gelu_tanh", [](const Tensor& a) { return gelu(a, GeluApproximation::tanh); }, -5, 5, true},
+    {"silu", [](const Tensor& a) { return silu(a); }, -8, 8, true},
+};
+
+// 0-d, empty, odd sizes (vector tails), a large one (threads, whole blocks), random ones.
+std::vector<Shape> unary_shapes() {
+  std::vector<Shape> shapes = {{}, {0}, {1}, {7}, {3, 0}, {7, 33}, {2, 3, 5}, {300, 257}};
+  for (int i = 0; i < 4; ++i) shapes.push_back(random_shape(3));
+  return shapes;
+}
+
+// Checks op(t) in every layout of t against the reference on the contiguous input.
+template <class Fn>
+void expect_matches_reference(Fn fn, const Tensor& t, const std::string& what) {
+  Tensor expected = reference([&] { return fn(t); });
+  for (const Layout& layout : layouts_of(t))
+    EXPECT_TRUE(all_close(fn(layout.tensor), expected)) << what << " " << t.shape().str() << " (" << layout.name << ")";
+}
+
+TEST(Unary, MatchesReferenceForEveryDtypeShapeAndLayout) {
+  for (const UnaryCase& op : kUnaryCases) {
+    for (DType dtype : kAllDTypes) {
+      if (dtype == DType::boolean && !op.accepts_bool) continue;  // an error, tested below
+      for (const Shape& shape : unary_shapes())
+        expect_matches_reference(op.fn, random_tensor(shape, dtype, op.lo, op.hi),
+                                 std::string(op.name) + " " + std::string(dtype_name(dtype)));
+    }
+  }
+}
+
+TEST(Unary, LargeInputsUseEveryThreadAndMatchReference) {
+  set_num_threads(2);
+  Tensor a = random_tensor({1 << 17}, DType::f32, -4, 4);
+  EXPECT_TRUE(all_close(gelu(a), reference([&] { return gelu(a); })));
+  EXPECT_TRUE(all_close(exp(a), reference([&] { return exp(a); })));
+  Tensor halves = random_tensor({512, 300}, DType::bf16, -4, 4).t();
+  EXPECT_TRUE(all_close(silu(halves), reference([&] { return silu(halves); })));
+  set_num_threads(1);
+}
+
+TEST(Unary, PowByScalarMatchesReference) {
+  const double float_exponents[] = {2, 3, 0.5, -0.5, -1, -2, 2.5, 0, 1, 1.0 / 3};
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    for (const Shape& shape : unary_shapes()) {
+      Tensor positive = random_tensor(shape, dtype, 0.25, 4), signed_values = random_tensor(shape, dtype, -3, 3);
+      for (double e : float_exponents) {
+        std::string what = fmt::format("pow {} ** {}", dtype_name(dtype), e);
+        expect_matches_reference([e](const Tensor& t) { return pow(t, e); }, positive, what);
+      }
+      for (int64_t e : {2, 3, -1, 4})
+        expect_matches_reference([e](const Tensor& t) { return pow(t, e); }, signed_values,
+                                 fmt::format("pow {} ** {}", dtype_name(dtype), e));
+    }
+  }
+  for (DType dtype : {DType::i32, DType::i64, DType::boolean}) {
+    for (const Shape& shape : unary_shapes()) {
+      Tensor t = random_tensor(shape, dtype, -3, 3);
+      for (int64_t e : {0, 1, 2, 3, 7})
+        expect_matches_reference([e](const Tensor& x) { return pow(x, e); }, t,
+                                 fmt::format("pow {} ** {}", dtype_name(dtype), e));
+    }
+  }
+}
+
+TEST(Unary, PowByTensorMatchesReferenceWithBroadcasting) {
+  const std::pair<Shape, Shape> pairs[] = {{{}, {}}, {{5}, {}}, {{3, 1}, {1, 4}}, {{0, 3}, {1, 3}}, {{7, 33}, {33}}};
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64}) {
+    bool integral = is_integral(dtype);
+    for (auto& [shape_a, shape_b] : pairs) {
+      Tensor base = random_tensor(shape_a, dtype, integral ? -3 : 0.25, 3);
+      Tensor exponent = random_tensor(shape_b, dtype, -2, 4);
+      Tensor expected = reference([&] { return pow(base, exponent); });
+      for (const Layout& lb : layouts_of(base))
+        for (const Layout& le : layouts_of(exponent))
+          EXPECT_TRUE(all_close(pow(lb.tensor, le.tensor), expected))
+              << dtype_name(dtype) << " " << shape_a.str() << " (" << lb.name << ") ** " << shape_b.str() << " ("
+              << le.name << ")";
+    }
+  }
+}
+
+TEST(Unary, ClampMatchesReference) {
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64}) {
+    for (const Shape& shape : unary_shapes()) {
+      Tensor t = random_tensor(shape, dtype, -3, 3);
+      std::string name(dtype_name(dtype));
+      expect_matches_reference([](const Tensor& x) { return clamp(x, -1, 1); }, t, "clamp " + name);
+      expect_matches_reference([](const Tensor& x) { return clamp(x, 1, -1); }, t, "clamp low > high " + name);
+      expect_matches_reference([](const Tensor& x) { return clamp_min(x, 0.5); }, t, "clamp_min " + name);
+      expect_matches_reference([](const Tensor& x) { return clamp_max(x, -1); }, t, "clamp_max " + name);
+    }
+  }
+}
+
+// Exact values at ordinary and special points, in f32 and f64 (dense and strided rows).
+TEST(Unary, HandValues) {
+  auto values = [](Tensor t) { return t.to_vector<float>(); };
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor special = from_vector<float>({-kInf, kInf, 0.0f}).to(dtype);
+    EXPECT_EQ(values(exp(special)), (std::vector<float>{0, kInf, 1}));
+    EXPECT_EQ(values(sigmoid(special)), (std::vector<float>{0, 1, 0.5f}));
+    EXPECT_EQ(values(tanh(special)), (std::vector<float>{-1, 1, 0}));
+    EXPECT_EQ(values(log(from_vector<float>({0, 1, kInf}).to(dtype))), (std::vector<float>{-kInf, 0, kInf}));
+    EXPECT_EQ(values(sqrt(from_vector<float>({4, 0, kInf, 2.25f}).to(dtype))), (std::vector<float>{2, 0, kInf, 1.5f}));
+    EXPECT_EQ(values(rsqrt(from_vector<float>({4, 0, kInf}).to(dtype))), (std::vector<float>{0.5f, kInf, 0}));
+    EXPECT_EQ(log1p(scalar_tensor(-1, {.dtype = dtype})).item<float>(), -kInf);
+    EXPECT_TRUE(std::isnan(log(scalar_tensor(-1, {.dtype = dtype})).item<float>()));
+    EXPECT_TRUE(std::isnan(sqrt(scalar_tensor(-1, {.dtype = dtype})).item<float>()));
+  }
+  Tensor one = from_vector<float>({1, -1, 0});
+  EXPECT_TRUE(all_close(gelu(one), from_vector<float>({0.8413447f, -0.1586553f, 0}), 1e-6, 1e-7));
+  EXPECT_TRUE(all_close(gelu(one, GeluApproximation::tanh), from_vector<float>({0.8411920f, -0.1588080f, 0}), 1e-6, 1e-7));
+  EXPECT_TRUE(all_close(silu(one), from_vector<float>({0.7310586f, -0.2689414f, 0}), 1e-6, 1e-7));
+  EXPECT_TRUE(all_close(sin(from_vector<float>({0, float(std::numbers::pi / 2)})), from_vector<float>({0, 1}), 1e-6, 1e-7));
+  EXPECT_TRUE(all_close(cos(from_vector<float>({0, float(std::numbers::pi)})), from_vector<float>({1, -1}), 1e-6, 1e-7));
+
+  // relu(-0) is +0, relu(nan) is nan; abs(-0) is +0.
+  std::vector<float> relued = values(relu(from_vector<float>({-0.0f, kNan, -2, 3})));
+  EXPECT_FALSE(std::signbit(relued[0]));
+  EXPECT_TRUE(std::isnan(relued[1]));
+  EXPECT_EQ(relued[2], 0);
+  EXPECT_EQ(relued[3], 3);
+  EXPECT_FALSE(std::signbit(abs(scalar_tensor(-0.0, {})).item<float>()));
+  EXPECT_EQ(values(-from_vector<float>({1, -2})), (std::vector<float>{-1, 2}));
+
+  // Integers wrap at the minimum, as PyTorch's do.
+  constexpr int32_t lowest = std::numeric_limits<int32_t>::min();
+  Tensor ints = from_vector<int32_t>({lowest, -5, 0, 7});
+  EXPECT_EQ(neg(ints).to_vector<int32_t>(), (std::vector<int32_t>{lowest, 5, 0, -7}));
+  EXPECT_EQ(abs(ints).to_vector<int32_t>(), (std::vector<int32_t>{lowest, 5, 0, 7}));
+  EXPECT_EQ(relu(ints).to_vector<int32_t>(), (std::vector<int32_t>{0, 0, 0, 7}));
+}
+
+TEST(Unary, PowAndClampHandValues) {
+  Tensor ints = from_vector<int64_t>({-2, -1, 0, 1, 3});
+  EXPECT_EQ(pow(ints, 3).to_vector<int64_t>(), (std::vector<int64_t>{-8, -1, 0, 1, 27}));
+  EXPECT_EQ(pow(ints, 0).to_vector<int64_t>(), (std::vector<int64_t>{1, 1, 1, 1, 1}));
+  // Tensor exponents follow PyTorch's integer rule: negative powers give 0 except for bases +-1.
+  EXPECT_EQ(pow(ints, full({5}, -1, {.dtype = DType::i64})).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, -1, 0, 1, 0}));
+  EXPECT_EQ(pow(from_vector<float>({4, 9, -2}), 0.5).to_vector<float>()[1], 3.0f);
+  EXPECT_EQ(pow(from_vector<float>({2, -2}), 2).to_vector<float>(), (std::vector<float>{4, 4}));
+  EXPECT_EQ(pow(from_vector<float>({2, 4}), -1).to_vector<float>(), (std::vector<float>{0.5f, 0.25f}));
+  EXPECT_EQ(pow(from_vector<float>({2, 3}), from_vector<float>({3, 2})).to_vector<float>(), (std::vector<float>{8, 9}));
+
+  Tensor x = from_vector<float>({-2, -0.5f, 0.5f, 2, kNan});
+  std::vector<float> clamped = clamp(x, -1, 1).to_vector<float>();
+  EXPECT_EQ(std::vector<float>(clamped.begin(), clamped.end() - 1), (std::vector<float>{-1, -0.5f, 0.5f, 1}));
+  EXPECT_TRUE(std::isnan(clamped.back()));  // nan propagates
+  EXPECT_EQ(clamp(x, 1, -1).to_vector<float>()[0], -1.0f);  // low > high: every element is high
+  EXPECT_EQ(clamp_min(x, 0).to_vector<float>()[0], 0.0f);
+  EXPECT_EQ(clamp_max(x, 0).to_vector<float>()[3], 0.0f);
+  // An integer bound beyond int32 saturates instead of wrapping.
+  Tensor small = from_vector<int32_t>({-3, 5});
+  EXPECT_EQ(clamp(small, int64_t(-1) << 40, int64_t(1) << 40).to_vector<int32_t>(), (std::vector<int32_t>{-3, 5}));
+  EXPECT_EQ(clamp(small, 0, 4).to_vector<int32_t>(), (std::vector<int32_t>{0, 4}));
+}
+
+TEST(Unary, PromotesLikePyTorch) {
+  Tensor i32 = ones({2}, {.dtype = DType::i32}), i64 = ones({2}, {.dtype = DType::i64});
+  Tensor b = ones({2}, {.dtype = DType::boolean}), f16 = ones({2}, {.dtype = DType::f16});
+  Tensor bf16 = ones({2}, {.dtype = DType::bf16}), f64 = ones({2}, {.dtype = DType::f64});
+  EXPECT_EQ(exp(i32).dtype(), DType::f32);
+  EXPECT_EQ(sqrt(b).dtype(), DType::f32);
+  EXPECT_EQ(gelu(i64).dtype(), DType::f32);
+  EXPECT_EQ(sigmoid(f16).dtype(), DType::f16);
+  EXPECT_EQ(tanh(bf16).dtype(), DType::bf16);
+  EXPECT_EQ(log(f64).dtype(), DType::f64);
+  EXPECT_EQ(abs(i64).dtype(), DType::i64);
+  EXPECT_EQ(relu(i32).dtype(), DType::i32);
+  EXPECT_EQ(neg(i32).dtype(), DType::i32);
+  EXPECT_EQ(pow(i32, 2).dtype(), DType::i32);
+  EXPECT_EQ(pow(i32, 0.5).dtype(), DType::f32);
+  EXPECT_EQ(pow(b, 2).dtype(), DType::i64);
+  EXPECT_EQ(pow(f16, 2).dtype(), DType::f16);
+  EXPECT_EQ(pow(i32, f16).dtype(), DType::f16);
+  EXPECT_EQ(clamp(i32, 0, 2).dtype(), DType::i32);
+  EXPECT_EQ(clamp(i32, 0.5, 2).dtype(), DType::f32);
+  EXPECT_EQ(clamp_min(bf16, 0).dtype(), DType::bf16);
+  EXPECT_TRUE(all_close(exp(from_vector<int32_t>({0, 1})), from_vector<float>({1, std::numbers::e_v<float>})));
+}
+
+TEST(Unary, BadInputsNameTheOpAndValues) {
+  Tensor mask = ones({2}, {.dtype = DType::boolean});
+  EXPECT_EMBER_ERROR(neg(mask), "neg: not supported for bool tensors; to invert a mask use logical_not");
+  EXPECT_EMBER_ERROR(-mask, "neg: not supported for bool");
+  EXPECT_EMBER_ERROR(abs(mask), "abs: not supported for bool");
+  EXPECT_EMBER_ERROR(relu(mask), "relu: not supported for bool");
+  EXPECT_EMBER_ERROR(pow(ones({2}, {.dtype = DType::i32}), -2),
+                     "pow: integers to negative integer powers are not allowed (int32 tensor, exponent -2)");
+  EXPECT_EMBER_ERROR(pow(mask, true), "pow: not supported for bool");
+  EXPECT_EMBER_ERROR(pow(mask, mask), "pow: not supported for two bool tensors");
+  EXPECT_EMBER_ERROR(pow(zeros({2, 3}), zeros({4, 3})), "pow: shapes [2, 3] and [4, 3] cannot be broadcast");
+  EXPECT_EMBER_ERROR(clamp(mask, false, true), "clamp: not supported for bool");
+  EXPECT_EMBER_ERROR(exp(Tensor()), "exp: undefined");
+  EXPECT_EMBER_ERROR(clamp_min(Tensor(), 0), "clamp_min: undefined");
+}
+
+}  // namespace
+}  // namespace ember::testing
