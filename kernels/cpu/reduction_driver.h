@@ -1,0 +1,231 @@
+// The CPU reduction driver: runs a Reducer over a ReductionLoop. Used by
+// kernels/cpu/reduction.cpp, tested through tests/core/test_reduction.cpp.
+//
+// Three loop shapes, chosen from the loop's innermost dims:
+//  - dense rows (reduced dims end in a stride-1 run, e.g. a sum over the last
+//    dim): kLanes independent accumulators the compiler keeps in vector
+//    registers, summed pairwise over blocks for accuracy;
+//  - columns (the kept dims end in a stride-1 run, e.g. a sum over the first
+//    dim): each input row is folded into a tile of output accumulators, a
+//    vectorised loop over the kept dim instead of strided gathers;
+//  - strided runs for anything else.
+// Threads split the outputs, or, when there are fewer outputs than threads,
+// the reduced elements of each output (partial results merged in order).
+//
+// A Reducer provides:
+//   using Acc;                                    the running state
+//   Acc identity() const;
+//   Acc step(Acc, ComputeType<In> x, int64_t r) const;   r: the flat reduced index of x
+//   Acc merge(Acc, Acc) const;                    must not depend on the order of its
+//                                                 arguments beyond what step does
+//   void store(const ReductionLoop&, int64_t o, Acc, int64_t count) const;
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "core/ops/reduction_kernels.h"
+#include "core/parallel.h"
+
+namespace ember::cpu {
+
+inline constexpr int64_t kLanes = 32;         // independent accumulators of a dense run
+inline constexpr int64_t kDenseBlock = 1024;  // run length at the leaves of the pairwise tree
+inline constexpr int64_t kColumnBlock = 64;   // rows at the leaves of the column pairwise tree
+
+// Columns folded together: about 2 KiB of accumulators, so a tile stays in L1.
+template <class Acc>
+inline constexpr int64_t kColumnTile = std::max<int64_t>(16, int64_t(2048 / sizeof(Acc)));
+
+// The vectorised leaves below are compiled twice: for the x86-64 baseline
+// (SSE2) and, picked at run time, for AVX2 (twice the vector width).
+#if defined(__x86_64__)
+#define EMBER_TARGET_AVX2 __attribute__((target("avx2")))
+inline bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+#else
+#define EMBER_TARGET_AVX2
+inline bool cpu_has_avx2() { return false; }
+#endif
+
+// Folds n <= kDenseBlock elements `stride` apart (1 when kDense, known at
+// compile time so the lanes vectorise) into kLanes independent accumulators.
+template <bool kDense, class In, class Reducer>
+[[gnu::always_inline]] inline typename Reducer::Acc fold_lanes(const Reducer& reducer, const In* p, int64_t stride,
+                                                               int64_t n, int64_t r) {
+  using Acc = typename Reducer::Acc;
+  using Value = ComputeType<In>;
+  if (kDense) stride = 1;
+  Acc lanes[kLanes];
+  for (Acc& lane : lanes) lane = reducer.identity();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) lanes[j] = reducer.step(lanes[j], Value(p[(i + j) * stride]), r + i + j);
+  for (; i < n; ++i) lanes[0] = reducer.step(lanes[0], Value(p[i * stride]), r + i);
+  for (int64_t width = kLanes / 2; width > 0; width /= 2)
+    for (int64_t j = 0; j < width; ++j) lanes[j] = reducer.merge(lanes[j], lanes[j + width]);
+  return lanes[0];
+}
+template <class In, class Reducer>
+typename Reducer::Acc fold_dense_baseline(const Reducer& reducer, const In* p, int64_t n, int64_t r) {
+  return fold_lanes<true>(reducer, p, 1, n, r);
+}
+template <class In, class Reducer>
+EMBER_TARGET_AVX2 typename Reducer::Acc fold_dense_avx2(const Reducer& reducer, const In* p, int64_t n, int64_t r) {
+  return fold_lanes<true>(reducer, p, 1, n, r);
+}
+
+// Folds n elements `stride` apart, pairwise above kDenseBlock so that rounding
+// error grows with log(n), not n. The first element has flat reduced index r.
+template <bool kDense, class In, class Reducer>
+typename Reducer::Acc reduce_run(const Reducer& reducer, const In* p, int64_t stride, int64_t n, int64_t r) {
+  if (n > kDenseBlock) {
+    int64_t half = (n / 2 + kLanes - 1) / kLanes * kLanes;
+    auto left = reduce_run<kDense>(reducer, p, stride, half, r);
+    return reducer.merge(left, reduce_run<kDense>(reducer, p + half * stride, stride, n - half, r + half));
+  }
+  if constexpr (kDense)
+    return cpu_has_avx2() ? fold_dense_avx2(reducer, p, n, r) : fold_dense_baseline(reducer, p, n, r);
+  else
+    return fold_lanes<false>(reducer, p, stride, n, r);
+}
+
+// Folds the flat reduced range [begin, end) of the output whose input starts at `base`.
+template <class In, class Reducer>
+typename Reducer::Acc reduce_range(const Reducer& reducer, const ReductionLoop& loop, const In* base, int64_t begin,
+                                   int64_t end) {
+  if (loop.reduced_ndim == 1) {  // one run: skip the cursor
+    const int64_t stride = loop.inner_reduced_stride();
+    return stride == 1 ? reduce_run<true>(reducer, base + begin, 1, end - begin, begin)
+                       : reduce_run<false>(reducer, base + begin * stride, stride, end - begin, begin);
+  }
+  typename Reducer::Acc acc = reducer.identity();
+  for_each_reduced_run(loop, begin, end, [&](int64_t offset, int64_t stride, int64_t n, int64_t r) {
+    acc = reducer.merge(acc, stride == 1 ? reduce_run<true>(reducer, base + offset, 1, n, r)
+                                         : reduce_run<false>(reducer, base + offset, stride, n, r));
+  });
+  return acc;
+}
+
+// acc[k] = step(acc[k], rows[i][k]) for i < kRows, k < width: the column loop's
+// vectorised leaf. Folding several rows per pass over acc saves loads and stores
+// of the accumulators (they do not fit in registers; walking rows column-block
+// by column-block instead would thrash L1 with 4 KiB-strided rows).
+template <int kRows, class In, class Reducer>
+[[gnu::always_inline]] inline void fold_rows(const Reducer& reducer, const In* const* rows, int64_t width, int64_t r,
+                                             typename Reducer::Acc* acc) {
+  for (int64_t k = 0; k < width; ++k) {
+    typename Reducer::Acc a = acc[k];
+    for (int i = 0; i < kRows; ++i) a = reducer.step(a, ComputeType<In>(rows[i][k]), r + i);
+    acc[k] = a;
+  }
+}
+template <int kRows, class In, class Reducer>
+void fold_rows_baseline(const Reducer& reducer, const In* const* rows, int64_t width, int64_t r,
+                        typename Reducer::Acc* acc) {
+  fold_rows<kRows>(reducer, rows, width, r, acc);
+}
+template <int kRows, class In, class Reducer>
+EMBER_TARGET_AVX2 void fold_rows_avx2(const Reducer& reducer, const In* const* rows, int64_t width, int64_t r,
+                                      typename Reducer::Acc* acc) {
+  fold_rows<kRows>(reducer, rows, width, r, acc);
+}
+
+// acc[k] = fold of rows [begin, end) at column k < width; rows start at
+// base + (offset of reduced index r), columns are dense.
+template <class In, class Reducer>
+void reduce_columns(const Reducer& reducer, const ReductionLoop& loop, const In* base, int64_t width, int64_t begin,
+                    int64_t end, typename Reducer::Acc* acc) {
+  using Acc = typename Reducer::Acc;
+  if (end - begin > kColumnBlock) {  // pairwise over rows, as reduce_run
+    int64_t middle = begin + (end - begin) / 2;
+    Acc right[kColumnTile<Acc>];
+    reduce_columns(reducer, loop, base, width, begin, middle, acc);
+    reduce_columns(reducer, loop, base, width, middle, end, right);
+    for (int64_t k = 0; k < width; ++k) acc[k] = reducer.merge(acc[k], right[k]);
+    return;
+  }
+  for (int64_t k = 0; k < width; ++k) acc[k] = reducer.identity();
+  constexpr int kRows = 4;
+  const bool avx2 = cpu_has_avx2();
+  ReducedCursor cursor(loop, begin);
+  const In* rows[kRows];
+  int64_t r = begin;
+  for (; r + kRows <= end; r += kRows) {
+    for (int i = 0; i < kRows; ++i, cursor.next()) rows[i] = base + cursor.offset();
+    if (avx2) fold_rows_avx2<kRows>(reducer, rows, width, r, acc);
+    else fold_rows_baseline<kRows>(reducer, rows, width, r, acc);
+  }
+  for (; r < end; ++r, cursor.next()) {
+    rows[0] = base + cursor.offset();
+    if (avx2) fold_rows_avx2<1>(reducer, rows, width, r, acc);
+    else fold_rows_baseline<1>(reducer, rows, width, r, acc);
+  }
+}
+
+// Outputs [begin, end) by columns: runs of the innermost kept dim, in tiles.
+template <class In, class Reducer>
+void column_outputs(const Reducer& reducer, const ReductionLoop& loop, int64_t begin, int64_t end) {
+  using Acc = typename Reducer::Acc;
+  const In* input = reinterpret_cast<const In*>(loop.input);
+  const int64_t inner = loop.inner_kept_size();
+  Acc acc[kColumnTile<Acc>];
+  for (int64_t o = begin; o < end;) {
+    const int64_t width = std::min(inner - o % inner, end - o);
+    const In* base = input + loop.kept_offset(o);
+    for (int64_t k0 = 0; k0 < width; k0 += kColumnTile<Acc>) {
+      const int64_t tile = std::min(kColumnTile<Acc>, width - k0);
+      reduce_columns(reducer, loop, base + k0, tile, 0, loop.reduced_numel, acc);
+      for (int64_t k = 0; k < tile; ++k) reducer.store(loop, o + k0 + k, acc[k], loop.reduced_numel);
+    }
+    o += width;
+  }
+}
+
+// Fewer outputs than threads: each output's reduced range is split instead.
+template <class In, class Reducer>
+void split_reduced(const Reducer& reducer, const ReductionLoop& loop, int threads) {
+  using Acc = typename Reducer::Acc;
+  const In* input = reinterpret_cast<const In*>(loop.input);
+  const int64_t reduced = loop.reduced_numel;
+  const int64_t chunks = std::min<int64_t>(threads, std::max<int64_t>(1, reduced / 4096));
+  std::vector<Acc> partial(size_t(chunks), reducer.identity());
+  for (int64_t o = 0; o < loop.kept_numel; ++o) {
+    const In* base = input + loop.kept_offset(o);
+    parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
+      for (int64_t c = first; c < last; ++c)
+        partial[size_t(c)] = reduce_range(reducer, loop, base, reduced * c / chunks, reduced * (c + 1) / chunks);
+    });
+    Acc total = partial[0];
+    for (int64_t c = 1; c < chunks; ++c) total = reducer.merge(total, partial[size_t(c)]);
+    reducer.store(loop, o, total, reduced);
+  }
+}
+
+template <class In, class Reducer>
+void run_reduction(const ReductionLoop& loop, const Reducer& reducer) {
+  const int64_t outputs = loop.kept_numel, reduced = loop.reduced_numel;
+  if (reduced == 0) {
+    for (int64_t o = 0; o < outputs; ++o) reducer.store(loop, o, reducer.identity(), 0);
+    return;
+  }
+  const int threads = get_num_threads();
+  if (outputs < threads && outputs * reduced > kParallelGrain && !in_parallel_region()) {
+    split_reduced<In>(reducer, loop, threads);
+    return;
+  }
+  const bool by_columns = loop.inner_kept_stride() == 1 && loop.inner_kept_size() > 1 && reduced > 1;
+  const In* input = reinterpret_cast<const In*>(loop.input);
+  parallel_for(0, outputs, std::max<int64_t>(1, kParallelGrain / reduced), [&](int64_t begin, int64_t end) {
+    if (by_columns) {
+      column_outputs<In>(reducer, loop, begin, end);
+    } else {
+      for (int64_t o = begin; o < end; ++o)
+        reducer.store(loop, o, reduce_range(reducer, loop, input + loop.kept_offset(o), 0, reduced), reduced);
+    }
+  });
+}
+
+}  // namespace ember::cpu
