@@ -35,6 +35,13 @@ Case unary(Tensor (*fn)(const Tensor&), double lo = -2, double hi = 2) {
   };
 }
 
+Case reduce(Tensor (*fn)(const Tensor&), double lo = -2, double hi = 2) {
+  return [=](DType dtype) {
+    Tensor a = random_tensor({5, 7, 6}, dtype, lo, hi);
+    return [=] { return fn(a.permute({1, 0, 2})); };
+  };
+}
+
 const std::map<std::string, Case>& cases() {
   static const std::map<std::string, Case> table = {
       {"copy", [](DType dtype) {
@@ -82,6 +89,25 @@ const std::map<std::string, Case>& cases() {
          Tensor a = random_tensor({6, 5}, dtype), b = random_tensor({5}, dtype);
          return [=] { return where(condition, a, b); };
        }},
+      // reductions: a 3-d non-contiguous input reduced over two dims
+      {"sum", reduce([](const Tensor& a) { return sum(a, {0, 2}); })},
+      {"mean", reduce([](const Tensor& a) { return mean(a, {0, 2}); })},
+      {"prod", reduce([](const Tensor& a) { return prod(a, {1}, true); }, 0.5, 1.5)},
+      {"amax", reduce([](const Tensor& a) { return amax(a, {0, 2}); })},
+      {"amin", reduce([](const Tensor& a) { return amin(a, {1}); })},
+      {"logsumexp", reduce([](const Tensor& a) { return logsumexp(a, {2}); })},
+      {"max_indices", reduce([](const Tensor& a) {
+         ValuesIndices m = max(a, 1);
+         return cat({m.values.to(DType::f64), m.indices.to(DType::f64)});
+       })},
+      {"min_indices", reduce([](const Tensor& a) {
+         return cat({min(a, 2).values.flatten().to(DType::f64), argmin(a).to(DType::f64).reshape({1})});
+       })},
+      {"var", reduce([](const Tensor& a) { return var(a, {0, 1}); })},
+      {"std", reduce([](const Tensor& a) { return std(a, {2}, false); })},
+      {"norm", reduce([](const Tensor& a) { return norm(a, 3.0, {1}); })},
+      {"softmax", reduce([](const Tensor& a) { return softmax(a, 1); })},
+      {"log_softmax", reduce([](const Tensor& a) { return log_softmax(a, -1); })},
       // indexing
       {"index_select", [](DType dtype) {
          Tensor t = random_tensor({6, 5}, dtype), index = random_tensor({7}, DType::i64, 0, 4);
