@@ -1,6 +1,293 @@
-// (filled by the conv family)
+// CPU convolution and pooling. f32 and bf16 run on oneDNN primitives
+// (convolution_forward, pooling_forward; forward_inference, since the raw ops
+// keep no workspace) over the caller's NCHW memory, cached like matmul's
+// (Note [oneDNN primitive cache] in kernels/cpu/onednn.h); f16, and bf16 where
+// oneDNN lacks it, compute in f32; f64 uses direct loops split over planes.
+// Oracle: kernels/reference/conv.cpp; tests: tests/core/test_conv.cpp.
+#include <algorithm>
+#include <limits>
+
+#include "core/convert.h"
+#include "core/ops/conv_kernels.h"
+#include "core/parallel.h"
+#include "core/tensor.h"
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/onednn.h"
 
 namespace ember::cpu {
-void register_conv_kernels() {}
+namespace {
+
+using dnnl::memory;
+
+template <class To, class From>
+Tensor converted(const void* data, int64_t count) {
+  Tensor out = make_tensor({count}, dtype_of<To>);
+  const From* in = static_cast<const From*>(data);
+  To* result = out.data_ptr<To>();
+  for (int64_t i = 0; i < count; ++i) result[i] = convert<To>(in[i]);
+  return out;
+}
+
+template <class To>
+void convert_into(const Tensor& wide, void* out) {
+  const float* in = wide.data_ptr<float>();
+  To* result = static_cast<To*>(out);
+  for (int64_t i = 0; i < wide.numel(); ++i) result[i] = To(in[i]);
+}
+
+memory::desc nchw(int64_t n, int64_t c, const Pair& size, memory::data_type type) {
+  return memory::desc({n, c, size[0], size[1]}, type, memory::format_tag::nchw);
+}
+
+// ---- convolution ------------------------------------------------------------
+
+PrimitiveCache<CachedPrimitive>& conv_cache() {
+  static PrimitiveCache<CachedPrimitive> cache(128);
+  return cache;
+}
+
+PrimitiveKey key_of(const Conv2dProblem& p, DType dtype) {
+  PrimitiveKey key;
+  for (int64_t v : {int64_t(dtype), p.batch, p.in_channels, p.out_channels, p.groups, int64_t(p.bias != nullptr)})
+    key.add(v);
+  for (const Pair* pair : {&p.in_size, &p.kernel, &p.stride, &p.padding, &p.dilation}) key.add((*pair)[0]), key.add((*pair)[1]);
+  return key;
+}
+
+// A null entry when oneDNN has nothing better than its naive loops.
+std::shared_ptr<CachedPrimitive> make_conv(const Conv2dProblem& p, DType dtype) {
+  memory::data_type type = onednn_type(dtype);
+  memory::desc weights = p.groups == 1
+      ? memory::desc({p.out_channels, p.in_channels, p.kernel[0], p.kernel[1]}, type, memory::format_tag::oihw)
+      : memory::desc({p.groups, p.out_channels / p.groups, p.in_channels / p.groups, p.kernel[0], p.kernel[1]}, type,
+                     memory::format_tag::goihw);
+  memory::desc bias = p.bias ? memory::desc({p.out_channels}, type, memory::format_tag::x) : memory::desc();
+  // oneDNN counts dilation from 0 and wants the right padding that makes the
+  // floor-mode output size exact.
+  memory::dims dilation{p.dilation[0] - 1, p.dilation[1] - 1}, right(2);
+  for (int d = 0; d < 2; ++d)
+    right[size_t(d)] = (p.out_size[d] - 1) * p.stride[d] + (p.kernel[d] - 1) * p.dilation[d] + 1 - p.in_size[d] - p.padding[d];
+  dnnl::convolution_forward::primitive_desc pd;
+  try {
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                         nchw(p.batch, p.in_channels, p.in_size, type), weights, bias,
+                                         nchw(p.batch, p.out_channels, p.out_size, type), {p.stride[0], p.stride[1]},
+                                         dilation, {p.padding[0], p.padding[1]}, right);
+    pd = dnnl::convolution_forward::primitive_desc(desc, onednn_engine());
+  } catch (const dnnl::error& error) {
+    if (error.status != dnnl_unimplemented) throw;
+    return nullptr;
+  }
+  if (is_reference_implementation(pd) && dtype != DType::f32) return nullptr;
+  auto entry = std::make_shared<CachedPrimitive>();
+  entry->primitive = dnnl::convolution_forward(pd);
+  for (int arg : {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS})
+    if (arg != DNNL_ARG_BIAS || p.bias)
+      entry->args.emplace(arg, memory(pd.query_md(dnnl::query::exec_arg_md, arg), onednn_engine(), nullptr));
+  return entry;
+}
+
+bool run_conv(const Conv2dProblem& p, DType dtype) {
+  std::shared_ptr<CachedPrimitive> entry = conv_cache().get(key_of(p, dtype), [&] { return make_conv(p, dtype); });
+  if (!entry) return false;
+  void* input = const_cast<void*>(p.input);
+  void* weight = const_cast<void*>(p.weight);
+  if (p.bias) {
+    entry->execute({{DNNL_ARG_SRC, input}, {DNNL_ARG_WEIGHTS, weight}, {DNNL_ARG_DST, p.out},
+                    {DNNL_ARG_BIAS, const_cast<void*>(p.bias)}});
+  } else {
+    entry->execute({{DNNL_ARG_SRC, input}, {DNNL_ARG_WEIGHTS, weight}, {DNNL_ARG_DST, p.out}});
+  }
+  return true;
+}
+
+template <class T>
+void conv2d_in_f32(const Conv2dProblem& p) {
+  Conv2dProblem wide = p;
+  int64_t group_in = p.in_channels / p.groups;
+  Tensor input = converted<float, T>(p.input, p.batch * p.in_channels * p.in_size[0] * p.in_size[1]);
+  Tensor weight = converted<float, T>(p.weight, p.out_channels * group_in * p.kernel[0] * p.kernel[1]);
+  Tensor bias = p.bias ? converted<float, T>(p.bias, p.out_channels) : Tensor();
+  Tensor out = make_tensor({p.batch * p.out_channels * p.out_size[0] * p.out_size[1]}, DType::f32);
+  wide.input = input.data_ptr(), wide.weight = weight.data_ptr(), wide.out = out.data_ptr();
+  wide.bias = p.bias ? bias.data_ptr() : nullptr;
+  bool done = run_conv(wide, DType::f32);
+  EMBER_ASSERT(done, "oneDNN has no f32 convolution");
+  convert_into<T>(out, p.out);
+}
+
+void conv2d_f32(const Conv2dProblem& p) {
+  bool done = run_conv(p, DType::f32);
+  EMBER_ASSERT(done, "oneDNN has no f32 convolution");
+}
+
+void conv2d_bf16(const Conv2dProblem& p) {
+  if (onednn_bf16_enabled() && run_conv(p, DType::bf16)) return;
+  conv2d_in_f32<BFloat16>(p);
+}
+
+void conv2d_f16(const Conv2dProblem& p) { conv2d_in_f32<Half>(p); }
+
+// f64: for each output plane, add every (channel, tap) as a shifted,
+// scaled copy of an input plane; the innermost loop runs along a row.
+void conv2d_f64(const Conv2dProblem& p) {
+  const double* input = static_cast<const double*>(p.input);
+  const double* weight = static_cast<const double*>(p.weight);
+  const double* bias = static_cast<const double*>(p.bias);
+  double* out = static_cast<double*>(p.out);
+  const int64_t group_in = p.in_channels / p.groups, group_out = p.out_channels / p.groups;
+  const auto [in_h, in_w] = p.in_size;
+  const auto [out_h, out_w] = p.out_size;
+  const int64_t plane_work = out_h * out_w * group_in * p.kernel[0] * p.kernel[1];
+  parallel_for(0, p.batch * p.out_channels, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, plane_work)),
+               [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      int64_t n = plane / p.out_channels, o = plane % p.out_channels;
+      double* result = out + plane * out_h * out_w;
+      std::fill(result, result + out_h * out_w, bias ? bias[o] : 0.0);
+      for (int64_t c = 0; c < group_in; ++c) {
+        const double* source = input + (n * p.in_channels + (o / group_out) * group_in + c) * in_h * in_w;
+        for (int64_t ky = 0; ky < p.kernel[0]; ++ky)
+          for (int64_t kx = 0; kx < p.kernel[1]; ++kx) {
+            double tap = weight[((o * group_in + c) * p.kernel[0] + ky) * p.kernel[1] + kx];
+            int64_t dx = kx * p.dilation[1] - p.padding[1];
+            // Output columns x whose input column x * stride + dx lies inside the row.
+            int64_t x_begin = dx >= 0 ? 0 : (-dx + p.stride[1] - 1) / p.stride[1];
+            int64_t x_end = std::min(out_w, in_w - dx <= 0 ? 0 : (in_w - dx - 1) / p.stride[1] + 1);
+            for (int64_t y = 0; y < out_h; ++y) {
+              int64_t iy = y * p.stride[0] - p.padding[0] + ky * p.dilation[0];
+              if (iy < 0 || iy >= in_h) continue;
+              const double* row = source + iy * in_w + dx;
+              for (int64_t x = x_begin; x < x_end; ++x) result[y * out_w + x] += tap * row[x * p.stride[1]];
+            }
+          }
+      }
+    }
+  });
+}
+
+// ---- pooling ----------------------------------------------------------------
+
+enum class PoolKind { max, average };
+
+PrimitiveCache<CachedPrimitive>& pool_cache() {
+  static PrimitiveCache<CachedPrimitive> cache(128);
+  return cache;
+}
+
+dnnl::algorithm pool_algorithm(const Pool2dProblem& p, PoolKind kind) {
+  if (kind == PoolKind::max) return dnnl::algorithm::pooling_max;
+  return p.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                             : dnnl::algorithm::pooling_avg_exclude_padding;
+}
+
+std::shared_ptr<CachedPrimitive> make_pool(const Pool2dProblem& p, PoolKind kind, DType dtype) {
+  memory::data_type type = onednn_type(dtype);
+  memory::dims right(2);
+  for (int d = 0; d < 2; ++d)
+    right[size_t(d)] = (p.out_size[d] - 1) * p.stride[d] + p.kernel[d] - p.in_size[d] - p.padding[d];
+  dnnl::pooling_forward::primitive_desc pd;
+  try {
+    dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, pool_algorithm(p, kind),
+                                     nchw(p.batch, p.channels, p.in_size, type),
+                                     nchw(p.batch, p.channels, p.out_size, type), {p.stride[0], p.stride[1]},
+                                     {p.kernel[0], p.kernel[1]}, {p.padding[0], p.padding[1]}, right);
+    pd = dnnl::pooling_forward::primitive_desc(desc, onednn_engine());
+  } catch (const dnnl::error& error) {
+    if (error.status != dnnl_unimplemented) throw;
+    return nullptr;
+  }
+  if (is_reference_implementation(pd) && dtype != DType::f32) return nullptr;
+  auto entry = std::make_shared<CachedPrimitive>();
+  entry->primitive = dnnl::pooling_forward(pd);
+  for (int arg : {DNNL_ARG_SRC, DNNL_ARG_DST})
+    entry->args.emplace(arg, memory(pd.query_md(dnnl::query::exec_arg_md, arg), onednn_engine(), nullptr));
+  return entry;
+}
+
+bool run_pool(const Pool2dProblem& p, PoolKind kind, DType dtype) {
+  PrimitiveKey key;
+  for (int64_t v : {int64_t(dtype), int64_t(kind), int64_t(p.count_include_pad), p.batch, p.channels}) key.add(v);
+  for (const Pair* pair : {&p.in_size, &p.kernel, &p.stride, &p.padding}) key.add((*pair)[0]), key.add((*pair)[1]);
+  std::shared_ptr<CachedPrimitive> entry = pool_cache().get(key, [&] { return make_pool(p, kind, dtype); });
+  if (!entry) return false;
+  entry->execute({{DNNL_ARG_SRC, const_cast<void*>(p.input)}, {DNNL_ARG_DST, p.out}});
+  return true;
+}
+
+template <PoolKind kind, class T>
+void pool_in_f32(const Pool2dProblem& p) {
+  Pool2dProblem wide = p;
+  Tensor input = converted<float, T>(p.input, p.batch * p.channels * p.in_size[0] * p.in_size[1]);
+  Tensor out = make_tensor({p.batch * p.channels * p.out_size[0] * p.out_size[1]}, DType::f32);
+  wide.input = input.data_ptr(), wide.out = out.data_ptr();
+  bool done = run_pool(wide, kind, DType::f32);
+  EMBER_ASSERT(done, "oneDNN has no f32 pooling");
+  convert_into<T>(out, p.out);
+}
+
+template <PoolKind kind, class T>
+void pool2d(const Pool2dProblem& p) {
+  if constexpr (std::is_same_v<T, float>) {
+    bool done = run_pool(p, kind, DType::f32);
+    EMBER_ASSERT(done, "oneDNN has no f32 pooling");
+  } else {
+    if (std::is_same_v<T, BFloat16> && onednn_bf16_enabled() && run_pool(p, kind, DType::bf16)) return;
+    pool_in_f32<kind, T>(p);
+  }
+}
+
+// f64: each output element reduces its window directly; planes split over threads.
+template <PoolKind kind>
+void pool2d_f64(const Pool2dProblem& p) {
+  const double* input = static_cast<const double*>(p.input);
+  double* out = static_cast<double*>(p.out);
+  const auto [in_h, in_w] = p.in_size;
+  const auto [out_h, out_w] = p.out_size;
+  const int64_t plane_work = out_h * out_w * p.kernel[0] * p.kernel[1];
+  parallel_for(0, p.batch * p.channels, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, plane_work)),
+               [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const double* source = input + plane * in_h * in_w;
+      for (int64_t y = 0; y < out_h; ++y)
+        for (int64_t x = 0; x < out_w; ++x) {
+          int64_t y0 = y * p.stride[0] - p.padding[0], x0 = x * p.stride[1] - p.padding[1];
+          int64_t y_begin = std::max<int64_t>(y0, 0), y_end = std::min(y0 + p.kernel[0], in_h);
+          int64_t x_begin = std::max<int64_t>(x0, 0), x_end = std::min(x0 + p.kernel[1], in_w);
+          double value = kind == PoolKind::max ? -std::numeric_limits<double>::infinity() : 0.0;
+          for (int64_t iy = y_begin; iy < y_end; ++iy)
+            for (int64_t ix = x_begin; ix < x_end; ++ix) {
+              double v = source[iy * in_w + ix];
+              if constexpr (kind == PoolKind::max) {
+                if (v > value || v != v) value = v;  // nan wins and then stays, as in PyTorch
+              } else {
+                value += v;
+              }
+            }
+          if constexpr (kind == PoolKind::average) {
+            // With floor-mode sizes, a window never leaves the padded input.
+            int64_t count = p.count_include_pad ? p.kernel[0] * p.kernel[1] : (y_end - y_begin) * (x_end - x_begin);
+            value /= double(count);
+          }
+          out[(plane * out_h + y) * out_w + x] = value;
+        }
+    }
+  });
+}
+
+}  // namespace
+
+void register_conv_kernels() {
+  conv2d_op.set(DeviceType::cpu, DType::f32, &conv2d_f32);
+  conv2d_op.set(DeviceType::cpu, DType::bf16, &conv2d_bf16);
+  conv2d_op.set(DeviceType::cpu, DType::f16, &conv2d_f16);
+  conv2d_op.set(DeviceType::cpu, DType::f64, &conv2d_f64);
+  register_for<float, Half, BFloat16>(max_pool2d_op, DeviceType::cpu,
+                                      [](auto tag) { return &pool2d<PoolKind::max, decltype(tag)>; });
+  register_for<float, Half, BFloat16>(avg_pool2d_op, DeviceType::cpu,
+                                      [](auto tag) { return &pool2d<PoolKind::average, decltype(tag)>; });
+  max_pool2d_op.set(DeviceType::cpu, DType::f64, &pool2d_f64<PoolKind::max>);
+  avg_pool2d_op.set(DeviceType::cpu, DType::f64, &pool2d_f64<PoolKind::average>);
+}
+
 }  // namespace ember::cpu

@@ -1,6 +1,294 @@
-// (filled by the matmul family)
+// CPU matrix product. f32 and bf16 (f32 accumulation) run on oneDNN matmul
+// primitives from the cache of kernels/cpu/onednn.h, strided operands described
+// to oneDNN as they are (a transposed view is not copied); f16, and bf16 where
+// oneDNN lacks it, compute in f32. f64 and the integers use a blocked loop.
+// Oracle: kernels/reference/matmul.cpp; tests: tests/core/test_matmul.cpp.
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "core/convert.h"
+#include "core/ops/linalg_kernels.h"
+#include "core/parallel.h"
+#include "core/tensor.h"
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/onednn.h"
 
 namespace ember::cpu {
-void register_matmul_kernels() {}
+namespace {
+
+using dnnl::memory;
+
+// ---- operands in dense buffers ---------------------------------------------
+
+// Whether a GEMM can read the operand in place: one of its matrix strides is 1
+// and the other spans the dense dim (a row-major or column-major matrix,
+// possibly with padded rows).
+bool gemm_readable(const MatrixOperand& o, int64_t rows, int64_t cols) {
+  return (o.col_stride == 1 && o.row_stride >= cols) || (o.row_stride == 1 && o.col_stride >= rows);
+}
+
+// Copies a [batch..., rows, cols] operand into a fresh row-major buffer of
+// element type To. Batch dims the operand broadcasts along stay at stride 0.
+template <class To, class From>
+MatrixOperand pack(const MatmulProblem& p, const MatrixOperand& source, int64_t rows, int64_t cols, Tensor& buffer) {
+  MatrixOperand packed;
+  packed.row_stride = cols, packed.col_stride = 1;
+  int64_t size = rows * cols;
+  for (int d = p.batch_ndim - 1; d >= 0; --d) {
+    packed.batch_strides[d] = source.batch_strides[d] == 0 ? 0 : size;
+    if (source.batch_strides[d] != 0) size *= p.batch_shape[d];
+  }
+  buffer = make_tensor({size}, dtype_of<To>);
+  packed.data = buffer.data_ptr();
+  for (int64_t batch = 0; batch < p.batch_count(); ++batch) {
+    const From* in = static_cast<const From*>(source.data) + p.batch_offset(source, batch);
+    To* out = static_cast<To*>(packed.data) + p.batch_offset(packed, batch);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        out[i * cols + j] = convert<To>(in[i * source.row_stride + j * source.col_stride]);
+  }
+  return packed;
+}
+
+// The [m, n] addend in a dense f32 buffer of its own broadcast extent.
+template <class From>
+MatrixOperand pack_bias(const MatmulProblem& p, Tensor& buffer) {
+  int64_t rows = p.bias.row_stride == 0 ? 1 : p.m, cols = p.bias.col_stride == 0 ? 1 : p.n;
+  MatmulProblem plain;  // no batch dims: the addend is the same for every batch
+  MatrixOperand packed = pack<float, From>(plain, p.bias, rows, cols, buffer);
+  packed.row_stride = rows == 1 ? 0 : cols;
+  packed.col_stride = cols == 1 ? 0 : 1;
+  return packed;
+}
+
+// ---- oneDNN -----------------------------------------------------------------
+
+struct MatmulEntry : CachedPrimitive {
+  bool usable = false;     // false: oneDNN cannot do it well; the caller converts
+  bool per_batch = false;  // a 2-d primitive run once per batch index
+};
+
+PrimitiveCache<MatmulEntry>& matmul_cache() {
+  static PrimitiveCache<MatmulEntry> cache(256);
+  return cache;
+}
+
+PrimitiveKey key_of(const MatmulProblem& p, DType dtype) {
+  PrimitiveKey key;
+  key.add(int64_t(dtype));
+  key.add(p.m), key.add(p.n), key.add(p.k), key.add(p.batch_ndim);
+  for (int d = 0; d < p.batch_ndim; ++d) key.add(p.batch_shape[d]);
+  for (const MatrixOperand* o : {&p.a, &p.b, &p.bias}) {
+    key.add(o->row_stride), key.add(o->col_stride);
+    for (int d = 0; d < p.batch_ndim; ++d) key.add(o->batch_strides[d]);
+  }
+  key.add(p.bias.data != nullptr);
+  return key;
+}
+
+// The operand as oneDNN sees it: broadcast batch dims (stride 0) become
+// size-1 dims, which oneDNN broadcasts; `batched` false drops the batch dims.
+memory::desc desc_of(const MatmulProblem& p, const MatrixOperand& o, int64_t rows, int64_t cols,
+                     memory::data_type type, bool batched) {
+  memory::dims dims, strides;
+  int batch_ndim = batched ? p.batch_ndim : 0;
+  for (int d = 0; d < batch_ndim; ++d) {
+    dims.push_back(o.batch_strides[d] == 0 ? 1 : p.batch_shape[d]);
+    strides.push_back(o.batch_strides[d]);
+  }
+  dims.push_back(rows), dims.push_back(cols);
+  strides.push_back(o.row_stride), strides.push_back(o.col_stride);
+  // A size-1 dim's stride is irrelevant, but oneDNN wants it to look dense.
+  int64_t extent = 1;
+  for (size_t d = dims.size(); d-- > 0;) {
+    if (dims[d] == 1 && strides[d] == 0) strides[d] = extent;
+    extent = std::max(extent, dims[d] * strides[d]);
+  }
+  return memory::desc(dims, type, strides);
+}
+
+std::shared_ptr<MatmulEntry> make_entry(const MatmulProblem& p, DType dtype) {
+  auto entry = std::make_shared<MatmulEntry>();
+  memory::data_type type = onednn_type(dtype);
+  bool bias = p.bias.data != nullptr;
+  int64_t bias_rows = p.bias.row_stride == 0 ? 1 : p.m, bias_cols = p.bias.col_stride == 0 ? 1 : p.n;
+  auto try_create = [&](bool batched) -> dnnl::matmul::primitive_desc {
+    // The bias has no batch strides, so it becomes size-1 batch dims: dst's rank, as oneDNN wants.
+    memory::desc bias_desc = bias ? desc_of(p, p.bias, bias_rows, bias_cols, type, batched) : memory::desc();
+    dnnl::matmul::desc desc(desc_of(p, p.a, p.m, p.k, type, batched), desc_of(p, p.b, p.k, p.n, type, batched),
+                            bias_desc, desc_of(p, p.out, p.m, p.n, type, batched));
+    return dnnl::matmul::primitive_desc(desc, onednn_engine());
+  };
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = try_create(true);
+    if (is_reference_implementation(pd) && p.batch_ndim > 0) {
+      pd = try_create(false);
+      entry->per_batch = true;
+    }
+  } catch (const dnnl::error& error) {
+    if (error.status != dnnl_unimplemented) throw;
+    return entry;
+  }
+  // oneDNN's naive loops are far slower than converting bf16 to f32, or than
+  // adding a bias whose broadcast pattern (anything but per-column) its GEMMs lack.
+  entry->usable = !is_reference_implementation(pd) || (dtype == DType::f32 && !bias);
+  entry->primitive = dnnl::matmul(pd);
+  for (int arg : {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST})
+    entry->args.emplace(arg, memory(pd.query_md(dnnl::query::exec_arg_md, arg), onednn_engine(), nullptr));
+  if (bias) entry->args.emplace(DNNL_ARG_BIAS, memory(pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_BIAS),
+                                                      onednn_engine(), nullptr));
+  return entry;
+}
+
+// Runs `p` (all operands of `dtype`, f32 or bf16) on oneDNN; false when oneDNN
+// has no good implementation and the caller must convert to f32.
+bool run_onednn(const MatmulProblem& p, DType dtype) {
+  std::shared_ptr<MatmulEntry> entry = matmul_cache().get(key_of(p, dtype), [&] { return make_entry(p, dtype); });
+  if (!entry->usable) return false;
+  int64_t element = element_size(dtype);
+  auto at = [&](const MatrixOperand& o, int64_t batch) {
+    return static_cast<char*>(o.data) + p.batch_offset(o, batch) * element;
+  };
+  int64_t runs = entry->per_batch ? p.batch_count() : 1;
+  for (int64_t batch = 0; batch < runs; ++batch) {
+    if (p.bias.data) {
+      entry->execute({{DNNL_ARG_SRC, at(p.a, batch)}, {DNNL_ARG_WEIGHTS, at(p.b, batch)},
+                      {DNNL_ARG_DST, at(p.out, batch)}, {DNNL_ARG_BIAS, p.bias.data}});
+    } else {
+      entry->execute({{DNNL_ARG_SRC, at(p.a, batch)}, {DNNL_ARG_WEIGHTS, at(p.b, batch)},
+                      {DNNL_ARG_DST, at(p.out, batch)}});
+    }
+  }
+  return true;
+}
+
+// Adds the [m, n] addend to every batch of out, after the product.
+void add_bias(const MatmulProblem& p) {
+  const float* bias = static_cast<const float*>(p.bias.data);
+  for (int64_t batch = 0; batch < p.batch_count(); ++batch) {
+    float* out = static_cast<float*>(p.out.data) + p.batch_offset(p.out, batch);
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) out[i * p.n + j] += bias[i * p.bias.row_stride + j * p.bias.col_stride];
+  }
+}
+
+// The f32 product on oneDNN; an addend oneDNN cannot fuse well is added after.
+void run_f32(const MatmulProblem& p) {
+  if (run_onednn(p, DType::f32)) return;
+  EMBER_ASSERT(p.bias.data != nullptr, "oneDNN has no f32 matmul for m={} n={} k={}", p.m, p.n, p.k);
+  MatmulProblem product = p;
+  product.bias = {};
+  bool done = run_onednn(product, DType::f32);
+  EMBER_ASSERT(done, "oneDNN has no f32 matmul for m={} n={} k={}", p.m, p.n, p.k);
+  add_bias(p);
+}
+
+// oneDNN reads only GEMM-shaped operands at full speed: others are packed first.
+template <class T>
+MatmulProblem gemm_readable_problem(MatmulProblem p, Tensor& a_buffer, Tensor& b_buffer) {
+  if (!gemm_readable(p.a, p.m, p.k)) p.a = pack<T, T>(p, p.a, p.m, p.k, a_buffer);
+  if (!gemm_readable(p.b, p.k, p.n)) p.b = pack<T, T>(p, p.b, p.k, p.n, b_buffer);
+  return p;
+}
+
+// f16, and bf16 without oneDNN support: the same product in f32, one rounding at the end.
+template <class T>
+void matmul_in_f32(const MatmulProblem& p) {
+  MatmulProblem wide = p;
+  Tensor a_buffer, b_buffer, bias_buffer;
+  wide.a = pack<float, T>(p, p.a, p.m, p.k, a_buffer);
+  wide.b = pack<float, T>(p, p.b, p.k, p.n, b_buffer);
+  if (p.bias.data) wide.bias = pack_bias<T>(p, bias_buffer);
+  Tensor out = make_tensor({p.batch_count() * p.m * p.n}, DType::f32);
+  wide.out.data = out.data_ptr();  // the same dense layout as p.out
+  run_f32(wide);
+  const float* wide_out = out.data_ptr<float>();
+  T* narrow_out = static_cast<T*>(p.out.data);
+  for (int64_t i = 0; i < out.numel(); ++i) narrow_out[i] = T(wide_out[i]);
+}
+
+void matmul_f32(const MatmulProblem& p) {
+  Tensor a_buffer, b_buffer;
+  run_f32(gemm_readable_problem<float>(p, a_buffer, b_buffer));
+}
+
+void matmul_bf16(const MatmulProblem& p) {
+  Tensor a_buffer, b_buffer;
+  if (onednn_bf16_enabled() && run_onednn(gemm_readable_problem<BFloat16>(p, a_buffer, b_buffer), DType::bf16)) return;
+  matmul_in_f32<BFloat16>(p);
+}
+
+void matmul_f16(const MatmulProblem& p) { matmul_in_f32<Half>(p); }
+
+// ---- f64 and integers: a cache-blocked loop --------------------------------
+
+// Integers accumulate in the unsigned type of the same width, whose wrap-around
+// is defined and gives the same bits as the reference's 64-bit sum truncated.
+template <class T>
+using Accumulator = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
+                                                std::type_identity<T>>::type;
+
+// C[rows, n] = A[rows, k] x B[k, n] (+ bias) with B row-major (col stride 1),
+// looping i-k-j so the innermost loop runs over contiguous rows of B and C and
+// vectorises; B is walked in [kBlockK, kBlockN] panels that stay in cache.
+template <class T>
+void blocked_rows(const MatmulProblem& p, const T* a, const T* b, int64_t b_row_stride, T* out, int64_t row_begin,
+                  int64_t row_end) {
+  using Acc = Accumulator<T>;
+  constexpr int64_t kBlockN = 256, kBlockK = 128;
+  const Acc* bias = static_cast<const Acc*>(p.bias.data);
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    Acc* c = reinterpret_cast<Acc*>(out + i * p.n);
+    for (int64_t j = 0; j < p.n; ++j) c[j] = bias ? bias[i * p.bias.row_stride + j * p.bias.col_stride] : Acc(0);
+  }
+  for (int64_t j0 = 0; j0 < p.n; j0 += kBlockN) {
+    int64_t j1 = std::min(p.n, j0 + kBlockN);
+    for (int64_t l0 = 0; l0 < p.k; l0 += kBlockK) {
+      int64_t l1 = std::min(p.k, l0 + kBlockK);
+      for (int64_t i = row_begin; i < row_end; ++i) {
+        Acc* __restrict c = reinterpret_cast<Acc*>(out + i * p.n);
+        for (int64_t l = l0; l < l1; ++l) {
+          Acc a_il = Acc(a[i * p.a.row_stride + l * p.a.col_stride]);
+          const Acc* __restrict b_row = reinterpret_cast<const Acc*>(b + l * b_row_stride);
+          for (int64_t j = j0; j < j1; ++j) c[j] += a_il * b_row[j];
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void matmul_blocked(const MatmulProblem& p) {
+  for (int64_t batch = 0; batch < p.batch_count(); ++batch) {
+    const T* a = static_cast<const T*>(p.a.data) + p.batch_offset(p.a, batch);
+    const T* b = static_cast<const T*>(p.b.data) + p.batch_offset(p.b, batch);
+    T* out = static_cast<T*>(p.out.data) + p.batch_offset(p.out, batch);
+    int64_t b_row_stride = p.b.row_stride;
+    std::vector<T> packed;
+    if (p.b.col_stride != 1) {  // give the inner loop contiguous rows of B
+      packed.resize(size_t(p.k * p.n));
+      for (int64_t l = 0; l < p.k; ++l)
+        for (int64_t j = 0; j < p.n; ++j) packed[size_t(l * p.n + j)] = b[l * p.b.row_stride + j * p.b.col_stride];
+      b = packed.data();
+      b_row_stride = p.n;
+    }
+    int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, p.n * p.k));
+    parallel_for(0, p.m, grain, [&](int64_t begin, int64_t end) {
+      blocked_rows<T>(p, a, b, b_row_stride, out, begin, end);
+    });
+  }
+}
+
+}  // namespace
+
+void register_matmul_kernels() {
+  matmul_op.set(DeviceType::cpu, DType::f32, &matmul_f32);
+  matmul_op.set(DeviceType::cpu, DType::bf16, &matmul_bf16);
+  matmul_op.set(DeviceType::cpu, DType::f16, &matmul_f16);
+  register_for<double, int32_t, int64_t>(matmul_op, DeviceType::cpu,
+                                         [](auto tag) { return &matmul_blocked<decltype(tag)>; });
+}
+
 }  // namespace ember::cpu

@@ -1,0 +1,122 @@
+// Entry points of convolution and pooling: validate, compute output sizes
+// (PyTorch's formulas, floor mode), make inputs contiguous NCHW, dispatch.
+// Kernels: kernels/{reference,cpu}/conv.cpp. Tests: tests/core/test_conv.cpp.
+#include "core/ops/conv.h"
+
+#include "core/ops/conv_kernels.h"
+#include "core/ops/creation.h"
+#include "core/ops/views.h"
+
+namespace ember {
+
+Op<void(const Conv2dProblem&)> conv2d_op("conv2d");
+Op<void(const Pool2dProblem&)> max_pool2d_op("max_pool2d"), avg_pool2d_op("avg_pool2d");
+
+namespace {
+
+void check_floating_4d(const Tensor& input, std::string_view op) {
+  EMBER_CHECK(input.defined(), "{}: undefined input", op);
+  EMBER_CHECK(input.dim() == 4, "{}: expected input [N, C, H, W], got {}", op, input.shape());
+  EMBER_CHECK(is_floating(input.dtype()), "{}: expected a floating point input, got {}", op, input.dtype());
+}
+
+void check_positive(const Pair& pair, std::string_view op, std::string_view what) {
+  EMBER_CHECK(pair[0] > 0 && pair[1] > 0, "{}: {} must be positive, got [{}, {}]", op, what, pair[0], pair[1]);
+}
+
+void check_non_negative(const Pair& pair, std::string_view op, std::string_view what) {
+  EMBER_CHECK(pair[0] >= 0 && pair[1] >= 0, "{}: {} must be non-negative, got [{}, {}]", op, what, pair[0],
+              pair[1]);
+}
+
+// Floor-mode output size of a sliding window along one dim.
+int64_t window_count(int64_t in, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation) {
+  int64_t span = in + 2 * padding - dilation * (kernel - 1) - 1;
+  return span < 0 ? 0 : span / stride + 1;
+}
+
+Tensor pool(const Op<void(const Pool2dProblem&)>& op, const Tensor& input, const Pool2dOptions& options) {
+  std::string_view name = op.name();
+  check_floating_4d(input, name);
+  check_positive(options.kernel_size, name, "kernel_size");
+  check_non_negative(options.stride, name, "stride");
+  check_non_negative(options.padding, name, "padding");
+  Pair stride = options.stride[0] == 0 && options.stride[1] == 0 ? options.kernel_size : options.stride;
+  check_positive(stride, name, "stride");
+  for (int d = 0; d < 2; ++d)
+    EMBER_CHECK(options.padding[d] * 2 <= options.kernel_size[d],
+                "{}: padding [{}, {}] must be at most half of kernel_size [{}, {}]", name, options.padding[0],
+                options.padding[1], options.kernel_size[0], options.kernel_size[1]);
+  Pool2dProblem p;
+  p.batch = input.size(0), p.channels = input.size(1);
+  p.in_size = {input.size(2), input.size(3)};
+  p.kernel = options.kernel_size, p.stride = stride, p.padding = options.padding;
+  p.count_include_pad = options.count_include_pad;
+  for (int d = 0; d < 2; ++d) p.out_size[d] = window_count(p.in_size[d], p.kernel[d], stride[d], p.padding[d], 1);
+  EMBER_CHECK(p.out_size[0] > 0 && p.out_size[1] > 0,
+              "{}: input {} with padding [{}, {}] is smaller than kernel_size [{}, {}]", name, input.shape(),
+              p.padding[0], p.padding[1], p.kernel[0], p.kernel[1]);
+  Tensor out = make_tensor({p.batch, p.channels, p.out_size[0], p.out_size[1]}, input.dtype(), input.device());
+  if (out.numel() == 0) return out;
+  Tensor dense = contiguous(input);
+  p.input = dense.data_ptr(), p.out = out.data_ptr();
+  op(input.device().type, input.dtype(), p);
+  return out;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  check_floating_4d(input, "conv2d");
+  EMBER_CHECK(weight.defined() && weight.dim() == 4, "conv2d: expected weight [O, C / groups, kH, kW], got {}",
+              weight.defined() ? weight.shape() : Shape{});
+  EMBER_CHECK(weight.dtype() == input.dtype() && weight.device() == input.device(),
+              "conv2d: expected input and weight of one dtype and device, got {} on {} and {} on {}", input.dtype(),
+              input.device(), weight.dtype(), weight.device());
+  check_positive(options.stride, "conv2d", "stride");
+  check_positive(options.dilation, "conv2d", "dilation");
+  check_non_negative(options.padding, "conv2d", "padding");
+  int64_t groups = options.groups;
+  EMBER_CHECK(groups > 0, "conv2d: groups must be positive, got {}", groups);
+  int64_t out_channels = weight.size(0);
+  EMBER_CHECK(out_channels % groups == 0, "conv2d: weight {} has {} output channels, not divisible by groups {}",
+              weight.shape(), out_channels, groups);
+  EMBER_CHECK(input.size(1) == weight.size(1) * groups,
+              "conv2d: expected input [N, C, H, W] with C = {} for weight {} and groups {}, got {}",
+              weight.size(1) * groups, weight.shape(), groups, input.shape());
+  if (bias.defined()) {
+    EMBER_CHECK(bias.dim() == 1 && bias.size(0) == out_channels, "conv2d: expected bias [{}], got {}", out_channels,
+                bias.shape());
+    EMBER_CHECK(bias.dtype() == input.dtype() && bias.device() == input.device(),
+                "conv2d: expected bias of dtype {} on {}, got {} on {}", input.dtype(), input.device(), bias.dtype(),
+                bias.device());
+  }
+  Conv2dProblem p;
+  p.batch = input.size(0), p.in_channels = input.size(1), p.out_channels = out_channels, p.groups = groups;
+  p.in_size = {input.size(2), input.size(3)};
+  p.kernel = {weight.size(2), weight.size(3)};
+  p.stride = options.stride, p.padding = options.padding, p.dilation = options.dilation;
+  for (int d = 0; d < 2; ++d)
+    p.out_size[d] = window_count(p.in_size[d], p.kernel[d], p.stride[d], p.padding[d], p.dilation[d]);
+  EMBER_CHECK(p.kernel[0] > 0 && p.kernel[1] > 0 && p.out_size[0] > 0 && p.out_size[1] > 0,
+              "conv2d: input {} with padding [{}, {}] is smaller than the dilated kernel of weight {}", input.shape(),
+              p.padding[0], p.padding[1], weight.shape());
+  Tensor out = make_tensor({p.batch, out_channels, p.out_size[0], p.out_size[1]}, input.dtype(), input.device());
+  if (out.numel() == 0) return out;
+  if (p.in_channels == 0) {  // an empty sum: zeros, plus the bias
+    out.fill_(0);
+    if (bias.defined()) out.copy_(bias.view({out_channels, 1, 1}));
+    return out;
+  }
+  Tensor dense_input = contiguous(input), dense_weight = contiguous(weight);
+  Tensor dense_bias = bias.defined() ? contiguous(bias) : Tensor();
+  p.input = dense_input.data_ptr(), p.weight = dense_weight.data_ptr(), p.out = out.data_ptr();
+  p.bias = dense_bias.defined() ? dense_bias.data_ptr() : nullptr;
+  conv2d_op(input.device().type, input.dtype(), p);
+  return out;
+}
+
+Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options) { return pool(max_pool2d_op, input, options); }
+Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options) { return pool(avg_pool2d_op, input, options); }
+
+}  // namespace ember

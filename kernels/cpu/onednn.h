@@ -1,0 +1,117 @@
+// What the oneDNN kernels (matmul.cpp, conv.cpp) share: one engine, a stream
+// per thread, a thread-safe LRU cache of primitives, and the switch that turns
+// bf16 primitives off. Note [oneDNN primitive cache]: creating a primitive
+// costs tens of microseconds, as much as a 64x64 GEMM; every primitive is
+// therefore created once per (shapes, strides, dtype) and kept with its memory
+// objects, so a repeated call only swaps data pointers and executes.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace ember::cpu {
+
+const dnnl::engine& onednn_engine();
+// Executions are synchronous on CPU; a stream per thread keeps concurrent
+// callers from sharing one.
+dnnl::stream& onednn_stream();
+
+dnnl::memory::data_type onednn_type(DType dtype);
+
+// Whether bf16 runs on oneDNN's bf16 primitives (AVX512 CPUs) or converts to
+// f32. Starts on unless the environment sets EMBER_DISABLE_BF16_GEMM=1; it also
+// turns off by itself the first time oneDNN reports bf16 unimplemented.
+// Tests flip it to cover the fallback on any CPU.
+bool onednn_bf16_enabled();
+void set_onednn_bf16_enabled(bool enabled);
+
+// Whether a primitive descriptor fell through to oneDNN's naive reference
+// implementation (correct, but far slower than converting the operands).
+bool is_reference_implementation(const dnnl::primitive_desc_base& pd);
+
+// A cache key: the integers that determine a primitive (dims, strides, dtype...).
+class PrimitiveKey {
+ public:
+  static constexpr int kCapacity = 64;
+  void add(int64_t value) {
+    EMBER_ASSERT(size_ < kCapacity, "PrimitiveKey: more than {} values", kCapacity);
+    values_[size_++] = value;
+    hash_ = (hash_ ^ uint64_t(value)) * 0x100000001b3ull;  // FNV-1a over whole values
+  }
+  size_t hash() const { return size_t(hash_); }
+  friend bool operator==(const PrimitiveKey& a, const PrimitiveKey& b) {
+    if (a.size_ != b.size_ || a.hash_ != b.hash_) return false;
+    for (int i = 0; i < a.size_; ++i)
+      if (a.values_[i] != b.values_[i]) return false;
+    return true;
+  }
+
+ private:
+  int64_t values_[kCapacity];
+  int size_ = 0;
+  uint64_t hash_ = 0xcbf29ce484222325ull;
+};
+
+// A bounded map from key to a shared entry, least recently used evicted first.
+// Lookups take one mutex for a hash probe and a list splice; an entry is built
+// outside the lock (a racing builder's duplicate is simply dropped).
+template <class Entry>
+class PrimitiveCache {
+ public:
+  explicit PrimitiveCache(size_t capacity) : capacity_(capacity) {}
+
+  template <class Make>
+  std::shared_ptr<Entry> get(const PrimitiveKey& key, Make&& make) {
+    {
+      std::lock_guard lock(mutex_);
+      auto found = index_.find(key);
+      if (found != index_.end()) {
+        order_.splice(order_.begin(), order_, found->second);
+        return found->second->second;
+      }
+    }
+    std::shared_ptr<Entry> entry = make();
+    std::lock_guard lock(mutex_);
+    auto found = index_.find(key);
+    if (found != index_.end()) return found->second->second;
+    order_.emplace_front(key, entry);
+    index_.emplace(key, order_.begin());
+    if (order_.size() > capacity_) {
+      index_.erase(order_.back().first);
+      order_.pop_back();
+    }
+    return entry;
+  }
+
+ private:
+  struct Hash {
+    size_t operator()(const PrimitiveKey& key) const { return key.hash(); }
+  };
+  using Item = std::pair<PrimitiveKey, std::shared_ptr<Entry>>;
+  size_t capacity_;
+  std::mutex mutex_;
+  std::list<Item> order_;  // most recently used first
+  std::unordered_map<PrimitiveKey, typename std::list<Item>::iterator, Hash> index_;
+};
+
+// A primitive with its memory objects, reused across calls. One caller at a
+// time owns the memory objects (`busy`); a concurrent caller of the same shape
+// builds its own from the descriptors instead of waiting.
+struct CachedPrimitive {
+  dnnl::primitive primitive;
+  std::unordered_map<int, dnnl::memory> args;  // DNNL_ARG_* -> memory with a swappable handle
+  std::mutex busy;
+
+  // Runs the primitive on `handles` (DNNL_ARG_* -> data pointer, for every arg).
+  void execute(std::initializer_list<std::pair<int, void*>> handles);
+};
+
+}  // namespace ember::cpu

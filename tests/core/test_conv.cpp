@@ -1,0 +1,134 @@
+// conv2d, max_pool2d and avg_pool2d against the reference kernels: every float
+// dtype, stride / padding / dilation / groups, bias, non-contiguous inputs,
+// the forced bf16 fallback, tiny exact cases and bad input.
+#include "kernels/cpu/onednn.h"
+#include "support/test_support.h"
+
+namespace ember::testing {
+namespace {
+
+const DType kFloatDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
+
+struct ConvCase {
+  Shape input, weight;
+  Conv2dOptions options;
+  bool bias;
+};
+const ConvCase kConvCases[] = {
+    {{1, 1, 5, 5}, {1, 1, 3, 3}, {}, false},
+    {{2, 3, 8, 7}, {4, 3, 3, 3}, {.padding = {1, 1}}, true},
+    {{2, 4, 9, 9}, {6, 2, 3, 2}, {.stride = {2, 1}, .padding = {1, 0}, .groups = 2}, true},
+    {{1, 3, 10, 11}, {5, 3, 3, 3}, {.stride = {2, 3}, .padding = {2, 1}, .dilation = {2, 1}}, false},
+    {{2, 6, 7, 7}, {6, 1, 3, 3}, {.padding = {1, 1}, .groups = 6}, true},  // depthwise
+    {{1, 8, 6, 6}, {16, 8, 1, 1}, {}, true},                                // pointwise
+    {{3, 2, 4, 4}, {2, 2, 4, 4}, {}, false},                                // kernel covers the input
+    {{0, 3, 5, 5}, {2, 3, 3, 3}, {}, true},                                 // empty batch
+};
+
+TEST(Conv2d, MatchesReferenceForEveryFloatDtypeAndOption) {
+  for (DType dtype : kFloatDTypes) {
+    for (const ConvCase& c : kConvCases) {
+      Tensor input = random_tensor(c.input, dtype), weight = random_tensor(c.weight, dtype, -1, 1);
+      Tensor bias = c.bias ? random_tensor({c.weight[0]}, dtype) : Tensor();
+      Tensor expected = reference([&] { return conv2d(input, weight, bias, c.options); });
+      for (const Layout& layout : layouts_of(input)) {
+        EXPECT_TRUE(all_close(conv2d(layout.tensor, weight, bias, c.options), expected, 2 * tolerance(dtype),
+                              2 * tolerance(dtype)))
+            << dtype_name(dtype) << " input " << c.input.str() << " (" << layout.name << ") weight " << c.weight.str();
+      }
+    }
+  }
+}
+
+TEST(Conv2d, Bf16FallbackToF32MatchesReference) {
+  cpu::set_onednn_bf16_enabled(false);
+  for (const ConvCase& c : kConvCases) {
+    Tensor input = random_tensor(c.input, DType::bf16), weight = random_tensor(c.weight, DType::bf16, -1, 1);
+    Tensor bias = c.bias ? random_tensor({c.weight[0]}, DType::bf16) : Tensor();
+    EXPECT_TRUE(all_close(conv2d(input, weight, bias, c.options),
+                          reference([&] { return conv2d(input, weight, bias, c.options); })))
+        << c.input.str() << " weight " << c.weight.str();
+  }
+  Tensor input = random_tensor({2, 3, 6, 6}, DType::bf16);
+  Pool2dOptions options{.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
+  EXPECT_TRUE(all_close(max_pool2d(input, options), reference([&] { return max_pool2d(input, options); })));
+  EXPECT_TRUE(all_close(avg_pool2d(input, options), reference([&] { return avg_pool2d(input, options); })));
+  cpu::set_onednn_bf16_enabled(true);
+}
+
+TEST(Conv2d, ExactHandCase) {
+  // A 3x3 input of 1..9 with a 2x2 kernel of ones: each output sums a 2x2 block.
+  for (DType dtype : kFloatDTypes) {
+    Tensor input = arange(1, 10).to(dtype).view({1, 1, 3, 3}), weight = ones({1, 1, 2, 2}, {.dtype = dtype});
+    EXPECT_EQ(conv2d(input, weight).to_vector<double>(), (std::vector<double>{12, 16, 24, 28})) << dtype_name(dtype);
+    Tensor padded = conv2d(input, weight, ones({1}, {.dtype = dtype}), {.stride = {2, 2}, .padding = {1, 1}});
+    EXPECT_EQ(padded.to_vector<double>(), (std::vector<double>{2, 6, 12, 29})) << dtype_name(dtype);
+  }
+}
+
+struct PoolCase {
+  Shape input;
+  Pool2dOptions options;
+};
+const PoolCase kPoolCases[] = {
+    {{1, 1, 4, 4}, {}},
+    {{2, 3, 7, 9}, {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}},
+    {{2, 3, 7, 9}, {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false}},
+    {{1, 2, 8, 5}, {.kernel_size = {2, 3}, .stride = {1, 2}, .padding = {1, 1}}},
+    {{1, 2, 8, 5}, {.kernel_size = {4, 2}, .stride = {3, 1}, .padding = {2, 0}, .count_include_pad = false}},
+    {{0, 2, 4, 4}, {}},
+};
+
+TEST(Pool2d, MatchesReferenceForEveryFloatDtypeAndOption) {
+  for (DType dtype : kFloatDTypes) {
+    for (const PoolCase& c : kPoolCases) {
+      Tensor input = random_tensor(c.input, dtype);
+      Tensor expected_max = reference([&] { return max_pool2d(input, c.options); });
+      Tensor expected_avg = reference([&] { return avg_pool2d(input, c.options); });
+      for (const Layout& layout : layouts_of(input)) {
+        EXPECT_TRUE(all_close(max_pool2d(layout.tensor, c.options), expected_max))
+            << "max " << dtype_name(dtype) << " " << c.input.str() << " (" << layout.name << ")";
+        EXPECT_TRUE(all_close(avg_pool2d(layout.tensor, c.options), expected_avg))
+            << "avg " << dtype_name(dtype) << " " << c.input.str() << " (" << layout.name << ")";
+      }
+    }
+  }
+}
+
+TEST(Pool2d, PaddingIsMinusInfinityForMaxAndCountedOnlyWhenAskedForAverage) {
+  for (DType dtype : kFloatDTypes) {
+    Tensor input = full({1, 1, 2, 2}, -3.0, {.dtype = dtype});
+    Pool2dOptions options{.kernel_size = {2, 2}, .stride = {1, 1}, .padding = {1, 1}};
+    EXPECT_EQ(max_pool2d(input, options).to_vector<double>(), std::vector<double>(9, -3.0)) << dtype_name(dtype);
+    // Corner windows hold one real element of four, edges two, the centre four.
+    EXPECT_EQ(avg_pool2d(input, options).to_vector<double>(),
+              (std::vector<double>{-0.75, -1.5, -0.75, -1.5, -3, -1.5, -0.75, -1.5, -0.75}))
+        << dtype_name(dtype);
+    options.count_include_pad = false;
+    EXPECT_EQ(avg_pool2d(input, options).to_vector<double>(), std::vector<double>(9, -3.0)) << dtype_name(dtype);
+  }
+}
+
+TEST(Conv2d, BadInputsNameTheOpAndValues) {
+  EXPECT_EMBER_ERROR(conv2d(ones({1, 5, 8, 8}), ones({8, 3, 3, 3}), {}, {.groups = 2}),
+                     "conv2d: expected input [N, C, H, W] with C = 6 for weight [8, 3, 3, 3] and groups 2, got [1, 5, 8, 8]");
+  EXPECT_EMBER_ERROR(conv2d(ones({5, 8, 8}), ones({8, 5, 3, 3})), "conv2d: expected input [N, C, H, W], got [5, 8, 8]");
+  EXPECT_EMBER_ERROR(conv2d(ones({1, 3, 8, 8}, {.dtype = DType::i32}), ones({2, 3, 3, 3}, {.dtype = DType::i32})),
+                     "conv2d: expected a floating point input, got int32");
+  EXPECT_EMBER_ERROR(conv2d(ones({1, 3, 8, 8}), ones({2, 3, 3, 3}, {.dtype = DType::f64})),
+                     "conv2d: expected input and weight of one dtype and device, got float32");
+  EXPECT_EMBER_ERROR(conv2d(ones({1, 3, 8, 8}), ones({2, 3, 3, 3}), ones({3})), "conv2d: expected bias [2], got [3]");
+  EXPECT_EMBER_ERROR(conv2d(ones({1, 4, 8, 8}), ones({3, 2, 3, 3}), {}, {.groups = 2}),
+                     "conv2d: weight [3, 2, 3, 3] has 3 output channels, not divisible by groups 2");
+  EXPECT_EMBER_ERROR(conv2d(ones({1, 3, 2, 2}), ones({2, 3, 3, 3})), "conv2d: input [1, 3, 2, 2] with padding [0, 0] is smaller");
+  EXPECT_EMBER_ERROR(conv2d(ones({1, 3, 8, 8}), ones({2, 3, 3, 3}), {}, {.stride = {0, 1}}),
+                     "conv2d: stride must be positive, got [0, 1]");
+  EXPECT_EMBER_ERROR(max_pool2d(ones({1, 1, 4, 4}), {.kernel_size = {2, 2}, .padding = {2, 0}}),
+                     "max_pool2d: padding [2, 0] must be at most half of kernel_size [2, 2]");
+  EXPECT_EMBER_ERROR(avg_pool2d(ones({1, 4, 4}), {}), "avg_pool2d: expected input [N, C, H, W], got [1, 4, 4]");
+  EXPECT_EMBER_ERROR(max_pool2d(ones({1, 1, 4, 4}, {.dtype = DType::i64}), {}),
+                     "max_pool2d: expected a floating point input, got int64");
+}
+
+}  // namespace
+}  // namespace ember::testing
