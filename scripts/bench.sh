@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The benchmark run behind bench/RESULTS.md: a Release build with the libtorch
+# comparison in build-bench/, then bench_gemm, bench_elementwise,
+# bench_reduction and compare_libtorch at 1 and 2 threads. Outputs (console
+# text and JSON) go to bench/results/ (gitignored). Run it on a quiet machine:
+# anything else on the cores skews every ratio.
+#   scripts/bench.sh           the measured run
+#   scripts/bench.sh --quick   a smoke run: short timings, one comparison round
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+benchmark_args=()
+compare_args=(--rounds 5 --min-time 0.5)
+if [[ "${1:-}" == "--quick" ]]; then
+  benchmark_args=(--benchmark_min_time=0.05)
+  compare_args=(--rounds 1 --min-time 0.05)
+fi
+
+EMBER_PACKAGES+=(libtorch-dev libopenblas0-openmp)
+ember_install_packages
+ember_build "$EMBER_ROOT/build-bench" -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCH=ON \
+  -DEMBER_BENCH_LIBTORCH=ON -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_EXAMPLES=OFF
+
+results="$EMBER_ROOT/bench/results"
+programs="$EMBER_ROOT/build-bench/bench"
+mkdir -p "$results"
+{
+  echo "commit: $(git -C "$EMBER_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|L2|L3)'
+} > "$results/machine.txt"
+
+# Spinning OpenMP waits would steal the other core (DESIGN.md, machine notes).
+export OMP_WAIT_POLICY=passive
+for threads in 1 2; do
+  for bench in bench_gemm bench_elementwise bench_reduction; do
+    echo "== $bench, $threads thread(s)"
+    OMP_NUM_THREADS=$threads "$programs/$bench" "${benchmark_args[@]}" \
+      --benchmark_out="$results/$bench.threads$threads.json" --benchmark_out_format=json \
+      | tee "$results/$bench.threads$threads.txt"
+  done
+  echo "== compare_libtorch, $threads thread(s)"
+  "$programs/compare_libtorch/compare_libtorch" --threads "$threads" "${compare_args[@]}" \
+    --json-out "$results/compare_libtorch.threads$threads.json" | tee "$results/compare_libtorch.threads$threads.txt"
+done
+echo "== results in $results"
