@@ -1,5 +1,5 @@
 // Matrix products. f32 and bf16 (f32 accumulation) run on oneDNN with cached
-// primitives; f16 computes in f32; f64 and integers use the reference path.
+// primitives; f16 computes in f32; f64 and integers use a blocked CPU loop.
 // Entry points: core/ops/linalg.cpp; kernels: kernels/{reference,cpu}/matmul.cpp.
 #pragma once
 

@@ -136,8 +136,8 @@ void conv2d_f64(const Conv2dProblem& p) {
   const double* bias = static_cast<const double*>(p.bias);
   double* out = static_cast<double*>(p.out);
   const int64_t group_in = p.in_channels / p.groups, group_out = p.out_channels / p.groups;
-  const auto [in_h, in_w] = p.in_size;
-  const auto [out_h, out_w] = p.out_size;
+  // Plain copies, not structured bindings: clang 14 cannot capture those in lambdas.
+  const int64_t in_h = p.in_size[0], in_w = p.in_size[1], out_h = p.out_size[0], out_w = p.out_size[1];
   const int64_t plane_work = out_h * out_w * group_in * p.kernel[0] * p.kernel[1];
   parallel_for(0, p.batch * p.out_channels, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, plane_work)),
                [&](int64_t begin, int64_t end) {
@@ -242,8 +242,8 @@ template <PoolKind kind>
 void pool2d_f64(const Pool2dProblem& p) {
   const double* input = static_cast<const double*>(p.input);
   double* out = static_cast<double*>(p.out);
-  const auto [in_h, in_w] = p.in_size;
-  const auto [out_h, out_w] = p.out_size;
+  // Plain copies, not structured bindings: clang 14 cannot capture those in lambdas.
+  const int64_t in_h = p.in_size[0], in_w = p.in_size[1], out_h = p.out_size[0], out_w = p.out_size[1];
   const int64_t plane_work = out_h * out_w * p.kernel[0] * p.kernel[1];
   parallel_for(0, p.batch * p.channels, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, plane_work)),
                [&](int64_t begin, int64_t end) {

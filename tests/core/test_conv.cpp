@@ -41,6 +41,7 @@ TEST(Conv2d, MatchesReferenceForEveryFloatDtypeAndOption) {
 }
 
 TEST(Conv2d, Bf16FallbackToF32MatchesReference) {
+  bool was_enabled = cpu::onednn_bf16_enabled();
   cpu::set_onednn_bf16_enabled(false);
   for (const ConvCase& c : kConvCases) {
     Tensor input = random_tensor(c.input, DType::bf16), weight = random_tensor(c.weight, DType::bf16, -1, 1);
@@ -53,7 +54,7 @@ TEST(Conv2d, Bf16FallbackToF32MatchesReference) {
   Pool2dOptions options{.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
   EXPECT_TRUE(all_close(max_pool2d(input, options), reference([&] { return max_pool2d(input, options); })));
   EXPECT_TRUE(all_close(avg_pool2d(input, options), reference([&] { return avg_pool2d(input, options); })));
-  cpu::set_onednn_bf16_enabled(true);
+  cpu::set_onednn_bf16_enabled(was_enabled);
 }
 
 TEST(Conv2d, ExactHandCase) {

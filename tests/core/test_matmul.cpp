@@ -95,6 +95,7 @@ TEST(Matmul, IntegerProductsWrapLikeTheReference) {
 }
 
 TEST(Matmul, Bf16FallbackToF32MatchesReference) {
+  bool was_enabled = cpu::onednn_bf16_enabled();
   cpu::set_onednn_bf16_enabled(false);
   for (const ShapeCase& c : kShapeCases) {
     Tensor a = random_tensor(c.a, DType::bf16), b = random_tensor(c.b, DType::bf16);
@@ -102,7 +103,7 @@ TEST(Matmul, Bf16FallbackToF32MatchesReference) {
   }
   Tensor input = random_tensor({7}, DType::bf16), a = random_tensor({5, 6}, DType::bf16), b = random_tensor({6, 7}, DType::bf16);
   EXPECT_TRUE(all_close(addmm(input, a, b), reference([&] { return addmm(input, a, b); })));
-  cpu::set_onednn_bf16_enabled(true);
+  cpu::set_onednn_bf16_enabled(was_enabled);
 }
 
 TEST(Matmul, RepeatedShapesReuseCachedPrimitivesWithNewData) {
