@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/ops/reduction_kernels.h"
 #include "core/parallel.h"
 
@@ -41,13 +42,8 @@ inline constexpr int64_t kColumnTile = std::max<int64_t>(16, int64_t(2048 / size
 // (SSE2) and, picked at run time, for AVX2 (twice the vector width).
 #if defined(__x86_64__)
 #define EMBER_TARGET_AVX2 __attribute__((target("avx2")))
-inline bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
-}
 #else
 #define EMBER_TARGET_AVX2
-inline bool cpu_has_avx2() { return false; }
 #endif
 
 // Folds n <= kDenseBlock elements `stride` apart (1 when kDense, known at

@@ -6,6 +6,8 @@
 // 0, nan stays nan; other results are within ~2 ulp of expf.
 #include "kernels/cpu/vector_exp.h"
 
+#include "core/cpu_features.h"
+
 #include <cmath>
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -93,8 +95,7 @@ using ExpSumFn = float (*)(const float*, float*, int64_t, float);
 
 ExpSumFn pick_exp_shifted_sum() {
 #ifdef EMBER_X86_SIMD
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &exp_shifted_sum_avx2;
+  if (cpu_has_avx2() && cpu_has_fma()) return &exp_shifted_sum_avx2;
   return &exp_shifted_sum_sse2;
 #else
   return &exp_shifted_sum_scalar;

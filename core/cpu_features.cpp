@@ -1,0 +1,33 @@
+// CPU feature checks, read once (see cpu_features.h).
+#include "core/cpu_features.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace ember {
+namespace {
+
+bool baseline_forced() {
+  const char* value = std::getenv("EMBER_CPU_BASELINE");
+  return value && std::strcmp(value, "0") != 0 && *value != '\0';
+}
+
+bool supports(bool (*probe)()) { return !baseline_forced() && probe(); }
+
+}  // namespace
+
+#if defined(__x86_64__)
+bool cpu_has_avx2() {
+  static const bool has = supports([] { return __builtin_cpu_supports("avx2") != 0; });
+  return has;
+}
+bool cpu_has_fma() {
+  static const bool has = supports([] { return __builtin_cpu_supports("fma") != 0; });
+  return has;
+}
+#else
+bool cpu_has_avx2() { return false; }
+bool cpu_has_fma() { return false; }
+#endif
+
+}  // namespace ember

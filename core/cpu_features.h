@@ -1,0 +1,12 @@
+// Run-time CPU feature checks for kernels that have ISA-specific versions
+// (compiled with target attributes, never with -march). EMBER_CPU_BASELINE=1
+// in the environment makes every check answer false, so a test can run the
+// x86-64 baseline paths on any machine.
+#pragma once
+
+namespace ember {
+
+bool cpu_has_avx2();
+bool cpu_has_fma();
+
+}  // namespace ember
