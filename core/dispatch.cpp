@@ -11,6 +11,8 @@ namespace ember {
 void register_reference_kernels();
 void register_cpu_kernels();
 __attribute__((weak)) void register_cuda_kernels();
+// The autograd layer fills the GradSlots the same way (autograd/functions/register.cpp).
+__attribute__((weak)) void register_autograd_functions();
 
 namespace {
 std::vector<OpBase*>& registry() {
@@ -35,6 +37,8 @@ KernelKind OpBase::kind(DeviceType device, DType dtype) const {
   return KernelKind::none;
 }
 
+void ensure_backends_registered() { OpBase::ensure_kernels_registered(); }
+
 void OpBase::ensure_kernels_registered() {
   if (g_registered.load(std::memory_order_acquire)) [[likely]]
     return;
@@ -43,6 +47,7 @@ void OpBase::ensure_kernels_registered() {
     register_reference_kernels();
     register_cpu_kernels();
     if (register_cuda_kernels) register_cuda_kernels();
+    if (register_autograd_functions) register_autograd_functions();
     g_registered.store(true, std::memory_order_release);
   });
 }

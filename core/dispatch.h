@@ -21,6 +21,9 @@ namespace ember {
 
 enum class KernelKind : uint8_t { none, reference, optimized };
 
+// Runs the backends' explicit init once (Note [Explicit kernel registration]).
+void ensure_backends_registered();
+
 class OpBase {
  public:
   explicit OpBase(std::string_view name);
@@ -35,6 +38,7 @@ class OpBase {
   static const std::vector<OpBase*>& all();
 
  protected:
+  friend void ensure_backends_registered();
   static void ensure_kernels_registered();
   [[noreturn]] void throw_missing(DeviceType device, DType dtype) const;
 

@@ -15,9 +15,32 @@
 
 namespace ember {
 
-// Thread-local grad mode (NoGradGuard / EnableGradGuard in autograd/grad_mode.h).
+// Thread-local grad mode: inside NoGradGuard no op records a node;
+// EnableGradGuard turns recording back on inside it.
 bool grad_mode_enabled();
 void set_grad_mode_enabled(bool enabled);
+
+class NoGradGuard {
+ public:
+  NoGradGuard() : previous_(grad_mode_enabled()) { set_grad_mode_enabled(false); }
+  ~NoGradGuard() { set_grad_mode_enabled(previous_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+class EnableGradGuard {
+ public:
+  EnableGradGuard() : previous_(grad_mode_enabled()) { set_grad_mode_enabled(true); }
+  ~EnableGradGuard() { set_grad_mode_enabled(previous_); }
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
 
 // What an entry point hands to the recorder: its inputs (null for an absent
 // optional input), its outputs, and op-specific parameters (a struct the
@@ -54,10 +77,32 @@ inline bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
   return false;
 }
 
+inline bool should_record(std::initializer_list<const Tensor*> inputs) {
+  return grad_mode_enabled() && any_requires_grad(inputs);
+}
+
 inline void record_grad(const GradSlot& slot, std::initializer_list<const Tensor*> inputs,
                         std::initializer_list<Tensor*> outputs, const void* params = nullptr) {
-  if (grad_mode_enabled() && any_requires_grad(inputs)) [[unlikely]]
+  if (should_record(inputs)) [[unlikely]]
     slot.record({inputs, outputs, params});
+}
+
+// `out` after recording `slot` for it: the one-line form of record_grad used
+// by entry points that return a single tensor.
+inline Tensor with_grad(const GradSlot& slot, Tensor out, std::initializer_list<const Tensor*> inputs,
+                        const void* params = nullptr) {
+  record_grad(slot, inputs, {&out}, params);
+  return out;
+}
+
+// In-place ops under autograd (Note [In-place ops and autograd]): the entry
+// point computes `result` out of place (recorded as usual), then this writes
+// it into `target` and moves result's history onto target. It refuses leaves
+// that require grad and views of tensors that require grad.
+extern GradSlot in_place_grad;
+inline Tensor& assign_in_place(Tensor& target, Tensor result) {
+  in_place_grad.record({{&result}, {&target}, nullptr});
+  return target;
 }
 
 }  // namespace ember

@@ -6,6 +6,7 @@
 // core/ops/*.h, where each op is documented; their definitions live with them.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@
 namespace ember {
 
 struct AutogradMeta;  // grad_fn and hooks; defined by the autograd layer
+namespace autograd {
+class Node;
+}
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -80,9 +84,21 @@ class Tensor {
 
   std::string str() const;  // PyTorch-like printing
 
-  // Autograd fields (the autograd layer gives them meaning).
+  // Autograd. The fields live here; the methods below are defined by the
+  // autograd layer (autograd/tensor_autograd.cpp), which core never calls.
   bool requires_grad() const { return impl_->requires_grad; }
   Tensor grad() const { return Tensor(impl_->grad); }
+  void set_grad(const Tensor& grad) const { impl_->grad = grad.impl_; }
+  Tensor& requires_grad_(bool requires_grad = true);
+  bool is_leaf() const;
+  const std::shared_ptr<autograd::Node>& grad_fn() const;
+  Tensor detach() const;  // same storage, no history
+  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // `hook(grad)` runs when this tensor's gradient is computed; a defined result replaces it.
+  void register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  // Leaves only: `hook(leaf)` runs right after the leaf's .grad was written.
+  void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
+  void retain_grad() const;  // non-leaves keep their .grad too
 
   // Views (core/ops/views.h).
   Tensor view(const Shape& shape) const;

@@ -17,3 +17,7 @@
 #include "core/random.h"
 #include "core/tensor.h"
 #include "core/version.h"
+#include "autograd/node.h"
+#include "autograd/engine.h"
+#include "autograd/gradcheck.h"
+#include "core/grad_hook.h"

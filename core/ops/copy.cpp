@@ -1,6 +1,7 @@
 // Copies: contiguous, clone, dtype and device conversion, copy_ and fill_.
 // Kernels: kernels/{reference,cpu}/copy.cpp (copy_op, fill_op).
 #include "core/ops/creation.h"
+#include "core/grad_hook.h"
 #include "core/ops/elementwise_kernels.h"
 #include "core/ops/views.h"
 
@@ -8,9 +9,15 @@ namespace ember {
 
 Op<ElementwiseKernel> copy_op("copy");
 Op<void(const ElementwiseLoop&, const Scalar&)> fill_op("fill");
+GradSlot to_grad("to");
 
 void copy_(const Tensor& out, const Tensor& source) {
   EMBER_CHECK(out.defined() && source.defined(), "copy_: undefined tensor");
+  if (should_record({&out, &source})) [[unlikely]] {
+    Tensor target = out;
+    assign_in_place(target, expand(to(source, out.dtype()), out.shape()));
+    return;
+  }
   EMBER_CHECK(out.device() == source.device(), "copy_: destination is on {} but source is on {}", out.device(),
               source.device());
   Shape shape = broadcast_shapes(out.shape(), source.shape(), "copy_");
@@ -27,18 +34,20 @@ Tensor contiguous(const Tensor& t) {
   return clone(t);
 }
 
-Tensor clone(const Tensor& t) {
-  Tensor out = make_tensor(t.shape(), t.dtype(), t.device());
-  copy_(out, t);
-  return out;
+// A copy of `t` in `dtype`; its gradient is the incoming one converted back
+// (the engine converts every gradient to its input's dtype).
+Tensor converted_copy(const Tensor& t, DType dtype) {
+  Tensor out = make_tensor(t.shape(), dtype, t.device());
+  {
+    NoGradGuard no_grad;
+    copy_(out, t);
+  }
+  return is_floating(dtype) ? with_grad(to_grad, out, {&t}) : out;
 }
 
-Tensor to(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t;
-  Tensor out = make_tensor(t.shape(), dtype, t.device());
-  copy_(out, t);
-  return out;
-}
+Tensor clone(const Tensor& t) { return converted_copy(t, t.dtype()); }
+
+Tensor to(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : converted_copy(t, dtype); }
 
 Tensor to(const Tensor& t, Device device) {
   if (t.device() == device) return t;
@@ -58,6 +67,8 @@ Tensor& Tensor::copy_(const Tensor& source) {
 }
 
 Tensor& Tensor::fill_(const Scalar& value) {
+  if (should_record({this})) [[unlikely]]
+    return assign_in_place(*this, full(shape(), value, {.dtype = dtype(), .device = device()}));
   bump_version();
   if (numel() == 0) return *this;
   ElementwiseLoop loop = ElementwiseLoop::make({this});

@@ -14,11 +14,17 @@ Op<ElementwiseKernel> eq_op("eq"), ne_op("ne"), lt_op("lt"), le_op("le"), gt_op(
     logical_and_op("logical_and"), logical_or_op("logical_or");
 Op<ElementwiseKernel> logical_not_op("logical_not"), isnan_op("isnan"), isinf_op("isinf");
 Op<ElementwiseKernel> neg_op("neg"), abs_op("abs"), exp_op("exp"), log_op("log"), log1p_op("log1p"),
-    sqrt_op("sqrt"), rsqrt_op("rsqrt"), sin_op("sin"), cos_op("cos"), tanh_op("tanh"), sigmoid_op("sigmoid"),
+    sqrt_op("sqrt"), rsqrt_op("rsqrt"), sin_op("sin"), cos_op("cos"), tanh_op("tanh"), erf_op("erf"), sigmoid_op("sigmoid"),
     relu_op("relu"), gelu_op("gelu"), gelu_tanh_op("gelu_tanh"), silu_op("silu");
 Op<void(const ElementwiseLoop&, const Scalar&)> pow_scalar_op("pow_scalar");
 Op<void(const ElementwiseLoop&, const Scalar*, const Scalar*)> clamp_op("clamp");
 Op<ElementwiseKernel> where_op("where");
+
+GradSlot add_grad("add"), sub_grad("sub"), mul_grad("mul"), div_grad("div"), neg_grad("neg"), abs_grad("abs"),
+    exp_grad("exp"), log_grad("log"), log1p_grad("log1p"), sqrt_grad("sqrt"), rsqrt_grad("rsqrt"), sin_grad("sin"),
+    cos_grad("cos"), tanh_grad("tanh"), erf_grad("erf"), sigmoid_grad("sigmoid"), relu_grad("relu"), gelu_grad("gelu"),
+    gelu_tanh_grad("gelu_tanh"), silu_grad("silu"), pow_scalar_grad("pow_scalar"), pow_grad("pow"),
+    maximum_grad("maximum"), minimum_grad("minimum"), clamp_grad("clamp"), where_grad("where");
 
 namespace {
 
@@ -39,6 +45,11 @@ Tensor binary(const Op<ElementwiseKernel>& op, const Tensor& a, const Tensor& b,
   return out;
 }
 
+// The gradient slot of each binary arithmetic op.
+const GradSlot& slot_of(const Op<ElementwiseKernel>& op) {
+  return &op == &add_op ? add_grad : &op == &sub_op ? sub_grad : &op == &mul_op ? mul_grad : div_grad;
+}
+
 // Arithmetic: promote, and for `div` make integer inputs true-divide in f32.
 Tensor arithmetic(const Op<ElementwiseKernel>& op, const Tensor& a, const Tensor& b) {
   check_pair(a, b, op.name());
@@ -46,17 +57,22 @@ Tensor arithmetic(const Op<ElementwiseKernel>& op, const Tensor& a, const Tensor
   if (&op == &div_op && !is_floating(dtype)) dtype = DType::f32;
   EMBER_CHECK(!(dtype == DType::boolean && &op == &sub_op),
               "sub: subtracting bool tensors is not supported; use logical_xor or convert to an integer dtype");
-  return binary(op, a, b, dtype);
+  return with_grad(slot_of(op), binary(op, a, b, dtype), {&a, &b});
+}
+
+Tensor as_tensor(const Scalar& value, const Tensor& like, std::string_view op) {
+  EMBER_CHECK(like.defined(), "{}: undefined tensor argument", op);
+  return scalar_tensor(value, {.dtype = promote_with_scalar(like.dtype(), value), .device = like.device()});
 }
 
 Tensor arithmetic(const Op<ElementwiseKernel>& op, const Tensor& a, const Scalar& b) {
-  EMBER_CHECK(a.defined(), "{}: undefined tensor argument", op.name());
-  DType dtype = promote_with_scalar(a.dtype(), b);
-  return arithmetic(op, a, scalar_tensor(b, {.dtype = dtype, .device = a.device()}));
+  return arithmetic(op, a, as_tensor(b, a, op.name()));
 }
 
 // In place: compute in the promoted dtype, write back into `a`'s dtype and memory.
 Tensor& arithmetic_(const Op<ElementwiseKernel>& op, Tensor& a, const Tensor& b) {
+  if (should_record({&a, &b})) [[unlikely]]
+    return assign_in_place(a, arithmetic(op, a, b));
   check_pair(a, b, op.name());
   DType dtype = promote_types(a.dtype(), b.dtype());
   if (&op == &div_op && !is_floating(dtype)) dtype = DType::f32;
@@ -78,9 +94,7 @@ Tensor& arithmetic_(const Op<ElementwiseKernel>& op, Tensor& a, const Tensor& b)
 }
 
 Tensor& arithmetic_(const Op<ElementwiseKernel>& op, Tensor& a, const Scalar& b) {
-  EMBER_CHECK(a.defined(), "{}_: undefined tensor argument", op.name());
-  DType dtype = promote_with_scalar(a.dtype(), b);
-  return arithmetic_(op, a, scalar_tensor(b, {.dtype = dtype, .device = a.device()}));
+  return arithmetic_(op, a, as_tensor(b, a, op.name()));
 }
 
 }  // namespace
@@ -93,14 +107,8 @@ Tensor add(const Tensor& a, const Scalar& b) { return arithmetic(add_op, a, b); 
 Tensor sub(const Tensor& a, const Scalar& b) { return arithmetic(sub_op, a, b); }
 Tensor mul(const Tensor& a, const Scalar& b) { return arithmetic(mul_op, a, b); }
 Tensor div(const Tensor& a, const Scalar& b) { return arithmetic(div_op, a, b); }
-Tensor rsub(const Tensor& a, const Scalar& b) {
-  EMBER_CHECK(a.defined(), "rsub: undefined tensor argument");
-  return arithmetic(sub_op, scalar_tensor(b, {.dtype = promote_with_scalar(a.dtype(), b), .device = a.device()}), a);
-}
-Tensor rdiv(const Tensor& a, const Scalar& b) {
-  EMBER_CHECK(a.defined(), "rdiv: undefined tensor argument");
-  return arithmetic(div_op, scalar_tensor(b, {.dtype = promote_with_scalar(a.dtype(), b), .device = a.device()}), a);
-}
+Tensor rsub(const Tensor& a, const Scalar& b) { return arithmetic(sub_op, as_tensor(b, a, "rsub"), a); }
+Tensor rdiv(const Tensor& a, const Scalar& b) { return arithmetic(div_op, as_tensor(b, a, "rdiv"), a); }
 
 Tensor& add_(Tensor& a, const Tensor& b) { return arithmetic_(add_op, a, b); }
 Tensor& sub_(Tensor& a, const Tensor& b) { return arithmetic_(sub_op, a, b); }
@@ -203,11 +211,13 @@ Tensor clamp(const Tensor& a, const Scalar* low, const Scalar* high, std::string
   if (high) dtype = promote_with_scalar(dtype, *high);
   EMBER_CHECK(dtype != DType::boolean, "{}: not supported for bool tensors", name);
   Tensor out = make_tensor(a.shape(), dtype, a.device());
-  if (out.numel() == 0) return out;
-  Tensor in = to(a, dtype);
-  ElementwiseLoop loop = ElementwiseLoop::make({&out, &in});
-  clamp_op(a.device().type, dtype, loop, low, high);
-  return out;
+  if (out.numel() > 0) {
+    Tensor in = to(a, dtype);
+    ElementwiseLoop loop = ElementwiseLoop::make({&out, &in});
+    clamp_op(a.device().type, dtype, loop, low, high);
+  }
+  ClampParams params{low, high};
+  return with_grad(clamp_grad, out, {&a}, &params);
 }
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b, DType dtype) {
@@ -218,30 +228,33 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b, DType dt
               condition.device());
   Shape shape = broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = make_tensor(shape, dtype, a.device());
-  if (out.numel() == 0) return out;
-  Tensor a_cast = to(a, dtype), b_cast = to(b, dtype);
-  ElementwiseLoop loop = ElementwiseLoop::make({&out, &condition, &a_cast, &b_cast});
-  where_op(a.device().type, dtype, loop);
-  return out;
+  if (out.numel() > 0) {
+    Tensor a_cast = to(a, dtype), b_cast = to(b, dtype);
+    ElementwiseLoop loop = ElementwiseLoop::make({&out, &condition, &a_cast, &b_cast});
+    where_op(a.device().type, dtype, loop);
+  }
+  return with_grad(where_grad, out, {&condition, &a, &b});
 }
 
 }  // namespace
 
-Tensor neg(const Tensor& a) { return signed_unary(neg_op, a); }
-Tensor abs(const Tensor& a) { return signed_unary(abs_op, a); }
-Tensor relu(const Tensor& a) { return signed_unary(relu_op, a); }
-Tensor exp(const Tensor& a) { return floating_unary(exp_op, a); }
-Tensor log(const Tensor& a) { return floating_unary(log_op, a); }
-Tensor log1p(const Tensor& a) { return floating_unary(log1p_op, a); }
-Tensor sqrt(const Tensor& a) { return floating_unary(sqrt_op, a); }
-Tensor rsqrt(const Tensor& a) { return floating_unary(rsqrt_op, a); }
-Tensor sin(const Tensor& a) { return floating_unary(sin_op, a); }
-Tensor cos(const Tensor& a) { return floating_unary(cos_op, a); }
-Tensor tanh(const Tensor& a) { return floating_unary(tanh_op, a); }
-Tensor sigmoid(const Tensor& a) { return floating_unary(sigmoid_op, a); }
-Tensor silu(const Tensor& a) { return floating_unary(silu_op, a); }
+Tensor neg(const Tensor& a) { return with_grad(neg_grad, signed_unary(neg_op, a), {&a}); }
+Tensor abs(const Tensor& a) { return with_grad(abs_grad, signed_unary(abs_op, a), {&a}); }
+Tensor relu(const Tensor& a) { return with_grad(relu_grad, signed_unary(relu_op, a), {&a}); }
+Tensor exp(const Tensor& a) { return with_grad(exp_grad, floating_unary(exp_op, a), {&a}); }
+Tensor log(const Tensor& a) { return with_grad(log_grad, floating_unary(log_op, a), {&a}); }
+Tensor log1p(const Tensor& a) { return with_grad(log1p_grad, floating_unary(log1p_op, a), {&a}); }
+Tensor sqrt(const Tensor& a) { return with_grad(sqrt_grad, floating_unary(sqrt_op, a), {&a}); }
+Tensor rsqrt(const Tensor& a) { return with_grad(rsqrt_grad, floating_unary(rsqrt_op, a), {&a}); }
+Tensor sin(const Tensor& a) { return with_grad(sin_grad, floating_unary(sin_op, a), {&a}); }
+Tensor cos(const Tensor& a) { return with_grad(cos_grad, floating_unary(cos_op, a), {&a}); }
+Tensor tanh(const Tensor& a) { return with_grad(tanh_grad, floating_unary(tanh_op, a), {&a}); }
+Tensor erf(const Tensor& a) { return with_grad(erf_grad, floating_unary(erf_op, a), {&a}); }
+Tensor sigmoid(const Tensor& a) { return with_grad(sigmoid_grad, floating_unary(sigmoid_op, a), {&a}); }
+Tensor silu(const Tensor& a) { return with_grad(silu_grad, floating_unary(silu_op, a), {&a}); }
 Tensor gelu(const Tensor& a, GeluApproximation approximate) {
-  return floating_unary(approximate == GeluApproximation::tanh ? gelu_tanh_op : gelu_op, a);
+  bool tanh_form = approximate == GeluApproximation::tanh;
+  return with_grad(tanh_form ? gelu_tanh_grad : gelu_grad, floating_unary(tanh_form ? gelu_tanh_op : gelu_op, a), {&a});
 }
 
 // pow promotes like arithmetic (int ** int stays int, int ** 0.5 is f32).
@@ -253,11 +266,12 @@ Tensor pow(const Tensor& a, const Scalar& exponent) {
               "pow: integers to negative integer powers are not allowed ({} tensor, exponent {})", dtype,
               exponent.to_int());
   Tensor out = make_tensor(a.shape(), dtype, a.device());
-  if (out.numel() == 0) return out;
-  Tensor in = to(a, dtype);
-  ElementwiseLoop loop = ElementwiseLoop::make({&out, &in});
-  pow_scalar_op(a.device().type, dtype, loop, exponent);
-  return out;
+  if (out.numel() > 0) {
+    Tensor in = to(a, dtype);
+    ElementwiseLoop loop = ElementwiseLoop::make({&out, &in});
+    pow_scalar_op(a.device().type, dtype, loop, exponent);
+  }
+  return with_grad(pow_scalar_grad, out, {&a}, &exponent);
 }
 
 // Integer bases with negative integer exponents give 0 (or +-1 for bases +-1), as in PyTorch.
@@ -265,17 +279,17 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
   check_pair(a, exponent, "pow");
   DType dtype = promote_types(a.dtype(), exponent.dtype());
   EMBER_CHECK(dtype != DType::boolean, "pow: not supported for two bool tensors");
-  return binary(pow_op, a, exponent, dtype);
+  return with_grad(pow_grad, binary(pow_op, a, exponent, dtype), {&a, &exponent});
 }
 
 // maximum and minimum propagate nan from either side.
 Tensor maximum(const Tensor& a, const Tensor& b) {
   check_pair(a, b, "maximum");
-  return binary(maximum_op, a, b, promote_types(a.dtype(), b.dtype()));
+  return with_grad(maximum_grad, binary(maximum_op, a, b, promote_types(a.dtype(), b.dtype())), {&a, &b});
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
   check_pair(a, b, "minimum");
-  return binary(minimum_op, a, b, promote_types(a.dtype(), b.dtype()));
+  return with_grad(minimum_grad, binary(minimum_op, a, b, promote_types(a.dtype(), b.dtype())), {&a, &b});
 }
 
 Tensor clamp(const Tensor& a, const Scalar& min, const Scalar& max) { return clamp(a, &min, &max, "clamp"); }

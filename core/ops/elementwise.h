@@ -53,6 +53,7 @@ Tensor rsqrt(const Tensor& a);
 Tensor sin(const Tensor& a);
 Tensor cos(const Tensor& a);
 Tensor tanh(const Tensor& a);
+Tensor erf(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 Tensor relu(const Tensor& a);
 enum class GeluApproximation { none, tanh };

@@ -8,6 +8,7 @@
 
 #include "core/dispatch.h"
 #include "core/elementwise_loop.h"
+#include "core/grad_hook.h"
 #include "core/scalar.h"
 
 namespace ember {
@@ -29,12 +30,23 @@ extern Op<ElementwiseKernel> logical_not_op, isnan_op, isinf_op;
 
 // Unary math: (out, a), both of the key dtype (floating for the transcendental ones).
 extern Op<ElementwiseKernel> neg_op, abs_op, exp_op, log_op, log1p_op, sqrt_op, rsqrt_op, sin_op, cos_op,
-    tanh_op, sigmoid_op, relu_op, gelu_op, gelu_tanh_op, silu_op;
+    tanh_op, erf_op, sigmoid_op, relu_op, gelu_op, gelu_tanh_op, silu_op;
 // (out, a) with a scalar parameter: out = a ** exponent.
 extern Op<void(const ElementwiseLoop&, const Scalar&)> pow_scalar_op;
 // (out, a): out = min(max(a, low), high); a null bound is absent.
 extern Op<void(const ElementwiseLoop&, const Scalar* low, const Scalar* high)> clamp_op;
 // (out, condition: bool, a, b) keyed by the value dtype.
 extern Op<ElementwiseKernel> where_op;
+
+// Gradient slots of the differentiable element-wise ops, filled by
+// autograd/functions/elementwise.cpp. pow_scalar's params: the exponent
+// (Scalar); clamp's: ClampParams.
+extern GradSlot add_grad, sub_grad, mul_grad, div_grad, neg_grad, abs_grad, exp_grad, log_grad, log1p_grad,
+    sqrt_grad, rsqrt_grad, sin_grad, cos_grad, tanh_grad, erf_grad, sigmoid_grad, relu_grad, gelu_grad, gelu_tanh_grad,
+    silu_grad, pow_scalar_grad, pow_grad, maximum_grad, minimum_grad, clamp_grad, where_grad, to_grad;
+struct ClampParams {
+  const Scalar* low;
+  const Scalar* high;
+};
 
 }  // namespace ember

@@ -10,6 +10,8 @@
 
 namespace ember {
 
+GradSlot matmul_grad("matmul"), addmm_grad("addmm");
+
 Op<void(const MatmulProblem&)> matmul_op("matmul");
 
 namespace {
@@ -128,14 +130,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor out = multiply(a2, b2, Tensor(), "matmul");
   if (a.dim() == 1) out = out.squeeze(-2);
   if (b.dim() == 1) out = out.squeeze(-1);
-  return out;
+  return with_grad(matmul_grad, out, {&a, &b});
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_pair(a, b, "mm");
   EMBER_CHECK(a.dim() == 2 && b.dim() == 2, "mm: expected 2-d tensors, got shapes {} and {}", a.shape(), b.shape());
   check_inner(a, b, a.size(1), b.size(0), "mm");
-  return multiply(a, b, Tensor(), "mm");
+  return with_grad(matmul_grad, multiply(a, b, Tensor(), "mm"), {&a, &b});
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
@@ -144,7 +146,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   EMBER_CHECK(a.size(0) == b.size(0), "bmm: batch sizes of shapes {} and {} differ ({} != {})", a.shape(), b.shape(),
               a.size(0), b.size(0));
   check_inner(a, b, a.size(2), b.size(1), "bmm");
-  return multiply(a, b, Tensor(), "bmm");
+  return with_grad(matmul_grad, multiply(a, b, Tensor(), "bmm"), {&a, &b});
 }
 
 Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
@@ -160,8 +162,8 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, const Scalar
               "addmm: for integer tensors ({}), alpha and beta must not be floating point", a.dtype());
   // beta = alpha = 1 is a linear layer: the kernel adds input while the
   // product is still in its accumulator (one rounding for bf16).
-  if (is_one(beta) && is_one(alpha)) return multiply(a, b, input, "addmm");
-  Tensor product = multiply(a, b, Tensor(), "addmm");
+  if (is_one(beta) && is_one(alpha)) return with_grad(addmm_grad, multiply(a, b, input, "addmm"), {&input, &a, &b});
+  Tensor product = with_grad(matmul_grad, multiply(a, b, Tensor(), "addmm"), {&a, &b});
   if (!is_one(alpha)) product = mul(product, alpha);
   if (beta.to_double() == 0.0) return product;  // as PyTorch: input is ignored, nan included
   return add(product, is_one(beta) ? input : mul(input, beta));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/dispatch.h"
+#include "core/grad_hook.h"
 #include "core/shape.h"
 
 namespace ember {
@@ -48,5 +49,9 @@ struct MatmulProblem {
 };
 
 extern Op<void(const MatmulProblem&)> matmul_op;
+
+// Gradient slots (autograd/functions/linalg.cpp): matmul serves matmul, mm and
+// bmm; addmm the fused input + a @ b.
+extern GradSlot matmul_grad, addmm_grad;
 
 }  // namespace ember

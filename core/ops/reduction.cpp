@@ -16,6 +16,7 @@ Op<ReductionKernel> max_indices_op("max_indices"), min_indices_op("min_indices")
 Op<void(const ReductionLoop&, bool)> var_op("var"), std_op("std");
 Op<void(const ReductionLoop&, double)> norm_op("norm");
 Op<SoftmaxKernel> softmax_op("softmax"), log_softmax_op("log_softmax");
+GradSlot sum_grad("sum"), mean_grad("mean");
 
 namespace {
 
@@ -174,12 +175,14 @@ Tensor softmax_like(const Op<SoftmaxKernel>& op, const Tensor& t, int64_t dim) {
 
 Tensor sum(const Tensor& t, const Dims& dims, bool keepdim) {
   Reduction plan = plan_reduction(t, dims, keepdim, "sum");
-  return reduce(sum_op, t, plan, widened(t.dtype()));
+  ReduceParams params{dims, keepdim};
+  return with_grad(sum_grad, reduce(sum_op, t, plan, widened(t.dtype())), {&t}, &params);
 }
 
 Tensor mean(const Tensor& t, const Dims& dims, bool keepdim) {
   require_floating(t, "mean");
-  return reduce(mean_op, t, plan_reduction(t, dims, keepdim, "mean"), t.dtype());
+  ReduceParams params{dims, keepdim};
+  return with_grad(mean_grad, reduce(mean_op, t, plan_reduction(t, dims, keepdim, "mean"), t.dtype()), {&t}, &params);
 }
 
 Tensor prod(const Tensor& t, const Dims& dims, bool keepdim) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/dispatch.h"
+#include "core/grad_hook.h"
 #include "core/shape.h"
 
 namespace ember {
@@ -120,5 +121,13 @@ extern Op<void(const ReductionLoop&, double p)> norm_op;
 
 using SoftmaxKernel = void(const SoftmaxLoop&);
 extern Op<SoftmaxKernel> softmax_op, log_softmax_op;
+
+// Gradient slots (autograd/functions/reduction.cpp). Params: ReduceParams for
+// the reductions over dims (the dims as the user gave them).
+extern GradSlot sum_grad, mean_grad;
+struct ReduceParams {
+  const Dims& dims;
+  bool keepdim;
+};
 
 }  // namespace ember

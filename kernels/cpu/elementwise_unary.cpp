@@ -117,6 +117,9 @@ struct CosRow {
 struct TanhRow {
   template <class F> void operator()(const F* in, F* out, int64_t n) const { Out<F>(out, n) = In<F>(in, n).tanh(); }
 };
+struct ErfRow {
+  template <class F> void operator()(const F* in, F* out, int64_t n) const { Out<F>(out, n) = In<F>(in, n).erf(); }
+};
 struct SigmoidRow {
   template <class F> void operator()(const F* in, F* out, int64_t n) const {
     Out<F>(out, n) = (F(1) + (-In<F>(in, n)).exp()).inverse();
@@ -226,6 +229,7 @@ void register_elementwise_unary_kernels() {
   register_floating<SinRow>(sin_op);
   register_floating<CosRow>(cos_op);
   register_floating<TanhRow>(tanh_op);
+  register_floating<ErfRow>(erf_op);
   register_floating<SigmoidRow>(sigmoid_op);
   register_floating<SiluRow>(silu_op);
   register_floating<GeluRow>(gelu_op);

@@ -46,6 +46,7 @@ struct Rsqrt { template <class C> C operator()(C x) const { return C(1) / std::s
 struct Sin { template <class C> C operator()(C x) const { return std::sin(x); } };
 struct Cos { template <class C> C operator()(C x) const { return std::cos(x); } };
 struct Tanh { template <class C> C operator()(C x) const { return std::tanh(x); } };
+struct Erf { template <class C> C operator()(C x) const { return std::erf(x); } };
 struct Sigmoid { template <class C> C operator()(C x) const { return C(1) / (C(1) + std::exp(-x)); } };
 struct Silu { template <class C> C operator()(C x) const { return x / (C(1) + std::exp(-x)); } };
 // gelu(x) = x * Phi(x), Phi the standard normal CDF.
@@ -179,6 +180,7 @@ void register_elementwise_kernels() {
   register_floating<Sin>(sin_op);
   register_floating<Cos>(cos_op);
   register_floating<Tanh>(tanh_op);
+  register_floating<Erf>(erf_op);
   register_floating<Sigmoid>(sigmoid_op);
   register_floating<Silu>(silu_op);
   register_floating<Gelu>(gelu_op);

@@ -1,0 +1,173 @@
+// The backward engine, in the spirit of micrograd: collect the nodes reachable
+// from the roots, count how many consumers feed each one, then walk in reverse.
+// A node runs once every consumer has contributed its gradient; among ready
+// nodes the most recently created runs first, so the walk follows the reverse
+// of the forward order (and leaf accumulators run as soon as they are ready).
+#include "autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/accumulate_grad.h"
+#include "autograd/function.h"
+#include "core/grad_hook.h"
+#include "core/ops/creation.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduction.h"
+#include "core/ops/views.h"
+
+namespace ember::autograd {
+namespace {
+
+// Note [Broadcast undone once]: a gradient that arrives with the broadcast
+// shape of the forward op is summed back to its input's shape here, and
+// nowhere else; formulas return gradients in the output's shape.
+Tensor fit_to_input(Tensor grad, const InputMeta& meta) {
+  if (grad.shape() != meta.shape) {
+    int lead = grad.dim() - meta.shape.ndim();
+    Dims dims;
+    for (int d = 0; d < grad.dim(); ++d)
+      if (d < lead || (meta.shape[d - lead] == 1 && grad.shape()[d] != 1)) dims.push_back(d);
+    grad = dims.empty() ? grad : sum(grad, dims, true);
+    grad = grad.reshape(meta.shape);
+  }
+  return grad.dtype() == meta.dtype ? grad : grad.to(meta.dtype);
+}
+
+struct Ready {
+  Node* node;
+  bool operator<(const Ready& other) const { return node->sequence_nr < other.node->sequence_nr; }
+};
+
+// Where autograd::grad collects its answers instead of accumulating them.
+struct Capture {
+  std::unordered_map<Node*, std::vector<std::pair<int, size_t>>> at;  // node -> (output_nr, answer index)
+  std::vector<Tensor> answers;
+};
+
+void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
+         Capture* capture) {
+  NoGradGuard no_grad;
+  EMBER_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(),
+              "backward: {} gradients given for {} tensors", grad_roots.size(), roots.size());
+
+  // Seed the root nodes with their gradients.
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  std::vector<std::shared_ptr<Node>> root_nodes;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    EMBER_CHECK(root.defined() && root.requires_grad(),
+                "backward: tensor {} of shape {} does not require grad and has no grad_fn", i, root.shape());
+    Tensor seed = grad_roots.empty() ? Tensor() : grad_roots[i];
+    if (!seed.defined()) {
+      EMBER_CHECK(root.numel() == 1,
+                  "backward: grad can be implicitly created only for scalar outputs, got shape {}", root.shape());
+      seed = ones_like(root);
+    }
+    EMBER_CHECK(seed.shape() == root.shape(), "backward: gradient of shape {} given for a tensor of shape {}",
+                seed.shape(), root.shape());
+    Edge edge = gradient_edge(root);
+    auto& buffer = buffers[edge.node.get()];
+    buffer.resize(size_t(edge.node->num_outputs));
+    Tensor& slot = buffer[size_t(edge.output_nr)];
+    slot = slot.defined() ? slot + seed : seed;
+    root_nodes.push_back(edge.node);
+  }
+
+  // Count, for every reachable node, the edges that lead into it.
+  std::unordered_map<Node*, int> dependencies;
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  for (const auto& node : root_nodes)
+    if (seen.insert(node.get()).second) stack.push_back(node.get());
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& edge : node->next) {
+      if (!edge.node) continue;
+      ++dependencies[edge.node.get()];
+      if (seen.insert(edge.node.get()).second) stack.push_back(edge.node.get());
+    }
+  }
+
+  // The reverse walk.
+  std::priority_queue<Ready> ready;
+  std::unordered_set<Node*> seeded;
+  for (const auto& node : root_nodes)
+    if (dependencies[node.get()] == 0 && seeded.insert(node.get()).second) ready.push({node.get()});
+  while (!ready.empty()) {
+    Node* node = ready.top().node;
+    ready.pop();
+    std::vector<Tensor> grads = std::move(buffers[node]);
+    buffers.erase(node);
+    grads.resize(size_t(node->num_outputs));
+    for (auto& [output_nr, hook] : node->pre_hooks) {
+      Tensor replaced = grads[size_t(output_nr)].defined() ? hook(grads[size_t(output_nr)]) : Tensor();
+      if (replaced.defined()) grads[size_t(output_nr)] = replaced;
+    }
+
+    // autograd::grad() collects its answers here and never writes any .grad.
+    bool skip = false;
+    if (capture) {
+      auto found = capture->at.find(node);
+      if (found != capture->at.end())
+        for (auto [output_nr, index] : found->second) capture->answers[index] = grads[size_t(output_nr)];
+      skip = dynamic_cast<AccumulateGrad*>(node) != nullptr;
+    }
+
+    std::vector<Tensor> input_grads;
+    if (!skip) {
+      EMBER_CHECK(!node->released,
+                  "{}: trying to backward through the graph a second time (its saved tensors were freed after the "
+                  "first backward); pass retain_graph=true to the first backward to keep them",
+                  node->name());
+      input_grads = node->apply(std::move(grads));
+      if (!retain_graph && !node->outlives_graph) {
+        node->release_saved();
+        node->released = true;
+      }
+    }
+
+    for (size_t i = 0; i < node->next.size(); ++i) {
+      const Edge& edge = node->next[i];
+      if (!edge.node) continue;
+      Node* next = edge.node.get();
+      if (i < input_grads.size() && input_grads[i].defined()) {
+        Tensor grad = fit_to_input(std::move(input_grads[i]), node->inputs[i]);
+        auto& buffer = buffers[next];
+        buffer.resize(size_t(next->num_outputs));
+        Tensor& slot = buffer[size_t(edge.output_nr)];
+        slot = slot.defined() ? slot + grad : grad;
+      }
+      if (--dependencies[next] == 0) ready.push({next});
+    }
+  }
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph) {
+  run(roots, grad_roots, retain_graph, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+  Capture capture;
+  capture.answers.resize(inputs.size());
+  std::vector<std::shared_ptr<Node>> keep_alive;  // accumulators made here must live through the walk
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EMBER_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "grad: input {} does not require grad", i);
+    Edge edge = gradient_edge(inputs[i]);
+    keep_alive.push_back(edge.node);
+    capture.at[edge.node.get()].push_back({edge.output_nr, i});
+  }
+  run(outputs, grad_outputs, retain_graph, &capture);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    EMBER_CHECK(allow_unused || capture.answers[i].defined(),
+                "grad: input {} (shape {}) was not used to compute the outputs; pass allow_unused=true", i,
+                inputs[i].shape());
+  return capture.answers;
+}
+
+}  // namespace ember::autograd

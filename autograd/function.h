@@ -1,0 +1,59 @@
+// Recording helpers used by every autograd/functions/<family>.cpp: how a new
+// node is wired to its inputs and made the grad_fn of its outputs.
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+
+#include "autograd/node.h"
+#include "core/grad_hook.h"
+
+namespace ember::autograd {
+
+// The edge a gradient for `t` should follow: its grad_fn, its leaf
+// accumulator, or nothing when `t` does not require grad.
+Edge gradient_edge(const Tensor& t);
+
+// Wires `node` to `inputs` (an edge and metadata each; null entries are
+// inputs without gradient) and makes it the grad_fn of `outputs`.
+void connect(const std::shared_ptr<Node>& node, std::initializer_list<const Tensor*> inputs,
+             std::initializer_list<Tensor*> outputs);
+
+// A node of type N built from `args`, connected per the record.
+template <class N, class... Args>
+std::shared_ptr<N> record(const GradRecord& r, Args&&... args) {
+  auto node = std::make_shared<N>(std::forward<Args>(args)...);
+  connect(node, r.inputs, r.outputs);
+  return node;
+}
+
+// The i-th input and output of a record, and its parameters as P.
+inline const Tensor& input(const GradRecord& r, size_t i) { return *r.inputs.begin()[i]; }
+inline const Tensor& output(const GradRecord& r, size_t i) { return *r.outputs.begin()[i]; }
+template <class P>
+const P& params(const GradRecord& r) {
+  return *static_cast<const P*>(r.params);
+}
+
+// A node whose inputs' gradients come from one formula over saved tensors:
+//   make_node("MulBackward", {a, b}, [](const Saved& s, const Tensor& g) { ... })
+// keeps each family file to one short block per op. `saved` is unpacked
+// (with the in-place check) before `formula` runs.
+using Formula = std::function<std::vector<Tensor>(const std::vector<Tensor>& saved, const Tensor& grad)>;
+class FormulaNode final : public Node {
+ public:
+  FormulaNode(std::string name, std::vector<Tensor> saved, Formula formula);
+  std::string name() const override { return name_; }
+  std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) override;
+  void release_saved() override;
+
+ private:
+  std::string name_;
+  std::vector<SavedTensor> saved_;
+  Formula formula_;
+};
+
+// Records a FormulaNode for a single-output op.
+void record_formula(const GradRecord& r, std::string name, std::vector<Tensor> saved, Formula formula);
+
+}  // namespace ember::autograd

@@ -1,0 +1,17 @@
+// The gradient families: each file fills the GradSlots of one op family with
+// the recorder of its backward node, forward formula and gradient side by side.
+#pragma once
+
+namespace ember {
+void register_autograd_functions();  // called once by the dispatch table's init
+}
+
+namespace ember::autograd {
+void register_elementwise_functions();  // elementwise.cpp
+void register_reduction_functions();    // reduction.cpp (and softmax)
+void register_linalg_functions();       // linalg.cpp
+void register_shape_functions();        // shape.cpp (views and copies)
+void register_indexing_functions();     // indexing.cpp
+void register_nn_functions();           // nn.cpp (convolution and pooling)
+void register_in_place();               // in_place.cpp
+}  // namespace ember::autograd

@@ -1,0 +1,16 @@
+// The autograd layer's explicit init (Note [Explicit kernel registration]).
+#include "autograd/functions/families.h"
+
+namespace ember {
+
+void register_autograd_functions() {
+  autograd::register_elementwise_functions();
+  autograd::register_reduction_functions();
+  autograd::register_linalg_functions();
+  autograd::register_shape_functions();
+  autograd::register_indexing_functions();
+  autograd::register_nn_functions();
+  autograd::register_in_place();
+}
+
+}  // namespace ember

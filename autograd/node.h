@@ -1,0 +1,86 @@
+// The recorded graph. Each differentiable op, when an input requires grad,
+// records a Node: its gradient function, the tensors it saved, and an Edge per
+// input saying where that input's gradient flows next. Leaves that require
+// grad end in an AccumulateGrad node that adds into their `.grad`.
+// The engine (engine.cpp) walks these nodes in reverse; the formulas live in
+// autograd/functions/<family>.cpp.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::autograd {
+
+class Node;
+
+// Where the gradient of one input goes: output `input_nr` of `node`'s inputs
+// list... precisely, `node` receives it as its gradient for output `output_nr`.
+struct Edge {
+  std::shared_ptr<Node> node;  // null: this input needs no gradient
+  int output_nr = 0;
+};
+
+// What the engine needs to hand a gradient to an input: its shape (to undo
+// broadcasting, Note [Broadcast undone once] in autograd/README.md) and dtype.
+struct InputMeta {
+  Shape shape;
+  DType dtype = DType::f32;
+};
+
+// A saved tensor remembers its version, so a later in-place change is caught.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& t);
+  // The tensor, or an error naming `op` if it was modified in place since.
+  Tensor unpack(std::string_view op) const;
+  void release() { tensor_ = Tensor(); released_ = true; }
+
+ private:
+  Tensor tensor_;
+  uint64_t version_ = 0;
+  bool defined_ = false;
+  bool released_ = false;
+};
+
+using TensorHook = std::function<Tensor(const Tensor&)>;
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  virtual std::string name() const = 0;
+  // Gradients of the inputs, given the gradients of the outputs (undefined
+  // tensors where an output got no gradient); an undefined result means none.
+  virtual std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) = 0;
+  // Drops saved tensors once backward has used them (unless retain_graph).
+  virtual void release_saved() {}
+
+  std::vector<Edge> next;            // one per input
+  std::vector<InputMeta> inputs;     // one per input
+  int num_outputs = 1;
+  uint64_t sequence_nr = 0;          // creation order; later nodes run first in backward
+  bool released = false;             // set when saved tensors were freed
+  bool is_view = false;              // the output shares its input's storage (in-place on it is refused)
+  bool outlives_graph = false;       // a leaf accumulator: reused by every graph, never released
+  std::vector<std::pair<int, TensorHook>> pre_hooks;  // (output_nr, hook) from register_hook on non-leaves
+};
+
+}  // namespace ember::autograd
+
+namespace ember {
+
+// Per-tensor autograd state (declared in core/tensor.h).
+struct AutogradMeta {
+  std::shared_ptr<autograd::Node> grad_fn;   // null for leaves
+  int output_nr = 0;                         // which output of grad_fn this tensor is
+  std::weak_ptr<autograd::Node> accumulator;  // leaves: the AccumulateGrad node, shared by all uses
+  std::vector<autograd::TensorHook> leaf_hooks;                    // leaves: run before accumulation
+  std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;  // leaves: after .grad is written
+  bool retains_grad = false;
+};
+
+}  // namespace ember

@@ -1,0 +1,69 @@
+// The autograd methods of Tensor (declared in core/tensor.h).
+#include "autograd/accumulate_grad.h"
+#include "autograd/engine.h"
+#include "autograd/function.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/views.h"
+
+namespace ember {
+
+namespace {
+AutogradMeta& meta_of(const Tensor& t) {
+  if (!t.impl()->autograd) t.impl()->autograd = std::make_shared<AutogradMeta>();
+  return *t.impl()->autograd;
+}
+const std::shared_ptr<autograd::Node> kNoNode;
+}  // namespace
+
+Tensor& Tensor::requires_grad_(bool requires_grad) {
+  EMBER_CHECK(is_leaf(), "requires_grad_: only leaf tensors can change requires_grad (this one has grad_fn {}); use "
+                         "detach() first",
+              grad_fn()->name());
+  EMBER_CHECK(!requires_grad || is_floating(dtype()),
+              "requires_grad_: only floating point tensors can require gradients, got {}", dtype());
+  impl()->requires_grad = requires_grad;
+  return *this;
+}
+
+bool Tensor::is_leaf() const { return grad_fn() == nullptr; }
+
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+  return impl()->autograd ? impl()->autograd->grad_fn : kNoNode;
+}
+
+Tensor Tensor::detach() const { return Tensor::make(storage(), dtype(), shape(), strides(), offset()); }
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph);
+}
+
+void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
+  EMBER_CHECK(requires_grad(), "register_hook: cannot register a hook on a tensor that does not require grad");
+  if (is_leaf()) {
+    meta_of(*this).leaf_hooks.push_back(std::move(hook));
+  } else {
+    grad_fn()->pre_hooks.emplace_back(impl()->autograd->output_nr, std::move(hook));
+  }
+}
+
+void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
+  EMBER_CHECK(is_leaf() && requires_grad(),
+              "register_post_accumulate_grad_hook: only leaf tensors that require grad accumulate a gradient");
+  meta_of(*this).post_accumulate_hooks.push_back(std::move(hook));
+}
+
+void Tensor::retain_grad() const {
+  EMBER_CHECK(requires_grad(), "retain_grad: the tensor does not require grad");
+  if (is_leaf() || meta_of(*this).retains_grad) return;
+  meta_of(*this).retains_grad = true;
+  std::weak_ptr<TensorImpl> weak = impl_ptr();
+  grad_fn()->pre_hooks.emplace_back(impl()->autograd->output_nr, [weak](const Tensor& grad) {
+    if (auto impl = weak.lock()) {
+      Tensor existing(impl->grad);
+      impl->grad = existing.defined() ? (existing + grad).impl_ptr() : grad.clone().impl_ptr();
+    }
+    return Tensor();
+  });
+}
+
+}  // namespace ember

@@ -1,0 +1,139 @@
+// The engine: backward and grad(), accumulation, retain_graph, grad mode,
+// hooks and their order, in-place checks, and that the graph is freed.
+#include "support/test_support.h"
+
+namespace ember::testing {
+namespace {
+
+Tensor leaf(std::vector<double> values, Shape shape = {}) {
+  Tensor t = from_vector(values, shape).to(DType::f64);
+  t.requires_grad_(true);
+  return t;
+}
+
+TEST(Engine, BackwardOfAScalarFillsLeafGradsAndAccumulates) {
+  Tensor x = leaf({1, 2, 3}), w = leaf({0.5, -1, 2});
+  Tensor loss = sum(x * w + x * x);
+  EXPECT_FALSE(loss.is_leaf());
+  EXPECT_EQ(loss.grad_fn()->name(), "SumBackward");
+  loss.backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2.5, 3, 8}));  // w + 2x
+  EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{1, 2, 3}));
+  sum(x * 2).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{4.5, 5, 10}));  // accumulated
+}
+
+TEST(Engine, BroadcastGradientsAreSummedBackToTheInputShape) {
+  Tensor a = leaf({1, 2, 3, 4, 5, 6}, {2, 3}), b = leaf({10, 20, 30}, {3});
+  sum(a * b).backward();
+  EXPECT_EQ(b.grad().shape(), (Shape{3}));
+  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{5, 7, 9}));
+}
+
+TEST(Engine, GradientDtypeMatchesTheInput) {
+  Tensor a = randn({4}, {.dtype = DType::bf16, .requires_grad = true});
+  Tensor b = randn({4}, {.requires_grad = true});
+  sum(a * b).backward();
+  EXPECT_EQ(a.grad().dtype(), DType::bf16);
+  EXPECT_EQ(b.grad().dtype(), DType::f32);
+}
+
+TEST(Engine, GradDoesNotTouchDotGrad) {
+  Tensor x = leaf({1, 2});
+  Tensor y = sum(x * x * x);
+  std::vector<Tensor> g = autograd::grad({y}, {x});
+  EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{3, 12}));
+  EXPECT_FALSE(x.grad().defined());
+  Tensor unused = leaf({1});
+  EXPECT_EMBER_ERROR(autograd::grad({sum(x * 2)}, {unused}), "was not used");
+}
+
+TEST(Engine, SecondBackwardOnAFreedGraphIsAnError) {
+  Tensor x = leaf({1, 2});
+  Tensor y = sum(exp(x));
+  y.backward({}, /*retain_graph=*/true);
+  y.backward();
+  EXPECT_NEAR(x.grad().to_vector<double>()[0], 2 * std::exp(1.0), 1e-12);
+  EXPECT_EMBER_ERROR(y.backward(), "backward through the graph a second time");
+}
+
+TEST(Engine, NonScalarBackwardNeedsAGradient) {
+  Tensor x = leaf({1, 2});
+  EXPECT_EMBER_ERROR((x * 2).backward(), "only for scalar outputs");
+  (x * 2).backward(from_vector<double>({1, 10}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 20}));
+}
+
+TEST(Engine, NoGradGuardAndDetachRecordNothing) {
+  Tensor x = leaf({1, 2});
+  {
+    NoGradGuard no_grad;
+    Tensor y = x * 2;
+    EXPECT_FALSE(y.requires_grad());
+    EnableGradGuard enable;
+    EXPECT_TRUE((x * 2).requires_grad());
+  }
+  Tensor d = x.detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_EQ(d.storage().get(), x.storage().get());
+  EXPECT_FALSE(gt(x, 0).requires_grad());  // comparisons are not differentiable
+  EXPECT_FALSE(argmax(x).requires_grad());
+}
+
+TEST(Engine, InPlaceChecks) {
+  Tensor x = leaf({1, 2});
+  EXPECT_EMBER_ERROR(x += 1, "in-place operation on a leaf tensor that requires grad");
+  Tensor y = exp(x);
+  Tensor z = y * 1.0;
+  z += 1;  // fine: z's history moves to the add
+  mul_(y, 2);  // exp saved y (its output): backward must refuse
+  EXPECT_EMBER_ERROR(sum(exp(x) + z).backward(), "modified by an in-place operation");
+  Tensor w = leaf({3});
+  {
+    NoGradGuard no_grad;
+    w += 1;  // allowed under NoGradGuard (parameter updates)
+  }
+  EXPECT_EQ(w.to_vector<double>()[0], 4);
+}
+
+TEST(Engine, HooksCanReplaceGradientsAndPostAccumulateHooksFireInBackwardOrder) {
+  Tensor a = leaf({1}), b = leaf({2}), c = leaf({3});
+  std::vector<std::string> order;
+  a.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("a"); });
+  b.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("b"); });
+  c.register_post_accumulate_grad_hook([&](const Tensor& t) {
+    order.push_back("c");
+    EXPECT_TRUE(t.grad().defined());
+  });
+  Tensor h = a * 2;                      // used first in the forward
+  h.register_hook([](const Tensor& g) { return g * 10; });
+  Tensor out = sum(tanh(h) * b * 1.0 + c);  // c used last
+  out.backward();
+  EXPECT_EQ(order, (std::vector<std::string>{"c", "b", "a"}));
+  EXPECT_NEAR(a.grad().item<double>(), 10 * 2 * (1 - std::pow(std::tanh(2.0), 2)) * 2, 1e-9);
+}
+
+TEST(Engine, RetainGradKeepsNonLeafGradients) {
+  Tensor x = leaf({1, 2});
+  Tensor y = x * 3;
+  y.retain_grad();
+  sum(y * y).backward();
+  EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{6, 12}));
+}
+
+TEST(Engine, GraphMemoryReturnsToBaselineAfterManyIterations) {
+  Tensor w = randn({64, 64}, {.requires_grad = true});
+  Tensor x = randn({32, 64});
+  auto step = [&] {
+    Tensor loss = sum(tanh(matmul(x, w)) * 0.5);
+    loss.backward();
+    w.set_grad(Tensor());
+  };
+  step();
+  int64_t baseline = memory_allocated();
+  for (int i = 0; i < 1000; ++i) step();
+  EXPECT_EQ(memory_allocated(), baseline);
+}
+
+}  // namespace
+}  // namespace ember::testing
