@@ -18,6 +18,7 @@
 #include "core/tensor.h"
 #include "core/version.h"
 #include "autograd/node.h"
+#include "autograd/dot.h"
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
 #include "core/grad_hook.h"

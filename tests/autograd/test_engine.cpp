@@ -137,3 +137,18 @@ TEST(Engine, GraphMemoryReturnsToBaselineAfterManyIterations) {
 
 }  // namespace
 }  // namespace ember::testing
+
+namespace ember::testing {
+namespace {
+
+TEST(Dot, WritesOneNodePerOpAndABoxPerLeaf) {
+  Tensor x = randn({2, 3}, {.requires_grad = true}), w = randn({3}, {.requires_grad = true});
+  Tensor y = sum(exp(x * w));
+  std::string dot = autograd::to_dot(y);
+  for (const char* expected : {"digraph autograd", "SumBackward", "ExpBackward", "MulBackward", "leaf [2, 3] float32",
+                               "leaf [3] float32", "[2, 3] float32"})
+    EXPECT_NE(dot.find(expected), std::string::npos) << expected << " missing from\n" << dot;
+}
+
+}  // namespace
+}  // namespace ember::testing

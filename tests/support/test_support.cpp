@@ -68,6 +68,8 @@ double tolerance(DType dtype) {
 }
 
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
+  if (!actual.defined() || !expected.defined())
+    return ::testing::AssertionFailure() << (actual.defined() ? "expected" : "actual") << " tensor is undefined";
   if (actual.shape() != expected.shape())
     return ::testing::AssertionFailure() << "shape " << actual.shape().str() << " vs expected " << expected.shape().str();
   if (actual.dtype() != expected.dtype())
