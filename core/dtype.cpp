@@ -16,16 +16,6 @@ std::string_view dtype_name(DType dtype) {
   return "unknown";
 }
 
-int64_t element_size(DType dtype) {
-  switch (dtype) {
-    case DType::f32: case DType::i32: return 4;
-    case DType::f64: case DType::i64: return 8;
-    case DType::f16: case DType::bf16: return 2;
-    case DType::boolean: return 1;
-  }
-  return 0;
-}
-
 // PyTorch's table: bool < integers < floating; within floats, the wider wins,
 // except that f16 and bf16 (neither contains the other) meet at f32.
 DType promote_types(DType a, DType b) {

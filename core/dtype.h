@@ -18,7 +18,15 @@ inline constexpr DType kAllDTypes[kNumDTypes] = {DType::f32, DType::f64, DType::
                                                  DType::i32, DType::i64, DType::boolean};
 
 std::string_view dtype_name(DType dtype);  // "float32", "bfloat16", "bool", ... as PyTorch prints them
-int64_t element_size(DType dtype);
+constexpr int64_t element_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: case DType::i32: return 4;
+    case DType::f64: case DType::i64: return 8;
+    case DType::f16: case DType::bf16: return 2;
+    case DType::boolean: return 1;
+  }
+  return 0;
+}
 constexpr bool is_floating(DType d) { return d == DType::f32 || d == DType::f64 || d == DType::f16 || d == DType::bf16; }
 constexpr bool is_integral(DType d) { return d == DType::i32 || d == DType::i64; }  // bool excluded
 

@@ -12,6 +12,22 @@ ElementwiseLoop ElementwiseLoop::make(std::initializer_list<const Tensor*> opera
   loop.num_operands = int(operands.size());
   loop.numel = shape.numel();
 
+  // Fast path: every operand dense and of the output's shape is one run.
+  bool dense = true;
+  for (const Tensor* t : operands) dense = dense && t->shape() == shape && t->is_contiguous();
+  if (dense) {
+    int op = 0;
+    for (const Tensor* t : operands) {
+      loop.data[op] = static_cast<char*>(t->data_ptr());
+      loop.dtypes[op] = t->dtype();
+      loop.strides[op][0] = 1;
+      ++op;
+    }
+    loop.ndim = 1;
+    loop.shape[0] = loop.numel;
+    return loop;
+  }
+
   // Broadcast: align each operand to the output's dims from the right; a size-1
   // or missing dim gets stride 0.
   int full = shape.ndim();

@@ -18,13 +18,15 @@ class Tensor;
 struct ElementwiseLoop {
   static constexpr int kMaxOperands = 4;
 
+  // The arrays are filled only up to ndim and num_operands: left
+  // uninitialised, they cost nothing on the per-op path.
   int num_operands = 0;
-  int ndim = 0;                              // after merging; at least 1
+  int ndim = 0;                         // after merging; at least 1
   int64_t numel = 0;
-  int64_t shape[kMaxDims] = {};              // innermost dim last
-  int64_t strides[kMaxOperands][kMaxDims] = {};  // in elements, per operand
-  char* data[kMaxOperands] = {};
-  DType dtypes[kMaxOperands] = {};
+  int64_t shape[kMaxDims];              // innermost dim last
+  int64_t strides[kMaxOperands][kMaxDims];  // in elements, per operand
+  char* data[kMaxOperands];
+  DType dtypes[kMaxOperands];
 
   // Built from an output of the broadcast shape and inputs broadcastable to it.
   static ElementwiseLoop make(std::initializer_list<const Tensor*> operands);
@@ -43,6 +45,16 @@ struct ElementwiseLoop {
 // first element of the run, strides are per operand in elements.
 template <class Row>
 void for_each_row(const ElementwiseLoop& loop, int64_t begin, int64_t end, Row&& row) {
+  if (loop.ndim == 1) {  // one merged dim (every dense op): a single run, no index arithmetic
+    char* ptrs[ElementwiseLoop::kMaxOperands];
+    int64_t inner_strides[ElementwiseLoop::kMaxOperands];
+    for (int i = 0; i < loop.num_operands; ++i) {
+      inner_strides[i] = loop.strides[i][0];
+      ptrs[i] = loop.data[i] + begin * inner_strides[i] * element_size(loop.dtypes[i]);
+    }
+    row(ptrs, inner_strides, end - begin);
+    return;
+  }
   const int last = loop.ndim - 1;
   const int64_t inner = loop.shape[last];
   int64_t index[kMaxDims] = {};

@@ -77,6 +77,7 @@ const std::map<std::string, Case>& cases() {
       {"sin", unary([](const Tensor& a) { return sin(a); })},
       {"cos", unary([](const Tensor& a) { return cos(a); })},
       {"tanh", unary([](const Tensor& a) { return tanh(a); })},
+      {"erf", unary([](const Tensor& a) { return erf(a); })},
       {"sigmoid", unary([](const Tensor& a) { return sigmoid(a); })},
       {"relu", unary([](const Tensor& a) { return relu(a); })},
       {"gelu", unary([](const Tensor& a) { return gelu(a); })},

@@ -33,6 +33,7 @@ const UnaryCase kUnaryCases[] = {
     {"sin", [](const Tensor& a) { return sin(a); }, -10, 10, true},
     {"cos", [](const Tensor& a) { return cos(a); }, -10, 10, true},
     {"tanh", [](const Tensor& a) { return tanh(a); }, -5, 5, true},
+    {"erf", [](const Tensor& a) { return erf(a); }, -4, 4, true},
     {"sigmoid", [](const Tensor& a) { return sigmoid(a); }, -8, 8, true},
     {"gelu", [](const Tensor& a) { return gelu(a); }, -5, 5, true},
     {"gelu_tanh", [](const Tensor& a) { return gelu(a, GeluApproximation::tanh); }, -5, 5, true},
@@ -148,6 +149,7 @@ TEST(Unary, HandValues) {
   EXPECT_TRUE(all_close(gelu(one), from_vector<float>({0.8413447f, -0.1586553f, 0}), 1e-6, 1e-7));
   EXPECT_TRUE(all_close(gelu(one, GeluApproximation::tanh), from_vector<float>({0.8411920f, -0.1588080f, 0}), 1e-6, 1e-7));
   EXPECT_TRUE(all_close(silu(one), from_vector<float>({0.7310586f, -0.2689414f, 0}), 1e-6, 1e-7));
+  EXPECT_TRUE(all_close(erf(one), from_vector<float>({0.8427008f, -0.8427008f, 0}), 1e-6, 1e-7));
   EXPECT_TRUE(all_close(sin(from_vector<float>({0, float(std::numbers::pi / 2)})), from_vector<float>({0, 1}), 1e-6, 1e-7));
   EXPECT_TRUE(all_close(cos(from_vector<float>({0, float(std::numbers::pi)})), from_vector<float>({1, -1}), 1e-6, 1e-7));
 
