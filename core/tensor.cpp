@@ -13,6 +13,7 @@ Tensor Tensor::make(std::shared_ptr<Storage> storage, DType dtype, const Shape& 
   impl->strides = strides;
   impl->offset = offset;
   impl->numel = shape.numel();
+  impl->contiguous = dense(shape, strides);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
 }
@@ -27,12 +28,12 @@ Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
 int64_t Tensor::size(int64_t dim) const { return shape()[int(wrap_dim(dim, this->dim(), "size"))]; }
 int64_t Tensor::stride(int64_t dim) const { return strides()[int(wrap_dim(dim, this->dim(), "stride"))]; }
 
-bool Tensor::is_contiguous() const {
+bool Tensor::dense(const Shape& shape, const Strides& strides) {
   int64_t expected = 1;
-  for (int d = dim() - 1; d >= 0; --d) {
-    int64_t size = shape()[d];
+  for (int d = shape.ndim() - 1; d >= 0; --d) {
+    int64_t size = shape[d];
     if (size == 0) return true;
-    if (size != 1 && strides()[d] != expected) return false;
+    if (size != 1 && strides[d] != expected) return false;
     expected *= size;
   }
   return true;

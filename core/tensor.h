@@ -30,6 +30,7 @@ struct TensorImpl {
   Strides strides;  // in elements
   int64_t offset = 0;  // in elements, into storage
   int64_t numel = 0;
+  bool contiguous = true;  // row-major dense; computed once when the view is made
   DType dtype = DType::f32;
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;
@@ -43,6 +44,8 @@ class Tensor {
   // A view of `storage` with the given geometry.
   static Tensor make(std::shared_ptr<Storage> storage, DType dtype, const Shape& shape, const Strides& strides,
                      int64_t offset);
+  // Whether (shape, strides) is row-major dense (size-1 dims may have any stride).
+  static bool dense(const Shape& shape, const Strides& strides);
 
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
@@ -61,7 +64,7 @@ class Tensor {
   int64_t offset() const { return impl_->offset; }
   int64_t element_size() const { return ember::element_size(dtype()); }
   int64_t nbytes() const { return numel() * element_size(); }
-  bool is_contiguous() const;
+  bool is_contiguous() const { return impl_->contiguous; }
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
   uint64_t version() const { return impl_->storage->version(); }
   void bump_version() const { impl_->storage->bump_version(); }

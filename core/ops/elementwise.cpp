@@ -39,8 +39,11 @@ Tensor binary(const Op<ElementwiseKernel>& op, const Tensor& a, const Tensor& b,
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op.name());
   Tensor out = make_tensor(shape, dtype, a.device());
   if (out.numel() == 0) return out;
-  Tensor a_cast = to(a, dtype), b_cast = to(b, dtype);
-  ElementwiseLoop loop = ElementwiseLoop::make({&out, &a_cast, &b_cast});
+  // Converted copies only when needed: no reference-count traffic on the common path.
+  Tensor a_cast, b_cast;
+  const Tensor& a_in = a.dtype() == dtype ? a : (a_cast = to(a, dtype));
+  const Tensor& b_in = b.dtype() == dtype ? b : (b_cast = to(b, dtype));
+  ElementwiseLoop loop = ElementwiseLoop::make({&out, &a_in, &b_in});
   op(a.device().type, dtype, loop);
   return out;
 }
