@@ -9,7 +9,7 @@
 
 using namespace ember;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   manual_seed(0);
   Tensor x = randn({8, 4});                                   // a batch of 8 inputs
   Tensor targets = randint(0, 3, {8});                        // 3 classes
@@ -28,4 +28,7 @@ int main(int argc, char** argv) {
   std::printf("loss %.4f; |dL/dw1| %.4f; graph with %zu lines written to %s\n", loss.item<double>(),
               norm(w1.grad()).item<double>(), size_t(std::count(dot.begin(), dot.end(), '\n')), path);
   return 0;
+} catch (const ember::Error& error) {
+  std::fprintf(stderr, "error: %s\n", error.what());
+  return 1;
 }

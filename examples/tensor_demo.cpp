@@ -10,7 +10,7 @@
 
 using namespace ember;
 
-int main() {
+int main() try {
   manual_seed(0);
   constexpr int64_t kSamples = 8192, kFeatures = 64, kBatch = 256, kEpochs = 8;
   constexpr double kLearningRate = 0.5;
@@ -53,4 +53,7 @@ int main() {
   std::printf("test accuracy: %.2f%% on %lld held-out samples (labels are 5%% noisy, so ~95%% is the ceiling)\n",
               100 * accuracy, static_cast<long long>(kSamples - num_train));
   return accuracy > 0.85 ? 0 : 1;
+} catch (const ember::Error& error) {
+  std::fprintf(stderr, "error: %s\n", error.what());
+  return 1;
 }
