@@ -34,8 +34,8 @@ Edge gradient_edge(const Tensor& t) {
   return {accumulator_for(t), 0};
 }
 
-void connect(const std::shared_ptr<Node>& node, std::initializer_list<const Tensor*> inputs,
-             std::initializer_list<Tensor*> outputs) {
+void connect(const std::shared_ptr<Node>& node, std::span<const Tensor* const> inputs,
+             std::span<Tensor* const> outputs) {
   node->sequence_nr = g_next_sequence_nr++;
   node->num_outputs = int(outputs.size());
   for (const Tensor* t : inputs) {

@@ -16,8 +16,8 @@ Edge gradient_edge(const Tensor& t);
 
 // Wires `node` to `inputs` (an edge and metadata each; null entries are
 // inputs without gradient) and makes it the grad_fn of `outputs`.
-void connect(const std::shared_ptr<Node>& node, std::initializer_list<const Tensor*> inputs,
-             std::initializer_list<Tensor*> outputs);
+void connect(const std::shared_ptr<Node>& node, std::span<const Tensor* const> inputs,
+             std::span<Tensor* const> outputs);
 
 // A node of type N built from `args`, connected per the record.
 template <class N, class... Args>
@@ -28,8 +28,8 @@ std::shared_ptr<N> record(const GradRecord& r, Args&&... args) {
 }
 
 // The i-th input and output of a record, and its parameters as P.
-inline const Tensor& input(const GradRecord& r, size_t i) { return *r.inputs.begin()[i]; }
-inline const Tensor& output(const GradRecord& r, size_t i) { return *r.outputs.begin()[i]; }
+inline const Tensor& input(const GradRecord& r, size_t i) { return *r.inputs[i]; }
+inline const Tensor& output(const GradRecord& r, size_t i) { return *r.outputs[i]; }
 template <class P>
 const P& params(const GradRecord& r) {
   return *static_cast<const P*>(r.params);

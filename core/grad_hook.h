@@ -8,6 +8,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -46,8 +47,8 @@ class EnableGradGuard {
 // optional input), its outputs, and op-specific parameters (a struct the
 // recorder knows by the slot, or null).
 struct GradRecord {
-  std::initializer_list<const Tensor*> inputs;
-  std::initializer_list<Tensor*> outputs;
+  std::span<const Tensor* const> inputs;
+  std::span<Tensor* const> outputs;
   const void* params = nullptr;
 };
 
@@ -84,7 +85,7 @@ inline bool should_record(std::initializer_list<const Tensor*> inputs) {
 inline void record_grad(const GradSlot& slot, std::initializer_list<const Tensor*> inputs,
                         std::initializer_list<Tensor*> outputs, const void* params = nullptr) {
   if (should_record(inputs)) [[unlikely]]
-    slot.record({inputs, outputs, params});
+    slot.record({{inputs.begin(), inputs.size()}, {outputs.begin(), outputs.size()}, params});
 }
 
 // `out` after recording `slot` for it: the one-line form of record_grad used
@@ -101,7 +102,9 @@ inline Tensor with_grad(const GradSlot& slot, Tensor out, std::initializer_list<
 // that require grad and views of tensors that require grad.
 extern GradSlot in_place_grad;
 inline Tensor& assign_in_place(Tensor& target, Tensor result) {
-  in_place_grad.record({{&result}, {&target}, nullptr});
+  const Tensor* inputs[] = {&result};
+  Tensor* outputs[] = {&target};
+  in_place_grad.record({inputs, outputs, nullptr});
   return target;
 }
 

@@ -12,7 +12,7 @@ namespace ember::autograd {
 void register_in_place() {
   in_place_grad.set_recorder([](const GradRecord& r) {
     const Tensor& result = input(r, 0);
-    Tensor& target = *r.outputs.begin()[0];
+    Tensor& target = *r.outputs[0];
     EMBER_CHECK(!(target.is_leaf() && target.requires_grad()),
                 "in-place operation on a leaf tensor that requires grad (shape {}); wrap it in NoGradGuard, or "
                 "operate on a clone",

@@ -2,7 +2,12 @@
 // Tests: tests/autograd/test_gradcheck.cpp.
 #include "autograd/function.h"
 #include "autograd/functions/families.h"
+#include <cmath>
+
+#include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/indexing.h"
+#include "core/ops/reduction.h"
 #include "core/ops/reduction_kernels.h"
 #include "core/ops/views.h"
 
@@ -34,6 +39,32 @@ Tensor expand_reduced(const Tensor& g, const std::vector<int64_t>& dims, bool ke
   return out.expand(input_shape);
 }
 
+// What a reduction recorder captures: the reduced dims and the input's shape,
+// so g (and the output) can be expanded back over the input.
+struct Reduced {
+  std::vector<int64_t> dims;
+  bool keepdim;
+  Shape shape;
+  int64_t count;  // elements per reduced group
+  Tensor expand(const Tensor& t) const { return expand_reduced(t, dims, keepdim, shape); }
+};
+
+Reduced reduced_of(const GradRecord& r, const Dims& dims, bool keepdim) {
+  Shape shape = input(r, 0).shape();
+  Reduced out{reduced_dims(dims, shape.ndim()), keepdim, shape, 1};
+  for (int64_t d : out.dims) out.count *= shape[int(d)];
+  return out;
+}
+
+Tensor as(const Tensor& condition, const Tensor& like) { return condition.to(like.dtype()); }
+
+// The mean of x over the reduced dims, kept as size-1 dims.
+Tensor kept_mean(const Tensor& x, const Reduced& red) {
+  Dims dims;
+  for (int64_t d : red.dims) dims.push_back(d);
+  return mean(x, dims, true);
+}
+
 }  // namespace
 
 void register_reduction_functions() {
@@ -55,6 +86,111 @@ void register_reduction_functions() {
     for (int64_t d : dims) count *= shape[int(d)];
     record_formula(r, "MeanBackward", {}, [dims, keepdim = p.keepdim, shape, count](const Saved&, const Tensor& g) {
       return Grads{expand_reduced(g / double(count), dims, keepdim, shape)};
+    });
+  });
+  // prod: out = prod of a  ->  da = g * (product of the other elements): out / a where
+  // a != 0; at a group's single zero, the product of its non-zeros; 0 elsewhere
+  prod_grad.set_recorder([](const GradRecord& r) {
+    const auto& p = params<ReduceParams>(r);
+    record_formula(r, "ProdBackward", {input(r, 0), output(r, 0).detach()},
+                   [red = reduced_of(r, p.dims, p.keepdim)](const Saved& s, const Tensor& g) {
+                     const Tensor& a = s[0];
+                     Dims dims;
+                     for (int64_t d : red.dims) dims.push_back(d);
+                     Tensor is_zero = eq(a, 0);
+                     Tensor zeros_in_group = red.expand(sum(is_zero.to(DType::i64), dims, red.keepdim));
+                     Tensor nonzero_product = red.expand(prod(where(is_zero, ones_like(a), a), dims, red.keepdim));
+                     Tensor out = red.expand(s[1]);
+                     Tensor others = where(eq(zeros_in_group, 0), out / where(is_zero, ones_like(a), a),
+                                           where(logical_and(is_zero, eq(zeros_in_group, 1)), nonzero_product,
+                                                 zeros_like(a)));
+                     return Grads{red.expand(g) * others};
+                   });
+  });
+  // amax / amin / max / min over all: out = the extreme  ->  da = g split evenly among the elements equal to it
+  extreme_grad.set_recorder([](const GradRecord& r) {
+    const auto& p = params<ReduceParams>(r);
+    record_formula(r, "AmaxBackward", {input(r, 0), output(r, 0).detach()},
+                   [red = reduced_of(r, p.dims, p.keepdim)](const Saved& s, const Tensor& g) {
+                     Tensor hit = as(eq(s[0], red.expand(s[1])), s[0]);
+                     Dims dims;
+                     for (int64_t d : red.dims) dims.push_back(d);
+                     Tensor ties = red.expand(sum(hit, dims, red.keepdim));
+                     return Grads{red.expand(g) * hit / ties};
+                   });
+  });
+  // max / min along a dim: out = a at the returned index  ->  da = g scattered to that index
+  indexed_extreme_grad.set_recorder([](const GradRecord& r) {
+    const auto& p = params<DimParams>(r);
+    Shape shape = input(r, 0).shape();
+    int64_t dim = wrap_dim(p.dim, shape.ndim(), "max");
+    record_formula(r, "MaxBackward", {output(r, 1)}, [=, keepdim = p.keepdim](const Saved& s, const Tensor& g) {
+      if (shape.ndim() == 0) return Grads{g};
+      Tensor index = keepdim ? s[0] : s[0].unsqueeze(dim);
+      Tensor grad = keepdim ? g : g.unsqueeze(dim);
+      return Grads{scatter_add(zeros(shape, {.dtype = g.dtype()}), dim, index, grad)};
+    });
+  });
+  // var: out = sum (a - mean)^2 / (n - unbiased)  ->  da = g * 2 (a - mean) / (n - unbiased)
+  var_grad.set_recorder([](const GradRecord& r) {
+    const auto& p = params<MomentParams>(r);
+    record_formula(r, "VarBackward", {input(r, 0)},
+                   [red = reduced_of(r, p.dims, p.keepdim), unbiased = p.unbiased](const Saved& s, const Tensor& g) {
+                     double divisor = double(red.count - (unbiased ? 1 : 0));
+                     return Grads{red.expand(g) * (s[0] - kept_mean(s[0], red)) * (2 / divisor)};
+                   });
+  });
+  // std: out = sqrt(var)  ->  da = g * (a - mean) / ((n - unbiased) std)
+  std_grad.set_recorder([](const GradRecord& r) {
+    const auto& p = params<MomentParams>(r);
+    record_formula(r, "StdBackward", {input(r, 0), output(r, 0).detach()},
+                   [red = reduced_of(r, p.dims, p.keepdim), unbiased = p.unbiased](const Saved& s, const Tensor& g) {
+                     double divisor = double(red.count - (unbiased ? 1 : 0));
+                     return Grads{red.expand(g / s[1]) * (s[0] - kept_mean(s[0], red)) / divisor};
+                   });
+  });
+  // logsumexp: out = log sum e^a  ->  da = g e^(a - out)
+  logsumexp_grad.set_recorder([](const GradRecord& r) {
+    const auto& p = params<ReduceParams>(r);
+    record_formula(r, "LogsumexpBackward", {input(r, 0), output(r, 0).detach()},
+                   [red = reduced_of(r, p.dims, p.keepdim)](const Saved& s, const Tensor& g) {
+                     return Grads{red.expand(g) * exp(s[0] - red.expand(s[1]))};
+                   });
+  });
+  // norm: out = (sum |a|^p)^(1/p)  ->  da = g sign(a) |a|^(p-1) / out^(p-1)  (0 where out = 0);
+  // p = inf: like amax on |a|; p = 0 (a count): no gradient
+  norm_grad.set_recorder([](const GradRecord& r) {
+    const auto& p = params<NormParams>(r);
+    record_formula(r, "NormBackward", {input(r, 0), output(r, 0).detach()},
+                   [red = reduced_of(r, p.dims, p.keepdim), order = p.p](const Saved& s, const Tensor& g) {
+                     const Tensor& a = s[0];
+                     Tensor out = red.expand(s[1]), grad = red.expand(g);
+                     Tensor sign = as(gt(a, 0), a) - as(lt(a, 0), a);
+                     if (order == 0) return Grads{zeros_like(a)};
+                     if (std::isinf(order)) {
+                       Tensor hit = as(eq(abs(a), out), a);
+                       Dims dims;
+                       for (int64_t d : red.dims) dims.push_back(d);
+                       return Grads{grad * sign * hit / red.expand(sum(hit, dims, red.keepdim))};
+                     }
+                     Tensor safe_out = where(eq(out, 0), ones_like(out), out);
+                     Tensor scale = pow(abs(a), order - 1) / pow(safe_out, order - 1);
+                     return Grads{where(eq(out, 0), zeros_like(a), grad * sign * scale)};
+                   });
+  });
+  // softmax: y = e^a / sum e^a  ->  da = y (g - sum(g y))
+  softmax_grad.set_recorder([](const GradRecord& r) {
+    int64_t dim = params<int64_t>(r);
+    record_formula(r, "SoftmaxBackward", {output(r, 0).detach()}, [dim](const Saved& s, const Tensor& g) {
+      const Tensor& y = s[0];
+      return Grads{y * (g - sum(g * y, {dim}, true))};
+    });
+  });
+  // log_softmax: y = a - logsumexp(a)  ->  da = g - e^y sum(g)
+  log_softmax_grad.set_recorder([](const GradRecord& r) {
+    int64_t dim = params<int64_t>(r);
+    record_formula(r, "LogSoftmaxBackward", {output(r, 0).detach()}, [dim](const Saved& s, const Tensor& g) {
+      return Grads{g - exp(s[0]) * sum(g, {dim}, true)};
     });
   });
 }

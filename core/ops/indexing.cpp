@@ -17,6 +17,9 @@ Op<void(const RowSelect&)> index_select_op("index_select"), embedding_op("embedd
 Op<void(const ElementwiseLoop&, const Scalar&)> masked_fill_op("masked_fill");
 Op<void(const Tensor&, const Tensor&, int64_t)> tril_op("tril"), triu_op("triu");
 Op<void(const Tensor&, const Tensor&)> one_hot_op("one_hot");
+GradSlot cat_grad("cat"), index_select_grad("index_select"), embedding_grad("embedding"), gather_grad("gather"),
+    scatter_add_grad("scatter_add"), masked_fill_grad("masked_fill"), tril_grad("tril"), triu_grad("triu"),
+    repeat_grad("repeat"), pad_grad("pad");
 
 void throw_index_out_of_range(std::string_view op, int64_t index, int64_t dim_size) {
   detail::throw_error(fmt::format("{}: index {} is out of bounds for dimension with size {}", op, index, dim_size));
@@ -70,7 +73,7 @@ Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; 
 
 }  // namespace
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+static Tensor compute_cat(const std::vector<Tensor>& tensors, int64_t dim) {
   EMBER_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
   DType dtype = DType::boolean;
   const Tensor* first = nullptr;  // the first tensor that takes part in the shape checks
@@ -176,7 +179,7 @@ std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
   return split(t, (size + chunks - 1) / chunks, d);
 }
 
-Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
+static Tensor compute_index_select(const Tensor& t, int64_t dim, const Tensor& index) {
   check_defined(t, "index_select", "input");
   check_index(index, t, "index_select");
   EMBER_CHECK(index.dim() <= 1, "index_select: index must be 0-d or 1-d, got shape {}", index.shape());
@@ -199,7 +202,7 @@ Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
   return t.dim() == 0 ? out.reshape({}) : out;
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
+static Tensor compute_embedding(const Tensor& weight, const Tensor& indices) {
   check_defined(weight, "embedding", "weight");
   check_index(indices, weight, "embedding");
   EMBER_CHECK(weight.dim() == 2, "embedding: weight must be 2-d [num_embeddings, embedding_dim], got shape {}",
@@ -217,7 +220,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return out;
 }
 
-Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
+static Tensor compute_gather(const Tensor& t, int64_t dim, const Tensor& index) {
   check_defined(t, "gather", "input");
   check_index(index, t, "gather");
   EMBER_CHECK(std::max(index.dim(), 1) == std::max(t.dim(), 1),
@@ -233,7 +236,7 @@ Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
   return out.reshape(index.shape());
 }
 
-Tensor scatter_add(const Tensor& t, int64_t dim, const Tensor& index, const Tensor& src) {
+static Tensor compute_scatter_add(const Tensor& t, int64_t dim, const Tensor& index, const Tensor& src) {
   check_defined(t, "scatter_add", "input");
   check_defined(src, "scatter_add", "src");
   check_index(index, t, "scatter_add");
@@ -259,7 +262,7 @@ Tensor scatter_add(const Tensor& t, int64_t dim, const Tensor& index, const Tens
   return out;
 }
 
-Tensor masked_fill(const Tensor& t, const Tensor& mask, const Scalar& value) {
+static Tensor compute_masked_fill(const Tensor& t, const Tensor& mask, const Scalar& value) {
   check_defined(t, "masked_fill", "input");
   check_defined(mask, "masked_fill", "mask");
   EMBER_CHECK(mask.dtype() == DType::boolean, "masked_fill: mask must have dtype bool, got {}", mask.dtype());
@@ -282,8 +285,12 @@ Tensor triangle(const Op<void(const Tensor&, const Tensor&, int64_t)>& op, const
 }
 }  // namespace
 
-Tensor tril(const Tensor& t, int64_t diagonal) { return triangle(tril_op, t, diagonal); }
-Tensor triu(const Tensor& t, int64_t diagonal) { return triangle(triu_op, t, diagonal); }
+Tensor tril(const Tensor& t, int64_t diagonal) {
+  return with_grad(tril_grad, triangle(tril_op, t, diagonal), {&t}, &diagonal);
+}
+Tensor triu(const Tensor& t, int64_t diagonal) {
+  return with_grad(triu_grad, triangle(triu_op, t, diagonal), {&t}, &diagonal);
+}
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   check_defined(indices, "one_hot", "indices");
@@ -303,7 +310,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   return out;
 }
 
-Tensor repeat(const Tensor& t, const Shape& repeats) {
+static Tensor compute_repeat(const Tensor& t, const Shape& repeats) {
   check_defined(t, "repeat", "input");
   EMBER_CHECK(repeats.ndim() >= t.dim(),
               "repeat: number of repeat dims ({}) can not be smaller than the number of tensor dims ({})",
@@ -346,7 +353,7 @@ Tensor repeat(const Tensor& t, const Shape& repeats) {
   return out;
 }
 
-Tensor pad(const Tensor& t, const std::vector<int64_t>& pad, const Scalar& value) {
+static Tensor compute_pad(const Tensor& t, const std::vector<int64_t>& pad, const Scalar& value) {
   check_defined(t, "pad", "input");
   EMBER_CHECK(pad.size() % 2 == 0, "pad: padding length must be divisible by 2, got {}", pad.size());
   EMBER_CHECK(int64_t(pad.size() / 2) <= t.dim(), "pad: padding length {} is too large for a tensor with {} dims",
@@ -372,6 +379,57 @@ Tensor pad(const Tensor& t, const std::vector<int64_t>& pad, const Scalar& value
   }
   copy_(target, source);
   return out;
+}
+
+// The differentiable entry points: each computes without recording (its
+// internal copies into slices of a fresh output must not trip the in-place
+// checks), then records its own node.
+namespace {
+template <class F>
+Tensor untracked(F&& compute) {
+  NoGradGuard no_grad;
+  return compute();
+}
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  Tensor out = untracked([&] { return compute_cat(tensors, dim); });
+  std::vector<const Tensor*> inputs;
+  for (const Tensor& t : tensors) inputs.push_back(&t);
+  if (grad_mode_enabled() && std::any_of(inputs.begin(), inputs.end(), [](const Tensor* t) { return t->defined() && t->requires_grad(); })) {
+    Tensor* outputs[] = {&out};
+    cat_grad.record({inputs, outputs, &dim});
+  }
+  return out;
+}
+
+Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
+  return with_grad(index_select_grad, untracked([&] { return compute_index_select(t, dim, index); }), {&t, &index}, &dim);
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  return with_grad(embedding_grad, untracked([&] { return compute_embedding(weight, indices); }), {&weight, &indices});
+}
+
+Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
+  return with_grad(gather_grad, untracked([&] { return compute_gather(t, dim, index); }), {&t, &index}, &dim);
+}
+
+Tensor scatter_add(const Tensor& t, int64_t dim, const Tensor& index, const Tensor& src) {
+  return with_grad(scatter_add_grad, untracked([&] { return compute_scatter_add(t, dim, index, src); }),
+                   {&t, &index, &src}, &dim);
+}
+
+Tensor masked_fill(const Tensor& t, const Tensor& mask, const Scalar& value) {
+  return with_grad(masked_fill_grad, untracked([&] { return compute_masked_fill(t, mask, value); }), {&t, &mask});
+}
+
+Tensor repeat(const Tensor& t, const Shape& repeats) {
+  return with_grad(repeat_grad, untracked([&] { return compute_repeat(t, repeats); }), {&t}, &repeats);
+}
+
+Tensor pad(const Tensor& t, const std::vector<int64_t>& pad, const Scalar& value) {
+  return with_grad(pad_grad, untracked([&] { return compute_pad(t, pad, value); }), {&t}, &pad);
 }
 
 }  // namespace ember

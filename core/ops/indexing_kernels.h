@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/dispatch.h"
+#include "core/grad_hook.h"
 #include "core/elementwise_loop.h"
 #include "core/scalar.h"
 #include "core/tensor.h"
@@ -71,5 +72,11 @@ inline int64_t checked_index(I value, int64_t size, std::string_view op) {
     throw_index_out_of_range(op, index, size);
   return index;
 }
+
+// Gradient slots (autograd/functions/indexing.cpp). Params: the dim (int64_t)
+// for cat, index_select, gather and scatter_add; the diagonal (int64_t) for
+// tril/triu; the repeats (Shape) for repeat; the pad list for pad.
+extern GradSlot cat_grad, index_select_grad, embedding_grad, gather_grad, scatter_add_grad, masked_fill_grad, tril_grad,
+    triu_grad, repeat_grad, pad_grad;
 
 }  // namespace ember

@@ -16,7 +16,9 @@ Op<ReductionKernel> max_indices_op("max_indices"), min_indices_op("min_indices")
 Op<void(const ReductionLoop&, bool)> var_op("var"), std_op("std");
 Op<void(const ReductionLoop&, double)> norm_op("norm");
 Op<SoftmaxKernel> softmax_op("softmax"), log_softmax_op("log_softmax");
-GradSlot sum_grad("sum"), mean_grad("mean");
+GradSlot sum_grad("sum"), mean_grad("mean"), prod_grad("prod"), extreme_grad("amax_amin"),
+    indexed_extreme_grad("max_min_dim"), var_grad("var"), std_grad("std"), logsumexp_grad("logsumexp"),
+    norm_grad("norm"), softmax_grad("softmax"), log_softmax_grad("log_softmax");
 
 namespace {
 
@@ -150,7 +152,9 @@ Tensor extreme_all(const Op<ReductionKernel>& op, const Tensor& t, std::string_v
               "{}: cannot reduce an empty tensor (shape {}) over all elements: the operation has no identity; "
               "give a dim",
               name, t.shape());
-  return reduce(op, t, plan_reduction(t, {}, false, name), t.dtype());
+  Dims all;
+  ReduceParams params{all, false};
+  return with_grad(extreme_grad, reduce(op, t, plan_reduction(t, {}, false, name), t.dtype()), {&t}, &params);
 }
 
 Tensor softmax_like(const Op<SoftmaxKernel>& op, const Tensor& t, int64_t dim) {
@@ -187,30 +191,39 @@ Tensor mean(const Tensor& t, const Dims& dims, bool keepdim) {
 
 Tensor prod(const Tensor& t, const Dims& dims, bool keepdim) {
   Reduction plan = plan_reduction(t, dims, keepdim, "prod");
-  return reduce(prod_op, t, plan, widened(t.dtype()));
+  ReduceParams params{dims, keepdim};
+  return with_grad(prod_grad, reduce(prod_op, t, plan, widened(t.dtype())), {&t}, &params);
 }
 
 Tensor amax(const Tensor& t, const Dims& dims, bool keepdim) {
   Reduction plan = plan_reduction(t, dims, keepdim, "amax");
   require_nonempty(t, plan, "amax");
-  return reduce(amax_op, t, plan, t.dtype());
+  ReduceParams params{dims, keepdim};
+  return with_grad(extreme_grad, reduce(amax_op, t, plan, t.dtype()), {&t}, &params);
 }
 
 Tensor amin(const Tensor& t, const Dims& dims, bool keepdim) {
   Reduction plan = plan_reduction(t, dims, keepdim, "amin");
   require_nonempty(t, plan, "amin");
-  return reduce(amin_op, t, plan, t.dtype());
+  ReduceParams params{dims, keepdim};
+  return with_grad(extreme_grad, reduce(amin_op, t, plan, t.dtype()), {&t}, &params);
 }
 
 Tensor max(const Tensor& t) { return extreme_all(amax_op, t, "max"); }
 Tensor min(const Tensor& t) { return extreme_all(amin_op, t, "min"); }
 
 ValuesIndices max(const Tensor& t, int64_t dim, bool keepdim) {
-  return extreme(max_indices_op, t, plan_reduction(t, {dim}, keepdim, "max"), true, "max");
+  ValuesIndices result = extreme(max_indices_op, t, plan_reduction(t, {dim}, keepdim, "max"), true, "max");
+  DimParams params{dim, keepdim};
+  record_grad(indexed_extreme_grad, {&t}, {&result.values, &result.indices}, &params);
+  return result;
 }
 
 ValuesIndices min(const Tensor& t, int64_t dim, bool keepdim) {
-  return extreme(min_indices_op, t, plan_reduction(t, {dim}, keepdim, "min"), true, "min");
+  ValuesIndices result = extreme(min_indices_op, t, plan_reduction(t, {dim}, keepdim, "min"), true, "min");
+  DimParams params{dim, keepdim};
+  record_grad(indexed_extreme_grad, {&t}, {&result.values, &result.indices}, &params);
+  return result;
 }
 
 Tensor argmax(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
@@ -225,17 +238,23 @@ Tensor argmin(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
 
 Tensor var(const Tensor& t, const Dims& dims, bool unbiased, bool keepdim) {
   require_floating(t, "var");
-  return reduce(var_op, t, plan_reduction(t, dims, keepdim, "var"), t.dtype(), unbiased);
+  MomentParams params{dims, keepdim, unbiased};
+  return with_grad(var_grad, reduce(var_op, t, plan_reduction(t, dims, keepdim, "var"), t.dtype(), unbiased), {&t},
+                   &params);
 }
 
 Tensor std(const Tensor& t, const Dims& dims, bool unbiased, bool keepdim) {
   require_floating(t, "std");
-  return reduce(std_op, t, plan_reduction(t, dims, keepdim, "std"), t.dtype(), unbiased);
+  MomentParams params{dims, keepdim, unbiased};
+  return with_grad(std_grad, reduce(std_op, t, plan_reduction(t, dims, keepdim, "std"), t.dtype(), unbiased), {&t},
+                   &params);
 }
 
 Tensor logsumexp(const Tensor& t, const Dims& dims, bool keepdim) {
   require_floating(t, "logsumexp");
-  return reduce(logsumexp_op, t, plan_reduction(t, dims, keepdim, "logsumexp"), t.dtype());
+  ReduceParams params{dims, keepdim};
+  return with_grad(logsumexp_grad, reduce(logsumexp_op, t, plan_reduction(t, dims, keepdim, "logsumexp"), t.dtype()),
+                   {&t}, &params);
 }
 
 Tensor norm(const Tensor& t, double p, const Dims& dims, bool keepdim) {
@@ -243,10 +262,15 @@ Tensor norm(const Tensor& t, double p, const Dims& dims, bool keepdim) {
   EMBER_CHECK(!std::isnan(p), "norm: p must be a number, got nan");
   Reduction plan = plan_reduction(t, dims, keepdim, "norm");
   if (std::isinf(p)) require_nonempty(t, plan, p > 0 ? "norm (p = inf)" : "norm (p = -inf)");
-  return reduce(norm_op, t, plan, t.dtype(), p);
+  NormParams params{dims, keepdim, p};
+  return with_grad(norm_grad, reduce(norm_op, t, plan, t.dtype(), p), {&t}, &params);
 }
 
-Tensor softmax(const Tensor& t, int64_t dim) { return softmax_like(softmax_op, t, dim); }
-Tensor log_softmax(const Tensor& t, int64_t dim) { return softmax_like(log_softmax_op, t, dim); }
+Tensor softmax(const Tensor& t, int64_t dim) {
+  return with_grad(softmax_grad, softmax_like(softmax_op, t, dim), {&t}, &dim);
+}
+Tensor log_softmax(const Tensor& t, int64_t dim) {
+  return with_grad(log_softmax_grad, softmax_like(log_softmax_op, t, dim), {&t}, &dim);
+}
 
 }  // namespace ember

@@ -1,17 +1,25 @@
 // Views: new shape/strides/offset over the same storage; nothing is copied.
 #include "core/ops/views.h"
 
+#include "core/grad_hook.h"
+
 #include <algorithm>
 #include <numeric>
 #include <optional>
 
 namespace ember {
 
+// Gradient slots of the views (autograd/functions/shape.cpp): reshape-like
+// views (same elements, new shape), permutations (params: the Dims order),
+// expand, and views of a subset of elements (slice, select, diagonal, as_strided).
+GradSlot reshape_view_grad("reshape_view"), permute_grad("permute"), expand_grad("expand"),
+    strided_view_grad("strided_view");
+
 namespace {
 
-Tensor make_view(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
-  Tensor view = Tensor::make(t.storage(), t.dtype(), shape, strides, offset);
-  return view;
+Tensor make_view(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset, const GradSlot& slot,
+                 const void* params = nullptr) {
+  return with_grad(slot, Tensor::make(t.storage(), t.dtype(), shape, strides, offset), {&t}, params);
 }
 
 void check_defined(const Tensor& t, std::string_view op) { EMBER_CHECK(t.defined(), "{}: undefined tensor", op); }
@@ -77,25 +85,27 @@ Tensor view(const Tensor& t, const Shape& shape) {
   EMBER_CHECK(strides.has_value(),
               "view: a tensor of shape {} with strides {} cannot be viewed as {} without a copy; use reshape",
               t.shape(), t.strides(), target);
-  return make_view(t, target, *strides, t.offset());
+  return make_view(t, target, *strides, t.offset(), reshape_view_grad);
 }
 
 Tensor reshape(const Tensor& t, const Shape& shape) {
   check_defined(t, "reshape");
   Shape target = infer_shape(shape, t.numel(), "reshape");
-  if (auto strides = view_strides(t.shape(), t.strides(), target)) return make_view(t, target, *strides, t.offset());
+  if (auto strides = view_strides(t.shape(), t.strides(), target)) return make_view(t, target, *strides, t.offset(), reshape_view_grad);
   return view(clone(t), target);
 }
 
 Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
   check_defined(t, "transpose");
   int a = int(wrap_dim(dim0, t.dim(), "transpose")), b = int(wrap_dim(dim1, t.dim(), "transpose"));
-  if (t.dim() == 0) return make_view(t, t.shape(), t.strides(), t.offset());
+  if (t.dim() == 0) return make_view(t, t.shape(), t.strides(), t.offset(), reshape_view_grad);
   Shape shape = t.shape();
   Strides strides = t.strides();
   std::swap(shape[a], shape[b]);
   std::swap(strides[a], strides[b]);
-  return make_view(t, shape, strides, t.offset());
+  Dims order;
+  for (int d = 0; d < t.dim(); ++d) order.push_back(d == a ? b : d == b ? a : d);
+  return make_view(t, shape, strides, t.offset(), permute_grad, &order);
 }
 
 Tensor permute(const Tensor& t, const Dims& dims) {
@@ -103,21 +113,23 @@ Tensor permute(const Tensor& t, const Dims& dims) {
   EMBER_CHECK(dims.ndim() == t.dim(), "permute: {} dims given for a tensor with {} dims (shape {})", dims.ndim(),
               t.dim(), t.shape());
   Shape shape = t.shape(), strides = t.strides();
+  Dims order = dims;
   bool seen[kMaxDims] = {};
   for (int d = 0; d < dims.ndim(); ++d) {
     int source = int(wrap_dim(dims[d], t.dim(), "permute"));
     EMBER_CHECK(!seen[source], "permute: dim {} repeated in {}", dims[d], dims);
     seen[source] = true;
+    order[d] = source;
     shape[d] = t.shape()[source];
     strides[d] = t.strides()[source];
   }
-  return make_view(t, shape, strides, t.offset());
+  return make_view(t, shape, strides, t.offset(), permute_grad, &order);
 }
 
 Tensor t(const Tensor& x) {
   check_defined(x, "t");
   EMBER_CHECK(x.dim() <= 2, "t: expects a tensor with <= 2 dims, got shape {}", x.shape());
-  return x.dim() < 2 ? make_view(x, x.shape(), x.strides(), x.offset()) : transpose(x, 0, 1);
+  return x.dim() < 2 ? make_view(x, x.shape(), x.strides(), x.offset(), reshape_view_grad) : transpose(x, 0, 1);
 }
 
 Tensor squeeze(const Tensor& t) {
@@ -128,17 +140,17 @@ Tensor squeeze(const Tensor& t) {
     shape.push_back(t.shape()[d]);
     strides.push_back(t.strides()[d]);
   }
-  return make_view(t, shape, strides, t.offset());
+  return make_view(t, shape, strides, t.offset(), reshape_view_grad);
 }
 
 Tensor squeeze(const Tensor& t, int64_t dim) {
   check_defined(t, "squeeze");
   int d = int(wrap_dim(dim, t.dim(), "squeeze"));
-  if (t.dim() == 0 || t.shape()[d] != 1) return make_view(t, t.shape(), t.strides(), t.offset());
+  if (t.dim() == 0 || t.shape()[d] != 1) return make_view(t, t.shape(), t.strides(), t.offset(), reshape_view_grad);
   Shape shape = t.shape(), strides = t.strides();
   shape.erase(d);
   strides.erase(d);
-  return make_view(t, shape, strides, t.offset());
+  return make_view(t, shape, strides, t.offset(), reshape_view_grad);
 }
 
 Tensor unsqueeze(const Tensor& t, int64_t dim) {
@@ -148,7 +160,7 @@ Tensor unsqueeze(const Tensor& t, int64_t dim) {
   int64_t stride = d < t.dim() ? t.strides()[d] * t.shape()[d] : 1;
   shape.insert(d, 1);
   strides.insert(d, stride);
-  return make_view(t, shape, strides, t.offset());
+  return make_view(t, shape, strides, t.offset(), reshape_view_grad);
 }
 
 Tensor expand(const Tensor& t, const Shape& shape) {
@@ -171,7 +183,7 @@ Tensor expand(const Tensor& t, const Shape& shape) {
                 have, d, t.shape(), shape);
     out_strides[d] = have == out_shape[d] ? t.strides()[source] : 0;
   }
-  return make_view(t, out_shape, out_strides, t.offset());
+  return make_view(t, out_shape, out_strides, t.offset(), expand_grad);
 }
 
 Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
@@ -187,7 +199,7 @@ Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t s
   Shape shape = t.shape(), strides = t.strides();
   shape[d] = (end - start + step - 1) / step;
   strides[d] = t.strides()[d] * step;
-  return make_view(t, shape, strides, t.offset() + start * t.strides()[d]);
+  return make_view(t, shape, strides, t.offset() + start * t.strides()[d], strided_view_grad);
 }
 
 Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
@@ -213,7 +225,7 @@ Tensor select(const Tensor& t, int64_t dim, int64_t index) {
   Shape shape = t.shape(), strides = t.strides();
   shape.erase(d);
   strides.erase(d);
-  return make_view(t, shape, strides, t.offset() + index * t.strides()[d]);
+  return make_view(t, shape, strides, t.offset() + index * t.strides()[d], strided_view_grad);
 }
 
 Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) {
@@ -262,7 +274,7 @@ Tensor diagonal(const Tensor& t, int64_t offset, int64_t dim1, int64_t dim2) {
   }
   shape.push_back(length);
   strides.push_back(t.strides()[a] + t.strides()[b]);
-  return make_view(t, shape, strides, start);
+  return make_view(t, shape, strides, start, strided_view_grad);
 }
 
 Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
@@ -279,7 +291,7 @@ Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, i
   EMBER_CHECK(offset >= 0 && last < capacity,
               "as_strided: shape {} strides {} offset {} reach element {} of a storage of {} elements", shape,
               strides, offset, last, capacity);
-  return make_view(t, shape, strides, offset);
+  return make_view(t, shape, strides, offset, strided_view_grad);
 }
 
 Tensor Tensor::view(const Shape& shape) const { return ember::view(*this, shape); }

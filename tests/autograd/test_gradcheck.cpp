@@ -51,6 +51,23 @@ const std::map<std::string, std::vector<GradCase>>& cases() {
       {"sum", {{{{3, 4, 5}}, [](V x) { return sum(x[0], {0, 2}); }}, {{{3, 4}}, [](V x) { return sum(x[0].t(), {1}, true); }},
                {{{3, 4}}, [](V x) { return sum(x[0]); }}}},
       {"mean", {{{{3, 4, 5}}, [](V x) { return mean(x[0], {-1}); }}, {{{3, 4}}, [](V x) { return mean(x[0]); }}}},
+      {"prod", {{{{3, 4}}, [](V x) { return prod(x[0], {1}); }},
+                {{{3, 4}}, [](V x) {  // one zero in row 0, two in row 1
+                   Tensor mask = from_vector<double>({0, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1}, {3, 4});
+                   return prod(x[0] * mask, {1}, true);
+                 }}}},
+      {"amax_amin", {{{{3, 4, 2}}, [](V x) { return amax(x[0], {0, 2}); }}, {{{3, 4}}, [](V x) { return amin(x[0].t(), {0}); }},
+                     {{{5}}, [](V x) { return max(x[0]) + min(x[0]); }},
+                     {{{4}}, [](V x) { return amax(clamp_max(x[0], 0.0), {0}); }, 0.5, 2}}},  // four-way tie
+      {"max_min_dim", {{{{3, 4}}, [](V x) { return max(x[0], 1).values; }},
+                       {{{3, 4}}, [](V x) { return min(x[0].t(), 0, true).values; }}}},
+      {"var", {{{{3, 4, 5}}, [](V x) { return var(x[0], {1, 2}); }}, {{{3, 4}}, [](V x) { return var(x[0].t(), {}, false, true); }}}},
+      {"std", {{{{3, 4, 5}}, [](V x) { return std(x[0], {0}); }}, {{{6}}, [](V x) { return std(x[0], {}, false); }}}},
+      {"logsumexp", {{{{3, 4, 5}}, [](V x) { return logsumexp(x[0], {1}, true); }}}},
+      {"norm", {{{{3, 4}}, [](V x) { return norm(x[0]); }}, {{{3, 4}}, [](V x) { return norm(x[0], 3.0, {1}); }},
+                {{{3, 4}}, [](V x) { return norm(x[0].t(), INFINITY, {0}); }}, {{{3, 4}}, [](V x) { return norm(x[0], 1.0, {0}); }}}},
+      {"softmax", {{{{3, 5}}, [](V x) { return softmax(x[0], 1) * x[0]; }}, {{{2, 3, 4}}, [](V x) { return softmax(x[0].transpose(0, 2), 0); }}}},
+      {"log_softmax", {{{{3, 5}}, [](V x) { return log_softmax(x[0], -1) * x[0]; }}, {{{2, 3, 4}}, [](V x) { return log_softmax(x[0], 1); }}}},
       // matrix products: batch broadcasting, 1-d operands, transposed operands
       {"matmul", {{{{2, 3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
                   {{{4}, {3, 4, 2}}, [](V x) { return matmul(x[0], x[1]); }},
@@ -59,6 +76,30 @@ const std::map<std::string, std::vector<GradCase>>& cases() {
                   {{{2, 3, 4}, {2, 4, 2}}, [](V x) { return bmm(x[0], x[1]); }},
                   {{{3}, {2, 4}, {4, 3}}, [](V x) { return addmm(x[0], x[1], x[2], 0.5, 2.0); }}}},
       {"addmm", {{{{3}, {2, 4}, {4, 3}}, [](V x) { return addmm(x[0], x[1], x[2]); }}}},
+      // views: every kind, on non-contiguous inputs too
+      {"reshape_view", {{{{3, 4}}, [](V x) { return x[0].view({2, 6}) * x[0].reshape({12}).view({2, 6}); }},
+                        {{{3, 4}}, [](V x) { return x[0].t().reshape({12}).unsqueeze(0).squeeze(); }},
+                        {{{2, 3, 4}}, [](V x) { return x[0].flatten(1).unflatten(1, {4, 3}); }}}},
+      {"permute", {{{{2, 3, 4}}, [](V x) { return x[0].permute({2, 0, 1}) * 2.0; }}, {{{3, 4}}, [](V x) { return x[0].t(); }}}},
+      {"expand", {{{{3, 1}}, [](V x) { return x[0].expand({2, 3, 4}) * 1.5; }}}},
+      {"strided_view", {{{{6, 5}}, [](V x) { return x[0].slice(1, 1, 5, 2).narrow(0, 2, 3) * x[0].narrow(0, 1, 3).slice(1, 0, 2); }},
+                        {{{4, 5}}, [](V x) { return x[0].t().select(0, 3); }},
+                        {{{4, 4}}, [](V x) { return x[0].diagonal(1) + x[0].t().diagonal(-1); }}}},
+      // indexing
+      {"cat", {{{{2, 3}, {4, 3}, {1, 3}}, [](V x) { return cat({x[0], x[1].t().t(), x[2]}, 0); }},
+               {{{2, 3}, {2, 1}}, [](V x) { return cat({x[0], x[1]}, -1); }}}},
+      {"index_select", {{{{4, 3}}, [](V x) { return index_select(x[0], 0, from_vector<int64_t>({3, 0, 3, 1})); }},
+                        {{{4, 3}}, [](V x) { return index_select(x[0].t(), 1, from_vector<int64_t>({2, 2})); }}}},
+      {"embedding", {{{{5, 3}}, [](V x) { return embedding(x[0], from_vector<int64_t>({4, 0, 4, 2}, {2, 2})); }}}},
+      {"gather", {{{{3, 4}}, [](V x) { return gather(x[0], 1, from_vector<int64_t>({0, 3, 3, 1, 2, 0}, {3, 2})); }}}},
+      {"scatter_add", {{{{3, 4}, {2, 4}}, [](V x) {
+                         return scatter_add(x[0], 0, from_vector<int64_t>({0, 2, 2, 1, 0, 0, 1, 2}, {2, 4}), x[1]);
+                       }}}},
+      {"masked_fill", {{{{3, 4}}, [](V x) { return masked_fill(x[0], gt(x[0], 0.5), 2.0); }}}},
+      {"tril", {{{{4, 4}}, [](V x) { return tril(x[0], -1); }}}},
+      {"triu", {{{{3, 5}}, [](V x) { return triu(x[0].t(), 1); }}}},
+      {"repeat", {{{{2, 3}}, [](V x) { return repeat(x[0], {2, 1, 3}); }}}},
+      {"pad", {{{{3, 4}}, [](V x) { return pad(x[0], {1, 2, -1, 0}, 5.0); }}}},
       {"in_place", {{{{3, 4}, {4}}, [](V x) {
                       Tensor y = x[0] * 1.0;
                       y += x[1];
