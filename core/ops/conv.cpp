@@ -3,6 +3,7 @@
 // Kernels: kernels/{reference,cpu}/conv.cpp. Tests: tests/core/test_conv.cpp.
 #include "core/ops/conv.h"
 
+#include "core/grad_hook.h"
 #include "core/ops/conv_kernels.h"
 #include "core/ops/creation.h"
 #include "core/ops/views.h"
@@ -11,6 +12,8 @@ namespace ember {
 
 Op<void(const Conv2dProblem&)> conv2d_op("conv2d");
 Op<void(const Pool2dProblem&)> max_pool2d_op("max_pool2d"), avg_pool2d_op("avg_pool2d");
+Op<void(const MaxPoolBackwardProblem&)> max_pool2d_backward_op("max_pool2d_backward");
+GradSlot conv2d_grad("conv2d"), max_pool2d_grad("max_pool2d"), avg_pool2d_grad("avg_pool2d");
 
 namespace {
 
@@ -35,8 +38,8 @@ int64_t window_count(int64_t in, int64_t kernel, int64_t stride, int64_t padding
   return span < 0 ? 0 : span / stride + 1;
 }
 
-Tensor pool(const Op<void(const Pool2dProblem&)>& op, const Tensor& input, const Pool2dOptions& options) {
-  std::string_view name = op.name();
+// Validates a pooling and describes it (out_size filled, data pointers not).
+Pool2dProblem plan_pool(std::string_view name, const Tensor& input, const Pool2dOptions& options) {
   check_floating_4d(input, name);
   check_positive(options.kernel_size, name, "kernel_size");
   check_non_negative(options.stride, name, "stride");
@@ -56,17 +59,24 @@ Tensor pool(const Op<void(const Pool2dProblem&)>& op, const Tensor& input, const
   EMBER_CHECK(p.out_size[0] > 0 && p.out_size[1] > 0,
               "{}: input {} with padding [{}, {}] is smaller than kernel_size [{}, {}]", name, input.shape(),
               p.padding[0], p.padding[1], p.kernel[0], p.kernel[1]);
-  Tensor out = make_tensor({p.batch, p.channels, p.out_size[0], p.out_size[1]}, input.dtype(), input.device());
-  if (out.numel() == 0) return out;
-  Tensor dense = contiguous(input);
-  p.input = dense.data_ptr(), p.out = out.data_ptr();
-  op(input.device().type, input.dtype(), p);
-  return out;
+  return p;
 }
 
-}  // namespace
+Tensor pool(const Op<void(const Pool2dProblem&)>& op, const GradSlot& slot, const Tensor& input,
+            const Pool2dOptions& options) {
+  Pool2dProblem p = plan_pool(op.name(), input, options);
+  Tensor out = make_tensor({p.batch, p.channels, p.out_size[0], p.out_size[1]}, input.dtype(), input.device());
+  if (out.numel() > 0) {
+    Tensor dense = contiguous(input);
+    p.input = dense.data_ptr(), p.out = out.data_ptr();
+    op(input.device().type, input.dtype(), p);
+  }
+  Pool2dOptions resolved = options;
+  resolved.stride = p.stride;
+  return with_grad(slot, out, {&input}, &resolved);
+}
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+Tensor compute_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
   check_floating_4d(input, "conv2d");
   EMBER_CHECK(weight.defined() && weight.dim() == 4, "conv2d: expected weight [O, C / groups, kH, kW], got {}",
               weight.defined() ? weight.shape() : Shape{});
@@ -116,7 +126,37 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   return out;
 }
 
-Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options) { return pool(max_pool2d_op, input, options); }
-Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options) { return pool(avg_pool2d_op, input, options); }
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // the empty-channel path fills and copies into its output
+    out = compute_conv2d(input, weight, bias, options);
+  }
+  return with_grad(conv2d_grad, out, {&input, &weight, &bias}, &options);
+}
+
+Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options) {
+  return pool(max_pool2d_op, max_pool2d_grad, input, options);
+}
+Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options) {
+  return pool(avg_pool2d_op, avg_pool2d_grad, input, options);
+}
+
+Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& input, const Pool2dOptions& options) {
+  MaxPoolBackwardProblem p{plan_pool("max_pool2d_backward", input, options)};
+  Shape expected{p.forward.batch, p.forward.channels, p.forward.out_size[0], p.forward.out_size[1]};
+  EMBER_CHECK(grad_output.defined() && grad_output.shape() == expected && grad_output.dtype() == input.dtype(),
+              "max_pool2d_backward: expected grad_output {} of dtype {}, got {} of {}", expected, input.dtype(),
+              grad_output.defined() ? grad_output.shape() : Shape{}, grad_output.defined() ? grad_output.dtype() : input.dtype());
+  Tensor grad_input = zeros(input.shape(), {.dtype = input.dtype(), .device = input.device()});
+  if (grad_output.numel() == 0) return grad_input;
+  Tensor dense_input = contiguous(input), dense_grad = contiguous(grad_output);
+  p.forward.input = dense_input.data_ptr();
+  p.grad_output = dense_grad.data_ptr(), p.grad_input = grad_input.data_ptr();
+  max_pool2d_backward_op(input.device().type, input.dtype(), p);
+  return grad_input;
+}
 
 }  // namespace ember

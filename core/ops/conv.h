@@ -26,6 +26,8 @@ struct Pool2dOptions {
   bool count_include_pad = true;  // avg_pool2d only
 };
 Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options);
+// d(loss)/d(input) of max_pool2d given d(loss)/d(output): each gradient goes to its window's first maximum.
+Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& input, const Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options);
 
 }  // namespace ember

@@ -275,9 +275,20 @@ void pool2d_f64(const Pool2dProblem& p) {
   });
 }
 
+template <class T>
+void max_pool2d_backward(const MaxPoolBackwardProblem& b) {
+  int64_t plane_size = b.forward.in_size[0] * b.forward.in_size[1];
+  parallel_for(0, b.forward.batch * b.forward.channels, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(plane_size, 1)),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t plane = begin; plane < end; ++plane) max_pool_backward_plane<T>(b, plane);
+               });
+}
+
 }  // namespace
 
 void register_conv_kernels() {
+  register_for<float, double, Half, BFloat16>(max_pool2d_backward_op, DeviceType::cpu,
+                                              [](auto tag) { return &max_pool2d_backward<decltype(tag)>; });
   conv2d_op.set(DeviceType::cpu, DType::f32, &conv2d_f32);
   conv2d_op.set(DeviceType::cpu, DType::bf16, &conv2d_bf16);
   conv2d_op.set(DeviceType::cpu, DType::f16, &conv2d_f16);

@@ -3,6 +3,8 @@
 // to oneDNN as they are (a transposed view is not copied); f16, and bf16 where
 // oneDNN lacks it, compute in f32. f64 and the integers use a blocked loop.
 // Oracle: kernels/reference/matmul.cpp; tests: tests/core/test_matmul.cpp.
+#include <omp.h>
+
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -74,9 +76,33 @@ PrimitiveCache<MatmulEntry>& matmul_cache() {
   return cache;
 }
 
-PrimitiveKey key_of(const MatmulProblem& p, DType dtype) {
+// Below this many multiply-adds a GEMM runs on one thread: with passive
+// OpenMP waits (which shared cores need), waking a second thread costs tens of
+// microseconds, more than a 128^3 product takes (measured: 2 threads ran
+// N = 64 at 7 GFLOP/s against 155 on one). At 256^3 two threads break even.
+constexpr int64_t kParallelGemmWork = int64_t(256) * 256 * 256;
+
+int threads_for(const MatmulProblem& p) {
+  return p.batch_count() * p.m * p.n * p.k < kParallelGemmWork ? 1 : omp_get_max_threads();
+}
+
+// oneDNN's OpenMP build sizes its parallel regions from the calling thread's
+// omp_get_max_threads() when a primitive is created and run; this sets it for a scope.
+class ThreadLimit {
+ public:
+  explicit ThreadLimit(int threads) : saved_(omp_get_max_threads()) { omp_set_num_threads(threads); }
+  ~ThreadLimit() { omp_set_num_threads(saved_); }
+  ThreadLimit(const ThreadLimit&) = delete;
+  ThreadLimit& operator=(const ThreadLimit&) = delete;
+
+ private:
+  int saved_;
+};
+
+PrimitiveKey key_of(const MatmulProblem& p, DType dtype, int threads) {
   PrimitiveKey key;
   key.add(int64_t(dtype));
+  key.add(threads);
   key.add(p.m), key.add(p.n), key.add(p.k), key.add(p.batch_ndim);
   for (int d = 0; d < p.batch_ndim; ++d) key.add(p.batch_shape[d]);
   for (const MatrixOperand* o : {&p.a, &p.b, &p.bias}) {
@@ -145,7 +171,10 @@ std::shared_ptr<MatmulEntry> make_entry(const MatmulProblem& p, DType dtype) {
 // Runs `p` (all operands of `dtype`, f32 or bf16) on oneDNN; false when oneDNN
 // has no good implementation and the caller must convert to f32.
 bool run_onednn(const MatmulProblem& p, DType dtype) {
-  std::shared_ptr<MatmulEntry> entry = matmul_cache().get(key_of(p, dtype), [&] { return make_entry(p, dtype); });
+  const int threads = threads_for(p);
+  ThreadLimit limit(threads);
+  std::shared_ptr<MatmulEntry> entry =
+      matmul_cache().get(key_of(p, dtype, threads), [&] { return make_entry(p, dtype); });
   if (!entry->usable) return false;
   int64_t element = element_size(dtype);
   auto at = [&](const MatrixOperand& o, int64_t batch) {

@@ -1,6 +1,7 @@
 // Reference convolution and pooling: direct loops over every output element
 // and its window, skipping taps that fall in the padding. The oracle for
 // kernels/cpu/conv.cpp (tests/core/test_conv.cpp).
+#include <cmath>
 #include <limits>
 #include <type_traits>
 
@@ -98,6 +99,12 @@ void avg_pool2d(const Pool2dProblem& p) {
   });
 }
 
+
+template <class T>
+void max_pool2d_backward(const MaxPoolBackwardProblem& b) {
+  for (int64_t plane = 0; plane < b.forward.batch * b.forward.channels; ++plane) max_pool_backward_plane<T>(b, plane);
+}
+
 }  // namespace
 
 void register_conv_kernels() {
@@ -106,6 +113,8 @@ void register_conv_kernels() {
                                                         [](auto tag) { return &max_pool2d<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16>(avg_pool2d_op,
                                                         [](auto tag) { return &avg_pool2d<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16>(
+      max_pool2d_backward_op, [](auto tag) { return &max_pool2d_backward<decltype(tag)>; });
 }
 
 }  // namespace ember::reference

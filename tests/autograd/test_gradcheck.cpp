@@ -100,6 +100,14 @@ const std::map<std::string, std::vector<GradCase>>& cases() {
       {"triu", {{{{3, 5}}, [](V x) { return triu(x[0].t(), 1); }}}},
       {"repeat", {{{{2, 3}}, [](V x) { return repeat(x[0], {2, 1, 3}); }}}},
       {"pad", {{{{3, 4}}, [](V x) { return pad(x[0], {1, 2, -1, 0}, 5.0); }}}},
+      // convolution and pooling: groups, stride, padding, dilation
+      {"conv2d", {{{{2, 4, 5, 5}, {6, 2, 3, 3}, {6}}, [](V x) { return conv2d(x[0], x[1], x[2], {.stride = {2, 1}, .padding = {1, 1}, .groups = 2}); }},
+                  {{{1, 2, 7, 6}, {3, 2, 2, 3}}, [](V x) { return conv2d(x[0], x[1], {}, {.stride = {2, 2}, .padding = {0, 2}, .dilation = {2, 1}}); }}}},
+      {"max_pool2d", {{{{2, 3, 5, 6}}, [](V x) { return max_pool2d(x[0], {.kernel_size = {3, 2}, .stride = {2, 2}, .padding = {1, 1}}); }}}},
+      {"avg_pool2d", {{{{2, 3, 5, 6}}, [](V x) { return avg_pool2d(x[0], {.kernel_size = {3, 3}, .stride = {2, 1}, .padding = {1, 1}}); }},
+                      {{{1, 2, 5, 5}}, [](V x) {
+                         return avg_pool2d(x[0], {.kernel_size = {2, 2}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false});
+                       }}}},
       {"in_place", {{{{3, 4}, {4}}, [](V x) {
                       Tensor y = x[0] * 1.0;
                       y += x[1];

@@ -127,6 +127,10 @@ const std::map<std::string, Case>& cases() {
          Tensor input = random_tensor({2, 3, 7, 6}, dtype);
          return [=] { return avg_pool2d(input, {.kernel_size = {3, 3}, .stride = {2, 1}, .padding = {1, 0}}); };
        }},
+      {"max_pool2d_backward", [](DType dtype) {
+         Tensor input = random_tensor({2, 3, 7, 6}, dtype), grad = random_tensor({2, 3, 4, 4}, dtype);
+         return [=] { return max_pool2d_backward(grad, input, {.kernel_size = {3, 2}, .stride = {2, 2}, .padding = {1, 1}}); };
+       }},
       // indexing
       {"index_select", [](DType dtype) {
          Tensor t = random_tensor({6, 5}, dtype), index = random_tensor({7}, DType::i64, 0, 4);
