@@ -142,3 +142,26 @@ TEST(Gradcheck, EveryDifferentiableOpHasPassingCases) {
 
 }  // namespace
 }  // namespace ember::testing
+
+namespace ember::testing {
+namespace {
+
+// The same composite in f32 and f64: f32 gradients agree with the f64 ones
+// within f32 precision (the formulas do not lose accuracy in lower precision).
+TEST(Gradcheck, Float32GradientsMatchFloat64) {
+  Tensor x64 = random_tensor({4, 6}, DType::f64), w64 = random_tensor({6, 5}, DType::f64);
+  auto grads = [&](DType dtype) {
+    Tensor x = x64.to(dtype), w = w64.to(dtype);
+    x.requires_grad_(true);
+    w.requires_grad_(true);
+    Tensor h = gelu(matmul(x, w));
+    Tensor loss = sum(log_softmax(h, 1) * softmax(h * 0.5, 1)) + sum(var(h, {0}) * sum(tanh(mean(h, {1}, true))));
+    loss.backward();
+    return std::vector<Tensor>{x.grad().to(DType::f64), w.grad().to(DType::f64)};
+  };
+  std::vector<Tensor> g32 = grads(DType::f32), g64 = grads(DType::f64);
+  for (size_t i = 0; i < g32.size(); ++i) EXPECT_TRUE(all_close(g32[i], g64[i], 1e-4, 1e-5)) << "input " << i;
+}
+
+}  // namespace
+}  // namespace ember::testing
