@@ -21,6 +21,7 @@ using Saved = std::vector<Tensor>;
 // wrapped and sorted (all dims when the list is empty).
 std::vector<int64_t> reduced_dims(const Dims& dims, int ndim) {
   std::vector<int64_t> out;
+  if (ndim == 0) return out;  // a 0-d input has no dim to restore
   if (dims.empty()) {
     for (int d = 0; d < ndim; ++d) out.push_back(d);
   } else {
@@ -140,13 +141,15 @@ void register_reduction_functions() {
                      return Grads{red.expand(g) * (s[0] - kept_mean(s[0], red)) * (2 / divisor)};
                    });
   });
-  // std: out = sqrt(var)  ->  da = g * (a - mean) / ((n - unbiased) std)
+  // std: out = sqrt(var)  ->  da = g * (a - mean) / ((n - unbiased) std)  (0 for a constant group, where
+  // a - mean is 0 too: dividing by 1 there keeps the 0 instead of 0/0)
   std_grad.set_recorder([](const GradRecord& r) {
     const auto& p = params<MomentParams>(r);
     record_formula(r, "StdBackward", {input(r, 0), output(r, 0).detach()},
                    [red = reduced_of(r, p.dims, p.keepdim), unbiased = p.unbiased](const Saved& s, const Tensor& g) {
                      double divisor = double(red.count - (unbiased ? 1 : 0));
-                     return Grads{red.expand(g / s[1]) * (s[0] - kept_mean(s[0], red)) / divisor};
+                     Tensor safe_std = where(eq(s[1], 0), ones_like(s[1]), s[1]);
+                     return Grads{red.expand(g / safe_std) * (s[0] - kept_mean(s[0], red)) / divisor};
                    });
   });
   // logsumexp: out = log sum e^a  ->  da = g e^(a - out)

@@ -35,6 +35,20 @@ Step sum_step(int64_t rows, int64_t columns, int64_t dim) {
   return [input, dim] { Tensor total = sum(input, {dim}); };
 }
 
+// Forward and backward of a chain of 20 recorded ops on [n, n] leaves:
+// (y * w + b, tanh, * 0.5) five times, then sum and backward. Measures the
+// autograd overhead per recorded op when n is small.
+Step autograd_chain_step(int64_t n) {
+  Tensor x = uniform({n, n}, 1), w = uniform({n, n}, 2), b = uniform({n, n}, 3);
+  for (Tensor* leaf : {&x, &w, &b}) leaf->requires_grad_(true);
+  return [x, w, b] {
+    Tensor y = x;
+    for (int i = 0; i < 5; ++i) y = tanh(y * w + b) * 0.5;
+    sum(y).backward();
+    for (const Tensor& leaf : {x, w, b}) leaf.set_grad(Tensor());
+  };
+}
+
 const std::vector<Workload> kWorkloads = {
     {"gemm_f32_64", [] { return matmul_step(64); }},
     {"gemm_f32_256", [] { return matmul_step(256); }},
@@ -45,6 +59,8 @@ const std::vector<Workload> kWorkloads = {
     {"softmax_last_dim_1M", [] { return softmax_step(1024, 1024); }},
     {"sum_last_dim_1M", [] { return sum_step(1024, 1024, 1); }},
     {"sum_first_dim_1M", [] { return sum_step(1024, 1024, 0); }},
+    {"autograd_chain20_1", [] { return autograd_chain_step(1); }},
+    {"autograd_chain20_64x64", [] { return autograd_chain_step(64); }},
 };
 
 }  // namespace

@@ -31,6 +31,21 @@ Step sum_step(int64_t rows, int64_t columns, int64_t dim) {
   return [input, dim] { torch::Tensor total = torch::sum(input, {dim}); };
 }
 
+// The same chain as worker_ember.cpp's autograd_chain_step, with autograd on
+// (inference mode, which the other workloads run under, is lifted here).
+Step autograd_chain_step(int64_t n) {
+  c10::InferenceMode autograd_on(false);
+  torch::Tensor x = uniform({n, n}).requires_grad_(), w = uniform({n, n}).requires_grad_(),
+                b = uniform({n, n}).requires_grad_();
+  return [x, w, b]() mutable {
+    c10::InferenceMode autograd_on(false);
+    torch::Tensor y = x;
+    for (int i = 0; i < 5; ++i) y = torch::tanh(y * w + b) * 0.5;
+    y.sum().backward();
+    for (torch::Tensor* leaf : {&x, &w, &b}) leaf->mutable_grad() = torch::Tensor();
+  };
+}
+
 const std::vector<Workload> kWorkloads = {
     {"gemm_f32_64", [] { return matmul_step(64); }},
     {"gemm_f32_256", [] { return matmul_step(256); }},
@@ -41,6 +56,8 @@ const std::vector<Workload> kWorkloads = {
     {"softmax_last_dim_1M", [] { return softmax_step(1024, 1024); }},
     {"sum_last_dim_1M", [] { return sum_step(1024, 1024, 1); }},
     {"sum_first_dim_1M", [] { return sum_step(1024, 1024, 0); }},
+    {"autograd_chain20_1", [] { return autograd_chain_step(1); }},
+    {"autograd_chain20_64x64", [] { return autograd_chain_step(64); }},
 };
 
 }  // namespace
