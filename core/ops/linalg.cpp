@@ -87,7 +87,10 @@ Tensor multiply(const Tensor& a, const Tensor& b, const Tensor& bias, std::strin
   Shape a_shape = batch, b_shape = batch;
   a_shape.push_back(m), a_shape.push_back(k);
   b_shape.push_back(k), b_shape.push_back(n);
-  Tensor a_expanded = a.expand(a_shape), b_expanded = b.expand(b_shape);
+  // Views only where broadcasting needs them: a plain mm makes none (each is an allocation).
+  Tensor a_view, b_view;
+  const Tensor& a_expanded = a.shape() == a_shape ? a : (a_view = a.expand(a_shape));
+  const Tensor& b_expanded = b.shape() == b_shape ? b : (b_view = b.expand(b_shape));
   MatmulProblem problem;
   problem.m = m, problem.n = n, problem.k = k;
   problem.out = matrix_of(out), problem.a = matrix_of(a_expanded), problem.b = matrix_of(b_expanded);

@@ -74,9 +74,9 @@ PrimitiveCache<MatmulEntry>& matmul_cache() {
   return cache;
 }
 
-PrimitiveKey key_of(const MatmulProblem& p, DType dtype) {
+PrimitiveKey key_of(const MatmulProblem& p, DType dtype, int threads) {
   PrimitiveKey key;
-  key.add(int64_t(dtype));
+  key.add(int64_t(dtype)), key.add(threads);
   key.add(p.m), key.add(p.n), key.add(p.k), key.add(p.batch_ndim);
   for (int d = 0; d < p.batch_ndim; ++d) key.add(p.batch_shape[d]);
   for (const MatrixOperand* o : {&p.a, &p.b, &p.bias}) {
@@ -145,7 +145,11 @@ std::shared_ptr<MatmulEntry> make_entry(const MatmulProblem& p, DType dtype) {
 // Runs `p` (all operands of `dtype`, f32 or bf16) on oneDNN; false when oneDNN
 // has no good implementation and the caller must convert to f32.
 bool run_onednn(const MatmulProblem& p, DType dtype) {
-  std::shared_ptr<MatmulEntry> entry = matmul_cache().get(key_of(p, dtype), [&] { return make_entry(p, dtype); });
+  // Note [Small primitives run on one thread] (kernels/cpu/onednn.h)
+  int threads = onednn_threads(p.batch_count() * p.m * p.n * p.k);
+  OnednnThreadsGuard threads_guard(threads);
+  std::shared_ptr<MatmulEntry> entry =
+      matmul_cache().get(key_of(p, dtype, threads), [&] { return make_entry(p, dtype); });
   if (!entry->usable) return false;
   int64_t element = element_size(dtype);
   auto at = [&](const MatrixOperand& o, int64_t batch) {
@@ -185,12 +189,18 @@ void run_f32(const MatmulProblem& p) {
   add_bias(p);
 }
 
-// oneDNN reads only GEMM-shaped operands at full speed: others are packed first.
-template <class T>
-MatmulProblem gemm_readable_problem(MatmulProblem p, Tensor& a_buffer, Tensor& b_buffer) {
-  if (!gemm_readable(p.a, p.m, p.k)) p.a = pack<T, T>(p, p.a, p.m, p.k, a_buffer);
-  if (!gemm_readable(p.b, p.k, p.n)) p.b = pack<T, T>(p, p.b, p.k, p.n, b_buffer);
-  return p;
+// oneDNN reads only GEMM-shaped operands at full speed: others are packed
+// first. Returns run(problem) on `p` itself when it needs no packing (the
+// common case: copying the problem costs as much as a cache lookup).
+template <class T, class Run>
+bool run_gemm_readable(const MatmulProblem& p, Run run) {
+  bool a_readable = gemm_readable(p.a, p.m, p.k), b_readable = gemm_readable(p.b, p.k, p.n);
+  if (a_readable && b_readable) return run(p);
+  MatmulProblem packed = p;
+  Tensor a_buffer, b_buffer;
+  if (!a_readable) packed.a = pack<T, T>(p, p.a, p.m, p.k, a_buffer);
+  if (!b_readable) packed.b = pack<T, T>(p, p.b, p.k, p.n, b_buffer);
+  return run(packed);
 }
 
 // f16, and bf16 without oneDNN support: the same product in f32, one rounding at the end.
@@ -210,13 +220,15 @@ void matmul_in_f32(const MatmulProblem& p) {
 }
 
 void matmul_f32(const MatmulProblem& p) {
-  Tensor a_buffer, b_buffer;
-  run_f32(gemm_readable_problem<float>(p, a_buffer, b_buffer));
+  run_gemm_readable<float>(p, [](const MatmulProblem& readable) {
+    run_f32(readable);
+    return true;
+  });
 }
 
 void matmul_bf16(const MatmulProblem& p) {
-  Tensor a_buffer, b_buffer;
-  if (onednn_bf16_enabled() && run_onednn(gemm_readable_problem<BFloat16>(p, a_buffer, b_buffer), DType::bf16)) return;
+  auto run = [](const MatmulProblem& readable) { return run_onednn(readable, DType::bf16); };
+  if (onednn_bf16_enabled() && run_gemm_readable<BFloat16>(p, run)) return;
   matmul_in_f32<BFloat16>(p);
 }
 
