@@ -27,10 +27,13 @@ void check_pair(const Tensor& a, const Tensor& b, std::string_view op) {
 
 // The matrix dims of a [batch..., rows, cols] view; a size-1 dim gets the
 // stride a dense layout would have, so kernels see a plain matrix.
+// Reads the inline shape and strides: size(-1) and stride(-1) check and wrap
+// the dim on every call, which a 64x64 product notices.
 MatrixOperand matrix_of(const Tensor& t) {
-  int64_t rows = t.size(-2), cols = t.size(-1);
+  const int last = t.dim() - 1;
+  int64_t rows = t.shape()[last - 1], cols = t.shape()[last];
   MatrixOperand operand;
-  operand.data = t.data_ptr(), operand.row_stride = t.stride(-2), operand.col_stride = t.stride(-1);
+  operand.data = t.data_ptr(), operand.row_stride = t.strides()[last - 1], operand.col_stride = t.strides()[last];
   if (cols == 1) operand.col_stride = 1;
   if (rows == 1) operand.row_stride = operand.col_stride == 1 ? cols : 1;
   return operand;
