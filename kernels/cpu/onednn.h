@@ -40,9 +40,12 @@ void set_onednn_bf16_enabled(bool enabled);
 // created and when it runs, so a small problem is created and run with that
 // (thread-local) setting at 1, and its primitive is cached apart from the
 // threaded one (the thread count is part of the key). The threshold is in
-// multiply-adds: measured on the bench machine, where two threads start to win
-// between 128^3 and 192^3 (bench/bench_gemm, 2 threads, passive waits).
-inline constexpr int64_t kSingleThreadMultiplyAdds = int64_t(160) * 160 * 160;
+// multiply-adds: a second thread saves half of a 1-thread f32 time of about
+// 30 us at 128^3, 90 us at 192^3, 220 us at 256^3 (this 2-core machine), against
+// a wake-up of tens of microseconds, so the split starts at 192^3. bf16 runs
+// several times faster per multiply-add and would gain from a higher threshold;
+// measure on a quiet machine (bench_gemm, 2 threads, passive) before tuning.
+inline constexpr int64_t kSingleThreadMultiplyAdds = int64_t(192) * 192 * 192;
 
 // The thread count a primitive of `multiply_adds` work runs on.
 int onednn_threads(int64_t multiply_adds);
