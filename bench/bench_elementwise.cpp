@@ -1,4 +1,4 @@
-// Element-wise throughput: ember's add and a*b+c against a STREAM-style triad
+// Element-wise throughput: ember's add, a*b+c and addcmul against a STREAM-style triad
 // (a plain OpenMP loop on the same threads) in the same run, in GB/s of bytes
 // each op must move; plus the per-op overhead of a 1-element add.
 // Run by scripts/bench.sh; figures go to bench/RESULTS.md.
@@ -44,14 +44,26 @@ void add_ember(benchmark::State& state, int64_t n) {
   set_counters(state, n, 3);
 }
 
-// Two ops (ember has no fused multiply-add): the intermediate's traffic is
-// ember's cost, so bytes count only the 3 inputs and the output.
+// Two ops, as a user writes it: the intermediate's traffic is ember's cost,
+// so bytes count only the 3 inputs and the output (addcmul below fuses them).
 void multiply_add_ember(benchmark::State& state, int64_t n) {
   Tensor a = uniform_tensor({n}, DType::f32, 1), b = uniform_tensor({n}, DType::f32, 2);
   Tensor c = uniform_tensor({n}, DType::f32, 3);
   warm_up(state, [&] { return a * b + c; });
   for (auto _ : state) {
     Tensor d = a * b + c;
+    benchmark::DoNotOptimize(d.data_ptr());
+  }
+  set_counters(state, n, 4);
+}
+
+// The fused form of the same computation: one pass, no temporary.
+void addcmul_ember(benchmark::State& state, int64_t n) {
+  Tensor a = uniform_tensor({n}, DType::f32, 1), b = uniform_tensor({n}, DType::f32, 2);
+  Tensor c = uniform_tensor({n}, DType::f32, 3);
+  warm_up(state, [&] { return addcmul(c, a, b); });
+  for (auto _ : state) {
+    Tensor d = addcmul(c, a, b);
     benchmark::DoNotOptimize(d.data_ptr());
   }
   set_counters(state, n, 4);
@@ -102,6 +114,7 @@ void register_all() {
   for (int64_t n : kSizes) {
     benchmark::RegisterBenchmark(run_name("add", "ember", n).c_str(), add_ember, n)->UseRealTime();
     benchmark::RegisterBenchmark(run_name("mul_add", "ember", n).c_str(), multiply_add_ember, n)->UseRealTime();
+    benchmark::RegisterBenchmark(run_name("addcmul", "ember", n).c_str(), addcmul_ember, n)->UseRealTime();
     benchmark::RegisterBenchmark(run_name("triad", "openmp", n).c_str(), triad_openmp, n)->UseRealTime();
   }
   benchmark::RegisterBenchmark("overhead/add/ember/1", add_overhead)->UseRealTime();
@@ -109,7 +122,7 @@ void register_all() {
 
 void print_summary(const RecordingReporter& reporter) {
   std::vector<Comparison> rows;
-  for (const char* op : {"add", "mul_add"}) {
+  for (const char* op : {"add", "mul_add", "addcmul"}) {
     for (int64_t n : kSizes) {
       rows.push_back({std::string(op) + " " + size_label(n) + " vs triad", run_name(op, "ember", n),
                       run_name("triad", "openmp", n)});

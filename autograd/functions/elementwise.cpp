@@ -189,6 +189,15 @@ void register_elementwise_functions() {
       return Grads{Tensor(), where(s[0], g, zero), where(s[0], zero, g)};
     });
   });
+  // addcmul: out = input + value t1 t2  ->  d input = g, d t1 = g value t2, d t2 = g value t1
+  addcmul_grad.set_recorder([](const GradRecord& r) {
+    Scalar value = params<Scalar>(r);
+    record_formula(r, "AddcmulBackward", {if_needed(r, 1, input(r, 2)), if_needed(r, 2, input(r, 1))},
+                   [value](const Saved& s, const Tensor& g) {
+                     Tensor scaled = g * value;
+                     return Grads{g, s[0].defined() ? scaled * s[0] : Tensor(), s[1].defined() ? scaled * s[1] : Tensor()};
+                   });
+  });
   // to / clone: out = a in another dtype  ->  da = g (the engine converts it back to a's dtype)
   to_grad.set_recorder([](const GradRecord& r) {
     record_formula(r, "ToCopyBackward", {}, [](const Saved&, const Tensor& g) { return Grads{g}; });

@@ -17,6 +17,9 @@ Tensor mul(const Tensor& a, const Scalar& b);
 Tensor div(const Tensor& a, const Scalar& b);
 Tensor rsub(const Tensor& a, const Scalar& b);  // b - a
 Tensor rdiv(const Tensor& a, const Scalar& b);  // b / a
+// input + value * tensor1 * tensor2 in one pass (torch.addcmul): the three
+// tensors broadcast and promote together; value is converted to their dtype.
+Tensor addcmul(const Tensor& input, const Tensor& tensor1, const Tensor& tensor2, const Scalar& value = 1);
 
 // In place: `a` keeps its dtype (the result must be castable to it, as PyTorch requires).
 Tensor& add_(Tensor& a, const Tensor& b);

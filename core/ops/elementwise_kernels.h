@@ -37,13 +37,15 @@ extern Op<void(const ElementwiseLoop&, const Scalar&)> pow_scalar_op;
 extern Op<void(const ElementwiseLoop&, const Scalar* low, const Scalar* high)> clamp_op;
 // (out, condition: bool, a, b) keyed by the value dtype.
 extern Op<ElementwiseKernel> where_op;
+// (out, input, tensor1, tensor2), all of the key dtype: out = input + value * tensor1 * tensor2.
+extern Op<void(const ElementwiseLoop&, const Scalar& value)> addcmul_op;
 
 // Gradient slots of the differentiable element-wise ops, filled by
 // autograd/functions/elementwise.cpp. pow_scalar's params: the exponent
-// (Scalar); clamp's: ClampParams.
+// (Scalar); clamp's: ClampParams; addcmul's: the value (Scalar).
 extern GradSlot add_grad, sub_grad, mul_grad, div_grad, neg_grad, abs_grad, exp_grad, log_grad, log1p_grad,
     sqrt_grad, rsqrt_grad, sin_grad, cos_grad, tanh_grad, erf_grad, sigmoid_grad, relu_grad, gelu_grad, gelu_tanh_grad,
-    silu_grad, pow_scalar_grad, pow_grad, maximum_grad, minimum_grad, clamp_grad, where_grad, to_grad;
+    silu_grad, pow_scalar_grad, pow_grad, maximum_grad, minimum_grad, clamp_grad, where_grad, addcmul_grad, to_grad;
 struct ClampParams {
   const Scalar* low;
   const Scalar* high;

@@ -27,10 +27,13 @@ void check_pair(const Tensor& a, const Tensor& b, std::string_view op) {
 
 // The matrix dims of a [batch..., rows, cols] view; a size-1 dim gets the
 // stride a dense layout would have, so kernels see a plain matrix.
+// Reads the inline shape and strides: size(-1) and stride(-1) check and wrap
+// the dim on every call, which a 64x64 product notices.
 MatrixOperand matrix_of(const Tensor& t) {
-  int64_t rows = t.size(-2), cols = t.size(-1);
+  const int last = t.dim() - 1;
+  int64_t rows = t.shape()[last - 1], cols = t.shape()[last];
   MatrixOperand operand;
-  operand.data = t.data_ptr(), operand.row_stride = t.stride(-2), operand.col_stride = t.stride(-1);
+  operand.data = t.data_ptr(), operand.row_stride = t.strides()[last - 1], operand.col_stride = t.strides()[last];
   if (cols == 1) operand.col_stride = 1;
   if (rows == 1) operand.row_stride = operand.col_stride == 1 ? cols : 1;
   return operand;
@@ -87,7 +90,10 @@ Tensor multiply(const Tensor& a, const Tensor& b, const Tensor& bias, std::strin
   Shape a_shape = batch, b_shape = batch;
   a_shape.push_back(m), a_shape.push_back(k);
   b_shape.push_back(k), b_shape.push_back(n);
-  Tensor a_expanded = a.expand(a_shape), b_expanded = b.expand(b_shape);
+  // Views only where broadcasting needs them: a plain mm makes none (each is an allocation).
+  Tensor a_view, b_view;
+  const Tensor& a_expanded = a.shape() == a_shape ? a : (a_view = a.expand(a_shape));
+  const Tensor& b_expanded = b.shape() == b_shape ? b : (b_view = b.expand(b_shape));
   MatmulProblem problem;
   problem.m = m, problem.n = n, problem.k = k;
   problem.out = matrix_of(out), problem.a = matrix_of(a_expanded), problem.b = matrix_of(b_expanded);

@@ -46,9 +46,9 @@ PrimitiveCache<CachedPrimitive>& conv_cache() {
   return cache;
 }
 
-PrimitiveKey key_of(const Conv2dProblem& p, DType dtype) {
+PrimitiveKey key_of(const Conv2dProblem& p, DType dtype, int threads) {
   PrimitiveKey key;
-  for (int64_t v : {int64_t(dtype), p.batch, p.in_channels, p.out_channels, p.groups, int64_t(p.bias != nullptr)})
+  for (int64_t v : {int64_t(dtype), int64_t(threads), p.batch, p.in_channels, p.out_channels, p.groups, int64_t(p.bias != nullptr)})
     key.add(v);
   for (const Pair* pair : {&p.in_size, &p.kernel, &p.stride, &p.padding, &p.dilation}) key.add((*pair)[0]), key.add((*pair)[1]);
   return key;
@@ -88,7 +88,13 @@ std::shared_ptr<CachedPrimitive> make_conv(const Conv2dProblem& p, DType dtype) 
 }
 
 bool run_conv(const Conv2dProblem& p, DType dtype) {
-  std::shared_ptr<CachedPrimitive> entry = conv_cache().get(key_of(p, dtype), [&] { return make_conv(p, dtype); });
+  // Note [Small primitives run on one thread] (kernels/cpu/onednn.h)
+  int64_t multiply_adds = p.batch * p.out_channels * p.out_size[0] * p.out_size[1] * (p.in_channels / p.groups) *
+                          p.kernel[0] * p.kernel[1];
+  int threads = onednn_threads(multiply_adds);
+  OnednnThreadsGuard threads_guard(threads);
+  std::shared_ptr<CachedPrimitive> entry =
+      conv_cache().get(key_of(p, dtype, threads), [&] { return make_conv(p, dtype); });
   if (!entry) return false;
   void* input = const_cast<void*>(p.input);
   void* weight = const_cast<void*>(p.weight);
@@ -206,8 +212,12 @@ std::shared_ptr<CachedPrimitive> make_pool(const Pool2dProblem& p, PoolKind kind
 }
 
 bool run_pool(const Pool2dProblem& p, PoolKind kind, DType dtype) {
+  // Note [Small primitives run on one thread] (kernels/cpu/onednn.h): a window
+  // element counts as a multiply-add.
+  int threads = onednn_threads(p.batch * p.channels * p.out_size[0] * p.out_size[1] * p.kernel[0] * p.kernel[1]);
+  OnednnThreadsGuard threads_guard(threads);
   PrimitiveKey key;
-  for (int64_t v : {int64_t(dtype), int64_t(kind), int64_t(p.count_include_pad), p.batch, p.channels}) key.add(v);
+  for (int64_t v : {int64_t(dtype), int64_t(threads), int64_t(kind), int64_t(p.count_include_pad), p.batch, p.channels}) key.add(v);
   for (const Pair* pair : {&p.in_size, &p.kernel, &p.stride, &p.padding}) key.add((*pair)[0]), key.add((*pair)[1]);
   std::shared_ptr<CachedPrimitive> entry = pool_cache().get(key, [&] { return make_pool(p, kind, dtype); });
   if (!entry) return false;

@@ -6,11 +6,13 @@ namespace ember::cpu {
 void register_elementwise_binary_kernels();   // elementwise_binary.cpp
 void register_elementwise_unary_kernels();    // elementwise_unary.cpp
 void register_elementwise_compare_kernels();  // elementwise_compare.cpp
+void register_elementwise_addcmul_kernels();  // elementwise_addcmul.cpp
 
 void register_elementwise_kernels() {
   register_elementwise_binary_kernels();
   register_elementwise_unary_kernels();
   register_elementwise_compare_kernels();
+  register_elementwise_addcmul_kernels();
 }
 
 }  // namespace ember::cpu

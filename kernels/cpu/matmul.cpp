@@ -3,8 +3,6 @@
 // to oneDNN as they are (a transposed view is not copied); f16, and bf16 where
 // oneDNN lacks it, compute in f32. f64 and the integers use a blocked loop.
 // Oracle: kernels/reference/matmul.cpp; tests: tests/core/test_matmul.cpp.
-#include <omp.h>
-
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -76,33 +74,9 @@ PrimitiveCache<MatmulEntry>& matmul_cache() {
   return cache;
 }
 
-// Below this many multiply-adds a GEMM runs on one thread: with passive
-// OpenMP waits (which shared cores need), waking a second thread costs tens of
-// microseconds, more than a 128^3 product takes (measured: 2 threads ran
-// N = 64 at 7 GFLOP/s against 155 on one). At 256^3 two threads break even.
-constexpr int64_t kParallelGemmWork = int64_t(256) * 256 * 256;
-
-int threads_for(const MatmulProblem& p) {
-  return p.batch_count() * p.m * p.n * p.k < kParallelGemmWork ? 1 : omp_get_max_threads();
-}
-
-// oneDNN's OpenMP build sizes its parallel regions from the calling thread's
-// omp_get_max_threads() when a primitive is created and run; this sets it for a scope.
-class ThreadLimit {
- public:
-  explicit ThreadLimit(int threads) : saved_(omp_get_max_threads()) { omp_set_num_threads(threads); }
-  ~ThreadLimit() { omp_set_num_threads(saved_); }
-  ThreadLimit(const ThreadLimit&) = delete;
-  ThreadLimit& operator=(const ThreadLimit&) = delete;
-
- private:
-  int saved_;
-};
-
 PrimitiveKey key_of(const MatmulProblem& p, DType dtype, int threads) {
   PrimitiveKey key;
-  key.add(int64_t(dtype));
-  key.add(threads);
+  key.add(int64_t(dtype)), key.add(threads);
   key.add(p.m), key.add(p.n), key.add(p.k), key.add(p.batch_ndim);
   for (int d = 0; d < p.batch_ndim; ++d) key.add(p.batch_shape[d]);
   for (const MatrixOperand* o : {&p.a, &p.b, &p.bias}) {
@@ -171,8 +145,9 @@ std::shared_ptr<MatmulEntry> make_entry(const MatmulProblem& p, DType dtype) {
 // Runs `p` (all operands of `dtype`, f32 or bf16) on oneDNN; false when oneDNN
 // has no good implementation and the caller must convert to f32.
 bool run_onednn(const MatmulProblem& p, DType dtype) {
-  const int threads = threads_for(p);
-  ThreadLimit limit(threads);
+  // Note [Small primitives run on one thread] (kernels/cpu/onednn.h)
+  int threads = onednn_threads(p.batch_count() * p.m * p.n * p.k);
+  OnednnThreadsGuard threads_guard(threads);
   std::shared_ptr<MatmulEntry> entry =
       matmul_cache().get(key_of(p, dtype, threads), [&] { return make_entry(p, dtype); });
   if (!entry->usable) return false;
@@ -214,12 +189,18 @@ void run_f32(const MatmulProblem& p) {
   add_bias(p);
 }
 
-// oneDNN reads only GEMM-shaped operands at full speed: others are packed first.
-template <class T>
-MatmulProblem gemm_readable_problem(MatmulProblem p, Tensor& a_buffer, Tensor& b_buffer) {
-  if (!gemm_readable(p.a, p.m, p.k)) p.a = pack<T, T>(p, p.a, p.m, p.k, a_buffer);
-  if (!gemm_readable(p.b, p.k, p.n)) p.b = pack<T, T>(p, p.b, p.k, p.n, b_buffer);
-  return p;
+// oneDNN reads only GEMM-shaped operands at full speed: others are packed
+// first. Returns run(problem) on `p` itself when it needs no packing (the
+// common case: copying the problem costs as much as a cache lookup).
+template <class T, class Run>
+bool run_gemm_readable(const MatmulProblem& p, Run run) {
+  bool a_readable = gemm_readable(p.a, p.m, p.k), b_readable = gemm_readable(p.b, p.k, p.n);
+  if (a_readable && b_readable) return run(p);
+  MatmulProblem packed = p;
+  Tensor a_buffer, b_buffer;
+  if (!a_readable) packed.a = pack<T, T>(p, p.a, p.m, p.k, a_buffer);
+  if (!b_readable) packed.b = pack<T, T>(p, p.b, p.k, p.n, b_buffer);
+  return run(packed);
 }
 
 // f16, and bf16 without oneDNN support: the same product in f32, one rounding at the end.
@@ -239,13 +220,15 @@ void matmul_in_f32(const MatmulProblem& p) {
 }
 
 void matmul_f32(const MatmulProblem& p) {
-  Tensor a_buffer, b_buffer;
-  run_f32(gemm_readable_problem<float>(p, a_buffer, b_buffer));
+  run_gemm_readable<float>(p, [](const MatmulProblem& readable) {
+    run_f32(readable);
+    return true;
+  });
 }
 
 void matmul_bf16(const MatmulProblem& p) {
-  Tensor a_buffer, b_buffer;
-  if (onednn_bf16_enabled() && run_onednn(gemm_readable_problem<BFloat16>(p, a_buffer, b_buffer), DType::bf16)) return;
+  auto run = [](const MatmulProblem& readable) { return run_onednn(readable, DType::bf16); };
+  if (onednn_bf16_enabled() && run_gemm_readable<BFloat16>(p, run)) return;
   matmul_in_f32<BFloat16>(p);
 }
 

@@ -33,6 +33,37 @@ dnnl::memory::data_type onednn_type(DType dtype);
 bool onednn_bf16_enabled();
 void set_onednn_bf16_enabled(bool enabled);
 
+// Note [Small primitives run on one thread]: with OMP_WAIT_POLICY=passive the
+// pool's threads sleep between regions, and waking one costs tens of
+// microseconds: more than a whole 64x64 GEMM. oneDNN's OpenMP build splits work
+// over omp_get_max_threads() of the calling thread, read when a primitive is
+// created and when it runs, so a small problem is created and run with that
+// (thread-local) setting at 1, and its primitive is cached apart from the
+// threaded one (the thread count is part of the key). The threshold is in
+// multiply-adds: a second thread saves half of a 1-thread f32 time of about
+// 30 us at 128^3, 90 us at 192^3, 220 us at 256^3 (this 2-core machine), against
+// a wake-up of tens of microseconds, so the split starts at 192^3. bf16 runs
+// several times faster per multiply-add and would gain from a higher threshold;
+// measure on a quiet machine (bench_gemm, 2 threads, passive) before tuning.
+inline constexpr int64_t kSingleThreadMultiplyAdds = int64_t(192) * 192 * 192;
+
+// The thread count a primitive of `multiply_adds` work runs on.
+int onednn_threads(int64_t multiply_adds);
+
+// Sets the calling thread's OpenMP thread count for its lifetime, restoring
+// the previous one after; a no-op when the count is already `threads`.
+class OnednnThreadsGuard {
+ public:
+  explicit OnednnThreadsGuard(int threads);
+  ~OnednnThreadsGuard();
+  OnednnThreadsGuard(const OnednnThreadsGuard&) = delete;
+  OnednnThreadsGuard& operator=(const OnednnThreadsGuard&) = delete;
+
+ private:
+  int previous_;
+  bool changed_;
+};
+
 // Whether a primitive descriptor fell through to oneDNN's naive reference
 // implementation (correct, but far slower than converting the operands).
 bool is_reference_implementation(const dnnl::primitive_desc_base& pd);
@@ -70,6 +101,25 @@ class PrimitiveCache {
 
   template <class Make>
   std::shared_ptr<Entry> get(const PrimitiveKey& key, Make&& make) {
+    // A thread that repeats one shape (a training loop) finds its last entry
+    // without the lock. The memo may outlive the entry's eviction: it only
+    // keeps a valid primitive alive a little longer.
+    thread_local Memo memo;
+    if (memo.owner == this && memo.key == key) return memo.entry;
+    std::shared_ptr<Entry> entry = find_or_make(key, make);
+    memo.owner = this, memo.key = key, memo.entry = entry;
+    return entry;
+  }
+
+ private:
+  struct Memo {
+    const PrimitiveCache* owner = nullptr;
+    PrimitiveKey key;
+    std::shared_ptr<Entry> entry;
+  };
+
+  template <class Make>
+  std::shared_ptr<Entry> find_or_make(const PrimitiveKey& key, Make& make) {
     {
       std::lock_guard lock(mutex_);
       auto found = index_.find(key);
@@ -91,7 +141,6 @@ class PrimitiveCache {
     return entry;
   }
 
- private:
   struct Hash {
     size_t operator()(const PrimitiveKey& key) const { return key.hash(); }
   };
@@ -105,13 +154,30 @@ class PrimitiveCache {
 // A primitive with its memory objects, reused across calls. One caller at a
 // time owns the memory objects (`busy`); a concurrent caller of the same shape
 // builds its own from the descriptors instead of waiting.
+// A call goes straight to oneDNN's C API with the arguments on the stack (the
+// C++ API builds a vector per call), and a handle that has not changed since
+// the last call (a weight reused across steps) is not set again.
 struct CachedPrimitive {
+  static constexpr int kMaxArgs = 8;
+
   dnnl::primitive primitive;
   std::unordered_map<int, dnnl::memory> args;  // DNNL_ARG_* -> memory with a swappable handle
   std::mutex busy;
 
   // Runs the primitive on `handles` (DNNL_ARG_* -> data pointer, for every arg).
   void execute(std::initializer_list<std::pair<int, void*>> handles);
+
+ private:
+  // An arg's memory object and the handle it holds now; guarded by `busy`.
+  struct Binding {
+    int arg = 0;
+    dnnl::memory* memory = nullptr;
+    void* handle = nullptr;
+  };
+  Binding& binding_of(int arg);
+
+  Binding bindings_[kMaxArgs];
+  int binding_count_ = 0;
 };
 
 }  // namespace ember::cpu

@@ -129,6 +129,21 @@ template <class T> void where(const ElementwiseLoop& loop) {
   });
 }
 
+// input + value * tensor1 * tensor2, evaluated as PyTorch does; integers wrap,
+// 16-bit floats compute in float and round once.
+template <class T> void addcmul(const ElementwiseLoop& loop, const Scalar& value) {
+  using C = ComputeType<T>;
+  const C scale = value.to<C>();
+  for_each_row(loop, 0, loop.numel, [&](char** p, const int64_t* s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      C input = C(reinterpret_cast<const T*>(p[1])[i * s[1]]);
+      C tensor1 = C(reinterpret_cast<const T*>(p[2])[i * s[2]]);
+      C tensor2 = C(reinterpret_cast<const T*>(p[3])[i * s[3]]);
+      reinterpret_cast<T*>(p[0])[i * s[0]] = T(arith::add(input, arith::mul(arith::mul(scale, tensor1), tensor2)));
+    }
+  });
+}
+
 // Comparisons and logic write bool; 16-bit floats compare as float.
 template <class T, class F> void compare(const ElementwiseLoop& loop) {
   using C = ComputeType<T>;
@@ -204,6 +219,8 @@ void register_elementwise_kernels() {
       minimum_op, [](auto tag) { return &minimum<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
       where_op, [](auto tag) { return &where<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      addcmul_op, [](auto tag) { return &addcmul<decltype(tag)>; });
 
   register_compare<std::equal_to<>>(eq_op);
   register_compare<std::not_equal_to<>>(ne_op);

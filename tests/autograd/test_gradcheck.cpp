@@ -23,6 +23,8 @@ const std::map<std::string, std::vector<GradCase>>& cases() {
       {"add", {{{{3, 4}, {4}}, [](V x) { return x[0] + x[1]; }}, {{{4, 3}, {4, 1}}, [](V x) { return x[0].t() + x[1].t(); }}}},
       {"sub", {{{{3, 4}, {3, 1}}, [](V x) { return x[0] - x[1]; }}}},
       {"mul", {{{{2, 3, 4}, {3, 1}}, [](V x) { return x[0] * x[1]; }}, {{{3}}, [](V x) { return x[0] * 2.5; }}}},
+      {"addcmul", {{{{3, 4}, {4}, {3, 1}}, [](V x) { return addcmul(x[0], x[1], x[2], 0.5); }},
+                   {{{4}, {2, 1, 4}, {3, 4}}, [](V x) { return addcmul(x[0], x[1], x[2]); }}}},
       {"div", {{{{3, 4}, {4}}, [](V x) { return x[0] / x[1]; }, 0.5, 2}, {{{3}}, [](V x) { return 1.5 / x[0]; }, 0.5, 2}}},
       {"neg", {{{{5}}, [](V x) { return -x[0]; }}}},
       {"abs", {{{{6}}, [](V x) { return abs(x[0]); }, 0.1, 2}, {{{6}}, [](V x) { return abs(x[0]); }, -2, -0.1}}},

@@ -90,6 +90,12 @@ const std::map<std::string, Case>& cases() {
          Tensor a = random_tensor({6, 5}, dtype), b = random_tensor({5}, dtype);
          return [=] { return where(condition, a, b); };
        }},
+      {"addcmul", [](DType dtype) {
+         Tensor input = random_tensor({9}, dtype), tensor1 = random_tensor({17, 9}, dtype);
+         Tensor tensor2 = random_tensor({17, 1}, dtype);
+         Scalar value = is_floating(dtype) ? Scalar(0.5) : Scalar(3);
+         return [=] { return addcmul(input, tensor1.t().contiguous().t(), tensor2, value); };
+       }},
       // reductions: a 3-d non-contiguous input reduced over two dims
       {"sum", reduce([](const Tensor& a) { return sum(a, {0, 2}); })},
       {"mean", reduce([](const Tensor& a) { return mean(a, {0, 2}); })},
