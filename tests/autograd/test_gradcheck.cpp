@@ -167,3 +167,24 @@ TEST(Gradcheck, Float32GradientsMatchFloat64) {
 
 }  // namespace
 }  // namespace ember::testing
+
+namespace ember::testing {
+namespace {
+
+// stack, split and chunk have no node of their own: they are made of
+// unsqueeze, cat and narrow, whose gradients carry them.
+TEST(Gradcheck, CompositeShapeOpsCarryGradients) {
+  using V = const std::vector<Tensor>&;
+  std::vector<Tensor> inputs = {random_tensor({2, 3}, DType::f64), random_tensor({2, 3}, DType::f64)};
+  auto stacked = autograd::gradcheck([](V x) { return stack({x[0], x[1].t().t()}, 1) * 2.0; }, inputs);
+  EXPECT_TRUE(stacked.ok) << stacked.report;
+  auto pieces = autograd::gradcheck([](V x) {
+    std::vector<Tensor> parts = split(x[0], 1, 1);
+    std::vector<Tensor> halves = chunk(x[1], 2, 0);
+    return parts[2] * halves[1] + parts[0];  // [2, 1] x [1, 3] + [2, 1]
+  }, inputs);
+  EXPECT_TRUE(pieces.ok) << pieces.report;
+}
+
+}  // namespace
+}  // namespace ember::testing
