@@ -15,6 +15,7 @@
 #include "core/ops/views.h"
 #include "core/parallel.h"
 #include "core/random.h"
+#include "core/safetensors.h"
 #include "core/tensor.h"
 #include "core/version.h"
 #include "autograd/node.h"

@@ -1,0 +1,60 @@
+// safetensors files: the format of Hugging Face weights and of ember's
+// checkpoints (nn::save/nn::load and the distributed checkpoints build on it).
+// Layout: an 8-byte little-endian header length N, N bytes of JSON
+// ({"__metadata__": {...}, "<name>": {"dtype", "shape", "data_offsets"}, ...},
+// space-padded to a multiple of 8), then the data section that the tensors'
+// [begin, end) byte offsets tile exactly. core/safetensors.cpp says what is
+// written and what loading checks, and where each rule comes from.
+// Tests: tests/core/test_safetensors.cpp, against fixtures from the reference
+// Python package (tests/data/make_safetensors_fixture.py).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/named_tensors.h"
+
+namespace ember {
+
+struct SafetensorsContents {
+  NamedTensors tensors;                         // in file order (by data offset)
+  std::map<std::string, std::string> metadata;  // __metadata__
+};
+
+struct SafetensorsTensorInfo {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  int64_t data_begin = 0;  // [begin, end) in bytes, relative to the data section
+  int64_t data_end = 0;
+};
+
+struct SafetensorsHeader {
+  std::vector<SafetensorsTensorInfo> tensors;  // in file order (by data offset)
+  std::map<std::string, std::string> metadata;
+  int64_t header_size = 0;  // N: the JSON text with its padding
+  int64_t data_size = 0;    // bytes in the data section
+  int64_t data_start() const { return 8 + header_size; }  // file offset of the data section
+};
+
+// Writes `tensors` (any layout, any device; written contiguous, in the
+// reference writer's order) with {"format": "pt"} added to `metadata` unless it
+// has a "format". Atomic: written to `<path>.tmp`, flushed to disk, renamed.
+// Names must be unique, valid UTF-8 and not "__metadata__".
+void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+// Memory-maps `path` (copy-on-write) and returns CPU tensors that view the
+// mapping without copying; a tensor whose data is misaligned for its dtype is
+// copied. Writing to a tensor never writes to the file. The mapping lives as
+// long as any tensor from it. Every malformed file is an ember::Error.
+SafetensorsContents load_safetensors(const std::filesystem::path& path);
+
+// The validated header (names, dtypes, shapes, offsets, metadata) without
+// reading the data section: for checkpoint manifests.
+SafetensorsHeader read_safetensors_header(const std::filesystem::path& path);
+
+}  // namespace ember
