@@ -23,3 +23,4 @@
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
 #include "core/grad_hook.h"
+#include "data/data.h"

@@ -1,0 +1,194 @@
+// DataLoader: epochs, the iteration that walks one, and the loader state a
+// checkpoint saves. Notes [Epoch order], [Worker order and prefetch bound] and
+// [Resume mid-epoch] in data/README.md. Tests: tests/data/test_dataloader.cpp.
+#include "data/dataloader.h"
+
+#include "core/error.h"
+#include "data/prefetcher.h"
+
+namespace ember::data {
+
+namespace detail {
+
+// What a loader and its iterations share, so that moving the loader, or
+// destroying it before an iterator, leaves nothing dangling.
+struct LoaderCore {
+  std::shared_ptr<const Dataset> dataset;
+  std::shared_ptr<BatchSampler> batch_sampler;
+  std::function<Example(const std::vector<Example>&)> collate;
+  int num_workers = 0;
+  int64_t max_in_flight = 0;
+  DataLoaderState state;
+  // Whether the next begin() starts exactly at `state`: true at first, after
+  // set_state and once an epoch's last batch is out; false once begin() has
+  // started `state.epoch`, so that an abandoned epoch is not resumed by accident.
+  bool resume_at_state = true;
+  std::weak_ptr<Iteration> active;
+
+  Example produce(const std::vector<int64_t>& indices) const {
+    if (!collate) return dataset->get_batch(indices);
+    std::vector<Example> examples;
+    examples.reserve(indices.size());
+    for (int64_t index : indices) examples.push_back(dataset->get(index));
+    return collate(examples);
+  }
+};
+
+// One pass over an epoch's batches from `first` on. The workers live exactly
+// as long as this object: the last iterator to go (a finished loop, a break,
+// an exception) joins them.
+class Iteration {
+ public:
+  Iteration(std::shared_ptr<LoaderCore> core, std::vector<std::vector<int64_t>> batches, int64_t first)
+      : core_(std::move(core)), epoch_(core_->state.epoch), batches_(std::move(batches)), next_(first) {
+    int64_t end = int64_t(batches_.size());
+    if (core_->num_workers > 0 && next_ < end)
+      prefetcher_ = std::make_unique<OrderedPrefetcher>(
+          next_, end, [this](int64_t batch) { return core_->produce(batches_[size_t(batch)]); }, core_->num_workers,
+          core_->max_in_flight);
+  }
+
+  bool done() const { return done_; }
+  Example& current() {
+    EMBER_CHECK(!done_, "DataLoader: dereferencing an iterator that is at the end");
+    return current_;
+  }
+
+  // Hands out the next batch, or ends. A batch whose production threw ends
+  // the iteration; the loader state still names that batch.
+  void advance() {
+    EMBER_CHECK(!done_, "DataLoader: incrementing an iterator that is at the end");
+    if (next_ == int64_t(batches_.size())) return finish();
+    try {
+      current_ = prefetcher_ ? prefetcher_->take() : core_->produce(batches_[size_t(next_)]);
+    } catch (...) {
+      finish();
+      throw;
+    }
+    ++next_;
+    if (cancelled_) return;
+    if (next_ == int64_t(batches_.size())) {
+      core_->state = {epoch_ + 1, 0};
+      core_->resume_at_state = true;
+    } else {
+      core_->state = {epoch_, next_};
+    }
+  }
+
+  // A newer begin() or set_state took over: stop, and stop touching the state.
+  void cancel() {
+    cancelled_ = true;
+    finish();
+  }
+
+ private:
+  void finish() {
+    done_ = true;
+    prefetcher_.reset();
+    current_ = Example{};
+  }
+
+  std::shared_ptr<LoaderCore> core_;
+  int64_t epoch_;
+  std::vector<std::vector<int64_t>> batches_;
+  int64_t next_;  // the next batch to hand out
+  Example current_;
+  bool done_ = false;
+  bool cancelled_ = false;
+  std::unique_ptr<OrderedPrefetcher> prefetcher_;  // declared last: joined before batches_ goes
+};
+
+}  // namespace detail
+
+static_assert(std::input_iterator<DataLoader::Iterator>);
+
+Example& DataLoader::Iterator::operator*() const {
+  EMBER_CHECK(iteration_ != nullptr, "DataLoader: dereferencing an end iterator");
+  return iteration_->current();
+}
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  EMBER_CHECK(iteration_ != nullptr, "DataLoader: incrementing an end iterator");
+  iteration_->advance();
+  return *this;
+}
+
+bool DataLoader::Iterator::at_end() const { return iteration_ == nullptr || iteration_->done(); }
+
+namespace {
+std::shared_ptr<BatchSampler> make_batch_sampler(const Dataset& dataset, const DataLoaderOptions& options) {
+  if (options.batch_sampler) {
+    EMBER_CHECK(options.batch_size == 1 && !options.shuffle && !options.sampler && !options.drop_last,
+                "DataLoader: batch_sampler option is mutually exclusive with batch_size, shuffle, sampler and "
+                "drop_last (got batch_size {}, shuffle {}, sampler {}, drop_last {})",
+                options.batch_size, options.shuffle, options.sampler != nullptr, options.drop_last);
+    return options.batch_sampler;
+  }
+  EMBER_CHECK(options.batch_size >= 1, "DataLoader: batch_size must be positive, got {}", options.batch_size);
+  std::shared_ptr<Sampler> sampler = options.sampler;
+  if (sampler) {
+    EMBER_CHECK(!options.shuffle, "DataLoader: sampler option is mutually exclusive with shuffle");
+  } else if (options.shuffle) {
+    sampler = std::make_shared<RandomSampler>(dataset.size(), RandomSamplerOptions{.seed = options.seed});
+  } else {
+    sampler = std::make_shared<SequentialSampler>(dataset.size());
+  }
+  return std::make_shared<BatchSampler>(sampler, BatchSamplerOptions{options.batch_size, options.drop_last});
+}
+}  // namespace
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
+    : core_(std::make_shared<detail::LoaderCore>()) {
+  EMBER_CHECK(dataset != nullptr, "DataLoader: dataset is null");
+  EMBER_CHECK(options.num_workers >= 0, "DataLoader: num_workers must be non-negative, got {}", options.num_workers);
+  EMBER_CHECK(options.prefetch_factor >= 1, "DataLoader: prefetch_factor must be positive, got {}",
+              options.prefetch_factor);
+  core_->batch_sampler = make_batch_sampler(*dataset, options);
+  core_->dataset = std::move(dataset);
+  core_->collate = std::move(options.collate);
+  core_->num_workers = options.num_workers;
+  core_->max_in_flight = int64_t(options.num_workers) * options.prefetch_factor;
+}
+
+DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
+    : DataLoader(borrow(dataset), std::move(options)) {}
+
+DataLoader::~DataLoader() {
+  if (!core_) return;  // moved from
+  if (auto active = core_->active.lock()) active->cancel();
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  if (auto active = core_->active.lock()) active->cancel();
+  if (!core_->resume_at_state) core_->state = {core_->state.epoch + 1, 0};
+  core_->resume_at_state = false;
+  core_->batch_sampler->set_epoch(core_->state.epoch);
+  std::vector<std::vector<int64_t>> batches = core_->batch_sampler->batches();
+  EMBER_CHECK(int64_t(batches.size()) == core_->batch_sampler->size(),
+              "DataLoader: the batch sampler made {} batches but its size() says {}", batches.size(),
+              core_->batch_sampler->size());
+  auto iteration = std::make_shared<detail::Iteration>(core_, std::move(batches), core_->state.batch);
+  core_->active = iteration;
+  iteration->advance();
+  return Iterator(std::move(iteration));
+}
+
+int64_t DataLoader::size() const { return core_->batch_sampler->size(); }
+
+DataLoaderState DataLoader::state() const { return core_->state; }
+
+void DataLoader::set_state(DataLoaderState state) {
+  int64_t batches = size();
+  EMBER_CHECK(state.epoch >= 0 && state.batch >= 0 && state.batch <= batches,
+              "DataLoader::set_state: epoch {} batch {} is not a position in an epoch of {} batches", state.epoch,
+              state.batch, batches);
+  if (auto active = core_->active.lock()) active->cancel();
+  core_->state = state.batch == batches ? DataLoaderState{state.epoch + 1, 0} : state;
+  core_->resume_at_state = true;
+}
+
+const Dataset& DataLoader::dataset() const { return *core_->dataset; }
+
+const std::shared_ptr<BatchSampler>& DataLoader::batch_sampler() const { return core_->batch_sampler; }
+
+}  // namespace ember::data

@@ -1,0 +1,317 @@
+// DataLoader: batches and their order equal for every worker count, worker
+// exceptions at their batch, early break and destruction mid-epoch, drop_last,
+// seeded shuffles, the prefetch bound, and resuming mid-epoch from state()
+// without reading earlier batches again.
+#include <ember/ember.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "support/test_support.h"
+
+namespace ember::data {
+namespace {
+
+using ember::testing::all_close;
+using namespace std::chrono_literals;
+
+// Example i is (input [i, -i] as f32, target i as i64). Counts every read and
+// how many get_batch calls run at once; can sleep per batch (a varying time,
+// so workers finish out of order) and throw when it meets `poison`.
+class CountingDataset : public Dataset {
+ public:
+  explicit CountingDataset(int64_t size, bool slow = false, int64_t poison = -1)
+      : size_(size), slow_(slow), poison_(poison) {}
+  int64_t size() const override { return size_; }
+  Example get(int64_t index) const override {
+    gets_.fetch_add(1);
+    return {from_vector<float>({float(index), -float(index)}), scalar_tensor(index, {.dtype = DType::i64}), {}};
+  }
+  Example get_batch(const std::vector<int64_t>& indices) const override {
+    int now = running_.fetch_add(1) + 1;
+    for (int seen = max_running_.load(); now > seen && !max_running_.compare_exchange_weak(seen, now);) {
+    }
+    batches_started_.fetch_add(1);
+    {
+      std::lock_guard lock(mutex_);
+      read_.insert(indices.begin(), indices.end());
+    }
+    if (slow_) std::this_thread::sleep_for(std::chrono::microseconds(200 + 700 * (indices[0] * 7919 % 5)));
+    running_.fetch_sub(1);
+    for (int64_t index : indices) EMBER_CHECK(index != poison_, "CountingDataset: poisoned index {}", index);
+    return Dataset::get_batch(indices);
+  }
+
+  int64_t gets() const { return gets_.load(); }
+  int64_t batches_started() const { return batches_started_.load(); }
+  int max_running() const { return max_running_.load(); }
+  std::set<int64_t> read() const {
+    std::lock_guard lock(mutex_);
+    return read_;
+  }
+
+ private:
+  int64_t size_;
+  bool slow_;
+  int64_t poison_;
+  mutable std::atomic<int64_t> gets_{0}, batches_started_{0};
+  mutable std::atomic<int> running_{0}, max_running_{0};
+  mutable std::mutex mutex_;
+  mutable std::set<int64_t> read_;
+};
+
+// The targets of each batch of one epoch: they identify the examples.
+std::vector<std::vector<int64_t>> epoch_targets(DataLoader& loader) {
+  std::vector<std::vector<int64_t>> batches;
+  for (auto& [inputs, targets] : loader) {
+    // The input rows belong to the targets: row b is [t_b, -t_b].
+    std::vector<float> expected;
+    for (int64_t t : targets.to_vector<int64_t>()) expected.insert(expected.end(), {float(t), -float(t)});
+    EXPECT_EQ(inputs.to_vector<float>(), expected);
+    batches.push_back(targets.to_vector<int64_t>());
+  }
+  return batches;
+}
+
+static_assert(!std::is_constructible_v<DataLoader, TensorDataset, DataLoaderOptions>,
+              "a temporary dataset would dangle");
+
+TEST(DataLoader, SequentialBatchesWithTheLastPartial) {
+  CountingDataset dataset(10);
+  DataLoader loader(dataset, {.batch_size = 4});
+  EXPECT_EQ(loader.size(), 3);
+  using Batches = std::vector<std::vector<int64_t>>;
+  EXPECT_EQ(epoch_targets(loader), (Batches{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}}));
+  DataLoader dropping(dataset, {.batch_size = 4, .drop_last = true});
+  EXPECT_EQ(dropping.size(), 2);
+  EXPECT_EQ(epoch_targets(dropping), (Batches{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  DataLoader whole(dataset, {.batch_size = 5, .drop_last = true});
+  EXPECT_EQ(epoch_targets(whole).size(), 2u);
+}
+
+TEST(DataLoader, TensorDatasetBatchesHaveTheStackedShapes) {
+  Tensor images = ember::testing::random_tensor({9, 1, 4, 4}, DType::f32);
+  Tensor labels = arange(0, 9);
+  TensorDataset dataset(images, labels);
+  DataLoader loader(dataset, {.batch_size = 4, .shuffle = true, .seed = 3});
+  int64_t seen = 0;
+  for (auto& [inputs, targets] : loader) {
+    EXPECT_EQ(inputs.shape(), (Shape{targets.size(0), 1, 4, 4}));
+    EXPECT_TRUE(all_close(inputs, index_select(images, 0, targets)));
+    seen += targets.size(0);
+  }
+  EXPECT_EQ(seen, 9);
+}
+
+TEST(DataLoader, SameBatchesInTheSameOrderWhateverTheWorkerCount) {
+  CountingDataset dataset(53, /*slow=*/true);
+  std::vector<std::vector<std::vector<int64_t>>> reference;
+  for (int workers : {0, 1, 2, 4}) {
+    DataLoader loader(dataset, {.batch_size = 5, .shuffle = true, .num_workers = workers, .seed = 11});
+    std::vector<std::vector<std::vector<int64_t>>> epochs = {epoch_targets(loader), epoch_targets(loader)};
+    ASSERT_EQ(epochs[0].size(), 11u);
+    EXPECT_NE(epochs[0], epochs[1]);  // a new begin() reshuffles
+    if (reference.empty()) reference = epochs;
+    EXPECT_EQ(epochs, reference) << workers << " workers";
+  }
+}
+
+TEST(DataLoader, ShuffleIsReproducibleBySeedAndFollowsRandomSampler) {
+  CountingDataset dataset(20);
+  DataLoader a(dataset, {.batch_size = 20, .shuffle = true, .seed = 5});
+  DataLoader b(dataset, {.batch_size = 20, .shuffle = true, .seed = 5});
+  DataLoader c(dataset, {.batch_size = 20, .shuffle = true, .seed = 6});
+  auto first = epoch_targets(a);
+  EXPECT_EQ(first, epoch_targets(b));
+  EXPECT_NE(first, epoch_targets(c));
+  RandomSampler sampler(20, {.seed = 5});
+  EXPECT_EQ(first[0], sampler.indices());
+  sampler.set_epoch(1);
+  EXPECT_EQ(epoch_targets(a)[0], sampler.indices());
+  EXPECT_EQ(a.state(), (DataLoaderState{2, 0}));
+}
+
+TEST(DataLoader, WorkerExceptionIsRethrownAtItsBatch) {
+  for (int workers : {0, 1, 3}) {
+    CountingDataset dataset(30, /*slow=*/false, /*poison=*/13);
+    DataLoader loader(dataset, {.batch_size = 4, .num_workers = workers});
+    int64_t batches = 0;
+    try {
+      for (auto& [inputs, targets] : loader) {
+        EXPECT_EQ(targets.to_vector<int64_t>()[0], 4 * batches);
+        ++batches;
+      }
+      ADD_FAILURE() << "no exception with " << workers << " workers";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("poisoned index 13"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(batches, 3) << workers << " workers";  // batch 3 holds 12..15
+    // The state still names the failed batch, so it can be retried.
+    EXPECT_EQ(loader.state(), (DataLoaderState{0, 3}));
+  }
+}
+
+TEST(DataLoader, BreakingEarlyStopsTheWorkersAndTheNextBeginStartsANewEpoch) {
+  CountingDataset dataset(400, /*slow=*/true);
+  DataLoader loader(dataset, {.batch_size = 2, .shuffle = true, .num_workers = 4, .prefetch_factor = 2, .seed = 1});
+  int64_t taken = 0;
+  for (auto& batch : loader) {
+    EXPECT_EQ(batch.target.size(0), 2);
+    if (++taken == 3) break;
+  }
+  // The iterators are gone, so the workers were joined: nothing more is read.
+  int64_t started = dataset.batches_started();
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(dataset.batches_started(), started);
+  EXPECT_LE(started, 3 + 4 * 2);
+  EXPECT_EQ(loader.state(), (DataLoaderState{0, 3}));
+  auto next = epoch_targets(loader);
+  EXPECT_EQ(next.size(), 200u);
+  EXPECT_EQ(loader.state(), (DataLoaderState{2, 0}));
+}
+
+TEST(DataLoader, DestroyingTheLoaderOrANewBeginMidEpochIsSafe) {
+  CountingDataset dataset(200, /*slow=*/true);
+  DataLoader::Iterator survivor;
+  {
+    DataLoader loader(dataset, {.batch_size = 2, .num_workers = 3});
+    survivor = loader.begin();
+    DataLoader::Iterator first = loader.begin();  // stops the first iteration
+    EXPECT_EQ(survivor, loader.end());
+    EXPECT_THROW(*survivor, Error);
+    ++first;
+    EXPECT_EQ((*first).target.to_vector<int64_t>(), (std::vector<int64_t>{2, 3}));
+    survivor = first;
+  }
+  // The loader is gone; its iteration was stopped and reads as ended.
+  EXPECT_EQ(survivor, DataLoader::Iterator());
+}
+
+TEST(DataLoader, PrefetchBoundsTheBatchesInFlight) {
+  CountingDataset dataset(120);
+  const int workers = 2, factor = 3, capacity = workers * factor;
+  DataLoader loader(dataset, {.batch_size = 2, .num_workers = workers, .prefetch_factor = factor});
+  int64_t taken = 0;
+  for (auto& batch : loader) {
+    EXPECT_EQ(batch.target.to_vector<int64_t>()[0], 2 * taken);
+    ++taken;
+    // Batches started but not handed out never exceed the capacity; given
+    // time, the workers fill it.
+    int64_t expected = std::min<int64_t>(60, taken + capacity);
+    for (int wait = 0; wait < 200 && dataset.batches_started() < expected; ++wait) std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(dataset.batches_started(), expected) << "after " << taken << " batches";
+    if (taken == 10) break;
+  }
+  EXPECT_LE(dataset.max_running(), workers);
+}
+
+TEST(DataLoader, ResumingFromStateReadsOnlyTheRemainingBatches) {
+  CountingDataset reference_data(23);
+  DataLoader reference(reference_data, {.batch_size = 3, .shuffle = true, .seed = 8});
+  auto epoch0 = epoch_targets(reference), epoch1 = epoch_targets(reference), epoch2 = epoch_targets(reference);
+
+  // An interrupted run: all of epoch 0, then 3 batches of epoch 1, then a checkpoint.
+  CountingDataset interrupted_data(23);
+  DataLoader interrupted(interrupted_data, {.batch_size = 3, .shuffle = true, .seed = 8});
+  EXPECT_EQ(epoch_targets(interrupted), epoch0);
+  DataLoaderState saved;
+  int64_t taken = 0;
+  for (auto& [inputs, targets] : interrupted) {
+    EXPECT_EQ(targets.to_vector<int64_t>(), epoch1[size_t(taken)]);
+    if (++taken == 3) {
+      saved = interrupted.state();
+      break;
+    }
+  }
+  EXPECT_EQ(saved, (DataLoaderState{1, 3}));
+
+  for (int workers : {0, 2}) {
+    CountingDataset resumed_data(23);
+    DataLoader resumed(resumed_data, {.batch_size = 3, .shuffle = true, .num_workers = workers, .seed = 8});
+    resumed.set_state(saved);
+    auto rest = epoch_targets(resumed);
+    EXPECT_EQ(rest, std::vector<std::vector<int64_t>>(epoch1.begin() + 3, epoch1.end()));
+    // The first three batches of epoch 1 were never read.
+    std::set<int64_t> expected_reads;
+    for (const auto& batch : rest) expected_reads.insert(batch.begin(), batch.end());
+    EXPECT_EQ(resumed_data.read(), expected_reads);
+    EXPECT_EQ(resumed_data.batches_started(), int64_t(rest.size()));
+    EXPECT_EQ(epoch_targets(resumed), epoch2);
+  }
+}
+
+TEST(DataLoader, StateAtTheEndOfAnEpochPointsAtTheNext) {
+  CountingDataset dataset(6);
+  DataLoader loader(dataset, {.batch_size = 3});
+  EXPECT_EQ(loader.state(), (DataLoaderState{0, 0}));
+  std::vector<DataLoaderState> during;
+  for (auto& batch : loader) {
+    EXPECT_EQ(batch.input.size(0), 3);
+    during.push_back(loader.state());
+  }
+  EXPECT_EQ(during, (std::vector<DataLoaderState>{{0, 1}, {1, 0}}));
+  loader.set_state({4, 2});  // the whole epoch already handed out: epoch 5 is next
+  EXPECT_EQ(loader.state(), (DataLoaderState{5, 0}));
+  EXPECT_EMBER_ERROR(loader.set_state({0, 3}), "batch 3 is not a position in an epoch of 2 batches");
+  EXPECT_EMBER_ERROR(loader.set_state({-1, 0}), "epoch -1");
+}
+
+TEST(DataLoader, CustomCollateSamplerAndBatchSampler) {
+  CountingDataset dataset(8);
+  // collate: per-example get, then the user's function.
+  DataLoader summing(dataset, {.batch_size = 4, .collate = [](const std::vector<Example>& examples) {
+                                 Example batch = default_collate(examples);
+                                 batch.target = ember::sum(batch.target);
+                                 return batch;
+                               }});
+  std::vector<int64_t> sums;
+  for (auto& [inputs, targets] : summing) sums.push_back(targets.item<int64_t>());
+  EXPECT_EQ(sums, (std::vector<int64_t>{6, 22}));
+  EXPECT_EQ(dataset.gets(), 8);
+
+  DataLoader subset(
+      dataset, {.batch_size = 2, .sampler = std::make_shared<SubsetRandomSampler>(std::vector<int64_t>{1, 3, 5}, 4)});
+  EXPECT_EQ(subset.size(), 2);
+  std::set<int64_t> seen;
+  for (const auto& batch : epoch_targets(subset)) seen.insert(batch.begin(), batch.end());
+  EXPECT_EQ(seen, (std::set<int64_t>{1, 3, 5}));
+
+  // A batch sampler of its own: batches of growing size.
+  class GrowingBatches : public BatchSampler {
+   public:
+    int64_t size() const override { return 3; }
+    std::vector<std::vector<int64_t>> batches() const override { return {{0}, {1, 2}, {3, 4, 5}}; }
+    void set_epoch(int64_t) override {}
+  };
+  DataLoader growing(dataset, {.batch_sampler = std::make_shared<GrowingBatches>()});
+  using Batches = std::vector<std::vector<int64_t>>;
+  EXPECT_EQ(epoch_targets(growing), (Batches{{0}, {1, 2}, {3, 4, 5}}));
+}
+
+TEST(DataLoader, RejectsContradictoryOptions) {
+  CountingDataset dataset(8);
+  auto sampler = std::make_shared<SequentialSampler>(8);
+  EXPECT_EMBER_ERROR(DataLoader(dataset, {.shuffle = true, .sampler = sampler}), "mutually exclusive with shuffle");
+  EXPECT_EMBER_ERROR(
+      DataLoader(dataset,
+                 {.batch_size = 2, .batch_sampler = std::make_shared<BatchSampler>(sampler, BatchSamplerOptions{})}),
+      "batch_sampler option is mutually exclusive");
+  EXPECT_EMBER_ERROR(DataLoader(dataset, {.batch_size = 0}), "batch_size must be positive");
+  EXPECT_EMBER_ERROR(DataLoader(dataset, {.num_workers = -1}), "num_workers must be non-negative");
+  EXPECT_EMBER_ERROR(DataLoader(dataset, {.prefetch_factor = 0}), "prefetch_factor must be positive");
+}
+
+TEST(DataLoader, EmptyDatasetYieldsNoBatches) {
+  CountingDataset dataset(0);
+  DataLoader loader(dataset, {.batch_size = 3, .shuffle = true, .num_workers = 2, .seed = 1});
+  EXPECT_EQ(loader.size(), 0);
+  EXPECT_EQ(loader.begin(), loader.end());
+  EXPECT_TRUE(epoch_targets(loader).empty());
+}
+
+}  // namespace
+}  // namespace ember::data
