@@ -13,5 +13,8 @@ void register_linalg_functions();       // linalg.cpp
 void register_shape_functions();        // shape.cpp (views and copies)
 void register_indexing_functions();     // indexing.cpp
 void register_nn_functions();           // nn.cpp (convolution and pooling)
+void register_normalization_functions();  // normalization.cpp (layer/rms/batch norm)
+void register_dropout_functions();        // dropout.cpp
+void register_loss_functions();           // loss.cpp (cross-entropy)
 void register_in_place();               // in_place.cpp
 }  // namespace ember::autograd

@@ -10,6 +10,9 @@ void register_autograd_functions() {
   autograd::register_shape_functions();
   autograd::register_indexing_functions();
   autograd::register_nn_functions();
+  autograd::register_normalization_functions();
+  autograd::register_dropout_functions();
+  autograd::register_loss_functions();
   autograd::register_in_place();
 }
 

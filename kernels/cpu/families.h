@@ -13,4 +13,8 @@ void register_matmul_kernels();       // matmul.cpp
 void register_indexing_kernels();     // indexing.cpp
 void register_conv_kernels();         // conv.cpp (and pooling)
 void register_random_kernels();       // random.cpp
+void register_optimizer_kernels();    // optimizer.cpp
+void register_normalization_kernels();  // normalization.cpp (layer/rms/batch norm)
+void register_dropout_kernels();        // dropout.cpp
+void register_loss_kernels();           // loss.cpp (cross-entropy)
 }  // namespace ember::cpu

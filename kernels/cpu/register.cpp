@@ -12,6 +12,10 @@ void register_cpu_kernels() {
   cpu::register_indexing_kernels();
   cpu::register_conv_kernels();
   cpu::register_random_kernels();
+  cpu::register_optimizer_kernels();
+  cpu::register_normalization_kernels();
+  cpu::register_dropout_kernels();
+  cpu::register_loss_kernels();
 }
 
 }  // namespace ember

@@ -12,6 +12,10 @@ void register_reference_kernels() {
   reference::register_indexing_kernels();
   reference::register_conv_kernels();
   reference::register_random_kernels();
+  reference::register_optimizer_kernels();
+  reference::register_normalization_kernels();
+  reference::register_dropout_kernels();
+  reference::register_loss_kernels();
 }
 
 }  // namespace ember

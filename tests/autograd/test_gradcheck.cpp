@@ -110,6 +110,32 @@ const std::map<std::string, std::vector<GradCase>>& cases() {
                       {{{1, 2, 5, 5}}, [](V x) {
                          return avg_pool2d(x[0], {.kernel_size = {2, 2}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false});
                        }}}},
+      // normalisation, dropout and cross-entropy (fused backward kernels)
+      {"layer_norm", {{{{3, 4}, {4}, {4}}, [](V x) { return layer_norm(x[0], {4}, x[1], x[2]); }},
+                      {{{2, 3, 4}}, [](V x) { return layer_norm(x[0].transpose(0, 1), {2, 4}); }},
+                      {{{3, 2, 2}, {2, 2}}, [](V x) { return layer_norm(x[0], {2, 2}, x[1], {}, 0.1); }}}},
+      {"rms_norm", {{{{3, 5}, {5}}, [](V x) { return rms_norm(x[0], {5}, x[1], 1e-3); }},
+                    {{{2, 6}}, [](V x) { return rms_norm(x[0].t(), {2}); }}}},
+      {"batch_norm", {{{{4, 3, 2}, {3}, {3}}, [](V x) { return batch_norm(x[0], {}, {}, x[1], x[2], true); }},
+                      {{{3, 2, 2, 2}}, [](V x) { return batch_norm(x[0].transpose(2, 3), zeros({2}, {.dtype = DType::f64}), ones({2}, {.dtype = DType::f64}), {}, {}, true); }},
+                      {{{4, 3}, {3}, {3}}, [](V x) {
+                         Tensor mean = from_vector<double>({0.5, -1, 0}), var = from_vector<double>({1, 2, 0.5});
+                         return batch_norm(x[0], mean, var, x[1], x[2], false);
+                       }}}},
+      {"dropout", {{{{5, 4}}, [](V x) { Generator g(3); return dropout(x[0].t(), 0.4, true, &g) * x[0].t(); }}}},
+      {"cross_entropy", {{{{4, 5}}, [](V x) {
+                            CrossEntropyOptions options{.weight = from_vector<double>({1, 2, 0.5, 1, 3}), .label_smoothing = 0.1};
+                            return cross_entropy(x[0], from_vector<int64_t>({1, 0, -100, 4}), options);
+                          }},
+                         {{{2, 3, 4}}, [](V x) {
+                            Tensor target = from_vector<int64_t>({0, 2, 1, 1, 2, 2, 0, -100}, {2, 4});
+                            return cross_entropy(x[0], target, {.reduction = Reduction::none});
+                          }},
+                         {{{3, 2}}, [](V x) {
+                            Tensor target = from_vector<double>({0.2, 0.3, 0.5, 1, 0, 0}, {2, 3});
+                            return cross_entropy(x[0].t(), target, {.reduction = Reduction::sum, .label_smoothing = 0.2});
+                          }},
+                         {{{5}}, [](V x) { return cross_entropy(x[0], from_vector<int64_t>({3}).reshape({})); }}}},
       {"in_place", {{{{3, 4}, {4}}, [](V x) {
                       Tensor y = x[0] * 1.0;
                       y += x[1];

@@ -177,6 +177,114 @@ const std::map<std::string, Case>& cases() {
       {"randint", [](DType dtype) {
          return [=] { Generator g(7); return randint(0, 2, {1000}, {.dtype = dtype}, &g); };
        }},
+      // normalisation, dropout and cross-entropy: forward and fused backward
+      {"layer_norm", [](DType dtype) {
+         Tensor x = random_tensor({4, 3, 6}, dtype), w = random_tensor({6, 4}, dtype), b = random_tensor({4, 6}, dtype);
+         return [=] { return layer_norm(x.transpose(0, 1), {4, 6}, w.t(), b); };
+       }},
+      {"rms_norm", [](DType dtype) {
+         Tensor x = random_tensor({5, 9}, dtype), w = random_tensor({9}, dtype);
+         return [=] { return rms_norm(x, {9}, w); };
+       }},
+      {"layer_norm_backward", [](DType dtype) {
+         Tensor x = random_tensor({5, 9}, dtype), g = random_tensor({5, 9}, dtype), w = random_tensor({9}, dtype);
+         NormalizationResult saved = reference([&] { return layer_norm_forward(x, {9}, w, {}, 1e-5); });
+         return [=] {
+           NormalizationGrads grads = layer_norm_backward(g, x, {9}, w, saved.mean, saved.rstd, true);
+           return cat({grads.input.flatten(), grads.weight, grads.bias});
+         };
+       }},
+      {"rms_norm_backward", [](DType dtype) {
+         Tensor x = random_tensor({5, 9}, dtype), g = random_tensor({5, 9}, dtype), w = random_tensor({9}, dtype);
+         NormalizationResult saved = reference([&] { return rms_norm_forward(x, {9}, w, 1e-6); });
+         return [=] {
+           NormalizationGrads grads = rms_norm_backward(g, x, {9}, w, saved.rstd);
+           return cat({grads.input.flatten(), grads.weight});
+         };
+       }},
+      {"batch_norm", [](DType dtype) {
+         Tensor x = random_tensor({3, 4, 5}, dtype), w = random_tensor({4}, dtype), b = random_tensor({4}, dtype);
+         Tensor mean = random_tensor({4}, DType::f32), var = random_tensor({4}, DType::f32, 0.5, 2);
+         return [=] {
+           return cat({batch_norm(x.transpose(0, 2).contiguous().transpose(0, 2), {}, {}, w, b, true).flatten(),
+                       batch_norm(x, mean, var, w, b, false).flatten()});
+         };
+       }},
+      {"batch_norm_backward", [](DType dtype) {
+         Tensor x = random_tensor({3, 4, 5}, dtype), g = random_tensor({3, 4, 5}, dtype), w = random_tensor({4}, dtype);
+         NormalizationResult saved = reference([&] { return batch_norm_forward(x, {}, {}, w, {}, true, 1e-5); });
+         return [=] {
+           NormalizationGrads grads = batch_norm_backward(g, x, w, saved.mean, saved.rstd, true, true);
+           return cat({grads.input.flatten(), grads.weight, grads.bias});
+         };
+       }},
+      {"dropout", [](DType dtype) {
+         Tensor x = random_tensor({33, 5}, dtype);
+         return [=] { Generator g(7); return dropout(x.t(), 0.3, true, &g); };
+       }},
+      {"cross_entropy", [](DType dtype) {
+         Tensor x = random_tensor({6, 5, 2}, dtype, -3, 3), w = random_tensor({5}, dtype, 0.5, 2);
+         Tensor target = from_vector<int64_t>({0, 4, -100, 2, 1, 3, 3, 0, 4, -100, 1, 2}, {6, 2});
+         return [=] {
+           return cross_entropy(x, target, {.weight = w, .reduction = Reduction::none, .label_smoothing = 0.1});
+         };
+       }},
+      {"cross_entropy_backward", [](DType dtype) {
+         Tensor x = random_tensor({7, 5}, dtype, -3, 3), target = random_tensor({7}, DType::i64, 0, 4);
+         CrossEntropyOptions options{.label_smoothing = 0.2};
+         CrossEntropyResult saved = reference([&] { return cross_entropy_forward(x, target, options); });
+         return [=] { return cross_entropy_backward(ones({}, {.dtype = dtype}), x, target, options, saved.logsumexp, saved.total_weight); };
+       }},
+      // fused optimizer updates: fresh copies of the parameter and its state per run,
+      // then everything the update wrote, flattened into one tensor
+      {"sgd_update", [](DType dtype) {
+         Tensor param = random_tensor({7, 5}, dtype), grad = random_tensor({7, 5}, dtype);
+         Tensor buffer = random_tensor({7, 5}, dtype);
+         return [=] {
+           Tensor p = param.clone(), b = buffer.clone();
+           sgd_update_(p, grad.t().contiguous().t(), b,
+                       {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01, .nesterov = true});
+           return cat({p.flatten(), b.flatten()});
+         };
+       }},
+      {"adam_update", [](DType dtype) {
+         Tensor param = random_tensor({33}, dtype), grad = random_tensor({33}, dtype);
+         Tensor exp_avg = random_tensor({33}, dtype), exp_avg_sq = random_tensor({33}, dtype, 0, 2);
+         Tensor max_exp_avg_sq = random_tensor({33}, dtype, 0, 2);
+         return [=] {
+           Tensor p = param.clone(), m = exp_avg.clone(), v = exp_avg_sq.clone(), v_max = max_exp_avg_sq.clone();
+           adam_update_(p, grad, m, v, v_max, {.lr = 0.01, .weight_decay = 0.1, .amsgrad = true, .step = 3});
+           return cat({p, m, v, v_max});
+         };
+       }},
+      {"rmsprop_update", [](DType dtype) {
+         Tensor param = random_tensor({33}, dtype), grad = random_tensor({33}, dtype);
+         Tensor square_avg = random_tensor({33}, dtype, 1, 2), grad_avg = random_tensor({33}, dtype, -0.5, 0.5);
+         Tensor buffer = random_tensor({33}, dtype);
+         return [=] {
+           Tensor p = param.clone(), s = square_avg.clone(), a = grad_avg.clone(), b = buffer.clone();
+           rmsprop_update_(p, grad, s, a, b, {.lr = 0.01, .weight_decay = 0.1, .momentum = 0.9, .centered = true});
+           return cat({p, s, a, b});
+         };
+       }},
+      {"adagrad_update", [](DType dtype) {
+         Tensor param = random_tensor({33}, dtype), grad = random_tensor({33}, dtype);
+         Tensor sum = random_tensor({33}, dtype, 0, 2);
+         return [=] {
+           Tensor p = param.clone(), s = sum.clone();
+           adagrad_update_(p, grad, s, {.lr = 0.1, .lr_decay = 0.01, .weight_decay = 0.1, .step = 4});
+           return cat({p, s});
+         };
+       }},
+      {"lion_update", [](DType dtype) {
+         Tensor param = random_tensor({33}, dtype), grad = random_tensor({33}, dtype);
+         Tensor exp_avg = random_tensor({33}, dtype);
+         return [=] {
+           Tensor p = param.clone(), m = exp_avg.clone();
+           lion_update_(p, grad, m, {.lr = 0.01, .weight_decay = 0.1, .maximize = true});
+           return cat({p, m});
+         };
+       }},
   };
   return table;
 }

@@ -1,0 +1,146 @@
+// Entry point of cross-entropy: validate input, target and options, move the
+// class dim last so kernels see dense rows [rows, classes], dispatch, and turn
+// a class index out of range (found by the kernel) into an error naming it.
+// Kernels: kernels/{reference,cpu}/loss.cpp; gradient: autograd/functions/loss.cpp.
+// Tests: tests/core/test_loss.cpp, tests/nn/test_loss.cpp.
+#include "core/ops/loss.h"
+
+#include "core/ops/creation.h"
+#include "core/ops/loss_kernels.h"
+#include "core/ops/views.h"
+
+namespace ember {
+
+Op<void(const CrossEntropyProblem&)> cross_entropy_op("cross_entropy");
+Op<void(const CrossEntropyBackwardProblem&)> cross_entropy_backward_op("cross_entropy_backward");
+GradSlot cross_entropy_grad("cross_entropy");
+
+namespace {
+
+// The validated operands, laid out as the kernels read them.
+struct CrossEntropyPlan {
+  CrossEntropyProblem problem;
+  Tensor input;   // [rows, classes], contiguous
+  Tensor target;  // [rows] indices or [rows, classes] probabilities, contiguous
+  Tensor weight;  // [classes], contiguous, or undefined
+  Shape row_shape;      // the shape of the unreduced loss: the input's without the class dim
+  Shape permuted_shape;  // the input's shape with the class dim last
+};
+
+// [N, C, d1, ...] -> [N, d1, ..., C]: the permutation that puts the classes last.
+Dims classes_last(int ndim) {
+  Dims order;
+  if (ndim == 1) return Dims{0};
+  order.push_back(0);
+  for (int d = 2; d < ndim; ++d) order.push_back(d);
+  order.push_back(1);
+  return order;
+}
+
+CrossEntropyPlan plan_cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options,
+                                    std::string_view op) {
+  EMBER_CHECK(input.defined() && target.defined(), "{}: undefined input or target", op);
+  EMBER_CHECK(is_floating(input.dtype()), "{}: expected a floating point input, got {}", op, input.dtype());
+  EMBER_CHECK(input.dim() >= 1, "{}: expected input [C], [N, C] or [N, C, d1, ...], got a 0-d tensor", op);
+  EMBER_CHECK(target.device() == input.device(), "{}: input on {} but target on {}", op, input.device(),
+              target.device());
+  const int class_dim = input.dim() == 1 ? 0 : 1;
+  const int64_t classes = input.shape()[class_dim];
+  EMBER_CHECK(classes > 0, "{}: input of shape {} has no classes", op, input.shape());
+  EMBER_CHECK(options.label_smoothing >= 0 && options.label_smoothing <= 1,
+              "{}: label_smoothing must be in [0, 1], got {}", op, options.label_smoothing);
+  CrossEntropyPlan plan;
+  for (int d = 0; d < input.dim(); ++d)
+    if (d != class_dim) plan.row_shape.push_back(input.shape()[d]);
+  const bool probabilities = is_floating(target.dtype());
+  if (probabilities) {
+    EMBER_CHECK(target.shape() == input.shape() && target.dtype() == input.dtype(),
+                "{}: probability targets must match the input: expected shape {} and dtype {}, got {} of {}", op,
+                input.shape(), input.dtype(), target.shape(), target.dtype());
+  } else {
+    EMBER_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32,
+                "{}: expected class-index targets of dtype int64 or int32, or floating probabilities, got {}", op,
+                target.dtype());
+    EMBER_CHECK(target.shape() == plan.row_shape,
+                "{}: expected class-index targets of shape {} for input {}, got {}", op, plan.row_shape,
+                input.shape(), target.shape());
+  }
+  if (options.weight.defined()) {
+    const Tensor& w = options.weight;
+    EMBER_CHECK(w.dim() == 1 && w.size(0) == classes && w.dtype() == input.dtype() && w.device() == input.device(),
+                "{}: expected weight [{}] of dtype {} on {} (one per class, the input's dtype), got {} of {} on {}",
+                op, classes, input.dtype(), input.device(), w.shape(), w.dtype(), w.device());
+    plan.weight = contiguous(w);
+  }
+  const Dims order = classes_last(input.dim());
+  plan.input = contiguous(input.permute(order));
+  plan.permuted_shape = plan.input.shape();
+  plan.target = contiguous(probabilities ? target.permute(order) : target);
+  CrossEntropyProblem& p = plan.problem;
+  p.rows = plan.row_shape.numel(), p.classes = classes;
+  p.probabilities = probabilities, p.target_dtype = target.dtype();
+  p.ignore_index = options.ignore_index, p.label_smoothing = options.label_smoothing;
+  p.reduction = options.reduction;
+  p.input = plan.input.data_ptr(), p.target = plan.target.data_ptr();
+  p.weight = plan.weight.defined() ? plan.weight.data_ptr() : nullptr;
+  return plan;
+}
+
+DType statistics_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
+
+}  // namespace
+
+CrossEntropyResult cross_entropy_forward(const Tensor& input, const Tensor& target,
+                                         const CrossEntropyOptions& options) {
+  CrossEntropyPlan plan = plan_cross_entropy(input, target, options, "cross_entropy");
+  const TensorOptions statistics{.dtype = statistics_dtype(input.dtype()), .device = input.device()};
+  CrossEntropyResult result;
+  result.loss = make_tensor(options.reduction == Reduction::none ? plan.row_shape : Shape{}, input.dtype(),
+                            input.device());
+  result.logsumexp = make_tensor(plan.row_shape, statistics.dtype, statistics.device);
+  result.total_weight = make_tensor({}, statistics.dtype, statistics.device);
+  InvalidTarget invalid;
+  CrossEntropyProblem& p = plan.problem;
+  p.loss = result.loss.data_ptr(), p.logsumexp = result.logsumexp.data_ptr();
+  p.total_weight = result.total_weight.data_ptr(), p.invalid = &invalid;
+  cross_entropy_op(input.device().type, input.dtype(), p);
+  EMBER_CHECK(invalid.row < 0,
+              "cross_entropy: target {} is out of bounds for {} classes (target element {}; ignore_index is {})",
+              invalid.value, p.classes, invalid.row, options.ignore_index);
+  return result;
+}
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
+  CrossEntropyResult result = cross_entropy_forward(input, target, options);
+  CrossEntropyParams params{target, options, result.logsumexp, result.total_weight};
+  return with_grad(cross_entropy_grad, result.loss, {&input}, &params);
+}
+
+Tensor cross_entropy_backward(const Tensor& grad_output, const Tensor& input, const Tensor& target,
+                              const CrossEntropyOptions& options, const Tensor& logsumexp,
+                              const Tensor& total_weight) {
+  CrossEntropyPlan plan = plan_cross_entropy(input, target, options, "cross_entropy_backward");
+  const Shape loss_shape = options.reduction == Reduction::none ? plan.row_shape : Shape{};
+  EMBER_CHECK(grad_output.defined() && grad_output.shape() == loss_shape && grad_output.dtype() == input.dtype(),
+              "cross_entropy_backward: expected grad_output of shape {} and dtype {}, got {} of {}", loss_shape,
+              input.dtype(), grad_output.defined() ? grad_output.shape() : Shape{},
+              grad_output.defined() ? grad_output.dtype() : input.dtype());
+  const DType statistics = statistics_dtype(input.dtype());
+  EMBER_CHECK(logsumexp.defined() && logsumexp.shape() == plan.row_shape && logsumexp.dtype() == statistics &&
+                  total_weight.defined() && total_weight.numel() == 1 && total_weight.dtype() == statistics,
+              "cross_entropy_backward: expected the forward's logsumexp {} and total_weight of dtype {}",
+              plan.row_shape, statistics);
+  Tensor dense_grad = contiguous(grad_output), dense_logsumexp = contiguous(logsumexp);
+  Tensor grad_input = make_tensor(plan.permuted_shape, input.dtype(), input.device());
+  CrossEntropyBackwardProblem b{plan.problem};
+  b.forward.logsumexp = dense_logsumexp.data_ptr(), b.forward.total_weight = total_weight.data_ptr();
+  b.grad_output = dense_grad.data_ptr(), b.grad_input = grad_input.data_ptr();
+  if (grad_input.numel() > 0) cross_entropy_backward_op(input.device().type, input.dtype(), b);
+  if (input.dim() <= 2) return grad_input;
+  // [N, d1, ..., C] back to [N, C, d1, ...]: the inverse of classes_last.
+  Dims inverse{0, input.dim() - 1};
+  for (int d = 1; d < input.dim() - 1; ++d) inverse.push_back(d);
+  return grad_input.permute(inverse);
+}
+
+}  // namespace ember

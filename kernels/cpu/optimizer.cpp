@@ -1,0 +1,235 @@
+// CPU optimizer updates: the formulas of core/ops/optimizer.h in one pass per
+// parameter. Options become coefficients outside the loop (maximize is a sign,
+// an unused weight decay a zero factor, exact for finite values) and the other
+// flags are loop-invariant, so the loops vectorise. The elements go through in
+// blocks of kBlock that stay in L1: the moments first, then the square roots
+// with SIMD instructions (std::sqrt sets errno, which keeps compilers from
+// vectorising it), then the parameter. Threads split the blocks above
+// kParallelGrain elements. Oracle: kernels/reference/optimizer.cpp;
+// tests: tests/optim/test_update_kernels.cpp.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+#include "core/ops/optimizer_kernels.h"
+#include "core/parallel.h"
+#include "kernels/cpu/families.h"
+
+namespace ember::cpu {
+namespace {
+
+constexpr int64_t kBlock = 256;
+
+template <class T>
+T* data(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+}
+
+// Calls body(first, count) for every block of [0, numel).
+template <class Body>
+void for_each_block(int64_t numel, Body body) {
+  parallel_for(0, numel, kParallelGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t first = begin; first < end; first += kBlock) body(first, std::min(kBlock, end - first));
+  });
+}
+
+template <class C>
+void sqrt_in_place(C* values, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<C, float>) {
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(values + i, _mm_sqrt_ps(_mm_loadu_ps(values + i)));
+  } else {
+    for (; i + 2 <= n; i += 2) _mm_storeu_pd(values + i, _mm_sqrt_pd(_mm_loadu_pd(values + i)));
+  }
+#endif
+  for (; i < n; ++i) values[i] = std::sqrt(values[i]);
+}
+
+// The gradient as the update sees it: sign * g + weight_decay * p.
+template <class T>
+struct GradientTerms {
+  ComputeType<T> sign, weight_decay;
+  ComputeType<T> operator()(T grad, T param) const {
+    return sign * ComputeType<T>(grad) + weight_decay * ComputeType<T>(param);
+  }
+};
+
+template <class T>
+GradientTerms<T> gradient_terms(bool maximize, double weight_decay) {
+  return {ComputeType<T>(maximize ? -1 : 1), ComputeType<T>(weight_decay)};
+}
+
+template <class T>
+void sgd(const Tensor& param_t, const Tensor& grad_t, const Tensor& buffer_t, const SgdUpdate& hyper) {
+  using C = ComputeType<T>;
+  T* __restrict param = data<T>(param_t);
+  const T* __restrict grad = data<T>(grad_t);
+  T* __restrict buffer = data<T>(buffer_t);
+  const GradientTerms<T> gradient = gradient_terms<T>(hyper.maximize, hyper.weight_decay);
+  const C momentum = C(hyper.momentum), damped = C(1 - hyper.dampening), neg_lr = C(-hyper.lr);
+  for_each_block(param_t.numel(), [&](int64_t first, int64_t n) {
+    T* p = param + first;
+    const T* g = grad + first;
+    if (hyper.momentum == 0) {
+      for (int64_t i = 0; i < n; ++i) p[i] = T(C(p[i]) + neg_lr * gradient(g[i], p[i]));
+      return;
+    }
+    T* b = buffer + first;
+    for (int64_t i = 0; i < n; ++i) {
+      const C d = gradient(g[i], p[i]);
+      b[i] = hyper.first_step ? T(d) : T(C(b[i]) * momentum + damped * d);
+      p[i] = T(C(p[i]) + neg_lr * (hyper.nesterov ? d + momentum * C(b[i]) : C(b[i])));
+    }
+  });
+}
+
+template <class T>
+void adam(const Tensor& param_t, const Tensor& grad_t, const Tensor& exp_avg_t, const Tensor& exp_avg_sq_t,
+          const Tensor& max_exp_avg_sq_t, const AdamUpdate& hyper) {
+  using C = ComputeType<T>;
+  T* __restrict param = data<T>(param_t);
+  const T* __restrict grad = data<T>(grad_t);
+  T* __restrict exp_avg = data<T>(exp_avg_t);
+  T* __restrict exp_avg_sq = data<T>(exp_avg_sq_t);
+  T* __restrict max_exp_avg_sq = data<T>(max_exp_avg_sq_t);
+  const GradientTerms<T> gradient =
+      gradient_terms<T>(hyper.maximize, hyper.decoupled_weight_decay ? 0.0 : hyper.weight_decay);
+  const C decay = C(hyper.decoupled_weight_decay ? 1 - hyper.lr * hyper.weight_decay : 1.0);
+  const C beta1 = C(hyper.beta1), beta2 = C(hyper.beta2), one_minus_beta1 = C(1 - hyper.beta1),
+          one_minus_beta2 = C(1 - hyper.beta2), eps = C(hyper.eps);
+  const C neg_step_size = C(-(hyper.lr / (1 - std::pow(hyper.beta1, double(hyper.step)))));
+  const C bias_correction2_sqrt = C(std::sqrt(1 - std::pow(hyper.beta2, double(hyper.step))));
+  for_each_block(param_t.numel(), [&](int64_t first, int64_t n) {
+    T* p = param + first;
+    const T* g = grad + first;
+    T *m = exp_avg + first, *v = exp_avg_sq + first;
+    C root[kBlock];
+    for (int64_t i = 0; i < n; ++i) {
+      const C gi = gradient(g[i], p[i]);
+      p[i] = T(C(p[i]) * decay);
+      m[i] = T(C(m[i]) * beta1 + one_minus_beta1 * gi);
+      v[i] = T(C(v[i]) * beta2 + one_minus_beta2 * gi * gi);
+      root[i] = C(v[i]);
+    }
+    if (hyper.amsgrad) {
+      T* v_max = max_exp_avg_sq + first;
+      for (int64_t i = 0; i < n; ++i) {
+        v_max[i] = T(std::max(C(v_max[i]), root[i]));
+        root[i] = C(v_max[i]);
+      }
+    }
+    sqrt_in_place(root, n);
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = T(C(p[i]) + neg_step_size * C(m[i]) / (root[i] / bias_correction2_sqrt + eps));
+  });
+}
+
+template <class T>
+void rmsprop(const Tensor& param_t, const Tensor& grad_t, const Tensor& square_avg_t, const Tensor& grad_avg_t,
+             const Tensor& buffer_t, const RmspropUpdate& hyper) {
+  using C = ComputeType<T>;
+  T* __restrict param = data<T>(param_t);
+  const T* __restrict grad = data<T>(grad_t);
+  T* __restrict square_avg = data<T>(square_avg_t);
+  T* __restrict grad_avg = data<T>(grad_avg_t);
+  T* __restrict buffer = data<T>(buffer_t);
+  const GradientTerms<T> gradient = gradient_terms<T>(hyper.maximize, hyper.weight_decay);
+  const C alpha = C(hyper.alpha), one_minus_alpha = C(1 - hyper.alpha), eps = C(hyper.eps),
+          momentum = C(hyper.momentum), neg_lr = C(-hyper.lr);
+  for_each_block(param_t.numel(), [&](int64_t first, int64_t n) {
+    T* p = param + first;
+    const T* g = grad + first;
+    T* s = square_avg + first;
+    C update[kBlock], root[kBlock];
+    for (int64_t i = 0; i < n; ++i) {
+      update[i] = gradient(g[i], p[i]);
+      s[i] = T(C(s[i]) * alpha + one_minus_alpha * update[i] * update[i]);
+      root[i] = C(s[i]);
+    }
+    if (hyper.centered) {
+      T* a = grad_avg + first;
+      for (int64_t i = 0; i < n; ++i) {
+        a[i] = T(C(a[i]) * alpha + one_minus_alpha * update[i]);
+        root[i] = root[i] - C(a[i]) * C(a[i]);
+      }
+    }
+    sqrt_in_place(root, n);
+    if (hyper.momentum > 0) {
+      T* b = buffer + first;
+      for (int64_t i = 0; i < n; ++i) {
+        b[i] = T(C(b[i]) * momentum + update[i] / (root[i] + eps));
+        p[i] = T(C(p[i]) + neg_lr * C(b[i]));
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) p[i] = T(C(p[i]) + neg_lr * update[i] / (root[i] + eps));
+    }
+  });
+}
+
+template <class T>
+void adagrad(const Tensor& param_t, const Tensor& grad_t, const Tensor& sum_t, const AdagradUpdate& hyper) {
+  using C = ComputeType<T>;
+  T* __restrict param = data<T>(param_t);
+  const T* __restrict grad = data<T>(grad_t);
+  T* __restrict sum = data<T>(sum_t);
+  const GradientTerms<T> gradient = gradient_terms<T>(hyper.maximize, hyper.weight_decay);
+  const C neg_clr = C(-(hyper.lr / (1 + double(hyper.step - 1) * hyper.lr_decay))), eps = C(hyper.eps);
+  for_each_block(param_t.numel(), [&](int64_t first, int64_t n) {
+    T* p = param + first;
+    const T* g = grad + first;
+    T* s = sum + first;
+    C update[kBlock], root[kBlock];
+    for (int64_t i = 0; i < n; ++i) {
+      update[i] = gradient(g[i], p[i]);
+      s[i] = T(C(s[i]) + update[i] * update[i]);
+      root[i] = C(s[i]);
+    }
+    sqrt_in_place(root, n);
+    for (int64_t i = 0; i < n; ++i) p[i] = T(C(p[i]) + neg_clr * update[i] / (root[i] + eps));
+  });
+}
+
+template <class T>
+void lion(const Tensor& param_t, const Tensor& grad_t, const Tensor& exp_avg_t, const LionUpdate& hyper) {
+  using C = ComputeType<T>;
+  T* __restrict param = data<T>(param_t);
+  const T* __restrict grad = data<T>(grad_t);
+  T* __restrict exp_avg = data<T>(exp_avg_t);
+  const C sign = C(hyper.maximize ? -1 : 1), decay = C(1 - hyper.lr * hyper.weight_decay), lr = C(hyper.lr);
+  const C beta1 = C(hyper.beta1), beta2 = C(hyper.beta2), one_minus_beta1 = C(1 - hyper.beta1),
+          one_minus_beta2 = C(1 - hyper.beta2);
+  for_each_block(param_t.numel(), [&](int64_t first, int64_t n) {
+    T* p = param + first;
+    const T* g = grad + first;
+    T* m = exp_avg + first;
+    for (int64_t i = 0; i < n; ++i) {
+      const C gi = sign * C(g[i]), mi = C(m[i]);
+      const C interpolated = beta1 * mi + one_minus_beta1 * gi;
+      const C direction = C(interpolated > 0) - C(interpolated < 0);
+      p[i] = T(C(p[i]) * decay - lr * direction);
+      m[i] = T(beta2 * mi + one_minus_beta2 * gi);
+    }
+  });
+}
+
+}  // namespace
+
+void register_optimizer_kernels() {
+  register_for<float, double, Half, BFloat16>(sgd_update_op, DeviceType::cpu,
+                                              [](auto tag) { return &sgd<decltype(tag)>; });
+  register_for<float, double, Half, BFloat16>(adam_update_op, DeviceType::cpu,
+                                              [](auto tag) { return &adam<decltype(tag)>; });
+  register_for<float, double, Half, BFloat16>(rmsprop_update_op, DeviceType::cpu,
+                                              [](auto tag) { return &rmsprop<decltype(tag)>; });
+  register_for<float, double, Half, BFloat16>(adagrad_update_op, DeviceType::cpu,
+                                              [](auto tag) { return &adagrad<decltype(tag)>; });
+  register_for<float, double, Half, BFloat16>(lion_update_op, DeviceType::cpu,
+                                              [](auto tag) { return &lion<decltype(tag)>; });
+}
+
+}  // namespace ember::cpu
