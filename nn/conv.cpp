@@ -1,0 +1,85 @@
+// nn::Conv2d and the pooling layers (see conv.h).
+#include "nn/conv.h"
+
+#include <cmath>
+
+#include "core/ops/creation.h"
+#include "nn/init.h"
+
+namespace ember::nn {
+
+namespace {
+
+// PyTorch prints the size it was given; ember keeps pairs, so a square pair
+// prints as one int, the form nn.MaxPool2d(2) shows.
+std::string pair_or_int(const Pair& pair) {
+  return pair[0] == pair[1] ? std::to_string(pair[0]) : python_tuple(pair);
+}
+
+Pair default_stride(const Pair& stride, const Pair& kernel_size) {
+  return stride == Pair{0, 0} ? kernel_size : stride;
+}
+
+}  // namespace
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, const Conv2dOptions& options)
+    : in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(kernel_size),
+      conv{.stride = options.stride, .padding = options.padding, .dilation = options.dilation,
+           .groups = options.groups} {
+  EMBER_CHECK(options.groups > 0 && in_channels % options.groups == 0 && out_channels % options.groups == 0,
+              "Conv2d: in_channels {} and out_channels {} must be divisible by groups {}", in_channels,
+              out_channels, options.groups);
+  weight = register_parameter(
+      "weight",
+      empty({out_channels, in_channels / options.groups, kernel_size[0], kernel_size[1]}, {.dtype = options.dtype}));
+  bias = register_parameter("bias", options.bias ? empty({out_channels}, {.dtype = options.dtype}) : Tensor());
+  reset_parameters(options.generator);
+}
+
+void Conv2d::reset_parameters(Generator* generator) {
+  init::kaiming_uniform_(weight, {.a = std::sqrt(5.0), .generator = generator});
+  if (bias.defined()) {
+    int64_t fan_in = init::calculate_fan_in_and_fan_out(weight).fan_in;
+    double bound = fan_in > 0 ? 1.0 / std::sqrt(double(fan_in)) : 0.0;
+    init::uniform_(bias, -bound, bound, generator);
+  }
+}
+
+Tensor Conv2d::forward(const Tensor& input) { return conv2d(input, weight, bias, conv); }
+
+std::string Conv2d::extra_repr() const {
+  // PyTorch's _ConvNd.extra_repr: non-default settings only.
+  std::string out = fmt::format("{}, {}, kernel_size={}, stride={}", in_channels, out_channels,
+                                python_tuple(kernel_size), python_tuple(conv.stride));
+  if (conv.padding != Pair{0, 0}) out += ", padding=" + python_tuple(conv.padding);
+  if (conv.dilation != Pair{1, 1}) out += ", dilation=" + python_tuple(conv.dilation);
+  if (conv.groups != 1) out += fmt::format(", groups={}", conv.groups);
+  if (!bias.defined()) out += ", bias=False";
+  return out;
+}
+
+MaxPool2d::MaxPool2d(Pair kernel_size, const MaxPool2dOptions& options)
+    : pool{.kernel_size = kernel_size, .stride = default_stride(options.stride, kernel_size),
+           .padding = options.padding} {}
+
+Tensor MaxPool2d::forward(const Tensor& input) { return max_pool2d(input, pool); }
+
+std::string MaxPool2d::extra_repr() const {
+  return fmt::format("kernel_size={}, stride={}, padding={}, dilation=1, ceil_mode=False",
+                     pair_or_int(pool.kernel_size), pair_or_int(pool.stride), pair_or_int(pool.padding));
+}
+
+AvgPool2d::AvgPool2d(Pair kernel_size, const AvgPool2dOptions& options)
+    : pool{.kernel_size = kernel_size, .stride = default_stride(options.stride, kernel_size),
+           .padding = options.padding, .count_include_pad = options.count_include_pad} {}
+
+Tensor AvgPool2d::forward(const Tensor& input) { return avg_pool2d(input, pool); }
+
+std::string AvgPool2d::extra_repr() const {
+  return fmt::format("kernel_size={}, stride={}, padding={}", pair_or_int(pool.kernel_size),
+                     pair_or_int(pool.stride), pair_or_int(pool.padding));
+}
+
+}  // namespace ember::nn

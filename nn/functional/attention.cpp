@@ -1,0 +1,52 @@
+// nn::functional::scaled_dot_product_attention (see attention.h).
+#include "nn/functional/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "core/ops/creation.h"
+#include "core/ops/dropout.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/indexing.h"
+#include "core/ops/linalg.h"
+#include "core/ops/reduction.h"
+
+namespace ember::nn::functional {
+
+Tensor attention_weights(const Tensor& query, const Tensor& key, const ScaledDotProductAttentionOptions& options) {
+  EMBER_CHECK(query.dim() >= 2 && key.dim() >= 2 && query.size(-1) == key.size(-1),
+              "scaled_dot_product_attention: query {} and key {} must be [..., L, E] and [..., S, E]",
+              query.shape().str(), key.shape().str());
+  EMBER_CHECK(!(options.is_causal && options.attn_mask.defined()),
+              "scaled_dot_product_attention: pass either attn_mask or is_causal, not both");
+  int64_t target_length = query.size(-2);
+  int64_t source_length = key.size(-2);
+  double scale = options.scale.value_or(1.0 / std::sqrt(double(query.size(-1))));
+  // Scaling the query ([L, E]) is cheaper than scaling the scores ([L, S]) when E < S.
+  Tensor scores = matmul(query * scale, key.transpose(-2, -1));  // [..., L, E] x [..., E, S] -> [..., L, S]
+  constexpr double minus_infinity = -std::numeric_limits<double>::infinity();
+  if (options.is_causal) {
+    Tensor future = triu(ones({target_length, source_length}, {.dtype = DType::boolean}), 1);
+    scores = masked_fill(scores, future, minus_infinity);
+  } else if (options.attn_mask.defined()) {
+    if (options.attn_mask.dtype() == DType::boolean) {
+      scores = masked_fill(scores, logical_not(options.attn_mask), minus_infinity);
+    } else {
+      scores = scores + options.attn_mask;
+    }
+  }
+  return softmax(scores, -1);
+}
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const ScaledDotProductAttentionOptions& options) {
+  EMBER_CHECK(value.dim() >= 2 && value.size(-2) == key.size(-2),
+              "scaled_dot_product_attention: value {} must be [..., S, Ev] with S = {} as the key's",
+              value.shape().str(), key.size(-2));
+  Tensor weights = attention_weights(query, key, options);
+  if (options.dropout_p > 0) weights = dropout(weights, options.dropout_p, true, options.generator);
+  return matmul(weights, value);  // [..., L, S] x [..., S, Ev] -> [..., L, Ev]
+}
+
+}  // namespace ember::nn::functional

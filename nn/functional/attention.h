@@ -1,0 +1,32 @@
+// nn::functional::scaled_dot_product_attention, torch.nn.functional's
+// semantics, as a composite of differentiable core ops (two batched GEMMs and
+// a softmax). Called by nn::CausalSelfAttention and nn::MultiheadAttention.
+// Tests: tests/nn/test_attention.cpp.
+#pragma once
+
+#include <optional>
+
+#include "core/random.h"
+#include "core/tensor.h"
+
+namespace ember::nn::functional {
+
+struct ScaledDotProductAttentionOptions {
+  // [L, S] or broadcastable to [..., L, S]: bool (true = take part in
+  // attention, PyTorch's SDPA convention) or a float added to the scores.
+  Tensor attn_mask{};
+  double dropout_p = 0.0;  // applied to the attention weights
+  bool is_causal = false;  // query i attends to keys j <= i (keys aligned to the start)
+  std::optional<double> scale{};  // 1 / sqrt(head_dim) when unset
+  Generator* generator = nullptr;
+};
+
+// query [..., L, E], key [..., S, E], value [..., S, Ev] -> [..., L, Ev]
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const ScaledDotProductAttentionOptions& options = {});
+
+// The attention weights alone (softmax of the masked, scaled scores, before
+// dropout): [..., L, S]. scaled_dot_product_attention is dropout(these) @ value.
+Tensor attention_weights(const Tensor& query, const Tensor& key, const ScaledDotProductAttentionOptions& options = {});
+
+}  // namespace ember::nn::functional

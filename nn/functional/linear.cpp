@@ -1,0 +1,45 @@
+// nn::functional::linear and embedding (see linear.h).
+#include "nn/functional/linear.h"
+
+#include "core/error.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/indexing.h"
+#include "core/ops/linalg.h"
+#include "core/ops/views.h"
+
+namespace ember::nn::functional {
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  EMBER_CHECK(weight.dim() == 2, "linear: weight must be 2-d [out_features, in_features], got shape {}",
+              weight.shape().str());
+  EMBER_CHECK(input.dim() >= 1 && input.size(-1) == weight.size(1),
+              "linear: input shape {} does not end in in_features {} (weight shape {})", input.shape().str(),
+              weight.size(1), weight.shape().str());
+  EMBER_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)),
+              "linear: bias shape {} does not match out_features {}", bias.shape().str(), weight.size(0));
+  // weight.t() is a view: the GEMM reads the transposed layout directly.
+  if (input.dim() == 1) {
+    Tensor out = matmul(input, weight.t());  // [in] x [in, out] -> [out]
+    return bias.defined() ? out + bias : out;
+  }
+  if (input.dim() == 2) return bias.defined() ? addmm(bias, input, weight.t()) : mm(input, weight.t());
+  // [..., in] -> [rows, in] (a view for contiguous inputs) -> [rows, out] -> [..., out]
+  Shape out_shape = input.shape();
+  out_shape[out_shape.ndim() - 1] = weight.size(0);
+  Tensor rows = input.reshape({-1, weight.size(1)});
+  Tensor out = bias.defined() ? addmm(bias, rows, weight.t()) : mm(rows, weight.t());
+  return out.view(out_shape);
+}
+
+Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx) {
+  Tensor out = ember::embedding(weight, input);
+  if (padding_idx && out.requires_grad()) {
+    // Zero the output gradient at padding positions before it reaches the
+    // weight: only this lookup's contribution to the row is blocked.
+    Tensor keep = ne(input, *padding_idx).unsqueeze(-1).to(out.dtype());  // [..., 1]
+    out.register_hook([keep](const Tensor& grad) { return grad * keep; });
+  }
+  return out;
+}
+
+}  // namespace ember::nn::functional

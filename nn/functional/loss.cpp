@@ -1,0 +1,118 @@
+// Loss functions of nn::functional. cross_entropy forwards to core's fused op;
+// the others are composites of differentiable core ops, so their gradients
+// need no code of their own. Tests: tests/nn/test_loss.cpp.
+#include "nn/functional/loss.h"
+
+#include "core/ops/creation.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/indexing.h"
+#include "core/ops/reduction.h"
+#include "core/ops/views.h"
+
+namespace ember::nn::functional {
+
+namespace {
+
+Tensor reduce(const Tensor& loss, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::none: return loss;
+    case Reduction::sum: return sum(loss);
+    case Reduction::mean: return mean(loss);
+  }
+  return loss;
+}
+
+void check_same_shape(const Tensor& input, const Tensor& target, std::string_view op) {
+  EMBER_CHECK(input.defined() && target.defined(), "{}: undefined input or target", op);
+  EMBER_CHECK(input.shape() == target.shape(), "{}: input of shape {} and target of shape {} must have the same shape",
+              op, input.shape(), target.shape());
+  EMBER_CHECK(is_floating(input.dtype()), "{}: expected a floating point input, got {}", op, input.dtype());
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
+  return ember::cross_entropy(input, target, options);
+}
+
+// loss_i = -w_{t_i} x_{i, t_i} (0 where t_i == ignore_index); the mean divides by sum_i w_{t_i}.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options) {
+  EMBER_CHECK(input.defined() && target.defined(), "nll_loss: undefined input or target");
+  EMBER_CHECK(is_floating(input.dtype()), "nll_loss: expected floating point log-probabilities, got {}",
+              input.dtype());
+  EMBER_CHECK(input.dim() >= 1, "nll_loss: expected input [C], [N, C] or [N, C, d1, ...], got a 0-d tensor");
+  EMBER_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32,
+              "nll_loss: expected class-index targets of dtype int64 or int32, got {}", target.dtype());
+  const int class_dim = input.dim() == 1 ? 0 : 1;
+  const int64_t classes = input.shape()[class_dim];
+  Shape row_shape;
+  Dims classes_last;
+  for (int d = 0; d < input.dim(); ++d)
+    if (d != class_dim) row_shape.push_back(input.shape()[d]), classes_last.push_back(d);
+  classes_last.push_back(class_dim);
+  EMBER_CHECK(target.shape() == row_shape, "nll_loss: expected targets of shape {} for input {}, got {}", row_shape,
+              input.shape(), target.shape());
+  if (options.weight.defined())
+    EMBER_CHECK(options.weight.dim() == 1 && options.weight.size(0) == classes,
+                "nll_loss: expected weight [{}] (one per class), got {}", classes, options.weight.shape());
+  Tensor flat_target = target.to(DType::i64).reshape({row_shape.numel()});
+  for (int64_t value : flat_target.to_vector<int64_t>())
+    EMBER_CHECK(value == options.ignore_index || (value >= 0 && value < classes),
+                "nll_loss: target {} is out of bounds for {} classes (ignore_index is {})", value, classes,
+                options.ignore_index);
+  Tensor rows = input.permute(classes_last).reshape({row_shape.numel(), classes});
+  Tensor counted = ne(flat_target, options.ignore_index);
+  Tensor safe_target = where(counted, flat_target, 0);  // an index gather can read for ignored rows
+  Tensor picked = gather(rows, 1, safe_target.unsqueeze(1)).squeeze(1);
+  Tensor target_weight = counted.to(input.dtype());
+  if (options.weight.defined()) target_weight = target_weight * index_select(options.weight, 0, safe_target);
+  Tensor loss = -(picked * target_weight);
+  switch (options.reduction) {
+    case Reduction::none: return loss.reshape(row_shape);
+    case Reduction::sum: return sum(loss);
+    case Reduction::mean: return sum(loss) / sum(target_weight);
+  }
+  return loss;
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  check_same_shape(input, target, "mse_loss");
+  Tensor difference = input - target;
+  return reduce(difference * difference, reduction);
+}
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  check_same_shape(input, target, "l1_loss");
+  return reduce(abs(input - target), reduction);
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+  check_same_shape(input, target, "smooth_l1_loss");
+  EMBER_CHECK(beta >= 0, "smooth_l1_loss: beta must be non-negative, got {}", beta);
+  if (beta == 0) return l1_loss(input, target, reduction);
+  Tensor difference = input - target, magnitude = abs(difference);
+  Tensor loss = where(lt(magnitude, beta), difference * difference * (0.5 / beta), magnitude - 0.5 * beta);
+  return reduce(loss, reduction);
+}
+
+// log(1 + e^-x) = log1p(e^-|x|) + max(-x, 0) never overflows; PyTorch's form.
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const BceWithLogitsOptions& options) {
+  check_same_shape(input, target, "binary_cross_entropy_with_logits");
+  Tensor softplus_negative = log1p(exp(-abs(input))) + clamp_min(-input, 0);
+  Tensor loss;
+  if (options.pos_weight.defined()) {
+    Tensor log_weight = (options.pos_weight - 1.0) * target + 1.0;
+    loss = (1.0 - target) * input + log_weight * softplus_negative;
+  } else {
+    loss = (1.0 - target) * input + softplus_negative;
+  }
+  if (options.weight.defined()) loss = loss * options.weight;
+  EMBER_CHECK(loss.shape() == input.shape(),
+              "binary_cross_entropy_with_logits: weight {} or pos_weight {} does not broadcast to the input {}",
+              options.weight.defined() ? options.weight.shape() : Shape{},
+              options.pos_weight.defined() ? options.pos_weight.shape() : Shape{}, input.shape());
+  return reduce(loss, options.reduction);
+}
+
+}  // namespace ember::nn::functional

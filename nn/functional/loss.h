@@ -1,0 +1,41 @@
+// Loss functions, PyTorch's torch.nn.functional names and semantics.
+// cross_entropy is core's fused op (core/ops/loss.h); the others are
+// composites of differentiable ops (nn/functional/loss.cpp).
+// Tests: tests/nn/test_loss.cpp (golden values from tests/data/make_golden_losses.py).
+#pragma once
+
+#include "core/ops/loss.h"
+
+namespace ember::nn::functional {
+
+using ember::CrossEntropyOptions;
+using ember::Reduction;
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options = {});
+
+// input: log-probabilities [N, C], [N, C, d1, ...] or [C]; target: class indices.
+struct NllLossOptions {
+  Tensor weight{};              // [C] class weights, or undefined
+  int64_t ignore_index = -100;  // targets equal to it contribute nothing
+  Reduction reduction = Reduction::mean;  // mean: divided by the summed weights of non-ignored targets
+};
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options = {});
+
+// input and target of the same shape.
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+// 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (l1_loss when beta == 0).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
+                      double beta = 1.0);
+
+// weight broadcasts to the input (per element); pos_weight to the last dim (per class).
+struct BceWithLogitsOptions {
+  Tensor weight{};
+  Tensor pos_weight{};
+  Reduction reduction = Reduction::mean;
+};
+// The stable form: (1 - t) x + (1 + (pos_weight - 1) t) (log1p(exp(-|x|)) + max(-x, 0)).
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const BceWithLogitsOptions& options = {});
+
+}  // namespace ember::nn::functional

@@ -1,0 +1,161 @@
+// nn::init: the initialisers of torch.nn.init (see init.h).
+#include "nn/init.h"
+
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+#include "core/error.h"
+#include "core/grad_hook.h"
+#include "core/ops/creation.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/views.h"
+
+namespace ember::nn::init {
+
+namespace {
+
+void check_floating(const Tensor& tensor, const char* op) {
+  EMBER_CHECK(tensor.defined(), "nn::init::{}: the tensor is undefined", op);
+  EMBER_CHECK(is_floating(tensor.dtype()), "nn::init::{}: needs a floating tensor, got {}", op, tensor.dtype());
+}
+
+// Random draws happen in f32 (f64 for f64 tensors) and are then converted, so
+// f16/bf16 tensors get the same values as their f32 counterparts, rounded.
+TensorOptions draw_options(const Tensor& tensor) {
+  return {.dtype = tensor.dtype() == DType::f64 ? DType::f64 : DType::f32, .device = tensor.device()};
+}
+
+double standard_normal_cdf(double x) { return (1.0 + std::erf(x / std::numbers::sqrt2)) / 2.0; }
+
+// erf^-1(y) for y in (-1, 1): Winitzki's approximation refined by Newton steps on std::erf.
+double erfinv(double y) {
+  if (y <= -1.0) return -INFINITY;
+  if (y >= 1.0) return INFINITY;
+  constexpr double a = 0.147;
+  double log_term = std::log(1.0 - y * y);
+  double t = 2.0 / (std::numbers::pi * a) + log_term / 2.0;
+  double x = std::copysign(std::sqrt(std::sqrt(t * t - log_term / a) - t), y);
+  for (int step = 0; step < 3; ++step) {
+    double slope = 2.0 / std::sqrt(std::numbers::pi) * std::exp(-x * x);
+    if (slope == 0.0) break;
+    x -= (std::erf(x) - y) / slope;
+  }
+  return x;
+}
+
+}  // namespace
+
+double calculate_gain(Nonlinearity nonlinearity, std::optional<double> param) {
+  switch (nonlinearity) {
+    case Nonlinearity::linear:
+    case Nonlinearity::conv1d:
+    case Nonlinearity::conv2d:
+    case Nonlinearity::conv3d:
+    case Nonlinearity::sigmoid:
+      return 1.0;
+    case Nonlinearity::tanh:
+      return 5.0 / 3.0;
+    case Nonlinearity::relu:
+      return std::sqrt(2.0);
+    case Nonlinearity::leaky_relu: {
+      double slope = param.value_or(0.01);
+      return std::sqrt(2.0 / (1.0 + slope * slope));
+    }
+    case Nonlinearity::selu:
+      return 3.0 / 4.0;
+  }
+  EMBER_ASSERT(false, "calculate_gain: unknown nonlinearity {}", int(nonlinearity));
+  return 1.0;
+}
+
+Fans calculate_fan_in_and_fan_out(const Tensor& tensor) {
+  EMBER_CHECK(tensor.dim() >= 2,
+              "nn::init: fan in and fan out can not be computed for a tensor with fewer than 2 dimensions (shape {})",
+              tensor.shape().str());
+  int64_t receptive_field = 1;
+  for (int d = 2; d < tensor.dim(); ++d) receptive_field *= tensor.size(d);
+  return {.fan_in = tensor.size(1) * receptive_field, .fan_out = tensor.size(0) * receptive_field};
+}
+
+Tensor uniform_(const Tensor& tensor, double low, double high, Generator* generator) {
+  check_floating(tensor, "uniform_");
+  NoGradGuard no_grad;
+  Tensor draw = rand(tensor.shape(), draw_options(tensor), generator);
+  copy_(tensor, draw * (high - low) + low);
+  return tensor;
+}
+
+Tensor normal_(const Tensor& tensor, double mean, double std, Generator* generator) {
+  check_floating(tensor, "normal_");
+  EMBER_CHECK(std >= 0, "nn::init::normal_: std must be non-negative, got {}", std);
+  NoGradGuard no_grad;
+  Tensor draw = randn(tensor.shape(), draw_options(tensor), generator);
+  copy_(tensor, draw * std + mean);
+  return tensor;
+}
+
+Tensor trunc_normal_(const Tensor& tensor, double mean, double std, double low, double high, Generator* generator) {
+  check_floating(tensor, "trunc_normal_");
+  EMBER_CHECK(std > 0 && low < high, "nn::init::trunc_normal_: needs std > 0 and low < high, got std {}, [{}, {}]",
+              std, low, high);
+  NoGradGuard no_grad;
+  // A uniform draw on [2 cdf(low) - 1, 2 cdf(high) - 1] mapped through
+  // erf^-1 lands in [low, high] with the normal's shape (torch.nn.init's method).
+  double lower = 2.0 * standard_normal_cdf((low - mean) / std) - 1.0;
+  double upper = 2.0 * standard_normal_cdf((high - mean) / std) - 1.0;
+  std::vector<double> values =
+      rand(tensor.shape(), {.dtype = DType::f64}, generator).to_vector<double>();
+  for (double& value : values) {
+    double x = erfinv(lower + (upper - lower) * value) * std * std::numbers::sqrt2 + mean;
+    value = std::min(std::max(x, low), high);
+  }
+  copy_(tensor, from_vector(values, tensor.shape()));
+  return tensor;
+}
+
+Tensor constant_(const Tensor& tensor, double value) {
+  EMBER_CHECK(tensor.defined(), "nn::init::constant_: the tensor is undefined");
+  NoGradGuard no_grad;
+  Tensor target = tensor;
+  target.fill_(value);
+  return tensor;
+}
+
+Tensor zeros_(const Tensor& tensor) { return constant_(tensor, 0.0); }
+Tensor ones_(const Tensor& tensor) { return constant_(tensor, 1.0); }
+
+Tensor xavier_uniform_(const Tensor& tensor, double gain, Generator* generator) {
+  Fans fans = calculate_fan_in_and_fan_out(tensor);
+  double bound = gain * std::sqrt(6.0 / double(fans.fan_in + fans.fan_out));
+  return uniform_(tensor, -bound, bound, generator);
+}
+
+Tensor xavier_normal_(const Tensor& tensor, double gain, Generator* generator) {
+  Fans fans = calculate_fan_in_and_fan_out(tensor);
+  return normal_(tensor, 0.0, gain * std::sqrt(2.0 / double(fans.fan_in + fans.fan_out)), generator);
+}
+
+namespace {
+
+double kaiming_std(const Tensor& tensor, const KaimingOptions& options) {
+  Fans fans = calculate_fan_in_and_fan_out(tensor);
+  int64_t fan = options.mode == FanMode::fan_in ? fans.fan_in : fans.fan_out;
+  EMBER_CHECK(fan > 0, "nn::init::kaiming: the fan of a tensor of shape {} is 0", tensor.shape().str());
+  return calculate_gain(options.nonlinearity, options.a) / std::sqrt(double(fan));
+}
+
+}  // namespace
+
+Tensor kaiming_uniform_(const Tensor& tensor, const KaimingOptions& options) {
+  if (tensor.defined() && tensor.numel() == 0) return tensor;  // PyTorch skips empty tensors too
+  double bound = std::sqrt(3.0) * kaiming_std(tensor, options);
+  return uniform_(tensor, -bound, bound, options.generator);
+}
+
+Tensor kaiming_normal_(const Tensor& tensor, const KaimingOptions& options) {
+  if (tensor.defined() && tensor.numel() == 0) return tensor;
+  return normal_(tensor, 0.0, kaiming_std(tensor, options), options.generator);
+}
+
+}  // namespace ember::nn::init

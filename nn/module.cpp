@@ -1,0 +1,329 @@
+// nn::Module: registration, the recursive listings, state dicts and printing (see module.h).
+#include "nn/module.h"
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <typeinfo>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/node.h"
+#include "core/grad_hook.h"
+#include "core/ops/views.h"
+
+namespace ember::nn {
+
+namespace {
+
+// PyTorch's _addindent: every line but the first gains `spaces` spaces.
+std::string add_indent(const std::string& text, int spaces) {
+  std::string out;
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out.append(size_t(spaces), ' ');
+  }
+  return out;
+}
+
+// Note [Parameters change in place]: `target` takes over `source`'s storage and
+// geometry, so every handle to target (an optimizer's, a tied module's) sees
+// the new dtype or device. A live accumulator recorded the old dtype; dropping
+// our reference makes the next backward build a fresh one.
+void replace_contents(const Tensor& target, const Tensor& source) {
+  if (source.is_same(target)) return;
+  TensorImpl* impl = target.impl();
+  impl->storage = source.storage();
+  impl->shape = source.shape();
+  impl->strides = source.strides();
+  impl->offset = source.offset();
+  impl->numel = source.numel();
+  impl->contiguous = source.is_contiguous();
+  impl->dtype = source.dtype();
+  if (impl->autograd) impl->autograd->accumulator.reset();
+}
+
+template <class Convert>
+void convert_in_place(const Tensor& tensor, const Convert& convert) {
+  if (!tensor.defined()) return;
+  replace_contents(tensor, convert(tensor.detach()));
+  if (Tensor grad = tensor.grad(); grad.defined()) replace_contents(grad, convert(grad));
+}
+
+}  // namespace
+
+Tensor Module::forward(const Tensor&) {
+  EMBER_CHECK(false, "{}: has no single-tensor forward (call its own forward with the arguments it takes)",
+              type_name());
+  return {};
+}
+
+std::string Module::type_name() const {
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled ? demangled : mangled;
+  std::free(demangled);
+  // Drop the namespaces (before any template arguments): ember::nn::Linear -> Linear.
+  size_t template_start = name.find('<');
+  size_t last_scope = name.rfind("::", template_start);
+  return last_scope == std::string::npos ? name : name.substr(last_scope + 2);
+}
+
+std::string Module::str() const {
+  // PyTorch's Module.__repr__: a one-liner when there are no children and
+  // extra_repr has one line, otherwise one indented line per item.
+  std::vector<std::string> lines;
+  std::string extra = extra_repr();
+  size_t extra_lines = 0;
+  if (!extra.empty()) {
+    size_t start = 0;
+    while (true) {
+      size_t end = extra.find('\n', start);
+      lines.push_back(extra.substr(start, end == std::string::npos ? std::string::npos : end - start));
+      ++extra_lines;
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  }
+  for (const auto& [name, module] : children_) lines.push_back("(" + name + "): " + add_indent(module->str(), 2));
+  std::string out = type_name() + "(";
+  if (extra_lines == 1 && children_.empty()) {
+    out += lines[0];
+  } else if (!lines.empty()) {
+    for (const std::string& line : lines) out += "\n  " + line;
+    out += "\n";
+  }
+  return out + ")";
+}
+
+void Module::check_new_name(const std::string& name, const char* what) const {
+  EMBER_CHECK(!name.empty(), "{}: {} name can't be empty", type_name(), what);
+  EMBER_CHECK(name.find('.') == std::string::npos, "{}: {} name can't contain \".\", got \"{}\"", type_name(), what,
+              name);
+  bool taken = false;
+  for (const auto& entry : parameters_) taken |= entry.first == name;
+  for (const Buffer& buffer : buffers_) taken |= buffer.name == name;
+  for (const auto& entry : children_) taken |= entry.first == name;
+  EMBER_CHECK(!taken, "{}: attribute \"{}\" already exists, cannot register {} of that name", type_name(), name, what);
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+  check_new_name(name, "parameter");
+  if (tensor.defined()) {
+    EMBER_CHECK(tensor.is_leaf(), "{}: parameter \"{}\" must be a leaf tensor (detach it first)", type_name(), name);
+    if (requires_grad) tensor.requires_grad_(true);
+  }
+  parameters_.emplace_back(name, tensor);
+  return tensor;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
+  check_new_name(name, "buffer");
+  buffers_.push_back({name, tensor, persistent});
+  return tensor;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name(name, "module");
+  EMBER_CHECK(module != nullptr, "{}: module \"{}\" is null", type_name(), name);
+  EMBER_CHECK(module.get() != this, "{}: cannot register a module as its own child \"{}\"", type_name(), name);
+  children_.emplace_back(name, std::move(module));
+}
+
+void Module::collect_tensors(const std::string& prefix, bool parameters, bool recurse, NamedTensors& out,
+                             std::unordered_set<const TensorImpl*>& seen) const {
+  auto add = [&](const std::string& name, const Tensor& tensor) {
+    if (tensor.defined() && seen.insert(tensor.impl()).second) out.emplace_back(prefix + name, tensor);
+  };
+  if (parameters) {
+    for (const auto& [name, tensor] : parameters_) add(name, tensor);
+  } else {
+    for (const Buffer& buffer : buffers_) add(buffer.name, buffer.tensor);
+  }
+  if (!recurse) return;
+  for (const auto& [name, module] : children_)
+    module->collect_tensors(prefix + name + ".", parameters, recurse, out, seen);
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
+  std::unordered_set<const TensorImpl*> seen;
+  collect_tensors("", true, recurse, out, seen);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& entry : named_parameters(recurse)) out.push_back(std::move(entry.second));
+  return out;
+}
+
+NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors out;
+  std::unordered_set<const TensorImpl*> seen;
+  collect_tensors("", false, recurse, out, seen);
+  return out;
+}
+
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& entry : named_buffers(recurse)) out.push_back(std::move(entry.second));
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& entry : children_) out.push_back(entry.second);
+  return out;
+}
+
+std::shared_ptr<Module> Module::child(const std::string& name) const {
+  std::string names;
+  for (const auto& [child_name, module] : children_) {
+    if (child_name == name) return module;
+    names += (names.empty() ? "" : ", ") + child_name;
+  }
+  EMBER_CHECK(false, "{}: no submodule named \"{}\" (it has: {})", type_name(), name, names);
+  return nullptr;
+}
+
+void Module::collect_modules(const std::string& prefix, std::vector<std::pair<std::string, Module*>>& out,
+                             std::unordered_set<const Module*>& seen) {
+  if (!seen.insert(this).second) return;
+  out.emplace_back(prefix, this);
+  for (const auto& [name, module] : children_)
+    module->collect_modules(prefix.empty() ? name : prefix + "." + name, out, seen);
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  std::unordered_set<const Module*> seen;
+  collect_modules("", out, seen);
+  return out;
+}
+
+std::vector<Module*> Module::modules() {
+  std::vector<Module*> out;
+  for (const auto& entry : named_modules()) out.push_back(entry.second);
+  return out;
+}
+
+Module& Module::train(bool on) {
+  for (Module* module : modules()) module->training_ = on;
+  return *this;
+}
+
+Module& Module::to(DType dtype) {
+  EMBER_CHECK(is_floating(dtype), "{}.to: only floating dtypes are allowed, got {}", type_name(), dtype);
+  auto convert = [dtype](const Tensor& t) { return ember::to(t, dtype); };
+  for (const Tensor& tensor : parameters()) convert_in_place(tensor, convert);
+  for (const Tensor& tensor : buffers())
+    if (is_floating(tensor.dtype())) convert_in_place(tensor, convert);
+  return *this;
+}
+
+Module& Module::to(Device device) {
+  auto convert = [device](const Tensor& t) { return ember::to(t, device); };
+  for (const Tensor& tensor : parameters()) convert_in_place(tensor, convert);
+  for (const Tensor& tensor : buffers()) convert_in_place(tensor, convert);
+  return *this;
+}
+
+void Module::zero_grad(bool set_to_none) {
+  NoGradGuard no_grad;
+  for (const Tensor& parameter : parameters()) {
+    Tensor grad = parameter.grad();
+    if (!grad.defined()) continue;
+    if (set_to_none) {
+      parameter.set_grad(Tensor());
+    } else {
+      grad.fill_(0);
+    }
+  }
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  for (const auto& entry : children_) entry.second->apply(fn);
+  fn(*this);
+  return *this;
+}
+
+void Module::collect_state(const std::string& prefix, NamedTensors& out) const {
+  for (const auto& [name, tensor] : parameters_)
+    if (tensor.defined()) out.emplace_back(prefix + name, tensor.detach());
+  for (const Buffer& buffer : buffers_)
+    if (buffer.tensor.defined() && buffer.persistent) out.emplace_back(prefix + buffer.name, buffer.tensor.detach());
+  for (const auto& [name, module] : children_) module->collect_state(prefix + name + ".", out);
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out;
+  collect_state("", out);
+  return out;
+}
+
+LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool strict) {
+  NamedTensors expected;
+  collect_state("", expected);
+  std::unordered_map<std::string, const Tensor*> given;
+  for (const auto& [name, tensor] : state) {
+    EMBER_CHECK(tensor.defined(), "{}.load_state_dict: the value of \"{}\" is an undefined tensor", type_name(), name);
+    given.emplace(name, &tensor);
+  }
+  LoadStateDictResult result;
+  std::vector<std::string> mismatched;
+  std::vector<std::pair<Tensor, const Tensor*>> copies;
+  std::unordered_set<std::string> expected_names;
+  for (const auto& [name, target] : expected) {
+    expected_names.insert(name);
+    auto found = given.find(name);
+    if (found == given.end()) {
+      result.missing_keys.push_back(name);
+    } else if (found->second->shape() != target.shape()) {
+      mismatched.push_back(fmt::format("size mismatch for {}: copying a param with shape {} from checkpoint, the "
+                                       "shape in current model is {}.",
+                                       name, found->second->shape().str(), target.shape().str()));
+    } else {
+      copies.emplace_back(target, found->second);
+    }
+  }
+  for (const auto& entry : state)
+    if (!expected_names.count(entry.first)) result.unexpected_keys.push_back(entry.first);
+
+  auto quoted_list = [](const std::vector<std::string>& keys) {
+    std::string out;
+    for (const std::string& key : keys) out += (out.empty() ? "\"" : ", \"") + key + "\"";
+    return out;
+  };
+  std::string errors;
+  if (strict && !result.missing_keys.empty()) errors += "\n\tMissing key(s) in state_dict: " + quoted_list(result.missing_keys) + ".";
+  if (strict && !result.unexpected_keys.empty())
+    errors += "\n\tUnexpected key(s) in state_dict: " + quoted_list(result.unexpected_keys) + ".";
+  for (const std::string& line : mismatched) errors += "\n\t" + line;
+  EMBER_CHECK(errors.empty(), "load_state_dict: Error(s) in loading state_dict for {}:{}", type_name(), errors);
+
+  NoGradGuard no_grad;
+  for (const auto& [target, source] : copies) copy_(target, *source);
+  return result;
+}
+
+std::ostream& operator<<(std::ostream& stream, const Module& module) { return stream << module.str(); }
+
+std::string python_repr(bool value) { return value ? "True" : "False"; }
+
+std::string python_repr(double value) {
+  // fmt's shortest round-trip form matches Python's repr (1e-05, 0.1) except
+  // that Python marks integral floats with ".0".
+  std::string text = fmt::format("{}", value);
+  if (text.find_first_not_of("-0123456789") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string python_tuple(std::span<const int64_t> values) {
+  std::string out = "(";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + (values.size() == 1 ? ",)" : ")");
+}
+
+}  // namespace ember::nn

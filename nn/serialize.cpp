@@ -1,0 +1,21 @@
+// nn::save / nn::load (see serialize.h).
+#include "nn/serialize.h"
+
+#include "core/safetensors.h"
+
+namespace ember::nn {
+
+void save(const Module& module, const std::filesystem::path& path, const std::map<std::string, std::string>& metadata) {
+  save_safetensors(path, module.state_dict(), metadata);
+}
+
+LoadStateDictResult load(Module& module, const std::filesystem::path& path, bool strict) {
+  SafetensorsContents contents = load_safetensors(path);
+  try {
+    return module.load_state_dict(contents.tensors, strict);
+  } catch (const Error& error) {
+    throw Error(fmt::format("nn::load: {}: {}", path.string(), error.what()));
+  }
+}
+
+}  // namespace ember::nn

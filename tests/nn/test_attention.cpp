@@ -1,0 +1,224 @@
+// Attention: nn::MultiheadAttention against PyTorch's golden values
+// (tests/data/make_golden_attention.py), scaled_dot_product_attention's
+// masks, CausalSelfAttention against a naive loop and its causality, and the
+// nanoGPT block's names, initialisation and gradients.
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace ember {
+namespace {
+
+using testing::all_close;
+using V = const std::vector<Tensor>&;
+namespace F = nn::functional;
+
+Tensor from_json(const nlohmann::json& value) {
+  std::vector<int64_t> dims = value["shape"].get<std::vector<int64_t>>();
+  Shape shape{std::span<const int64_t>(dims)};
+  if (value["dtype"] == "bool") {
+    std::vector<bool> flags = value["data"].get<std::vector<bool>>();
+    std::vector<int64_t> integers(flags.begin(), flags.end());
+    return ne(from_vector(integers, shape), 0);
+  }
+  return from_vector(value["data"].get<std::vector<double>>(), shape);
+}
+
+nlohmann::json load_golden() {
+  std::ifstream file(std::string(EMBER_TEST_DATA_DIR) + "/golden_attention.json");
+  EXPECT_TRUE(file.good()) << "missing tests/data/golden_attention.json";
+  return nlohmann::json::parse(file);
+}
+
+TEST(MultiheadAttention, MatchesPyTorchGoldenValues) {
+  nlohmann::json golden = load_golden();
+  ASSERT_EQ(golden["cases"].size(), 4u);
+  for (const auto& c : golden["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    nn::MultiheadAttention attention(c["embed_dim"], c["num_heads"],
+                                     {.bias = c["bias"], .batch_first = c["batch_first"], .dtype = DType::f64});
+    NamedTensors state;
+    for (const auto& [name, value] : c["state"].items()) state.emplace_back(name, from_json(value));
+    attention.load_state_dict(state);
+    Tensor query = from_json(c["query"]);
+    Tensor key = c["inputs"] == "self" ? query : from_json(c["key"]);
+    Tensor value = c["inputs"] == "separate" ? from_json(c["value"]) : key;
+    nn::MultiheadAttentionForwardOptions options{.average_attn_weights = c["average"]};
+    if (c.contains("attn_mask")) options.attn_mask = from_json(c["attn_mask"]);
+    if (c.contains("key_padding_mask")) options.key_padding_mask = from_json(c["key_padding_mask"]);
+    nn::MultiheadAttentionOutput out = attention(query, key, value, options);
+    EXPECT_TRUE(all_close(out.output, from_json(c["output"]), 1e-10, 1e-10));
+    EXPECT_TRUE(all_close(out.weights, from_json(c["weights"]), 1e-10, 1e-10));
+    sum(out.output * from_json(c["upstream"])).backward();
+    EXPECT_TRUE(all_close(attention.in_proj_weight.grad(), from_json(c["grad_in_proj_weight"]), 1e-9, 1e-10));
+  }
+}
+
+TEST(MultiheadAttention, NamesInitialisationAndPrinting) {
+  nn::MultiheadAttention attention(8, 2);
+  std::vector<std::string> names;
+  for (const auto& entry : attention.named_parameters()) names.push_back(entry.first);
+  EXPECT_EQ(names, (std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"}));
+  EXPECT_EQ(attention.in_proj_weight.shape(), (Shape{24, 8}));
+  EXPECT_LE(max(abs(attention.in_proj_weight)).item<double>(), std::sqrt(6.0 / 32.0));  // xavier_uniform_
+  EXPECT_TRUE(all_close(attention.in_proj_bias, zeros({24}), 0, 0));
+  EXPECT_TRUE(all_close(attention.out_proj->bias, zeros({8}), 0, 0));
+  EXPECT_EQ(attention.str(),
+            "MultiheadAttention(\n"
+            "  (out_proj): NonDynamicallyQuantizableLinear(in_features=8, out_features=8, bias=True)\n"
+            ")");
+  nn::MultiheadAttention no_bias(8, 2, {.bias = false});
+  EXPECT_EQ(no_bias.parameters().size(), 2u);
+  EXPECT_EMBER_ERROR(nn::MultiheadAttention(8, 3), "divisible by num_heads 3");
+  Tensor x = randn({3, 2, 8});
+  EXPECT_EMBER_ERROR(attention(x, x, x, {.attn_mask = ones({3, 4})}), "attn_mask of shape [3, 4]");
+  EXPECT_EMBER_ERROR(attention.forward(x), "has no single-tensor forward");
+  EXPECT_FALSE(attention(x, x, x, {.need_weights = false}).weights.defined());
+  // Dropout on the weights while training only.
+  nn::MultiheadAttention dropping(8, 2, {.dropout = 0.5});
+  dropping.eval();
+  EXPECT_TRUE(all_close(dropping(x, x, x).output, dropping(x, x, x).output, 0, 0));
+}
+
+TEST(ScaledDotProductAttention, CausalEqualsAnExplicitMaskAndAnAdditiveOne) {
+  Tensor q = randn({2, 3, 5, 4}), k = randn({2, 3, 5, 4}), v = randn({2, 3, 5, 6});
+  Tensor causal = F::scaled_dot_product_attention(q, k, v, {.is_causal = true});
+  Tensor allowed = tril(ones({5, 5}, {.dtype = DType::boolean}));
+  EXPECT_TRUE(all_close(causal, F::scaled_dot_product_attention(q, k, v, {.attn_mask = allowed}), 0, 0));
+  Tensor additive = masked_fill(zeros({5, 5}), logical_not(allowed), -INFINITY);
+  EXPECT_TRUE(all_close(causal, F::scaled_dot_product_attention(q, k, v, {.attn_mask = additive}), 1e-6, 1e-6));
+  // Without a mask: softmax(q k^T / sqrt(E)) v.
+  Tensor plain = F::scaled_dot_product_attention(q, k, v);
+  Tensor expected = matmul(softmax(matmul(q, k.transpose(-2, -1)) / 2.0, -1), v);
+  EXPECT_TRUE(all_close(plain, expected, 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(F::scaled_dot_product_attention(q, k, v, {.scale = 0.5}), expected, 1e-5, 1e-6));
+  // The first query sees only the first key: its output is the first value.
+  EXPECT_TRUE(all_close(causal.select(2, 0), v.select(2, 0), 1e-6, 1e-6));
+  autograd::GradcheckResult result = autograd::gradcheck(
+      [](V x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], {.is_causal = true}); },
+      {randn({2, 4, 3}, {.dtype = DType::f64}), randn({2, 4, 3}, {.dtype = DType::f64}),
+       randn({2, 4, 2}, {.dtype = DType::f64})});
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+nn::TransformerBlockOptions small_block() {
+  return {.embed_dim = 8, .num_heads = 2, .mlp_ratio = 4, .dropout = 0.0, .bias = true, .num_layers = 2,
+          .dtype = DType::f64};
+}
+
+// Naive loops: qkv = x W^T + b; per head, causal softmax(q k^T / sqrt(d)) v; then c_proj.
+Tensor naive_causal_attention(const nn::CausalSelfAttention& attention, const Tensor& x) {
+  int64_t batch = x.size(0), length = x.size(1), channels = x.size(2), heads = attention.num_heads;
+  int64_t head_dim = channels / heads;
+  std::vector<double> in = x.contiguous().to_vector<double>();
+  std::vector<double> w = attention.c_attn->weight.to_vector<double>(), b = attention.c_attn->bias.to_vector<double>();
+  std::vector<double> qkv(size_t(batch * length * 3 * channels));
+  for (int64_t row = 0; row < batch * length; ++row)
+    for (int64_t o = 0; o < 3 * channels; ++o) {
+      double total = b[size_t(o)];
+      for (int64_t i = 0; i < channels; ++i) total += in[size_t(row * channels + i)] * w[size_t(o * channels + i)];
+      qkv[size_t(row * 3 * channels + o)] = total;
+    }
+  auto at = [&](int64_t n, int64_t t, int64_t part, int64_t h, int64_t d) {
+    return qkv[size_t((n * length + t) * 3 * channels + part * channels + h * head_dim + d)];
+  };
+  std::vector<double> merged(size_t(batch * length * channels));
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t t = 0; t < length; ++t) {
+        std::vector<double> scores(size_t(t + 1));
+        double largest = -INFINITY, total = 0;
+        for (int64_t s = 0; s <= t; ++s) {
+          double dot = 0;
+          for (int64_t d = 0; d < head_dim; ++d) dot += at(n, t, 0, h, d) * at(n, s, 1, h, d);
+          scores[size_t(s)] = dot / std::sqrt(double(head_dim));
+          largest = std::max(largest, scores[size_t(s)]);
+        }
+        for (double& score : scores) total += (score = std::exp(score - largest));
+        for (int64_t d = 0; d < head_dim; ++d) {
+          double out = 0;
+          for (int64_t s = 0; s <= t; ++s) out += scores[size_t(s)] / total * at(n, s, 2, h, d);
+          merged[size_t((n * length + t) * channels + h * head_dim + d)] = out;
+        }
+      }
+  Tensor y = from_vector(merged, {batch, length, channels});
+  return matmul(y, attention.c_proj->weight.t()) + attention.c_proj->bias;
+}
+
+TEST(CausalSelfAttention, MatchesNaiveLoopsAndIsCausal) {
+  nn::CausalSelfAttention attention(small_block());
+  nn::init::normal_(attention.c_attn->bias);
+  nn::init::normal_(attention.c_attn->weight, 0.0, 0.5);
+  Tensor x = randn({2, 5, 8}, {.dtype = DType::f64});
+  Tensor y = attention(x);
+  EXPECT_TRUE(all_close(y, naive_causal_attention(attention, x), 1e-10, 1e-12));
+  // Changing tokens 3 and 4 leaves the outputs at positions 0..2 exactly as they were.
+  Tensor changed = x.clone();
+  changed.narrow(1, 3, 2).copy_(randn({2, 2, 8}, {.dtype = DType::f64}));
+  Tensor y_changed = attention(changed);
+  EXPECT_TRUE(all_close(y_changed.narrow(1, 0, 3), y.narrow(1, 0, 3), 0, 0));
+  EXPECT_FALSE(all_close(y_changed.narrow(1, 3, 2), y.narrow(1, 3, 2)));
+  // And the gradient of an early output does not reach later inputs.
+  Tensor leaf = x.clone().requires_grad_();
+  sum(attention(leaf).narrow(1, 0, 2)).backward();
+  EXPECT_TRUE(all_close(leaf.grad().narrow(1, 2, 3), zeros({2, 3, 8}, {.dtype = DType::f64}), 0, 0));
+  EXPECT_GT(max(abs(leaf.grad().narrow(1, 0, 2))).item<double>(), 0.0);
+}
+
+TEST(TransformerBlock, NanoGptNamesAndInitialisation) {
+  nn::TransformerBlock block(small_block());
+  std::vector<std::string> names;
+  for (const auto& entry : block.state_dict()) names.push_back(entry.first);
+  EXPECT_EQ(names, (std::vector<std::string>{"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+                                             "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+                                             "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight",
+                                             "mlp.c_proj.bias"}));
+  EXPECT_EQ(block.mlp->c_fc->weight.shape(), (Shape{32, 8}));
+  EXPECT_EQ(block.str(),
+            "TransformerBlock(\n"
+            "  (ln_1): LayerNorm((8,), eps=1e-05, elementwise_affine=True)\n"
+            "  (attn): CausalSelfAttention(\n"
+            "    (c_attn): Linear(in_features=8, out_features=24, bias=True)\n"
+            "    (c_proj): Linear(in_features=8, out_features=8, bias=True)\n"
+            "    (attn_dropout): Dropout(p=0.0, inplace=False)\n"
+            "    (resid_dropout): Dropout(p=0.0, inplace=False)\n"
+            "  )\n"
+            "  (ln_2): LayerNorm((8,), eps=1e-05, elementwise_affine=True)\n"
+            "  (mlp): MLP(\n"
+            "    (c_fc): Linear(in_features=8, out_features=32, bias=True)\n"
+            "    (gelu): GELU(approximate='none')\n"
+            "    (c_proj): Linear(in_features=32, out_features=8, bias=True)\n"
+            "    (dropout): Dropout(p=0.0, inplace=False)\n"
+            "  )\n"
+            ")");
+  // nanoGPT's _init_weights: N(0, 0.02), the residual projections N(0, 0.02 / sqrt(2 n_layer)), zero biases.
+  nn::TransformerBlock wide({.embed_dim = 256, .num_heads = 4, .num_layers = 4});
+  EXPECT_NEAR(std(wide.mlp->c_fc->weight).item<double>(), 0.02, 0.0002);
+  EXPECT_NEAR(std(wide.attn->c_attn->weight).item<double>(), 0.02, 0.0003);
+  EXPECT_NEAR(std(wide.mlp->c_proj->weight).item<double>(), 0.02 / std::sqrt(8.0), 0.0001);
+  EXPECT_TRUE(all_close(wide.attn->c_proj->bias, zeros({256}), 0, 0));
+  nn::TransformerBlock no_bias({.embed_dim = 8, .num_heads = 2, .bias = false});
+  EXPECT_EQ(no_bias.parameters().size(), 6u);  // four Linear weights and two LayerNorm weights
+}
+
+TEST(TransformerBlock, PreNormResidualForwardAndGradients) {
+  nn::TransformerBlock block(small_block());
+  Tensor x = randn({2, 4, 8}, {.dtype = DType::f64});
+  Tensor after_attention = x + block.attn->forward(block.ln_1->forward(x));
+  Tensor expected = after_attention + block.mlp->forward(block.ln_2->forward(after_attention));
+  EXPECT_TRUE(all_close(block(x), expected, 0, 0));
+  autograd::GradcheckResult result = autograd::gradcheck([&](V inputs) { return block(inputs[0]); }, {x});
+  EXPECT_TRUE(result.ok) << result.report;
+  // Dropout in training, none in eval.
+  nn::TransformerBlock dropping({.embed_dim = 8, .num_heads = 2, .dropout = 0.5});
+  Tensor input = randn({2, 4, 8});
+  EXPECT_FALSE(all_close(dropping(input), dropping(input)));
+  dropping.eval();
+  EXPECT_TRUE(all_close(dropping(input), dropping(input), 0, 0));
+}
+
+}  // namespace
+}  // namespace ember

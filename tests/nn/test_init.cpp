@@ -1,0 +1,129 @@
+// nn::init: fans and gains exactly as torch.nn.init computes them, and the
+// statistics (bounds, mean, std) of each initialiser on large tensors.
+#include <cmath>
+
+#include "support/test_support.h"
+
+namespace ember {
+namespace {
+
+namespace init = nn::init;
+using testing::all_close;
+
+double mean_of(const Tensor& t) { return mean(t.to(DType::f64)).item<double>(); }
+double std_of(const Tensor& t) { return std(t.to(DType::f64)).item<double>(); }
+double max_abs(const Tensor& t) { return max(abs(t)).item<double>(); }
+
+TEST(Init, FansAsPyTorch) {
+  init::Fans linear = init::calculate_fan_in_and_fan_out(empty({4, 3}));
+  EXPECT_EQ(linear.fan_in, 3);
+  EXPECT_EQ(linear.fan_out, 4);
+  // Conv weight [out, in, kH, kW]: the receptive field multiplies both fans.
+  init::Fans conv = init::calculate_fan_in_and_fan_out(empty({8, 4, 3, 5}));
+  EXPECT_EQ(conv.fan_in, 60);
+  EXPECT_EQ(conv.fan_out, 120);
+  EXPECT_EMBER_ERROR(init::calculate_fan_in_and_fan_out(empty({5})), "fewer than 2 dimensions");
+}
+
+TEST(Init, GainsAsPyTorch) {
+  using init::Nonlinearity;
+  EXPECT_EQ(init::calculate_gain(Nonlinearity::linear), 1.0);
+  EXPECT_EQ(init::calculate_gain(Nonlinearity::conv2d), 1.0);
+  EXPECT_EQ(init::calculate_gain(Nonlinearity::sigmoid), 1.0);
+  EXPECT_DOUBLE_EQ(init::calculate_gain(Nonlinearity::tanh), 5.0 / 3.0);
+  EXPECT_DOUBLE_EQ(init::calculate_gain(Nonlinearity::relu), std::sqrt(2.0));
+  EXPECT_DOUBLE_EQ(init::calculate_gain(Nonlinearity::leaky_relu), std::sqrt(2.0 / (1.0 + 0.01 * 0.01)));
+  // Linear's a = sqrt(5): gain sqrt(2 / 6), so kaiming_uniform_'s bound is 1 / sqrt(fan_in).
+  EXPECT_DOUBLE_EQ(init::calculate_gain(Nonlinearity::leaky_relu, std::sqrt(5.0)), std::sqrt(1.0 / 3.0));
+  EXPECT_DOUBLE_EQ(init::calculate_gain(Nonlinearity::selu), 0.75);
+}
+
+TEST(Init, UniformAndNormal) {
+  Tensor t = empty({500, 400});
+  init::uniform_(t, -2.0, 3.0);
+  EXPECT_GE(min(t).item<double>(), -2.0);
+  EXPECT_LT(max(t).item<double>(), 3.0);
+  EXPECT_NEAR(mean_of(t), 0.5, 0.01);
+  EXPECT_NEAR(std_of(t), 5.0 / std::sqrt(12.0), 0.01);
+  init::normal_(t, 1.5, 0.5);
+  EXPECT_NEAR(mean_of(t), 1.5, 0.005);
+  EXPECT_NEAR(std_of(t), 0.5, 0.005);
+  // f64 and bf16 tensors are filled too.
+  Tensor d = empty({1000}, {.dtype = DType::f64});
+  init::normal_(d);
+  EXPECT_NEAR(std_of(d), 1.0, 0.08);
+  Tensor b = empty({1000}, {.dtype = DType::bf16});
+  init::uniform_(b);
+  EXPECT_NEAR(mean_of(b), 0.5, 0.03);
+  EXPECT_EMBER_ERROR(init::normal_(empty({2}, {.dtype = DType::i64})), "needs a floating tensor");
+}
+
+TEST(Init, TruncNormalStaysInItsBoundsWithTheTruncatedMoments) {
+  Tensor t = empty({400, 500});
+  init::trunc_normal_(t);  // N(0, 1) on [-2, 2]
+  EXPECT_GE(min(t).item<double>(), -2.0);
+  EXPECT_LE(max(t).item<double>(), 2.0);
+  EXPECT_NEAR(mean_of(t), 0.0, 0.005);
+  // Var of N(0, 1) truncated to [-2, 2]: 1 - 2 * 2 phi(2) / (Phi(2) - Phi(-2)).
+  double phi = std::exp(-2.0) / std::sqrt(2.0 * M_PI);
+  double mass = std::erf(2.0 / std::sqrt(2.0));
+  EXPECT_NEAR(std_of(t), std::sqrt(1.0 - 4.0 * phi / mass), 0.005);
+  // nanoGPT-style std 0.02, cut at +-2 std, and a one-sided window.
+  init::trunc_normal_(t, 0.0, 0.02, -0.04, 0.04);
+  EXPECT_LE(max_abs(t), 0.04);
+  EXPECT_NEAR(std_of(t), 0.02 * std::sqrt(1.0 - 4.0 * phi / mass), 0.0002);
+  init::trunc_normal_(t, 0.0, 1.0, 0.5, 1.0);
+  EXPECT_GE(min(t).item<double>(), 0.5);
+  EXPECT_LE(max(t).item<double>(), 1.0);
+}
+
+TEST(Init, XavierBoundsAndStd) {
+  Tensor t = empty({300, 500});
+  double bound = std::sqrt(6.0 / 800.0);
+  init::xavier_uniform_(t);
+  EXPECT_LE(max_abs(t), bound);
+  EXPECT_GT(max_abs(t), 0.99 * bound);
+  EXPECT_NEAR(std_of(t), bound / std::sqrt(3.0), 0.01 * bound);
+  init::xavier_normal_(t, 2.0);
+  EXPECT_NEAR(std_of(t), 2.0 * std::sqrt(2.0 / 800.0), 0.01 * bound);
+}
+
+TEST(Init, KaimingBoundsAndStd) {
+  Tensor t = empty({256, 64, 3, 3});  // fan_in 576, fan_out 2304
+  init::kaiming_uniform_(t);          // leaky_relu with a = 0: gain sqrt(2)
+  double bound = std::sqrt(2.0) * std::sqrt(3.0 / 576.0);
+  EXPECT_LE(max_abs(t), bound);
+  EXPECT_NEAR(std_of(t), bound / std::sqrt(3.0), 0.01 * bound);
+  init::kaiming_normal_(t, {.mode = init::FanMode::fan_out, .nonlinearity = init::Nonlinearity::relu});
+  EXPECT_NEAR(std_of(t), std::sqrt(2.0 / 2304.0), 0.01 * std::sqrt(2.0 / 2304.0));
+  EXPECT_NEAR(mean_of(t), 0.0, 0.0005);
+  init::kaiming_uniform_(t, {.a = std::sqrt(5.0)});
+  EXPECT_LE(max_abs(t), 1.0 / std::sqrt(576.0));
+}
+
+TEST(Init, InPlaceOnParametersAndReproducible) {
+  Tensor parameter = empty({3, 4}, {.requires_grad = true});  // a leaf that requires grad
+  void* data = parameter.data_ptr();
+  init::ones_(parameter);
+  EXPECT_TRUE(all_close(parameter, ones({3, 4}), 0, 0));
+  init::zeros_(parameter);
+  EXPECT_TRUE(all_close(parameter, zeros({3, 4}), 0, 0));
+  init::constant_(parameter, 0.25);
+  EXPECT_TRUE(all_close(parameter, full({3, 4}, 0.25), 0, 0));
+  EXPECT_EQ(parameter.data_ptr(), data);
+  EXPECT_TRUE(parameter.requires_grad());
+  EXPECT_TRUE(parameter.is_leaf());
+  Generator a(11), b(11);
+  Tensor first = empty({3, 4}), second = empty({3, 4});
+  init::xavier_uniform_(first, 1.0, &a);
+  init::xavier_uniform_(second, 1.0, &b);
+  EXPECT_TRUE(all_close(first, second, 0, 0));
+  manual_seed(5);
+  init::trunc_normal_(first);
+  manual_seed(5);
+  init::trunc_normal_(second);
+  EXPECT_TRUE(all_close(first, second, 0, 0));
+}
+
+}  // namespace
+}  // namespace ember

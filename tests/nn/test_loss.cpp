@@ -1,0 +1,151 @@
+// The losses of nn::functional and core's normalisations against PyTorch:
+// values and gradients of every case in tests/data/golden_losses.json (written
+// by tests/data/make_golden_losses.py), in float64; then shape errors.
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/ops/normalization.h"
+#include "nn/functional/loss.h"
+#include "support/test_support.h"
+
+namespace ember::testing {
+namespace {
+
+namespace F = ember::nn::functional;
+using Json = nlohmann::json;
+
+// A tensor from {"shape": [...], "values": [...]}; undefined for null.
+Tensor tensor_from(const Json& j, DType dtype = DType::f64) {
+  if (j.is_null()) return Tensor();
+  Shape shape;
+  for (int64_t d : j["shape"]) shape.push_back(d);
+  // from_vector reads an empty shape as "1-d": reshape, so 0-d values stay 0-d.
+  if (dtype == DType::i64) return from_vector<int64_t>(j["values"].get<std::vector<int64_t>>()).reshape(shape);
+  return from_vector<double>(j["values"].get<std::vector<double>>()).reshape(shape);
+}
+
+Tensor leaf_from(const Json& j) {
+  Tensor t = tensor_from(j);
+  if (t.defined()) t.requires_grad_(true);
+  return t;
+}
+
+Reduction reduction_from(const Json& j) {
+  const std::string name = j.get<std::string>();
+  return name == "none" ? Reduction::none : name == "sum" ? Reduction::sum : Reduction::mean;
+}
+
+const Json& golden() {
+  static const Json data = [] {
+    std::ifstream file(std::string(EMBER_TEST_DATA_DIR) + "/golden_losses.json");
+    EXPECT_TRUE(file.good()) << "missing tests/data/golden_losses.json";
+    return file.good() ? Json::parse(file) : Json::object({{"cases", Json::array()}});
+  }();
+  return data;
+}
+
+constexpr double kTolerance = 1e-9;
+
+void expect_matches(const Tensor& actual, const Json& expected, const std::string& what) {
+  if (expected.is_null()) {
+    EXPECT_FALSE(actual.defined()) << what << ": PyTorch has no value here";
+    return;
+  }
+  ASSERT_TRUE(actual.defined()) << what;
+  EXPECT_TRUE(all_close(actual, tensor_from(expected), kTolerance, kTolerance)) << what;
+}
+
+// Runs one golden case: returns the output and sets *grads to the leaves whose gradients are checked.
+Tensor run_case(const Json& c, std::vector<std::pair<std::string, Tensor>>& leaves) {
+  const std::string op = c["op"];
+  Tensor x = leaf_from(c["input"]);
+  leaves.push_back({"grad_input", x});
+  if (op == "cross_entropy") {
+    const bool indices = c["target_kind"] == "indices";
+    return F::cross_entropy(x, tensor_from(c["target"], indices ? DType::i64 : DType::f64),
+                            {.weight = tensor_from(c["weight"]),
+                             .ignore_index = c["ignore_index"],
+                             .reduction = reduction_from(c["reduction"]),
+                             .label_smoothing = c["label_smoothing"]});
+  }
+  if (op == "nll_loss")
+    return F::nll_loss(x, tensor_from(c["target"], DType::i64),
+                       {.weight = tensor_from(c["weight"]),
+                        .ignore_index = c["ignore_index"],
+                        .reduction = reduction_from(c["reduction"])});
+  Tensor target = c.contains("target") ? tensor_from(c["target"]) : Tensor();
+  if (op == "mse_loss") return F::mse_loss(x, target, reduction_from(c["reduction"]));
+  if (op == "l1_loss") return F::l1_loss(x, target, reduction_from(c["reduction"]));
+  if (op == "smooth_l1_loss") return F::smooth_l1_loss(x, target, reduction_from(c["reduction"]), c["beta"]);
+  if (op == "binary_cross_entropy_with_logits")
+    return F::binary_cross_entropy_with_logits(x, target,
+                                               {.weight = tensor_from(c["weight"]),
+                                                .pos_weight = tensor_from(c["pos_weight"]),
+                                                .reduction = reduction_from(c["reduction"])});
+  Tensor weight = leaf_from(c["weight"]);
+  leaves.push_back({"grad_weight", weight});
+  Shape normalized;
+  if (c.contains("normalized_shape"))
+    for (int64_t d : c["normalized_shape"]) normalized.push_back(d);
+  if (op == "rms_norm")
+    return rms_norm(x, normalized, weight,
+                    c["eps"].is_null() ? std::nullopt : std::optional<double>(c["eps"].get<double>()));
+  Tensor bias = leaf_from(c["bias"]);
+  leaves.push_back({"grad_bias", bias});
+  if (op == "layer_norm") return layer_norm(x, normalized, weight, bias, c["eps"]);
+  EXPECT_EQ(op, "batch_norm");
+  Tensor running_mean = tensor_from(c["running_mean"]), running_var = tensor_from(c["running_var"]);
+  Tensor out = batch_norm(x, running_mean, running_var, weight, bias, c["training"], c["momentum"], c["eps"]);
+  expect_matches(running_mean, c["running_mean_after"], "batch_norm running_mean");
+  expect_matches(running_var, c["running_var_after"], "batch_norm running_var");
+  return out;
+}
+
+TEST(LossGolden, ValuesAndGradientsMatchPyTorch) {
+  const Json& cases = golden()["cases"];
+  EXPECT_GT(cases.size(), 100u);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Json& c = cases[i];
+    const std::string what = "case " + std::to_string(i) + " (" + c["op"].get<std::string>() + ", " +
+                             c.value("reduction", std::string("-")) + ")";
+    SCOPED_TRACE(what);
+    try {
+      std::vector<std::pair<std::string, Tensor>> leaves;
+      Tensor out = run_case(c, leaves);
+      expect_matches(out, c["output"], what + " output");
+      out.backward(tensor_from(c["grad_output"]));
+      for (const auto& [name, leaf] : leaves)
+        if (leaf.defined()) expect_matches(leaf.grad(), c[name], what + " " + name);
+    } catch (const Error& e) {
+      ADD_FAILURE() << what << ": " << e.what();
+    }
+  }
+}
+
+TEST(Loss, ShapeMismatchesNameBothShapes) {
+  Tensor a = zeros({3, 4}), b = zeros({4, 3});
+  EXPECT_EMBER_ERROR(F::mse_loss(a, b), "mse_loss: input of shape [3, 4] and target of shape [4, 3]");
+  EXPECT_EMBER_ERROR(F::l1_loss(a, b), "l1_loss: input of shape [3, 4] and target of shape [4, 3]");
+  EXPECT_EMBER_ERROR(F::smooth_l1_loss(a, b), "smooth_l1_loss: input of shape [3, 4]");
+  EXPECT_EMBER_ERROR(F::smooth_l1_loss(a, a, Reduction::mean, -1), "beta must be non-negative, got -1");
+  EXPECT_EMBER_ERROR(F::binary_cross_entropy_with_logits(a, b), "input of shape [3, 4] and target of shape [4, 3]");
+  EXPECT_EMBER_ERROR(F::binary_cross_entropy_with_logits(a, a, {.weight = zeros({2})}), "[2]");
+  EXPECT_EMBER_ERROR(F::nll_loss(a, from_vector<int64_t>({0, 1})),
+                     "expected targets of shape [3] for input [3, 4], got [2]");
+  EXPECT_EMBER_ERROR(F::nll_loss(a, from_vector<int64_t>({0, 4, 1})),
+                     "nll_loss: target 4 is out of bounds for 4 classes");
+  EXPECT_EMBER_ERROR(F::nll_loss(a, zeros({3})), "expected class-index targets of dtype int64 or int32, got float32");
+  EXPECT_EMBER_ERROR(F::cross_entropy(a, from_vector<int64_t>({0, 9, 1})), "target 9 is out of bounds for 4 classes");
+}
+
+// Large logits: the stable form stays finite where log(sigmoid(x)) would overflow.
+TEST(Loss, BinaryCrossEntropyWithLogitsIsStable) {
+  Tensor x = from_vector<float>({100, -100}), t = from_vector<float>({0, 1});
+  std::vector<float> loss =
+      F::binary_cross_entropy_with_logits(x, t, {.reduction = Reduction::none}).to_vector<float>();
+  EXPECT_FLOAT_EQ(loss[0], 100.0f);
+  EXPECT_FLOAT_EQ(loss[1], 100.0f);
+}
+
+}  // namespace
+}  // namespace ember::testing

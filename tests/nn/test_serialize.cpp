@@ -1,0 +1,61 @@
+// nn::save / nn::load: a model written to a safetensors file and read back
+// into a fresh one, and the errors for a file that does not fit the model.
+#include <filesystem>
+#include <unistd.h>
+
+#include "support/test_support.h"
+
+namespace ember {
+namespace {
+
+using testing::all_close;
+
+std::filesystem::path temporary_path(const std::string& name) {
+  return std::filesystem::temp_directory_path() / fmt::format("ember_nn_{}_{}.safetensors", name, getpid());
+}
+
+nn::Sequential small_cnn() {
+  return nn::Sequential(nn::Conv2d(1, 4, 3), nn::BatchNorm2d(4), nn::ReLU(), nn::Flatten(), nn::Linear(4 * 6 * 6, 10));
+}
+
+TEST(Serialize, SaveThenLoadRestoresEveryTensor) {
+  std::filesystem::path path = temporary_path("round_trip");
+  nn::Sequential source = small_cnn();
+  source(randn({2, 1, 8, 8}));  // moves the batch norm's running statistics off their initial values
+  nn::save(source, path, {{"epoch", "3"}});
+  SafetensorsContents contents = load_safetensors(path);
+  EXPECT_EQ(contents.metadata.at("format"), "pt");
+  EXPECT_EQ(contents.metadata.at("epoch"), "3");
+  EXPECT_EQ(contents.tensors.size(), 9u);  // conv weight/bias, bn weight/bias/mean/var/count, linear weight/bias
+
+  nn::Sequential target = small_cnn();
+  Tensor held = target.at<nn::Linear>(4)->weight;
+  nn::LoadStateDictResult result = nn::load(target, path);
+  EXPECT_TRUE(result.missing_keys.empty() && result.unexpected_keys.empty());
+  NamedTensors expected = source.state_dict(), loaded = target.state_dict();
+  ASSERT_EQ(expected.size(), loaded.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(expected[i].first, loaded[i].first);
+    EXPECT_TRUE(all_close(loaded[i].second, expected[i].second, 0, 0)) << loaded[i].first;
+  }
+  EXPECT_EQ(target.at<nn::BatchNorm2d>(1)->num_batches_tracked.item<int64_t>(), 1);
+  EXPECT_EQ(target.at<nn::Linear>(4)->weight.impl(), held.impl());
+  std::filesystem::remove(path);
+}
+
+TEST(Serialize, LoadIntoTheWrongModelNamesThePathAndTheKeys) {
+  std::filesystem::path path = temporary_path("wrong_model");
+  nn::save(nn::Sequential(nn::Linear(3, 2)), path);
+  nn::Sequential other(nn::Linear(3, 4), nn::Linear(4, 1));
+  EXPECT_EMBER_ERROR(nn::load(other, path), path.string());
+  EXPECT_EMBER_ERROR(nn::load(other, path), "size mismatch for 0.weight");
+  EXPECT_EMBER_ERROR(nn::load(other, path), "Missing key(s) in state_dict: \"1.weight\", \"1.bias\".");
+  nn::Sequential wider(nn::Linear(3, 2), nn::Linear(2, 1));
+  nn::LoadStateDictResult result = nn::load(wider, path, /*strict=*/false);
+  EXPECT_EQ(result.missing_keys, (std::vector<std::string>{"1.weight", "1.bias"}));
+  EXPECT_EMBER_ERROR(nn::load(wider, temporary_path("absent")), "absent");
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace ember
