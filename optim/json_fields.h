@@ -1,0 +1,22 @@
+// Reading the fields of a state dict's JSON with errors that say where:
+// "Adam.load_state_dict: param_groups[1] has no 'lr'". Used by optimizer.cpp,
+// the optimizers' group_from_json and the schedulers' load_state_dict.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string_view>
+#include <vector>
+
+namespace ember::optim::detail {
+
+// object[key], which must exist; `where` names the caller and the place.
+const nlohmann::json& field(const nlohmann::json& object, std::string_view key, std::string_view where);
+double number_field(const nlohmann::json& object, std::string_view key, std::string_view where);
+int64_t integer_field(const nlohmann::json& object, std::string_view key, std::string_view where);
+bool bool_field(const nlohmann::json& object, std::string_view key, std::string_view where);
+// A list of numbers, with `expected_size` elements unless it is negative.
+std::vector<double> number_list_field(const nlohmann::json& object, std::string_view key, std::string_view where,
+                                      int64_t expected_size = -1);
+
+}  // namespace ember::optim::detail

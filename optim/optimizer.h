@@ -1,0 +1,149 @@
+// Optimizer: the base of every optimizer. It holds the parameter groups (each
+// with its own options), the per-parameter state, zero_grad, and state_dict /
+// load_state_dict in PyTorch's layout. The optimizers (sgd.h, adam.h, ...)
+// add their options and step(); schedulers (scheduler.h) read and write each
+// group's lr (and momentum) through this interface. Tests: tests/optim/.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/named_tensors.h"
+#include "core/tensor.h"
+
+namespace ember::optim {
+
+// An optimizer's state_dict, split the way a checkpoint stores it (see
+// Note [Optimizer state dict] in optim/README.md): the state tensors, named
+// "state.<index>.<buffer>" (safetensors), and the rest as JSON:
+//   {"state": {"0": {"step": 3}, ...},
+//    "param_groups": [{"lr": 0.001, "betas": [0.9, 0.999], ..., "params": [0, 1]}, ...]}
+// <index> counts parameters across the groups in order, as PyTorch does.
+struct OptimizerStateDict {
+  NamedTensors tensors;
+  nlohmann::json meta;
+};
+
+// What an optimizer keeps for one parameter: its step count (for the
+// optimizers that count steps) and its buffers, in PyTorch's names and order.
+struct ParamState {
+  int64_t step = 0;
+  NamedTensors buffers;
+
+  // The buffer called `name`, or an undefined tensor.
+  Tensor find(std::string_view name) const;
+  // The buffer called `name`, which must exist.
+  const Tensor& at(std::string_view name) const;
+};
+
+// A group given to a constructor: its parameters and its options.
+template <class Options>
+struct ParamGroup {
+  std::vector<Tensor> params;
+  Options options;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a gradient; the others are skipped
+  // (and get no state), as in PyTorch.
+  virtual void step() = 0;
+  // Drops every gradient (set_to_none) or fills it with zeros, detached.
+  void zero_grad(bool set_to_none = true);
+
+  const std::string& name() const { return name_; }
+  size_t num_param_groups() const { return groups_.size(); }
+  const std::vector<Tensor>& params(size_t group) const;
+
+  // The learning rate of a group: what schedulers read and write.
+  virtual double lr(size_t group) const = 0;
+  virtual void set_lr(size_t group, double lr) = 0;
+  // The momentum OneCycleLR cycles: SGD's and RMSprop's momentum, beta1 of
+  // Adam, AdamW and Lion. Optimizers without one (Adagrad) say so.
+  virtual bool has_momentum() const { return false; }
+  virtual double momentum(size_t group) const;
+  virtual void set_momentum(size_t group, double momentum);
+  // PyTorch's group["initial_lr"]: set by the first scheduler attached to the
+  // optimizer, read by the later ones, saved with the groups.
+  std::optional<double> initial_lr(size_t group) const;
+  void set_initial_lr(size_t group, double initial_lr);
+
+  // The state of parameter `index` of `group`; null until its first update.
+  const ParamState* state(size_t group, size_t index) const;
+
+  // The state tensors are shared with the optimizer, as PyTorch's are: save
+  // them before the next step, or clone them.
+  OptimizerStateDict state_dict() const;
+  // Copies the state into this optimizer (converted to each parameter's dtype
+  // and device) after checking it all: nothing changes when it throws.
+  void load_state_dict(const OptimizerStateDict& state);
+
+ protected:
+  explicit Optimizer(std::string name) : name_(std::move(name)) {}
+
+  // Appends a group's parameters after checking them (floating, leaves, not
+  // empty, in no other group).
+  void add_group_params(std::vector<Tensor> params);
+  // The state of parameter `index` of `group`, created empty when absent.
+  ParamState& state_for(size_t group, size_t index);
+
+  // A group's hyper-parameters as PyTorch's param_groups entry names them
+  // (without "params"), and back; from_json throws on a missing key.
+  virtual nlohmann::json group_to_json(size_t group) const = 0;
+  virtual void group_from_json(size_t group, const nlohmann::json& json) = 0;
+  // The buffers a parameter's state must hold under its group's options, and
+  // whether this optimizer counts steps: what load_state_dict checks.
+  virtual std::vector<std::string> required_buffers(size_t group) const = 0;
+  virtual bool counts_steps() const = 0;
+
+ private:
+  struct Group {
+    std::vector<Tensor> params;
+    std::vector<std::optional<ParamState>> state;
+    std::optional<double> initial_lr;
+  };
+  std::string name_;
+  std::vector<Group> groups_;
+};
+
+// An optimizer whose groups hold options of type Options.
+template <class Options>
+class OptimizerWithOptions : public Optimizer {
+ public:
+  Options& options(size_t group) { return options_.at(group); }
+  const Options& options(size_t group) const { return options_.at(group); }
+
+  // A new group, as PyTorch's add_param_group; the options are checked.
+  void add_param_group(std::vector<Tensor> params, const Options& options) {
+    check_options(options);
+    add_group_params(std::move(params));
+    options_.push_back(options);
+  }
+
+  double lr(size_t group) const override { return options(group).lr; }
+  void set_lr(size_t group, double lr) override { options(group).lr = lr; }
+
+ protected:
+  using Optimizer::Optimizer;
+  // The constructor's groups; called by each optimizer's constructor (not
+  // here: check_options is virtual).
+  void add_param_groups(std::vector<ParamGroup<Options>> groups) {
+    EMBER_CHECK(!groups.empty(), "{}: got no parameter groups", name());
+    for (ParamGroup<Options>& group : groups) add_param_group(std::move(group.params), group.options);
+  }
+  // Throws ember::Error naming the optimizer and the bad value.
+  virtual void check_options(const Options& options) const = 0;
+
+ private:
+  std::vector<Options> options_;
+};
+
+}  // namespace ember::optim

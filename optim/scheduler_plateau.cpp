@@ -1,0 +1,117 @@
+// ReduceLROnPlateau (optim/scheduler_plateau.h), transcribed from PyTorch 1.13.
+#include "optim/scheduler_plateau.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "optim/json_fields.h"
+
+namespace ember::optim {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// JSON has no infinity: the worst value of a fresh scheduler is written as null.
+nlohmann::json number_or_null(double value) {
+  return std::isinf(value) ? nlohmann::json(nullptr) : nlohmann::json(value);
+}
+
+}  // namespace
+
+ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, const ReduceLROnPlateauOptions& options)
+    : optimizer_(optimizer), options_(options) {
+  EMBER_CHECK(options.factor < 1.0, "ReduceLROnPlateau: factor should be < 1.0, got {}", options.factor);
+  EMBER_CHECK(options.patience >= 0 && options.cooldown >= 0,
+              "ReduceLROnPlateau: patience and cooldown must not be negative (got {}, {})", options.patience,
+              options.cooldown);
+  const size_t groups = optimizer.num_param_groups();
+  EMBER_CHECK(options.min_lr.size() == 1 || options.min_lr.size() == groups,
+              "ReduceLROnPlateau: expected 1 or {} min_lrs, got {}", groups, options.min_lr.size());
+  min_lrs_ = options.min_lr.size() == 1 ? std::vector<double>(groups, options.min_lr[0]) : options.min_lr;
+  best_ = options.mode == PlateauMode::min ? kInfinity : -kInfinity;
+  for (size_t g = 0; g < groups; ++g) last_lr_.push_back(optimizer.lr(g));
+}
+
+bool ReduceLROnPlateau::is_better(double value) const {
+  const double threshold = options_.threshold;
+  if (options_.mode == PlateauMode::min)
+    return options_.threshold_mode == ThresholdMode::rel ? value < best_ * (1. - threshold) : value < best_ - threshold;
+  return options_.threshold_mode == ThresholdMode::rel ? value > best_ * (threshold + 1.) : value > best_ + threshold;
+}
+
+void ReduceLROnPlateau::step(double metric) {
+  ++last_epoch_;
+  if (is_better(metric)) {
+    best_ = metric;
+    num_bad_epochs_ = 0;
+  } else {
+    ++num_bad_epochs_;
+  }
+  if (cooldown_counter_ > 0) {
+    --cooldown_counter_;
+    num_bad_epochs_ = 0;  // bad epochs in cooldown do not count
+  }
+  if (num_bad_epochs_ > options_.patience) {
+    for (size_t g = 0; g < optimizer_.num_param_groups(); ++g) {
+      const double old_lr = optimizer_.lr(g);
+      const double new_lr = std::max(old_lr * options_.factor, min_lrs_[g]);
+      if (old_lr - new_lr > options_.eps) optimizer_.set_lr(g, new_lr);
+    }
+    cooldown_counter_ = options_.cooldown;
+    num_bad_epochs_ = 0;
+  }
+  for (size_t g = 0; g < optimizer_.num_param_groups(); ++g) last_lr_[g] = optimizer_.lr(g);
+}
+
+nlohmann::json ReduceLROnPlateau::state_dict() const {
+  return {{"mode", options_.mode == PlateauMode::min ? "min" : "max"},
+          {"factor", options_.factor},
+          {"patience", options_.patience},
+          {"threshold", options_.threshold},
+          {"threshold_mode", options_.threshold_mode == ThresholdMode::rel ? "rel" : "abs"},
+          {"cooldown", options_.cooldown},
+          {"min_lrs", min_lrs_},
+          {"eps", options_.eps},
+          {"verbose", false},
+          {"best", number_or_null(best_)},
+          {"num_bad_epochs", num_bad_epochs_},
+          {"cooldown_counter", cooldown_counter_},
+          {"mode_worse", number_or_null(options_.mode == PlateauMode::min ? kInfinity : -kInfinity)},
+          {"last_epoch", last_epoch_},
+          {"_last_lr", last_lr_}};
+}
+
+void ReduceLROnPlateau::load_state_dict(const nlohmann::json& state) {
+  const char* at = "ReduceLROnPlateau.load_state_dict";
+  const size_t groups = optimizer_.num_param_groups();
+  ReduceLROnPlateauOptions options = options_;
+  const nlohmann::json& mode = detail::field(state, "mode", at);
+  const nlohmann::json& threshold_mode = detail::field(state, "threshold_mode", at);
+  EMBER_CHECK(mode == "min" || mode == "max", "{}: mode {} is unknown", at, mode.dump());
+  EMBER_CHECK(threshold_mode == "rel" || threshold_mode == "abs", "{}: threshold mode {} is unknown", at,
+              threshold_mode.dump());
+  options.mode = mode == "min" ? PlateauMode::min : PlateauMode::max;
+  options.threshold_mode = threshold_mode == "rel" ? ThresholdMode::rel : ThresholdMode::abs;
+  options.factor = detail::number_field(state, "factor", at);
+  options.patience = detail::integer_field(state, "patience", at);
+  options.threshold = detail::number_field(state, "threshold", at);
+  options.cooldown = detail::integer_field(state, "cooldown", at);
+  options.eps = detail::number_field(state, "eps", at);
+  std::vector<double> min_lrs = detail::number_list_field(state, "min_lrs", at, int64_t(groups));
+  std::vector<double> last_lr = detail::number_list_field(state, "_last_lr", at, int64_t(groups));
+  const nlohmann::json& best = detail::field(state, "best", at);
+  EMBER_CHECK(best.is_null() || best.is_number(), "{}: 'best' must be a number or null, got {}", at, best.dump());
+  const double worst = options.mode == PlateauMode::min ? kInfinity : -kInfinity;
+  best_ = best.is_null() ? worst : best.get<double>();
+  num_bad_epochs_ = detail::integer_field(state, "num_bad_epochs", at);
+  cooldown_counter_ = detail::integer_field(state, "cooldown_counter", at);
+  last_epoch_ = detail::integer_field(state, "last_epoch", at);
+  options_ = options;
+  options_.min_lr = min_lrs;
+  min_lrs_ = std::move(min_lrs);
+  last_lr_ = std::move(last_lr);
+}
+
+}  // namespace ember::optim

@@ -1,0 +1,70 @@
+// CosineWithWarmup and LinearWithWarmup (optim/scheduler_warmup.h): the
+// lambdas of transformers/optimization.py, line for line.
+#include "optim/scheduler_warmup.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "core/error.h"
+
+namespace ember::optim {
+namespace {
+
+double warmup_factor(int64_t step, int64_t num_warmup_steps) {
+  return double(step) / double(std::max<int64_t>(1, num_warmup_steps));
+}
+
+LambdaLR::Lambda cosine_lambda(int64_t num_warmup_steps, int64_t num_training_steps, double num_cycles) {
+  return [=](int64_t step) {
+    if (step < num_warmup_steps) return warmup_factor(step, num_warmup_steps);
+    const double progress =
+        double(step - num_warmup_steps) / double(std::max<int64_t>(1, num_training_steps - num_warmup_steps));
+    return std::max(0.0, 0.5 * (1.0 + std::cos(std::numbers::pi * num_cycles * 2.0 * progress)));
+  };
+}
+
+LambdaLR::Lambda linear_lambda(int64_t num_warmup_steps, int64_t num_training_steps) {
+  return [=](int64_t step) {
+    if (step < num_warmup_steps) return warmup_factor(step, num_warmup_steps);
+    return std::max(
+        0.0, double(num_training_steps - step) / double(std::max<int64_t>(1, num_training_steps - num_warmup_steps)));
+  };
+}
+
+void check_steps(const char* name, int64_t num_warmup_steps, int64_t num_training_steps) {
+  EMBER_CHECK(num_warmup_steps >= 0 && num_training_steps >= 0,
+              "{}: step counts must not be negative (num_warmup_steps {}, num_training_steps {})", name,
+              num_warmup_steps, num_training_steps);
+}
+
+}  // namespace
+
+CosineWithWarmup::CosineWithWarmup(Optimizer& optimizer, int64_t num_warmup_steps, int64_t num_training_steps,
+                                   double num_cycles)
+    : LambdaLR(optimizer, "CosineWithWarmup", cosine_lambda(num_warmup_steps, num_training_steps, num_cycles)),
+      num_warmup_steps_(num_warmup_steps),
+      num_training_steps_(num_training_steps),
+      num_cycles_(num_cycles) {
+  check_steps("CosineWithWarmup", num_warmup_steps, num_training_steps);
+}
+
+void CosineWithWarmup::save_fields(nlohmann::json& state) const {
+  state["num_warmup_steps"] = num_warmup_steps_;
+  state["num_training_steps"] = num_training_steps_;
+  state["num_cycles"] = num_cycles_;
+}
+
+LinearWithWarmup::LinearWithWarmup(Optimizer& optimizer, int64_t num_warmup_steps, int64_t num_training_steps)
+    : LambdaLR(optimizer, "LinearWithWarmup", linear_lambda(num_warmup_steps, num_training_steps)),
+      num_warmup_steps_(num_warmup_steps),
+      num_training_steps_(num_training_steps) {
+  check_steps("LinearWithWarmup", num_warmup_steps, num_training_steps);
+}
+
+void LinearWithWarmup::save_fields(nlohmann::json& state) const {
+  state["num_warmup_steps"] = num_warmup_steps_;
+  state["num_training_steps"] = num_training_steps_;
+}
+
+}  // namespace ember::optim

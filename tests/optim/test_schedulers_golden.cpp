@@ -1,0 +1,192 @@
+// Every scheduler against PyTorch (and transformers' formulas): the lr of
+// each group after construction and after each of 30 steps, from
+// golden_optim.json (tests/data/make_golden_optim.py), and the momentum
+// OneCycleLR cycles. Then the state_dict round trip: a scheduler rebuilt and
+// loaded from the JSON of step 10 continues with the same values.
+#include <cmath>
+#include <memory>
+
+#include "optim/optim_golden.h"
+
+namespace ember::testing {
+namespace {
+
+// An optimizer over one parameter per group, with the case's group lrs.
+std::unique_ptr<optim::Optimizer> make_optimizer(const nlohmann::json& spec) {
+  const std::string kind = spec["optimizer"];
+  std::vector<double> lrs = spec["group_lrs"];
+  if (kind == "Adam") {
+    std::vector<optim::ParamGroup<optim::AdamOptions>> groups;
+    for (double lr : lrs) groups.push_back({{zeros({1}).requires_grad_()}, {.lr = lr}});
+    return std::make_unique<optim::Adam>(groups);
+  }
+  std::vector<optim::ParamGroup<optim::SGDOptions>> groups;
+  for (double lr : lrs)
+    groups.push_back({{zeros({1}).requires_grad_()}, {.lr = lr, .momentum = kind == "SGD_momentum" ? 0.9 : 0.0}});
+  return std::make_unique<optim::SGD>(groups);
+}
+
+// A scheduler: either an LRScheduler or ReduceLROnPlateau, stepped alike.
+struct Schedule {
+  std::shared_ptr<optim::LRScheduler> scheduler;
+  std::shared_ptr<optim::ReduceLROnPlateau> plateau;
+
+  void step(size_t index) {
+    if (plateau)
+      plateau->step(golden_optim()["plateau_metrics"][index].get<double>());
+    else
+      scheduler->step();
+  }
+  nlohmann::json state_dict() const { return plateau ? plateau->state_dict() : scheduler->state_dict(); }
+  void load_state_dict(const nlohmann::json& state) {
+    if (plateau)
+      plateau->load_state_dict(state);
+    else
+      scheduler->load_state_dict(state);
+  }
+  const std::vector<double>& get_last_lr() const { return plateau ? plateau->get_last_lr() : scheduler->get_last_lr(); }
+};
+
+Schedule make_schedule(const std::string& name, optim::Optimizer& o) {
+  using namespace optim;
+  auto make = [&]() -> std::shared_ptr<LRScheduler> {
+    if (name == "lambda")
+      return std::make_shared<LambdaLR>(o, [](int64_t epoch) { return std::pow(0.95, double(epoch)); });
+    if (name == "step") return std::make_shared<StepLR>(o, 7, 0.5);
+    if (name == "multi_step") return std::make_shared<MultiStepLR>(o, std::vector<int64_t>{3, 8, 8, 15}, 0.3);
+    if (name == "exponential") return std::make_shared<ExponentialLR>(o, 0.9);
+    if (name == "cosine_annealing") return std::make_shared<CosineAnnealingLR>(o, 10, 0.001);
+    if (name == "linear") return std::make_shared<LinearLR>(o, LinearLROptions{.start_factor = 0.25, .total_iters = 8});
+    if (name == "sequential_linear_exponential") {
+      auto warmup = std::make_shared<LinearLR>(o, LinearLROptions{.start_factor = 0.1, .total_iters = 5});
+      auto decay = std::make_shared<ExponentialLR>(o, 0.9);
+      return std::make_shared<SequentialLR>(o, std::vector<std::shared_ptr<LRScheduler>>{warmup, decay},
+                                            std::vector<int64_t>{5});
+    }
+    if (name == "sequential_three") {
+      auto warmup = std::make_shared<LinearLR>(o, LinearLROptions{.start_factor = 0.5, .total_iters = 4});
+      auto cosine = std::make_shared<CosineAnnealingLR>(o, 8, 0.01);
+      auto step = std::make_shared<StepLR>(o, 3, 0.5);
+      return std::make_shared<SequentialLR>(o, std::vector<std::shared_ptr<LRScheduler>>{warmup, cosine, step},
+                                            std::vector<int64_t>{5, 15});
+    }
+    if (name == "one_cycle_cos")
+      return std::make_shared<OneCycleLR>(o, OneCycleLROptions{.max_lr = {0.1, 0.05}, .total_steps = 30});
+    if (name == "one_cycle_linear_three_phase")
+      return std::make_shared<OneCycleLR>(o, OneCycleLROptions{.max_lr = {0.2},
+                                                               .total_steps = 30,
+                                                               .pct_start = 0.25,
+                                                               .anneal_strategy = AnnealStrategy::linear,
+                                                               .base_momentum = {0.8},
+                                                               .max_momentum = {0.9},
+                                                               .div_factor = 10,
+                                                               .final_div_factor = 100,
+                                                               .three_phase = true});
+    if (name == "cosine_with_warmup") return std::make_shared<CosineWithWarmup>(o, 5, 25);
+    if (name == "cosine_with_warmup_cycles") return std::make_shared<CosineWithWarmup>(o, 4, 28, 1.5);
+    if (name == "linear_with_warmup") return std::make_shared<LinearWithWarmup>(o, 5, 25);
+    return nullptr;
+  };
+  if (name == "plateau_min_rel")
+    return {nullptr,
+            std::make_shared<ReduceLROnPlateau>(
+                o, ReduceLROnPlateauOptions{.factor = 0.5, .patience = 2, .cooldown = 1, .min_lr = {0.01, 0.002}})};
+  if (name == "plateau_max_abs")
+    return {nullptr,
+            std::make_shared<ReduceLROnPlateau>(o, ReduceLROnPlateauOptions{.mode = PlateauMode::max,
+                                                                            .factor = 0.3,
+                                                                            .patience = 1,
+                                                                            .threshold = 0.05,
+                                                                            .threshold_mode = ThresholdMode::abs})};
+  std::shared_ptr<LRScheduler> scheduler = make();
+  EXPECT_NE(scheduler, nullptr) << "no ember scheduler for golden case " << name;
+  return {scheduler, nullptr};
+}
+
+std::vector<double> lrs_of(const optim::Optimizer& optimizer) {
+  std::vector<double> lrs;
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g) lrs.push_back(optimizer.lr(g));
+  return lrs;
+}
+
+std::vector<double> momenta_of(const optim::Optimizer& optimizer) {
+  std::vector<double> momenta;
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g) momenta.push_back(optimizer.momentum(g));
+  return momenta;
+}
+
+// Equal to PyTorch's value up to the last bit or two of a double.
+void expect_values(const std::vector<double>& actual, const nlohmann::json& expected, const std::string& what) {
+  std::vector<double> values = expected;
+  ASSERT_EQ(actual.size(), values.size()) << what;
+  for (size_t g = 0; g < values.size(); ++g)
+    EXPECT_NEAR(actual[g], values[g], 1e-15 * std::max(1.0, std::abs(values[g]))) << what << ", group " << g;
+}
+
+TEST(SchedulerGolden, EveryStepMatchesPyTorch) {
+  for (const nlohmann::json& spec : golden_optim()["schedulers"]) {
+    const std::string name = spec["name"];
+    auto optimizer = make_optimizer(spec);
+    Schedule schedule = make_schedule(name, *optimizer);
+    if (!schedule.scheduler && !schedule.plateau) continue;
+    for (size_t s = 0; s < spec["lrs"].size(); ++s) {
+      if (s > 0) schedule.step(s - 1);
+      const std::string what = name + " after " + std::to_string(s) + " steps";
+      expect_values(lrs_of(*optimizer), spec["lrs"][s], what);
+      expect_values(schedule.get_last_lr(), spec["lrs"][s], what + " (get_last_lr)");
+      if (spec.contains("momentum")) expect_values(momenta_of(*optimizer), spec["momentum"][s], what + " momentum");
+    }
+  }
+}
+
+TEST(SchedulerGolden, StateDictRoundTripContinuesTheSchedule) {
+  for (const nlohmann::json& spec : golden_optim()["schedulers"]) {
+    const std::string name = spec["name"];
+    auto optimizer = make_optimizer(spec);
+    Schedule schedule = make_schedule(name, *optimizer);
+    for (size_t s = 0; s < 10; ++s) schedule.step(s);
+    // What a checkpoint keeps: the optimizer's groups and the scheduler's JSON, as text.
+    optim::OptimizerStateDict optimizer_state = optimizer->state_dict();
+    const nlohmann::json saved = nlohmann::json::parse(schedule.state_dict().dump());
+
+    auto resumed_optimizer = make_optimizer(spec);
+    Schedule resumed = make_schedule(name, *resumed_optimizer);
+    resumed_optimizer->load_state_dict(optimizer_state);
+    resumed.load_state_dict(saved);
+    for (size_t s = 10; s < spec["lrs"].size() - 1; ++s) {
+      resumed.step(s);
+      const std::string what = name + " resumed, after " + std::to_string(s + 1) + " steps";
+      expect_values(lrs_of(*resumed_optimizer), spec["lrs"][s + 1], what);
+      if (spec.contains("momentum"))
+        expect_values(momenta_of(*resumed_optimizer), spec["momentum"][s + 1], what + " momentum");
+    }
+  }
+}
+
+TEST(Scheduler, RejectsBadArguments) {
+  optim::SGD sgd({zeros({1}).requires_grad_()}, {.lr = 0.1});
+  EXPECT_EMBER_ERROR(optim::StepLR(sgd, 0), "StepLR: step_size must be positive, got 0");
+  EXPECT_EMBER_ERROR(optim::LambdaLR(sgd, std::vector<optim::LambdaLR::Lambda>{}), "expected 1 lr_lambdas, but got 0");
+  EXPECT_EMBER_ERROR(optim::OneCycleLR(sgd, {.max_lr = {0.1}}), "define a positive total_steps");
+  EXPECT_EMBER_ERROR(optim::OneCycleLR(sgd, {.max_lr = {0.1, 0.2}, .total_steps = 10}),
+                     "expected 1 or 1 values for max_lr");
+  optim::Adagrad adagrad({zeros({1}).requires_grad_()});
+  EXPECT_EMBER_ERROR(optim::OneCycleLR(adagrad, {.max_lr = {0.1}, .total_steps = 10}), "Adagrad has no momentum");
+  EXPECT_EMBER_ERROR(optim::ReduceLROnPlateau(sgd, {.factor = 1.5}), "factor should be < 1.0");
+  auto linear = std::make_shared<optim::LinearLR>(sgd);
+  EXPECT_EMBER_ERROR(optim::SequentialLR(sgd, {linear}, {3}), "one milestone fewer than schedulers");
+  optim::SGD other({zeros({1}).requires_grad_()});
+  auto foreign = std::make_shared<optim::ExponentialLR>(other, 0.5);
+  EXPECT_EMBER_ERROR(optim::SequentialLR(sgd, {linear, foreign}, {3}), "belongs to a different optimizer");
+  optim::OneCycleLR cycle(sgd, {.max_lr = {0.1}, .total_steps = 2});
+  cycle.step();
+  cycle.step();
+  EXPECT_EMBER_ERROR(cycle.step(), "tried to step 4 times, but the number of total steps is 2");
+  optim::StepLR step(sgd, 3);
+  nlohmann::json state = step.state_dict();
+  state.erase("last_epoch");
+  EXPECT_EMBER_ERROR(step.load_state_dict(state), "StepLR.load_state_dict has no 'last_epoch'");
+}
+
+}  // namespace
+}  // namespace ember::testing

@@ -1,0 +1,150 @@
+// The fused update ops (core/ops/optimizer.h): the fast CPU kernels against
+// the reference ones on sizes that cover the SIMD tails, the block boundaries
+// and the threaded path, in every floating dtype; and the entry points' checks.
+#include "support/test_support.h"
+
+namespace ember::testing {
+namespace {
+
+// Fresh copies of `tensors`, so the fast and the reference run start alike.
+std::vector<Tensor> copies(const std::vector<Tensor>& tensors) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : tensors) out.push_back(t.defined() ? t.clone() : Tensor());
+  return out;
+}
+
+// Runs `update` on copies of `operands` with the fast and the reference
+// kernels and expects every written tensor to agree.
+template <class Update>
+void expect_fast_matches_reference(const std::vector<Tensor>& operands, Update update, const std::string& what) {
+  std::vector<Tensor> fast = copies(operands), slow = copies(operands);
+  update(fast);
+  reference([&] { update(slow); });
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (!operands[i].defined()) continue;
+    EXPECT_TRUE(all_close(fast[i], slow[i])) << what << ", operand " << i;
+  }
+}
+
+const int64_t kSizes[] = {1, 7, 255, 256, 257, 70001};
+
+TEST(UpdateKernels, FastMatchesReference) {
+  const int threads = get_num_threads();
+  set_num_threads(2);  // 70001 elements take the threaded path
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    for (int64_t n : kSizes) {
+      const std::string what = std::string(dtype_name(dtype)) + " n=" + std::to_string(n);
+      Tensor param = random_tensor({n}, dtype), grad = random_tensor({n}, dtype);
+      Tensor state = random_tensor({n}, dtype), positive = random_tensor({n}, dtype, 1, 2);
+      Tensor small = random_tensor({n}, dtype, -0.5, 0.5), positive2 = random_tensor({n}, dtype, 0, 2);
+      for (bool nesterov : {false, true}) {
+        for (bool first_step : {false, true}) {
+          expect_fast_matches_reference(
+              {param, grad, state},
+              [&](std::vector<Tensor>& t) {
+                sgd_update_(
+                    t[0], t[1], t[2],
+                    {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = nesterov, .first_step = first_step});
+              },
+              what + " sgd");
+        }
+      }
+      expect_fast_matches_reference(
+          {param, grad},
+          [&](std::vector<Tensor>& t) { sgd_update_(t[0], t[1], Tensor(), {.lr = 0.1, .maximize = true}); },
+          what + " plain sgd");
+      for (bool amsgrad : {false, true}) {
+        for (bool decoupled : {false, true}) {
+          expect_fast_matches_reference(
+              {param, grad, state, positive, amsgrad ? positive2 : Tensor()},
+              [&](std::vector<Tensor>& t) {
+                adam_update_(t[0], t[1], t[2], t[3], t[4],
+                             {.lr = 0.01,
+                              .weight_decay = 0.1,
+                              .decoupled_weight_decay = decoupled,
+                              .amsgrad = amsgrad,
+                              .step = 7});
+              },
+              what + " adam");
+        }
+      }
+      for (bool centered : {false, true}) {
+        for (double momentum : {0.0, 0.9}) {
+          expect_fast_matches_reference(
+              {param, grad, positive, centered ? small : Tensor(), momentum > 0 ? state : Tensor()},
+              [&](std::vector<Tensor>& t) {
+                rmsprop_update_(t[0], t[1], t[2], t[3], t[4],
+                                {.lr = 0.01, .weight_decay = 0.1, .momentum = momentum, .centered = centered});
+              },
+              what + " rmsprop");
+        }
+      }
+      expect_fast_matches_reference(
+          {param, grad, positive2},
+          [&](std::vector<Tensor>& t) {
+            adagrad_update_(t[0], t[1], t[2], {.lr = 0.1, .lr_decay = 0.01, .weight_decay = 0.1, .step = 3});
+          },
+          what + " adagrad");
+      expect_fast_matches_reference(
+          {param, grad, state},
+          [&](std::vector<Tensor>& t) { lion_update_(t[0], t[1], t[2], {.lr = 0.01, .weight_decay = 0.1}); },
+          what + " lion");
+    }
+  }
+  set_num_threads(threads);
+}
+
+// A hand case: one Adam step from zero state moves each element by about lr
+// against its gradient's sign (m / sqrt(v) = g / |g| after bias correction).
+TEST(UpdateKernels, FirstAdamStepMovesByTheLearningRate) {
+  Tensor param = from_vector<float>({1, 2, 3}), grad = from_vector<float>({0.5, -2, 0});
+  Tensor exp_avg = zeros({3}), exp_avg_sq = zeros({3});
+  adam_update_(param, grad, exp_avg, exp_avg_sq, Tensor(), {.lr = 0.1, .eps = 0});
+  std::vector<float> values = param.to_vector<float>();
+  EXPECT_NEAR(values[0], 0.9f, 1e-6);
+  EXPECT_NEAR(values[1], 2.1f, 1e-6);
+  EXPECT_TRUE(std::isnan(values[2]));  // 0 / (0 + eps) with eps = 0
+  EXPECT_FLOAT_EQ(exp_avg.to_vector<float>()[1], -0.2f);
+}
+
+TEST(UpdateKernels, AStridedGradientIsAccepted) {
+  Tensor param = random_tensor({4, 5}, DType::f32), grad = random_tensor({5, 4}, DType::f32).t();
+  Tensor expected = param.clone();
+  sgd_update_(expected, grad.contiguous(), Tensor(), {.lr = 0.5});
+  sgd_update_(param, grad, Tensor(), {.lr = 0.5});
+  EXPECT_TRUE(all_close(param, expected, 0, 0));
+}
+
+TEST(UpdateKernels, WritesBumpVersions) {
+  Tensor param = zeros({3}), grad = ones({3}), exp_avg = zeros({3});
+  const uint64_t param_version = param.version(), state_version = exp_avg.version();
+  lion_update_(param, grad, exp_avg, {.lr = 0.1});
+  EXPECT_GT(param.version(), param_version);
+  EXPECT_GT(exp_avg.version(), state_version);
+  EXPECT_EQ(param.to_vector<float>(), std::vector<float>(3, -0.1f));
+}
+
+TEST(UpdateKernels, EntryPointsCheckTheirOperands) {
+  Tensor param = zeros({2, 3}), grad = zeros({2, 3}), state = zeros({2, 3});
+  EXPECT_EMBER_ERROR(sgd_update_(param, zeros({3, 2}), Tensor(), {.lr = 0.1}), "gradient shape [3, 2]");
+  EXPECT_EMBER_ERROR(sgd_update_(param, grad.to(DType::f64), Tensor(), {.lr = 0.1}), "gradient dtype float64");
+  EXPECT_EMBER_ERROR(sgd_update_(param, Tensor(), Tensor(), {.lr = 0.1}), "gradient is undefined");
+  EXPECT_EMBER_ERROR(sgd_update_(zeros({3, 2}).t(), grad, Tensor(), {.lr = 0.1}), "must be contiguous");
+  EXPECT_EMBER_ERROR(sgd_update_(zeros({2, 3}, {.dtype = DType::i64}), grad, Tensor(), {.lr = 0.1}),
+                     "must be floating point");
+  EXPECT_EMBER_ERROR(sgd_update_(param, grad, Tensor(), {.lr = 0.1, .momentum = 0.9}), "momentum_buffer is undefined");
+  EXPECT_EMBER_ERROR(sgd_update_(param, grad, state, {.lr = 0.1}), "momentum_buffer is given");
+  EXPECT_EMBER_ERROR(adam_update_(param, grad, state, zeros({6}), Tensor(), {.lr = 0.1}), "exp_avg_sq shape [6]");
+  EXPECT_EMBER_ERROR(adam_update_(param, grad, state, zeros({2, 3}), Tensor(), {.lr = 0.1, .step = 0}),
+                     "step must be at least 1");
+  EXPECT_EMBER_ERROR(adam_update_(param, grad, param, zeros({2, 3}), Tensor(), {.lr = 0.1}),
+                     "exp_avg shares memory with the parameter");
+  EXPECT_EMBER_ERROR(rmsprop_update_(param, grad, state, Tensor(), Tensor(), {.lr = 0.1, .centered = true}),
+                     "grad_avg is undefined");
+  EXPECT_EMBER_ERROR(adagrad_update_(param, grad, zeros({2, 3}, {.dtype = DType::f64}), {.lr = 0.1}),
+                     "sum dtype float64");
+  EXPECT_EMBER_ERROR(lion_update_(param, grad, Tensor(), {.lr = 0.1}), "exp_avg is undefined");
+}
+
+}  // namespace
+}  // namespace ember::testing
