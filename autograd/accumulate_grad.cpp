@@ -5,6 +5,21 @@
 #include "core/ops/views.h"
 
 namespace ember::autograd {
+namespace {
+
+// Whether `grad` can become the leaf's .grad as it is (as PyTorch steals a
+// gradient): this is its only handle (no hook, user or saved tensor keeps
+// it), it views no other tensor's storage and covers all of its own, it is
+// dense in the leaf's dtype, device and shape, and carries no autograd state.
+bool stealable(const Tensor& grad, const TensorImpl& leaf) {
+  const TensorImpl& impl = *grad.impl();
+  return grad.impl_ptr().use_count() == 1 && impl.storage.use_count() == 1 && impl.contiguous && impl.offset == 0 &&
+         impl.storage->nbytes() == size_t(grad.nbytes()) && impl.dtype == leaf.dtype &&
+         impl.storage->device() == leaf.storage->device() && impl.shape == leaf.shape && !impl.requires_grad &&
+         !impl.autograd && !impl.grad;
+}
+
+}  // namespace
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {
   // Accumulators run as soon as they are ready, so post-accumulate hooks fire
@@ -26,8 +41,9 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   }
   if (!grad.defined()) return {};
   if (!leaf_->grad) {
-    // A fresh buffer, so the leaf's .grad never aliases a tensor the user holds.
-    leaf_->grad = clone(grad).impl_ptr();
+    // .grad must never alias a tensor someone else holds: a gradient nothing
+    // else references is taken over, any other is copied into a fresh buffer.
+    leaf_->grad = stealable(grad, *leaf_) ? grad.impl_ptr() : clone(grad).impl_ptr();
   } else {
     // In place: .grad may be a view into a bucket someone else owns (DDP).
     Tensor existing(leaf_->grad);

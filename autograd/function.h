@@ -30,6 +30,12 @@ std::shared_ptr<N> record(const GradRecord& r, Args&&... args) {
 // The i-th input and output of a record, and its parameters as P.
 inline const Tensor& input(const GradRecord& r, size_t i) { return *r.inputs[i]; }
 inline const Tensor& output(const GradRecord& r, size_t i) { return *r.outputs[i]; }
+// Whether the record's i-th input needs a gradient (is present and requires
+// grad): formulas capture it at record time and return an undefined gradient
+// for the others, which the engine drops (their edges are empty).
+inline bool needs_grad(const GradRecord& r, size_t i) {
+  return i < r.inputs.size() && r.inputs[i] && r.inputs[i]->defined() && r.inputs[i]->requires_grad();
+}
 template <class P>
 const P& params(const GradRecord& r) {
   return *static_cast<const P*>(r.params);

@@ -39,7 +39,10 @@ void register_elementwise_functions() {
   });
   // sub: out = a - b  ->  da = g, db = -g
   sub_grad.set_recorder([](const GradRecord& r) {
-    record_formula(r, "SubBackward", {}, [](const Saved&, const Tensor& g) { return Grads{g, neg(g)}; });
+    bool need_b = needs_grad(r, 1);
+    record_formula(r, "SubBackward", {}, [need_b](const Saved&, const Tensor& g) {
+      return Grads{g, need_b ? neg(g) : Tensor()};
+    });
   });
   // mul: out = a * b  ->  da = g * b, db = g * a
   mul_grad.set_recorder([](const GradRecord& r) {
@@ -50,9 +53,11 @@ void register_elementwise_functions() {
   });
   // div: out = a / b  ->  da = g / b, db = -g * a / b^2
   div_grad.set_recorder([](const GradRecord& r) {
-    record_formula(r, "DivBackward", {input(r, 1), if_needed(r, 1, input(r, 0))}, [](const Saved& s, const Tensor& g) {
-      return Grads{g / s[0], s[1].defined() ? neg(g) * s[1] / (s[0] * s[0]) : Tensor()};
-    });
+    bool need_a = needs_grad(r, 0);
+    record_formula(r, "DivBackward", {input(r, 1), if_needed(r, 1, input(r, 0))},
+                   [need_a](const Saved& s, const Tensor& g) {
+                     return Grads{need_a ? g / s[0] : Tensor(), s[1].defined() ? neg(g) * s[1] / (s[0] * s[0]) : Tensor()};
+                   });
   });
   // neg: out = -a  ->  da = -g
   neg_grad.set_recorder([](const GradRecord& r) {
@@ -111,38 +116,27 @@ void register_elementwise_functions() {
     record_formula(r, "SigmoidBackward", {saved_output(r)},
                    [](const Saved& s, const Tensor& g) { return Grads{g * s[0] * rsub(s[0], 1)}; });
   });
-  // relu: out = max(a, 0)  ->  da = g where a > 0
+  // relu: out = max(a, 0)  ->  da = g where a > 0 (out > 0 likewise), in one pass
   relu_grad.set_recorder([](const GradRecord& r) {
     record_formula(r, "ReluBackward", {saved_output(r)},
-                   [](const Saved& s, const Tensor& g) { return Grads{g * mask(gt(s[0], 0), g)}; });
+                   [](const Saved& s, const Tensor& g) { return Grads{threshold_backward(g, s[0])}; });
   });
   // gelu: out = a Phi(a)  ->  da = g (Phi(a) + a phi(a)), Phi the normal CDF, phi its density
   gelu_grad.set_recorder([](const GradRecord& r) {
-    record_formula(r, "GeluBackward", {input(r, 0)}, [](const Saved& s, const Tensor& g) {
-      const Tensor& a = s[0];
-      Tensor cdf = (erf(a * std::numbers::sqrt2 / 2) + 1) * 0.5;
-      Tensor pdf = exp(a * a * -0.5) * (1 / std::sqrt(2 * std::numbers::pi));
-      return Grads{g * (cdf + a * pdf)};
-    });
+    record_formula(r, "GeluBackward", {input(r, 0)},
+                   [](const Saved& s, const Tensor& g) { return Grads{gelu_backward(g, s[0])}; });
   });
   // gelu (tanh form): out = a/2 (1 + tanh u), u = k (a + c a^3)
   //   ->  da = g (1/2 (1 + tanh u) + a/2 (1 - tanh^2 u) k (1 + 3 c a^2))
   gelu_tanh_grad.set_recorder([](const GradRecord& r) {
     record_formula(r, "GeluTanhBackward", {input(r, 0)}, [](const Saved& s, const Tensor& g) {
-      const double k = std::sqrt(2 / std::numbers::pi);
-      constexpr double c = 0.044715;
-      const Tensor& a = s[0];
-      Tensor t = tanh((a + a * a * a * c) * k);
-      Tensor du = (a * a * (3 * c) + 1) * k;
-      return Grads{g * ((t + 1) * 0.5 + a * 0.5 * rsub(t * t, 1) * du)};
+      return Grads{gelu_backward(g, s[0], GeluApproximation::tanh)};
     });
   });
   // silu: out = a sigmoid(a)  ->  da = g s (1 + a (1 - s)), s = sigmoid(a)
   silu_grad.set_recorder([](const GradRecord& r) {
-    record_formula(r, "SiluBackward", {input(r, 0)}, [](const Saved& s, const Tensor& g) {
-      Tensor sig = sigmoid(s[0]);
-      return Grads{g * sig * (s[0] * rsub(sig, 1) + 1)};
-    });
+    record_formula(r, "SiluBackward", {input(r, 0)},
+                   [](const Saved& s, const Tensor& g) { return Grads{silu_backward(g, s[0])}; });
   });
   // pow: out = a^p (p a number)  ->  da = g p a^(p-1)  (0 when p = 0)
   pow_scalar_grad.set_recorder([](const GradRecord& r) {

@@ -11,6 +11,8 @@
 namespace ember {
 
 Op<void(const Conv2dProblem&)> conv2d_op("conv2d");
+Op<void(const Conv2dBackwardProblem&)> conv2d_backward_input_op("conv2d_backward_input"),
+    conv2d_backward_weight_op("conv2d_backward_weight");
 Op<void(const Pool2dProblem&)> max_pool2d_op("max_pool2d"), avg_pool2d_op("avg_pool2d");
 Op<void(const MaxPoolBackwardProblem&)> max_pool2d_backward_op("max_pool2d_backward");
 GradSlot conv2d_grad("conv2d"), max_pool2d_grad("max_pool2d"), avg_pool2d_grad("avg_pool2d");
@@ -135,6 +137,69 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
     out = compute_conv2d(input, weight, bias, options);
   }
   return with_grad(conv2d_grad, out, {&input, &weight, &bias}, &options);
+}
+
+namespace {
+
+// The forward problem behind a gradient, from the shapes the forward had;
+// checks that grad_output has the forward output's shape and `known`'s dtype.
+Conv2dProblem plan_conv_backward(std::string_view name, const Tensor& grad_output, const Tensor& known,
+                                 const Shape& input_shape, const Shape& weight_shape, const Conv2dOptions& options) {
+  EMBER_CHECK(grad_output.defined() && known.defined(), "{}: undefined tensor argument", name);
+  EMBER_CHECK(input_shape.ndim() == 4 && weight_shape.ndim() == 4 && options.groups > 0 &&
+                  input_shape[1] == weight_shape[1] * options.groups && weight_shape[0] % options.groups == 0,
+              "{}: input {} and weight {} do not fit a convolution with groups {}", name, input_shape, weight_shape,
+              options.groups);
+  check_positive(options.stride, name, "stride");
+  check_positive(options.dilation, name, "dilation");
+  check_non_negative(options.padding, name, "padding");
+  Conv2dProblem p;
+  p.batch = input_shape[0], p.in_channels = input_shape[1], p.out_channels = weight_shape[0];
+  p.groups = options.groups;
+  p.in_size = {input_shape[2], input_shape[3]};
+  p.kernel = {weight_shape[2], weight_shape[3]};
+  p.stride = options.stride, p.padding = options.padding, p.dilation = options.dilation;
+  for (int d = 0; d < 2; ++d)
+    p.out_size[d] = window_count(p.in_size[d], p.kernel[d], p.stride[d], p.padding[d], p.dilation[d]);
+  Shape expected{p.batch, p.out_channels, p.out_size[0], p.out_size[1]};
+  EMBER_CHECK(grad_output.shape() == expected && grad_output.dtype() == known.dtype() &&
+                  grad_output.device() == known.device() && is_floating(known.dtype()),
+              "{}: expected grad_output {} of dtype {} on {}, got {} of {} on {}", name, expected, known.dtype(),
+              known.device(), grad_output.shape(), grad_output.dtype(), grad_output.device());
+  return p;
+}
+
+// Runs one of the gradient kernels into a fresh `grad` of `shape`.
+Tensor conv_backward(const Op<void(const Conv2dBackwardProblem&)>& op, Conv2dProblem forward,
+                     const Tensor& grad_output, const Tensor& known, bool known_is_weight, const Shape& shape) {
+  Tensor grad = make_tensor(shape, known.dtype(), known.device());
+  if (grad.numel() == 0) return grad;
+  if (grad_output.numel() == 0 || forward.in_channels == 0) return grad.fill_(0);
+  Tensor dense_grad_output = contiguous(grad_output), dense_known = contiguous(known);
+  (known_is_weight ? forward.weight : forward.input) = dense_known.data_ptr();
+  Conv2dBackwardProblem p{forward, dense_grad_output.data_ptr(), grad.data_ptr()};
+  op(known.device().type, known.dtype(), p);
+  return grad;
+}
+
+}  // namespace
+
+Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
+                             const Conv2dOptions& options) {
+  NoGradGuard no_grad;
+  EMBER_CHECK(weight.defined(), "conv2d_backward_input: undefined weight");
+  Conv2dProblem p = plan_conv_backward("conv2d_backward_input", grad_output, weight, input_shape, weight.shape(),
+                                       options);
+  return conv_backward(conv2d_backward_input_op, p, grad_output, weight, true, input_shape);
+}
+
+Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_shape,
+                              const Conv2dOptions& options) {
+  NoGradGuard no_grad;
+  EMBER_CHECK(input.defined(), "conv2d_backward_weight: undefined input");
+  Conv2dProblem p = plan_conv_backward("conv2d_backward_weight", grad_output, input, input.shape(), weight_shape,
+                                       options);
+  return conv_backward(conv2d_backward_weight_op, p, grad_output, input, false, weight_shape);
 }
 
 Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options) {

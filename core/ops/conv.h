@@ -18,6 +18,13 @@ struct Conv2dOptions {
 };
 // input [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] or undefined -> [N, O, H', W']
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
+// conv2d's gradients given d(loss)/d(output) [N, O, H', W'], for autograd's
+// formula: d/d(input) (of input_shape) and d/d(weight) (of weight_shape).
+// Not themselves differentiable.
+Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
+                             const Conv2dOptions& options = {});
+Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_shape,
+                              const Conv2dOptions& options = {});
 
 struct Pool2dOptions {
   Pair kernel_size{2, 2};

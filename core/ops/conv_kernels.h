@@ -37,6 +37,44 @@ struct Pool2dProblem {
 };
 
 extern Op<void(const Conv2dProblem&)> conv2d_op;
+
+// conv2d's gradients given grad_output [N, O, H', W'], with `forward` the
+// forward problem (its out pointer unused):
+//   backward input:  grad [N, C, H, W] = grad_output (*)^T weight (reads forward.weight)
+//   backward weight: grad [O, C / groups, kH, kW] = input (*) grad_output (reads forward.input)
+// Every tensor contiguous and of the key dtype; `grad` is overwritten.
+struct Conv2dBackwardProblem {
+  Conv2dProblem forward;
+  const void* grad_output = nullptr;
+  void* grad = nullptr;
+};
+extern Op<void(const Conv2dBackwardProblem&)> conv2d_backward_input_op, conv2d_backward_weight_op;
+
+// Calls tap(out_index, input_index, weight_index) for every multiply-add of
+// the convolution `p` (flat indices into its contiguous output, input and
+// weight), skipping taps in the padding: the reference kernels' one loop.
+template <class Tap>
+void for_each_conv_tap(const Conv2dProblem& p, Tap tap) {
+  const int64_t group_in = p.in_channels / p.groups, group_out = p.out_channels / p.groups;
+  const int64_t in_h = p.in_size[0], in_w = p.in_size[1], out_h = p.out_size[0], out_w = p.out_size[1];
+  for (int64_t n = 0; n < p.batch; ++n)
+    for (int64_t o = 0; o < p.out_channels; ++o)
+      for (int64_t y = 0; y < out_h; ++y)
+        for (int64_t x = 0; x < out_w; ++x) {
+          const int64_t out_index = ((n * p.out_channels + o) * out_h + y) * out_w + x;
+          for (int64_t c = 0; c < group_in; ++c) {
+            const int64_t channel = (o / group_out) * group_in + c;
+            for (int64_t ky = 0; ky < p.kernel[0]; ++ky)
+              for (int64_t kx = 0; kx < p.kernel[1]; ++kx) {
+                const int64_t iy = y * p.stride[0] - p.padding[0] + ky * p.dilation[0];
+                const int64_t ix = x * p.stride[1] - p.padding[1] + kx * p.dilation[1];
+                if (iy < 0 || iy >= in_h || ix < 0 || ix >= in_w) continue;
+                tap(out_index, ((n * p.in_channels + channel) * in_h + iy) * in_w + ix,
+                    ((o * group_in + c) * p.kernel[0] + ky) * p.kernel[1] + kx);
+              }
+          }
+        }
+}
 // Max pooling treats padding as -inf; average pooling as zeros.
 extern Op<void(const Pool2dProblem&)> max_pool2d_op, avg_pool2d_op;
 

@@ -16,6 +16,8 @@ Op<ElementwiseKernel> logical_not_op("logical_not"), isnan_op("isnan"), isinf_op
 Op<ElementwiseKernel> neg_op("neg"), abs_op("abs"), exp_op("exp"), log_op("log"), log1p_op("log1p"),
     sqrt_op("sqrt"), rsqrt_op("rsqrt"), sin_op("sin"), cos_op("cos"), tanh_op("tanh"), erf_op("erf"), sigmoid_op("sigmoid"),
     relu_op("relu"), gelu_op("gelu"), gelu_tanh_op("gelu_tanh"), silu_op("silu");
+Op<ElementwiseKernel> threshold_backward_op("threshold_backward"), gelu_backward_op("gelu_backward"),
+    gelu_tanh_backward_op("gelu_tanh_backward"), silu_backward_op("silu_backward");
 Op<void(const ElementwiseLoop&, const Scalar&)> pow_scalar_op("pow_scalar");
 Op<void(const ElementwiseLoop&, const Scalar*, const Scalar*)> clamp_op("clamp");
 Op<ElementwiseKernel> where_op("where");
@@ -279,6 +281,32 @@ Tensor silu(const Tensor& a) { return with_grad(silu_grad, floating_unary(silu_o
 Tensor gelu(const Tensor& a, GeluApproximation approximate) {
   bool tanh_form = approximate == GeluApproximation::tanh;
   return with_grad(tanh_form ? gelu_tanh_grad : gelu_grad, floating_unary(tanh_form ? gelu_tanh_op : gelu_op, a), {&a});
+}
+
+namespace {
+
+// out = op(grad, input): one shape, computed in their common floating dtype.
+Tensor activation_backward(const Op<ElementwiseKernel>& op, const Tensor& grad, const Tensor& input) {
+  check_pair(grad, input, op.name());
+  EMBER_CHECK(grad.shape() == input.shape(), "{}: grad of shape {} and input of shape {} differ", op.name(),
+              grad.shape(), input.shape());
+  DType dtype = promote_types(grad.dtype(), input.dtype());
+  EMBER_CHECK(is_floating(dtype), "{}: expected floating tensors, got {} and {}", op.name(), grad.dtype(),
+              input.dtype());
+  return binary(op, grad, input, dtype);
+}
+
+}  // namespace
+
+Tensor threshold_backward(const Tensor& grad, const Tensor& input) {
+  return activation_backward(threshold_backward_op, grad, input);
+}
+Tensor gelu_backward(const Tensor& grad, const Tensor& input, GeluApproximation approximate) {
+  return activation_backward(approximate == GeluApproximation::tanh ? gelu_tanh_backward_op : gelu_backward_op, grad,
+                             input);
+}
+Tensor silu_backward(const Tensor& grad, const Tensor& input) {
+  return activation_backward(silu_backward_op, grad, input);
 }
 
 // pow promotes like arithmetic (int ** int stays int, int ** 0.5 is f32).

@@ -62,6 +62,14 @@ Tensor relu(const Tensor& a);
 enum class GeluApproximation { none, tanh };
 Tensor gelu(const Tensor& a, GeluApproximation approximate = GeluApproximation::none);
 Tensor silu(const Tensor& a);
+// The activations' gradients in one pass each, for autograd's formulas: 0
+// where input <= 0, else grad (relu; its output works as well as its input;
+// a nan input passes grad, as PyTorch's threshold_backward), grad *
+// gelu'(input), grad * silu'(input). grad and input have one shape and a
+// floating dtype. Not themselves differentiable (backward of backward).
+Tensor threshold_backward(const Tensor& grad, const Tensor& input);
+Tensor gelu_backward(const Tensor& grad, const Tensor& input, GeluApproximation approximate = GeluApproximation::none);
+Tensor silu_backward(const Tensor& grad, const Tensor& input);
 Tensor pow(const Tensor& a, const Scalar& exponent);
 Tensor pow(const Tensor& a, const Tensor& exponent);
 

@@ -31,6 +31,8 @@ extern Op<ElementwiseKernel> logical_not_op, isnan_op, isinf_op;
 // Unary math: (out, a), both of the key dtype (floating for the transcendental ones).
 extern Op<ElementwiseKernel> neg_op, abs_op, exp_op, log_op, log1p_op, sqrt_op, rsqrt_op, sin_op, cos_op,
     tanh_op, erf_op, sigmoid_op, relu_op, gelu_op, gelu_tanh_op, silu_op;
+// Activation gradients: (out, grad, input), all of the key dtype (floating).
+extern Op<ElementwiseKernel> threshold_backward_op, gelu_backward_op, gelu_tanh_backward_op, silu_backward_op;
 // (out, a) with a scalar parameter: out = a ** exponent.
 extern Op<void(const ElementwiseLoop&, const Scalar&)> pow_scalar_op;
 // (out, a): out = min(max(a, low), high); a null bound is absent.

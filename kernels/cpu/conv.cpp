@@ -1,11 +1,20 @@
-// CPU convolution and pooling. f32 and bf16 run on oneDNN primitives
-// (convolution_forward, pooling_forward; forward_inference, since the raw ops
-// keep no workspace) over the caller's NCHW memory, cached like matmul's
-// (Note [oneDNN primitive cache] in kernels/cpu/onednn.h); f16, and bf16 where
-// oneDNN lacks it, compute in f32; f64 uses direct loops split over planes.
-// Oracle: kernels/reference/conv.cpp; tests: tests/core/test_conv.cpp.
+// CPU convolution, its gradients and pooling, on oneDNN primitives cached
+// like matmul's (Note [oneDNN primitive cache] in kernels/cpu/onednn.h).
+// f32 convolutions (forward_inference, since the raw ops keep no workspace;
+// convolution_backward_data / _weights for the gradients) run on the blocked
+// layouts oneDNN picks for its direct JIT kernels, with reorders from and to
+// the caller's NCHW memory: at the CNN's sizes the direct kernels take a third
+// to a half of the im2col + GEMM path that plain layouts get, reorders
+// included. bf16 convolutions and pooling run on the caller's NCHW memory;
+// f16, and bf16 where oneDNN lacks it, compute in f32; f64 uses direct loops
+// (the gradients: the reference kernels). Oracle: kernels/reference/conv.cpp;
+// tests: tests/core/test_conv.cpp.
 #include <algorithm>
 #include <limits>
+#include <mutex>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
 
 #include "core/convert.h"
 #include "core/ops/conv_kernels.h"
@@ -107,6 +116,16 @@ bool run_conv(const Conv2dProblem& p, DType dtype) {
   return true;
 }
 
+// f32 runs on the layouts oneDNN prefers (see make_conv_layout below); handles
+// are the plain data of the pass's operands in the order it lists them.
+enum class ConvPass { forward, input_gradient, weight_gradient };
+void run_conv_f32(const Conv2dProblem& p, ConvPass which, std::initializer_list<const void*> handles);
+
+void conv2d_f32(const Conv2dProblem& p) {
+  if (p.bias) run_conv_f32(p, ConvPass::forward, {p.input, p.weight, p.bias, p.out});
+  else run_conv_f32(p, ConvPass::forward, {p.input, p.weight, p.out});
+}
+
 template <class T>
 void conv2d_in_f32(const Conv2dProblem& p) {
   Conv2dProblem wide = p;
@@ -117,14 +136,8 @@ void conv2d_in_f32(const Conv2dProblem& p) {
   Tensor out = make_tensor({p.batch * p.out_channels * p.out_size[0] * p.out_size[1]}, DType::f32);
   wide.input = input.data_ptr(), wide.weight = weight.data_ptr(), wide.out = out.data_ptr();
   wide.bias = p.bias ? bias.data_ptr() : nullptr;
-  bool done = run_conv(wide, DType::f32);
-  EMBER_ASSERT(done, "oneDNN has no f32 convolution");
+  conv2d_f32(wide);
   convert_into<T>(out, p.out);
-}
-
-void conv2d_f32(const Conv2dProblem& p) {
-  bool done = run_conv(p, DType::f32);
-  EMBER_ASSERT(done, "oneDNN has no f32 convolution");
 }
 
 void conv2d_bf16(const Conv2dProblem& p) {
@@ -170,6 +183,163 @@ void conv2d_f64(const Conv2dProblem& p) {
       }
     }
   });
+}
+
+// ---- f32 convolution and its gradients on oneDNN's layouts -------------------
+// The gradients are oneDNN's own backward primitives (backward data, backward
+// weights), built with a forward_training descriptor as their hint. The
+// other dtypes convert to f32 (f64 gradients keep the reference kernel's
+// direct loops, gradcheck-sized).
+
+// A convolution primitive on the layouts oneDNN prefers (blocked, for its
+// direct JIT kernels rather than im2col + GEMM), with reorders from the
+// caller's plain inputs and back into its plain output where they differ.
+// One caller at a time (`busy`): the blocked buffers belong to the entry.
+struct ConvLayoutEntry {
+  struct Operand {
+    int arg = 0;
+    bool output = false;
+    memory plain, blocked;  // blocked is plain (no reorder) when the layouts agree
+    dnnl::reorder reorder;
+  };
+  dnnl::primitive primitive;
+  std::vector<Operand> operands;
+  std::mutex busy;
+};
+
+PrimitiveCache<ConvLayoutEntry>& conv_layout_cache() {
+  static PrimitiveCache<ConvLayoutEntry> cache(64);
+  return cache;
+}
+
+std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPass which) {
+  const memory::data_type type = memory::data_type::f32;
+  memory::desc weights = p.groups == 1
+      ? memory::desc({p.out_channels, p.in_channels, p.kernel[0], p.kernel[1]}, type, memory::format_tag::oihw)
+      : memory::desc({p.groups, p.out_channels / p.groups, p.in_channels / p.groups, p.kernel[0], p.kernel[1]}, type,
+                     memory::format_tag::goihw);
+  memory::desc src = nchw(p.batch, p.in_channels, p.in_size, type), dst = nchw(p.batch, p.out_channels, p.out_size, type);
+  memory::desc any_weights(weights.dims(), type, memory::format_tag::any);
+  memory::desc any_src(src.dims(), type, memory::format_tag::any), any_dst(dst.dims(), type, memory::format_tag::any);
+  memory::dims strides{p.stride[0], p.stride[1]}, dilation{p.dilation[0] - 1, p.dilation[1] - 1};
+  memory::dims left{p.padding[0], p.padding[1]}, right(2);
+  for (int d = 0; d < 2; ++d)
+    right[size_t(d)] = (p.out_size[d] - 1) * p.stride[d] + (p.kernel[d] - 1) * p.dilation[d] + 1 - p.in_size[d] - p.padding[d];
+  const dnnl::engine& engine = onednn_engine();
+  auto hint = [&] {
+    return dnnl::convolution_forward::primitive_desc(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                        any_src, any_weights, any_dst, strides, dilation, left, right),
+        engine);
+  };
+  auto entry = std::make_shared<ConvLayoutEntry>();
+  auto add = [&](int arg, const memory::desc& plain, const memory::desc& chosen, bool output) {
+    ConvLayoutEntry::Operand operand{arg, output, memory(plain, engine, nullptr), {}, {}};
+    if (chosen == plain) {
+      operand.blocked = operand.plain;
+    } else {
+      operand.blocked = memory(chosen, engine);
+      operand.reorder = output ? dnnl::reorder(operand.blocked, operand.plain) : dnnl::reorder(operand.plain, operand.blocked);
+    }
+    entry->operands.push_back(std::move(operand));
+  };
+  if (which == ConvPass::forward) {
+    memory::desc bias = p.bias ? memory::desc({p.out_channels}, type, memory::format_tag::x) : memory::desc();
+    dnnl::convolution_forward::primitive_desc pd(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                        any_src, any_weights, bias, any_dst, strides, dilation, left, right),
+        engine);
+    entry->primitive = dnnl::convolution_forward(pd);
+    add(DNNL_ARG_SRC, src, pd.src_desc(), false);
+    add(DNNL_ARG_WEIGHTS, weights, pd.weights_desc(), false);
+    if (p.bias) add(DNNL_ARG_BIAS, bias, pd.bias_desc(), false);
+    add(DNNL_ARG_DST, dst, pd.dst_desc(), true);
+  } else if (which == ConvPass::input_gradient) {
+    dnnl::convolution_backward_data::primitive_desc pd(
+        dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, any_src, any_weights, any_dst,
+                                              strides, dilation, left, right),
+        engine, hint());
+    entry->primitive = dnnl::convolution_backward_data(pd);
+    add(DNNL_ARG_DIFF_DST, dst, pd.diff_dst_desc(), false);
+    add(DNNL_ARG_WEIGHTS, weights, pd.weights_desc(), false);
+    add(DNNL_ARG_DIFF_SRC, src, pd.diff_src_desc(), true);
+  } else {
+    dnnl::convolution_backward_weights::primitive_desc pd(
+        dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any_src, any_weights, any_dst,
+                                                 strides, dilation, left, right),
+        engine, hint());
+    entry->primitive = dnnl::convolution_backward_weights(pd);
+    add(DNNL_ARG_SRC, src, pd.src_desc(), false);
+    add(DNNL_ARG_DIFF_DST, dst, pd.diff_dst_desc(), false);
+    add(DNNL_ARG_DIFF_WEIGHTS, weights, pd.diff_weights_desc(), true);
+  }
+  return entry;
+}
+
+// Runs `entry` with handles[i] the plain data of operand i.
+void execute(ConvLayoutEntry& entry, std::initializer_list<const void*> handles) {
+  std::lock_guard lock(entry.busy);
+  dnnl::stream& stream = onednn_stream();
+  std::unordered_map<int, memory> args;
+  const void* const* handle = handles.begin();
+  for (ConvLayoutEntry::Operand& operand : entry.operands) {
+    operand.plain.set_data_handle(const_cast<void*>(*handle++));
+    if (!operand.output && operand.reorder) operand.reorder.execute(stream, operand.plain, operand.blocked);
+    args.emplace(operand.arg, operand.blocked);
+  }
+  entry.primitive.execute(stream, args);
+  for (ConvLayoutEntry::Operand& operand : entry.operands)
+    if (operand.output && operand.reorder) operand.reorder.execute(stream, operand.blocked, operand.plain);
+  stream.wait();
+}
+
+void run_conv_f32(const Conv2dProblem& p, ConvPass which, std::initializer_list<const void*> handles) {
+  // Note [Small primitives run on one thread] (kernels/cpu/onednn.h)
+  int64_t multiply_adds = p.batch * p.out_channels * p.out_size[0] * p.out_size[1] * (p.in_channels / p.groups) *
+                          p.kernel[0] * p.kernel[1];
+  int threads = onednn_threads(multiply_adds);
+  OnednnThreadsGuard threads_guard(threads);
+  PrimitiveKey key = key_of(p, DType::f32, threads);
+  key.add(int64_t(which));
+  std::shared_ptr<ConvLayoutEntry> entry = conv_layout_cache().get(key, [&] { return make_conv_layout(p, which); });
+  execute(*entry, handles);
+}
+
+void conv_backward_f32(const Conv2dBackwardProblem& b, ConvPass which) {
+  const Conv2dProblem& p = b.forward;
+  if (which == ConvPass::input_gradient) run_conv_f32(p, which, {b.grad_output, p.weight, b.grad});
+  else run_conv_f32(p, which, {p.input, b.grad_output, b.grad});
+}
+
+template <ConvPass which>
+void conv_backward_f32_kernel(const Conv2dBackwardProblem& b) {
+  conv_backward_f32(b, which);
+}
+
+// 16-bit floats: the operands widened to f32, the gradient rounded once.
+template <ConvPass which, class T>
+void conv_backward_in_f32(const Conv2dBackwardProblem& b) {
+  const Conv2dProblem& p = b.forward;
+  const int64_t group_in = p.in_channels / p.groups;
+  const int64_t input_count = p.batch * p.in_channels * p.in_size[0] * p.in_size[1];
+  const int64_t weight_count = p.out_channels * group_in * p.kernel[0] * p.kernel[1];
+  Conv2dBackwardProblem wide = b;
+  Tensor grad_output =
+      converted<float, T>(b.grad_output, p.batch * p.out_channels * p.out_size[0] * p.out_size[1]);
+  Tensor known = which == ConvPass::input_gradient ? converted<float, T>(p.weight, weight_count)
+                                              : converted<float, T>(p.input, input_count);
+  Tensor grad = make_tensor({which == ConvPass::input_gradient ? input_count : weight_count}, DType::f32);
+  (which == ConvPass::input_gradient ? wide.forward.weight : wide.forward.input) = known.data_ptr();
+  wide.grad_output = grad_output.data_ptr(), wide.grad = grad.data_ptr();
+  conv_backward_f32(wide, which);
+  convert_into<T>(grad, b.grad);
+}
+
+template <ConvPass which>
+void register_conv_backward(Op<void(const Conv2dBackwardProblem&)>& op) {
+  op.set(DeviceType::cpu, DType::f32, &conv_backward_f32_kernel<which>);
+  op.set(DeviceType::cpu, DType::bf16, &conv_backward_in_f32<which, BFloat16>);
+  op.set(DeviceType::cpu, DType::f16, &conv_backward_in_f32<which, Half>);
 }
 
 // ---- pooling ----------------------------------------------------------------
@@ -285,12 +455,44 @@ void pool2d_f64(const Pool2dProblem& p) {
   });
 }
 
+// One plane of max-pool backward without padding, where every window lies
+// inside the input: max_pool_backward_plane's rule (the first maximum; the
+// first nan wins) with selects instead of branches, whose outcome on random
+// data is a coin toss, and no bounds checks.
+void max_pool_backward_plane_unpadded(const MaxPoolBackwardProblem& b, int64_t plane) {
+  const Pool2dProblem& p = b.forward;
+  const int64_t h = p.in_size[0], w = p.in_size[1];
+  const float* in = static_cast<const float*>(p.input) + plane * h * w;
+  const float* grad_out = static_cast<const float*>(b.grad_output) + plane * p.out_size[0] * p.out_size[1];
+  float* grad_in = static_cast<float*>(b.grad_input) + plane * h * w;
+  for (int64_t oy = 0; oy < p.out_size[0]; ++oy) {
+    for (int64_t ox = 0; ox < p.out_size[1]; ++ox) {
+      const int64_t corner = oy * p.stride[0] * w + ox * p.stride[1];
+      int64_t best_at = corner;
+      float best = in[corner];
+      for (int64_t ky = 0; ky < p.kernel[0]; ++ky)
+        for (int64_t kx = 0; kx < p.kernel[1]; ++kx) {
+          const int64_t at = corner + ky * w + kx;
+          const float v = in[at];
+          const bool take = best == best && (v > best || v != v);  // best is not nan; v is larger or nan
+          best = take ? v : best;
+          best_at = take ? at : best_at;
+        }
+      grad_in[best_at] += grad_out[oy * p.out_size[1] + ox];
+    }
+  }
+}
+
 template <class T>
 void max_pool2d_backward(const MaxPoolBackwardProblem& b) {
   int64_t plane_size = b.forward.in_size[0] * b.forward.in_size[1];
+  const bool unpadded = std::is_same_v<T, float> && b.forward.padding[0] == 0 && b.forward.padding[1] == 0;
   parallel_for(0, b.forward.batch * b.forward.channels, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(plane_size, 1)),
                [&](int64_t begin, int64_t end) {
-                 for (int64_t plane = begin; plane < end; ++plane) max_pool_backward_plane<T>(b, plane);
+                 for (int64_t plane = begin; plane < end; ++plane) {
+                   if (unpadded) max_pool_backward_plane_unpadded(b, plane);
+                   else max_pool_backward_plane<T>(b, plane);
+                 }
                });
 }
 
@@ -303,6 +505,8 @@ void register_conv_kernels() {
   conv2d_op.set(DeviceType::cpu, DType::bf16, &conv2d_bf16);
   conv2d_op.set(DeviceType::cpu, DType::f16, &conv2d_f16);
   conv2d_op.set(DeviceType::cpu, DType::f64, &conv2d_f64);
+  register_conv_backward<ConvPass::input_gradient>(conv2d_backward_input_op);
+  register_conv_backward<ConvPass::weight_gradient>(conv2d_backward_weight_op);
   register_for<float, Half, BFloat16>(max_pool2d_op, DeviceType::cpu,
                                       [](auto tag) { return &pool2d<PoolKind::max, decltype(tag)>; });
   register_for<float, Half, BFloat16>(avg_pool2d_op, DeviceType::cpu,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "core/convert.h"
 #include "core/ops/conv_kernels.h"
@@ -45,6 +46,36 @@ void conv2d(const Conv2dProblem& p) {
           }
           out[((n * p.out_channels + o) * out_h + y) * out_w + x] = convert<T>(sum);
         }
+}
+
+// The gradients: every multiply-add of the forward, run backwards into an
+// accumulator array, rounded once at the end.
+template <class T>
+void conv2d_backward_input(const Conv2dBackwardProblem& b) {
+  using Acc = Accumulator<T>;
+  const Conv2dProblem& p = b.forward;
+  const T* grad_output = static_cast<const T*>(b.grad_output);
+  const T* weight = static_cast<const T*>(p.weight);
+  std::vector<Acc> sum(size_t(p.batch * p.in_channels * p.in_size[0] * p.in_size[1]), Acc(0));
+  for_each_conv_tap(p, [&](int64_t out_index, int64_t input_index, int64_t weight_index) {
+    sum[size_t(input_index)] += Acc(ComputeType<T>(grad_output[out_index])) * Acc(ComputeType<T>(weight[weight_index]));
+  });
+  T* grad = static_cast<T*>(b.grad);
+  for (size_t i = 0; i < sum.size(); ++i) grad[i] = convert<T>(sum[i]);
+}
+
+template <class T>
+void conv2d_backward_weight(const Conv2dBackwardProblem& b) {
+  using Acc = Accumulator<T>;
+  const Conv2dProblem& p = b.forward;
+  const T* grad_output = static_cast<const T*>(b.grad_output);
+  const T* input = static_cast<const T*>(p.input);
+  std::vector<Acc> sum(size_t(p.out_channels * (p.in_channels / p.groups) * p.kernel[0] * p.kernel[1]), Acc(0));
+  for_each_conv_tap(p, [&](int64_t out_index, int64_t input_index, int64_t weight_index) {
+    sum[size_t(weight_index)] += Acc(ComputeType<T>(grad_output[out_index])) * Acc(ComputeType<T>(input[input_index]));
+  });
+  T* grad = static_cast<T*>(b.grad);
+  for (size_t i = 0; i < sum.size(); ++i) grad[i] = convert<T>(sum[i]);
 }
 
 // Calls tap(value) for every in-bounds input element of the window of output
@@ -109,6 +140,10 @@ void max_pool2d_backward(const MaxPoolBackwardProblem& b) {
 
 void register_conv_kernels() {
   register_reference_for<float, double, Half, BFloat16>(conv2d_op, [](auto tag) { return &conv2d<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16>(
+      conv2d_backward_input_op, [](auto tag) { return &conv2d_backward_input<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16>(
+      conv2d_backward_weight_op, [](auto tag) { return &conv2d_backward_weight<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16>(max_pool2d_op,
                                                         [](auto tag) { return &max_pool2d<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16>(avg_pool2d_op,

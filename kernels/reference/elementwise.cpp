@@ -166,6 +166,43 @@ template <class T> void isinf(const ElementwiseLoop& loop) {
   });
 }
 
+// Activation gradients: grad * f'(x), each the textbook derivative. relu's
+// passes grad where x is nan (x <= 0 is false), as PyTorch's threshold_backward.
+struct ThresholdBackward { template <class C> C operator()(C g, C x) const { return x <= C(0) ? C(0) : g; } };
+// gelu'(x) = Phi(x) + x phi(x), phi the standard normal density.
+struct GeluBackward {
+  template <class C> C operator()(C g, C x) const {
+    const C cdf = C(0.5) * (C(1) + std::erf(x * C(std::numbers::sqrt2 / 2)));
+    const C pdf = std::exp(C(-0.5) * x * x) * C(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+    return g * (cdf + x * pdf);
+  }
+};
+// d/dx 0.5 x (1 + tanh u), u = k (x + c x^3): 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 c x^2).
+struct GeluTanhBackward {
+  template <class C> C operator()(C g, C x) const {
+    const C k = C(std::numbers::sqrt2 * std::numbers::inv_sqrtpi), c = C(0.044715);
+    const C t = std::tanh(k * (x + c * x * x * x));
+    return g * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * k * (C(1) + C(3) * c * x * x));
+  }
+};
+// silu'(x) = s (1 + x (1 - s)), s = sigmoid(x).
+struct SiluBackward {
+  template <class C> C operator()(C g, C x) const {
+    const C sig = C(1) / (C(1) + std::exp(-x));
+    return g * sig * (C(1) + x * (C(1) - sig));
+  }
+};
+template <class T, class F> void activation_backward(const ElementwiseLoop& loop) {
+  using C = ComputeType<T>;
+  binary<T, T, T>(loop, [](T g, T x) { return T(F{}(C(g), C(x))); });
+}
+
+template <class F>
+void register_backward(Op<ElementwiseKernel>& op) {
+  register_reference_for<float, double, Half, BFloat16>(
+      op, [](auto tag) { return &activation_backward<decltype(tag), F>; });
+}
+
 template <class F>
 void register_floating(Op<ElementwiseKernel>& op) {
   register_reference_for<float, double, Half, BFloat16>(op, [](auto tag) { return &floating<decltype(tag), F>; });
@@ -200,6 +237,10 @@ void register_elementwise_kernels() {
   register_floating<Silu>(silu_op);
   register_floating<Gelu>(gelu_op);
   register_floating<GeluTanh>(gelu_tanh_op);
+  register_backward<ThresholdBackward>(threshold_backward_op);
+  register_backward<GeluBackward>(gelu_backward_op);
+  register_backward<GeluTanhBackward>(gelu_tanh_backward_op);
+  register_backward<SiluBackward>(silu_backward_op);
 
   register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
       neg_op, [](auto tag) { return &neg<decltype(tag)>; });

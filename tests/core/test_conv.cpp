@@ -1,4 +1,4 @@
-// conv2d, max_pool2d and avg_pool2d against the reference kernels: every float
+// conv2d (and its gradient kernels), max_pool2d and avg_pool2d against the reference kernels: every float
 // dtype, stride / padding / dilation / groups, bias, non-contiguous inputs,
 // the forced bf16 fallback, tiny exact cases and bad input.
 #include "kernels/cpu/onednn.h"
@@ -38,6 +38,38 @@ TEST(Conv2d, MatchesReferenceForEveryFloatDtypeAndOption) {
       }
     }
   }
+}
+
+// The gradient kernels against the reference in every dtype and option, and
+// the reference against the adjoint identities in f64:
+//   <conv2d(x, w), g> = <x, backward_input(g, w)> = <w, backward_weight(g, x)>.
+TEST(Conv2d, BackwardKernelsMatchReferenceAndTheAdjointIdentities) {
+  for (DType dtype : kFloatDTypes) {
+    for (const ConvCase& c : kConvCases) {
+      Tensor input = random_tensor(c.input, dtype), weight = random_tensor(c.weight, dtype, -1, 1);
+      Tensor out = conv2d(input, weight, {}, c.options);
+      Tensor grad = random_tensor(out.shape(), dtype);
+      std::string what = std::string(dtype_name(dtype)) + " input " + c.input.str() + " weight " + c.weight.str();
+      Tensor grad_input = conv2d_backward_input(grad, weight, input.shape(), c.options);
+      Tensor grad_weight = conv2d_backward_weight(grad, input, weight.shape(), c.options);
+      double tol = 4 * tolerance(dtype);
+      EXPECT_TRUE(all_close(grad_input, reference([&] {
+                              return conv2d_backward_input(grad, weight, input.shape(), c.options);
+                            }), tol, tol)) << what;
+      EXPECT_TRUE(all_close(grad_weight, reference([&] {
+                              return conv2d_backward_weight(grad, input, weight.shape(), c.options);
+                            }), tol, tol)) << what;
+      if (dtype != DType::f64) continue;
+      double forward = sum(out * grad).item<double>();
+      EXPECT_NEAR(sum(input * grad_input).item<double>(), forward, 1e-9 * (1 + std::abs(forward))) << what;
+      EXPECT_NEAR(sum(weight * grad_weight).item<double>(), forward, 1e-9 * (1 + std::abs(forward))) << what;
+    }
+  }
+  Tensor grad = zeros({1, 2, 3, 3}), weight = zeros({2, 1, 3, 3});
+  EXPECT_EMBER_ERROR(conv2d_backward_input(grad, weight, {1, 1, 6, 6}),
+                     "conv2d_backward_input: expected grad_output [1, 2, 4, 4] of dtype float32");
+  EXPECT_EMBER_ERROR(conv2d_backward_weight(grad, zeros({1, 3, 5, 5}), {2, 1, 3, 3}),
+                     "conv2d_backward_weight: input [1, 3, 5, 5] and weight [2, 1, 3, 3] do not fit");
 }
 
 TEST(Conv2d, Bf16FallbackToF32MatchesReference) {
@@ -92,6 +124,25 @@ TEST(Pool2d, MatchesReferenceForEveryFloatDtypeAndOption) {
         EXPECT_TRUE(all_close(avg_pool2d(layout.tensor, c.options), expected_avg))
             << "avg " << dtype_name(dtype) << " " << c.input.str() << " (" << layout.name << ")";
       }
+    }
+  }
+}
+
+// Max-pool backward against the reference, unpadded (the CPU fast path for
+// f32) and padded, with ties and nans in the windows.
+TEST(Pool2d, MaxPoolBackwardMatchesReferenceWithTiesAndNans) {
+  const Pool2dOptions kOptions[] = {{.kernel_size = {2, 2}},
+                                    {.kernel_size = {3, 2}, .stride = {1, 2}},
+                                    {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}};
+  for (DType dtype : kFloatDTypes) {
+    Tensor input = random_tensor({2, 3, 9, 8}, DType::i64, -2, 2).to(dtype);  // few values: many ties
+    input.select(0, 1).select(0, 2).fill_(std::nan(""));
+    input.select(0, 0).select(0, 1).select(0, 4).fill_(std::nan(""));
+    for (const Pool2dOptions& options : kOptions) {
+      Tensor grad = random_tensor(max_pool2d(input, options).shape(), dtype);
+      EXPECT_TRUE(all_close(max_pool2d_backward(grad, input, options),
+                            reference([&] { return max_pool2d_backward(grad, input, options); })))
+          << dtype_name(dtype) << " kernel " << options.kernel_size[0] << "x" << options.kernel_size[1];
     }
   }
 }

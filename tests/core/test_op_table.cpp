@@ -15,7 +15,10 @@ namespace ember::testing {
 namespace {
 
 // (op, dtype) pairs served only by the reference kernels, with the reason.
-const std::map<std::pair<std::string, DType>, std::string> kReferenceOnly = {};
+const std::map<std::pair<std::string, DType>, std::string> kReferenceOnly = {
+    {{"conv2d_backward_input", DType::f64}, "f64 gradients are gradcheck-sized: the direct loops serve"},
+    {{"conv2d_backward_weight", DType::f64}, "f64 gradients are gradcheck-sized: the direct loops serve"},
+};
 
 // A case builds random inputs of `dtype` and returns the computation to run
 // twice: once with the fast kernels, once with the reference ones.
@@ -39,6 +42,14 @@ Case reduce(Tensor (*fn)(const Tensor&), double lo = -2, double hi = 2) {
   return [=](DType dtype) {
     Tensor a = random_tensor({5, 7, 6}, dtype, lo, hi);
     return [=] { return fn(a.permute({1, 0, 2})); };
+  };
+}
+
+// An activation gradient: grad and input of one shape, both dense (the fast path).
+Case activation_backward(Tensor (*fn)(const Tensor&, const Tensor&)) {
+  return [=](DType dtype) {
+    Tensor grad = random_tensor({13, 21}, dtype), input = random_tensor({13, 21}, dtype, -4, 4);
+    return [=] { return fn(grad, input); };
   };
 }
 
@@ -83,6 +94,13 @@ const std::map<std::string, Case>& cases() {
       {"gelu", unary([](const Tensor& a) { return gelu(a); })},
       {"gelu_tanh", unary([](const Tensor& a) { return gelu(a, GeluApproximation::tanh); })},
       {"silu", unary([](const Tensor& a) { return silu(a); })},
+      {"threshold_backward",
+       activation_backward([](const Tensor& g, const Tensor& x) { return threshold_backward(g, x); })},
+      {"gelu_backward", activation_backward([](const Tensor& g, const Tensor& x) { return gelu_backward(g, x); })},
+      {"gelu_tanh_backward", activation_backward([](const Tensor& g, const Tensor& x) {
+         return gelu_backward(g, x, GeluApproximation::tanh);
+       })},
+      {"silu_backward", activation_backward([](const Tensor& g, const Tensor& x) { return silu_backward(g, x); })},
       {"pow_scalar", unary([](const Tensor& a) { return pow(a, 3); })},
       {"clamp", unary([](const Tensor& a) { return clamp(a, -1, 1); })},
       {"where", [](DType dtype) {
@@ -124,6 +142,18 @@ const std::map<std::string, Case>& cases() {
          Tensor input = random_tensor({2, 4, 7, 6}, dtype), weight = random_tensor({6, 2, 3, 3}, dtype);
          Tensor bias = random_tensor({6}, dtype);
          return [=] { return conv2d(input, weight, bias, {.stride = {2, 1}, .padding = {1, 1}, .groups = 2}); };
+       }},
+      {"conv2d_backward_input", [](DType dtype) {
+         Tensor grad = random_tensor({2, 6, 4, 6}, dtype), weight = random_tensor({6, 2, 3, 3}, dtype);
+         return [=] {
+           return conv2d_backward_input(grad, weight, {2, 4, 7, 6}, {.stride = {2, 1}, .padding = {1, 1}, .groups = 2});
+         };
+       }},
+      {"conv2d_backward_weight", [](DType dtype) {
+         Tensor grad = random_tensor({2, 6, 4, 6}, dtype), input = random_tensor({2, 4, 7, 6}, dtype);
+         return [=] {
+           return conv2d_backward_weight(grad, input, {6, 2, 3, 3}, {.stride = {2, 1}, .padding = {1, 1}, .groups = 2});
+         };
        }},
       {"max_pool2d", [](DType dtype) {
          Tensor input = random_tensor({2, 3, 7, 6}, dtype);

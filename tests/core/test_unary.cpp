@@ -219,6 +219,42 @@ TEST(Unary, PromotesLikePyTorch) {
   EXPECT_TRUE(all_close(exp(from_vector<int32_t>({0, 1})), from_vector<float>({1, std::numbers::e_v<float>})));
 }
 
+// The activation gradients: the fast kernels against the reference in every
+// floating dtype and layout (dense, transposed, strided), against the
+// textbook derivatives in f64, and relu's at its special points.
+TEST(Unary, ActivationBackwardMatchesReferenceAndDerivatives) {
+  using Backward = Tensor (*)(const Tensor&, const Tensor&);
+  const std::pair<const char*, Backward> kinds[] = {
+      {"threshold_backward", [](const Tensor& g, const Tensor& x) { return threshold_backward(g, x); }},
+      {"gelu_backward", [](const Tensor& g, const Tensor& x) { return gelu_backward(g, x); }},
+      {"gelu_tanh_backward",
+       [](const Tensor& g, const Tensor& x) { return gelu_backward(g, x, GeluApproximation::tanh); }},
+      {"silu_backward", [](const Tensor& g, const Tensor& x) { return silu_backward(g, x); }},
+  };
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    Tensor g = random_tensor({37, 300}, dtype), x = random_tensor({37, 300}, dtype, -5, 5);
+    for (const auto& [name, fn] : kinds)
+      for (const Layout& layout : layouts_of(x)) {
+        Tensor actual = fn(g, layout.tensor), expected = reference([&, fn = fn] { return fn(g, layout.tensor); });
+        EXPECT_TRUE(all_close(actual, expected)) << name << " " << dtype_name(dtype) << " " << layout.name;
+      }
+  }
+  Tensor g = random_tensor({1000}, DType::f64), x = random_tensor({1000}, DType::f64, -6, 6);
+  Tensor sig = sigmoid(x), inner = tanh((x + x * x * x * 0.044715) * std::sqrt(2 / std::numbers::pi));
+  Tensor gelu_derivative = (erf(x / std::numbers::sqrt2) + 1) * 0.5 + x * exp(x * x * -0.5) / std::sqrt(2 * std::numbers::pi);
+  Tensor gelu_tanh_derivative = (inner + 1) * 0.5 + x * 0.5 * rsub(inner * inner, 1) * std::sqrt(2 / std::numbers::pi) *
+                                                      (x * x * (3 * 0.044715) + 1);
+  EXPECT_TRUE(all_close(gelu_backward(g, x), g * gelu_derivative));
+  EXPECT_TRUE(all_close(gelu_backward(g, x, GeluApproximation::tanh), g * gelu_tanh_derivative));
+  EXPECT_TRUE(all_close(silu_backward(g, x), g * sig * (x * rsub(sig, 1) + 1)));
+  Tensor special = from_vector(std::vector<float>{-1, -0.0f, 0, 1e-30f, 2, kInf, -kInf, kNan});
+  EXPECT_EQ(threshold_backward(full({8}, 3.0), special).to_vector<float>(),
+            (std::vector<float>{0, 0, 0, 3, 3, 3, 0, 3}));
+  EXPECT_EMBER_ERROR(threshold_backward(zeros({2}), zeros({3})), "threshold_backward: grad of shape [2] and input of shape [3] differ");
+  EXPECT_EMBER_ERROR(gelu_backward(zeros({2}, {.dtype = DType::i32}), zeros({2}, {.dtype = DType::i32})),
+                     "gelu_backward: expected floating tensors, got int32 and int32");
+}
+
 TEST(Unary, BadInputsNameTheOpAndValues) {
   Tensor mask = ones({2}, {.dtype = DType::boolean});
   EXPECT_EMBER_ERROR(neg(mask), "neg: not supported for bool tensors; to invert a mask use logical_not");
