@@ -2,6 +2,8 @@
 // scripts/bench.sh through the driver compare_libtorch.
 #include "worker.h"
 
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -9,6 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <fstream>
+#include <string>
 
 namespace ember::compare {
 namespace {
@@ -55,34 +59,99 @@ Timing time_step(const Step& step, double min_seconds) {
   return {means[kBatches / 2], per_batch * kBatches};
 }
 
+// The resident set now (VmRSS), in bytes; 0 where /proc is unreadable.
+int64_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// The process's peak resident set so far (ru_maxrss is in KiB on Linux).
+int64_t peak_resident_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t(usage.ru_maxrss) * 1024;
+}
+
+struct Selection {
+  std::string filter;
+  std::string name;
+  bool selects(const std::string& workload) const {
+    return workload.find(filter) != std::string::npos && (name.empty() || workload == name);
+  }
+};
+
+// One workload's result: `run` prepares and times it and returns its fields;
+// this adds the memory figures, or the error that stopped it.
+template <class Run>
+nlohmann::json measure(const std::string& framework, const std::string& name, Run&& run) {
+  try {
+    int64_t start_rss = resident_bytes();
+    nlohmann::json result = {{"name", name}};
+    result.update(run());
+    result["start_rss_bytes"] = start_rss;
+    result["peak_rss_bytes"] = peak_resident_bytes();
+    return result;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s worker: %s failed: %s\n", framework.c_str(), name.c_str(), error.what());
+    return {{"name", name}, {"error", error.what()}};
+  }
+}
+
+nlohmann::json timing_fields(const Timing& timing) {
+  return {{"ns_per_step", timing.seconds_per_step * 1e9}, {"steps", timing.steps}};
+}
+
 }  // namespace
 
 int worker_main(int argc, char** argv, const std::string& framework, const std::vector<Workload>& workloads,
-                const std::function<void(int)>& set_threads) {
+                const std::vector<TrainingWorkload>& training_workloads, const std::function<void(int)>& set_threads) {
   CLI::App app("Times the comparison workloads on " + framework + " and prints JSON");
   int threads = 0;
   double min_seconds = 0.2;
-  std::string filter;
+  int loss_steps = 5;
+  bool list = false;
+  Selection selection;
   app.add_option("--threads", threads, "threads for the framework's pool (default: its own choice)")
       ->check(CLI::Range(1, 1024));
   app.add_option("--min-time", min_seconds, "seconds of timed steps per workload")
       ->check(CLI::Range(0.001, 600.0));
-  app.add_option("--filter", filter, "only workloads whose name contains this");
+  app.add_option("--filter", selection.filter, "only workloads whose name contains this");
+  app.add_option("--name", selection.name, "only the workload of exactly this name");
+  app.add_option("--loss-steps", loss_steps, "training rows: report the losses of this many first steps")
+      ->check(CLI::Range(1, 100000));
+  app.add_flag("--list", list, "print the workload names as JSON and stop");
   CLI11_PARSE(app, argc, argv);
+  if (list) {
+    nlohmann::json names = nlohmann::json::array();
+    for (const Workload& workload : workloads) names.push_back(workload.name);
+    for (const TrainingWorkload& workload : training_workloads) names.push_back(workload.name);
+    std::printf("%s\n", nlohmann::json({{"framework", framework}, {"workloads", names}}).dump(2).c_str());
+    return 0;
+  }
   if (threads > 0) set_threads(threads);
 
   nlohmann::json results = nlohmann::json::array();
   for (const Workload& workload : workloads) {
-    if (workload.name.find(filter) == std::string::npos) continue;
-    try {
+    if (!selection.selects(workload.name)) continue;
+    results.push_back(measure(framework, workload.name, [&] {
       Step step = workload.prepare();
-      Timing timing = time_step(step, min_seconds);
-      results.push_back({{"name", workload.name}, {"ns_per_step", timing.seconds_per_step * 1e9},
-                         {"steps", timing.steps}});
-    } catch (const std::exception& error) {
-      std::fprintf(stderr, "%s worker: %s failed: %s\n", framework.c_str(), workload.name.c_str(), error.what());
-      results.push_back({{"name", workload.name}, {"error", error.what()}});
-    }
+      return timing_fields(time_step(step, min_seconds));
+    }));
+  }
+  for (const TrainingWorkload& workload : training_workloads) {
+    if (!selection.selects(workload.name)) continue;
+    results.push_back(measure(framework, workload.name, [&] {
+      TrainingStep train = workload.prepare();
+      std::vector<double> losses;
+      for (int i = 0; i < loss_steps; ++i) losses.push_back(train());
+      nlohmann::json fields = timing_fields(time_step([&train] { train(); }, min_seconds));
+      fields["losses"] = losses;
+      return fields;
+    }));
   }
   nlohmann::json report = {{"framework", framework}, {"threads", threads}, {"results", results}};
   std::printf("%s\n", report.dump(2).c_str());
