@@ -11,7 +11,7 @@ EMBER_PACKAGES=(
   libeigen3-dev libdnnl-dev ocl-icd-opencl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev libgloo-dev zlib1g-dev
-  dataset-fashion-mnist golang-github-pierrec-lz4-dev
+  dataset-fashion-mnist golang-github-pierrec-lz4-dev python3-matplotlib
 )
 
 ember_install_packages() {
