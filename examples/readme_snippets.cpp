@@ -20,6 +20,19 @@ int main() try {
   loss.backward();                         // w.grad() now holds d(loss)/d(w)
   std::string dot = autograd::to_dot(loss);  // the recorded graph, for Graphviz
 
+  // README: "A training loop"
+  auto model = nn::Sequential(nn::Linear(4, 16), nn::ReLU(), nn::Linear(16, 3));
+  optim::AdamW optimizer(model.parameters(), {.lr = 1e-2});
+  data::TensorDataset dataset(randn({256, 4}), randint(0, 3, {256}));
+  data::DataLoader loader(dataset, {.batch_size = 32, .shuffle = true});
+  for (auto& [inputs, targets] : loader) {
+    Tensor batch_loss = nn::functional::cross_entropy(model(inputs), targets);
+    optimizer.zero_grad();
+    batch_loss.backward();
+    optimizer.step();
+  }
+  nn::save(model, "readme_model.safetensors");  // loads into the same PyTorch model
+
   std::printf("softmax rows sum to %.4f; |dL/dw| = %.4f; graph of %zu characters\n",
               mean(sum(c, {1})).item<double>(), norm(w.grad()).item<double>(), dot.size());
   return 0;
