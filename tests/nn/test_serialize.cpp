@@ -1,6 +1,8 @@
 // nn::save / nn::load: a model written to a safetensors file and read back
 // into a fresh one, and the errors for a file that does not fit the model.
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <unistd.h>
 
 #include "support/test_support.h"
@@ -16,6 +18,47 @@ std::filesystem::path temporary_path(const std::string& name) {
 
 nn::Sequential small_cnn() {
   return nn::Sequential(nn::Conv2d(1, 4, 3), nn::BatchNorm2d(4), nn::ReLU(), nn::Flatten(), nn::Linear(4 * 6 * 6, 10));
+}
+
+// The module whose state dict is tests/data/safetensors/model.safetensors
+// (make_safetensors_fixture.py's MODEL): an MLP, a norm's buffers, and one
+// buffer of every other dtype, a 0-d and an empty one.
+struct FixtureModel : nn::Module {
+  FixtureModel() {
+    register_module("layers", nn::Sequential(nn::Linear(3, 4), nn::ReLU(), nn::Linear(4, 2)));
+    auto norm = register_module("norm", std::make_shared<nn::Module>());
+    norm->register_buffer("running_var", zeros({3}, {.dtype = DType::f64}));
+    norm->register_buffer("num_batches_tracked", zeros({}, {.dtype = DType::i64}));
+    auto extra = register_module("extra", std::make_shared<nn::Module>());
+    extra->register_buffer("half", zeros({2, 3}, {.dtype = DType::f16}));
+    extra->register_buffer("bfloat", zeros({5}, {.dtype = DType::bf16}));
+    extra->register_buffer("int32", zeros({4}, {.dtype = DType::i32}));
+    extra->register_buffer("int64", zeros({3}, {.dtype = DType::i64}));
+    extra->register_buffer("mask", zeros({5}, {.dtype = DType::boolean}));
+    extra->register_buffer("scale", zeros({}));
+    extra->register_buffer("empty", zeros({0, 4}));
+  }
+};
+
+std::string file_bytes(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+}
+
+// The reference writer's file loads strictly into the model, and nn::save
+// writes the model back byte for byte as the reference writer did.
+TEST(Serialize, AKnownModelRoundTripsTheReferenceWritersFile) {
+  const std::filesystem::path fixture = std::filesystem::path(EMBER_TEST_DATA_DIR) / "safetensors" / "model.safetensors";
+  FixtureModel model;
+  nn::LoadStateDictResult result = nn::load(model, fixture);
+  EXPECT_TRUE(result.missing_keys.empty());
+  EXPECT_TRUE(result.unexpected_keys.empty());
+  // layers.2.bias is ((i % 7) - 3) / 9: -3/9, -2/9
+  EXPECT_TRUE(all_close(model.state_dict()[3].second, from_vector<float>({-3.0f / 9, -2.0f / 9})));
+  const std::filesystem::path path = temporary_path("fixture");
+  nn::save(model, path);
+  EXPECT_EQ(file_bytes(path), file_bytes(fixture));
+  std::filesystem::remove(path);
 }
 
 TEST(Serialize, SaveThenLoadRestoresEveryTensor) {
