@@ -10,7 +10,7 @@ EMBER_PACKAGES=(
   cmake ninja-build g++ clang-14 libomp-14-dev libclang-rt-14-dev
   libeigen3-dev libdnnl-dev ocl-icd-opencl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev libgloo-dev zlib1g-dev
+  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev libgloo-dev libssl-dev zlib1g-dev
   dataset-fashion-mnist golang-github-pierrec-lz4-dev python3-matplotlib
 )
 

@@ -1,0 +1,494 @@
+// The TCP store (distributed/store/tcp_store.h): one server and many clients
+// over real loopback TCP inside this test process. Raw sockets play the
+// misbehaving peers: silent, half a frame, garbage, oversized, wrong token, a
+// fake server that does not know the token.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "distributed/store/auth.h"
+#include "distributed/store/tcp_store.h"
+#include "distributed/store/wire.h"
+
+namespace ember::distributed {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kToken = "test-token-0123456789abcdef";
+
+StoreOptions client_options(const TcpStoreServer& server, int rank = -1) {
+  return {.host = "127.0.0.1", .port = server.port(), .token = kToken, .timeout = 5s, .rank = rank};
+}
+
+std::string error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+// A blocking loopback socket with a receive timeout, for playing a raw peer.
+int raw_connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(uint16_t(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  timeval limit{.tv_sec = 3, .tv_usec = 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  return fd;
+}
+
+bool read_exactly(int fd, uint8_t* data, size_t size) {
+  for (size_t got = 0; got < size;) {
+    const ssize_t count = recv(fd, data + got, size - got, 0);
+    if (count <= 0) return false;
+    got += size_t(count);
+  }
+  return true;
+}
+
+// Completes the handshake by hand, so the test can misbehave afterwards.
+void raw_authenticate(int fd) {
+  std::array<uint8_t, auth::kHelloBytes> hello{};
+  ASSERT_TRUE(read_exactly(fd, hello.data(), hello.size()));
+  auth::Nonce server_nonce;
+  std::copy(hello.begin() + auth::kMagic.size(), hello.end(), server_nonce.begin());
+  const auth::Proof proof = auth::client_proof(kToken, server_nonce);
+  std::vector<uint8_t> answer(proof.begin(), proof.end());
+  answer.resize(auth::kAnswerBytes, 7);  // any client nonce
+  ASSERT_EQ(send(fd, answer.data(), answer.size(), 0), ssize_t(answer.size()));
+  std::array<uint8_t, 1 + auth::kProofBytes> verdict{};
+  ASSERT_TRUE(read_exactly(fd, verdict.data(), verdict.size()));
+  ASSERT_EQ(verdict[0], auth::kAccepted);
+}
+
+// Whether the server closed this socket (EOF or reset) within the receive timeout.
+bool closed_by_peer(int fd) {
+  uint8_t byte;
+  const ssize_t count = recv(fd, &byte, 1, 0);
+  return count == 0 || (count < 0 && errno == ECONNRESET);
+}
+
+TEST(TcpStore, SetGetRoundTripsBytesIncludingEmptyAndLargeValues) {
+  TcpStoreServer server({.token = kToken});
+  TcpStore store(client_options(server));
+  Bytes every_byte(256);
+  for (int i = 0; i < 256; ++i) every_byte[i] = uint8_t(i);
+  store.set("bytes", every_byte);
+  EXPECT_EQ(store.get("bytes"), every_byte);
+  store.set("empty", std::string());
+  EXPECT_TRUE(store.get("empty").empty());
+  store.set("text", "hello");
+  store.set("text", "replaced");
+  EXPECT_EQ(store.get_string("text"), "replaced");
+
+  Bytes large(size_t(32) << 20);
+  for (size_t i = 0; i < large.size(); ++i) large[i] = uint8_t(i * 2654435761u >> 13);
+  store.set("large", large);
+  TcpStore other(client_options(server));
+  EXPECT_EQ(other.get("large"), large);
+  EXPECT_EQ(store.get("large"), large);
+}
+
+TEST(TcpStore, GetBlocksUntilAnotherClientSets) {
+  TcpStoreServer server({.token = kToken});
+  TcpStore waiter(client_options(server));
+  TcpStore setter(client_options(server));
+  std::thread later([&] {
+    std::this_thread::sleep_for(100ms);
+    setter.set("ready", "yes");
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(waiter.get_string("ready"), "yes");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 90ms);
+  later.join();
+}
+
+TEST(TcpStore, ParkedGetDoesNotBlockOtherClients) {
+  TcpStoreServer server({.token = kToken});
+  TcpStore waiter(client_options(server));
+  TcpStore busy(client_options(server));
+  std::atomic<bool> got{false};
+  std::thread blocked([&] {
+    EXPECT_EQ(waiter.get_string("late"), "now");
+    got = true;
+  });
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(busy.add("counter", 1), i + 1);
+  EXPECT_FALSE(got.load());
+  busy.set("late", "now");
+  blocked.join();
+  EXPECT_TRUE(got.load());
+}
+
+TEST(TcpStore, AddIsAtomicAcrossSixteenConcurrentClients) {
+  TcpStoreServer server({.token = kToken});
+  constexpr int kClients = 16;
+  constexpr int kAddsEach = 50;
+  std::vector<std::vector<int64_t>> returned(kClients);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      TcpStore store(client_options(server, c));
+      for (int i = 0; i < kAddsEach; ++i) returned[c].push_back(store.add("count", 1));
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  std::set<int64_t> unique;
+  for (const auto& values : returned) unique.insert(values.begin(), values.end());
+  EXPECT_EQ(unique.size(), size_t(kClients * kAddsEach));  // every add saw a different count
+  EXPECT_EQ(*unique.begin(), 1);
+  EXPECT_EQ(*unique.rbegin(), kClients * kAddsEach);
+  TcpStore store(client_options(server));
+  EXPECT_EQ(store.get_string("count"), std::to_string(kClients * kAddsEach));  // decimal text, as PyTorch's
+  EXPECT_EQ(store.add("count", -800), 0);
+  EXPECT_EQ(store.add("fresh", -5), -5);
+}
+
+TEST(TcpStore, AddToANonIntegerValueIsAnErrorAndTheClientStaysUsable) {
+  TcpStoreServer server({.token = kToken});
+  TcpStore store(client_options(server));
+  store.set("name", "not a number");
+  const std::string message = error_of([&] { store.add("name", 1); });
+  EXPECT_NE(message.find("store add"), std::string::npos) << message;
+  EXPECT_NE(message.find("key 'name'"), std::string::npos) << message;
+  store.set("big", std::to_string(INT64_MAX));
+  EXPECT_NE(error_of([&] { store.add("big", 1); }).find("overflows"), std::string::npos);
+  EXPECT_EQ(store.add("other", 2), 2);
+}
+
+TEST(TcpStore, WaitCheckDeleteAndNumKeys) {
+  TcpStoreServer server({.token = kToken});
+  TcpStore store(client_options(server));
+  TcpStore setter(client_options(server));
+  EXPECT_EQ(store.num_keys(), 0);
+  EXPECT_FALSE(store.check({"a"}));
+  EXPECT_TRUE(store.check({}));
+  std::thread later([&] {
+    std::this_thread::sleep_for(50ms);
+    setter.set("a", "1");
+    std::this_thread::sleep_for(50ms);
+    setter.set("b", "2");
+  });
+  store.wait({"a", "b"});
+  later.join();
+  EXPECT_TRUE(store.check({"a", "b"}));
+  EXPECT_FALSE(store.check({"a", "b", "c"}));
+  EXPECT_EQ(store.num_keys(), 2);
+  EXPECT_TRUE(store.delete_key("a"));
+  EXPECT_FALSE(store.delete_key("a"));
+  EXPECT_FALSE(store.check({"a"}));
+  EXPECT_EQ(store.num_keys(), 1);
+  store.wait({});
+}
+
+TEST(TcpStore, TimeoutNamesTheKeyAndRankAndTheClientStaysUsable) {
+  TcpStoreServer server({.token = kToken});
+  TcpStore store(client_options(server, /*rank=*/3));
+  const std::string where = "store 127.0.0.1:" + std::to_string(server.port());
+  std::string message = error_of([&] { store.get("pg/0/gloo/1", 200ms); });
+  EXPECT_NE(message.find("store get: key 'pg/0/gloo/1' not set after 0.2 s (rank 3 waiting, " + where + ")"),
+            std::string::npos)
+      << message;
+  store.set("present", "x");
+  message = error_of([&] { store.wait({"present", "missing/1", "missing/2"}, 100ms); });
+  EXPECT_NE(message.find("store wait: keys 'missing/1', 'missing/2' not set after 0.1 s (rank 3 waiting"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(store.get_string("present"), "x");  // the same connection answers again
+  EXPECT_EQ(store.add("n", 1), 1);
+
+  TcpStore no_rank(client_options(server));
+  message = error_of([&] { no_rank.get("absent", 50ms); });
+  EXPECT_NE(message.find("not set after 0.05 s (" + where + ")"), std::string::npos) << message;
+}
+
+TEST(TcpStore, WrongTokenIsRefusedAndOtherClientsAreUnaffected) {
+  TcpStoreServer server({.token = kToken});
+  TcpStore good(client_options(server));
+  good.set("k", "v");
+  StoreOptions wrong = client_options(server);
+  wrong.token = "not-the-token";
+  ::testing::internal::CaptureStderr();
+  const std::string message = error_of([&] { TcpStore intruder(wrong); });
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(message.find("the store at 127.0.0.1:" + std::to_string(server.port()) + " refused the token"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(server.refused_connections(), 1);
+  EXPECT_NE(log.find("ember store: refused connection from 127.0.0.1:"), std::string::npos) << log;
+  EXPECT_NE(log.find(": wrong token"), std::string::npos) << log;
+  EXPECT_EQ(good.get_string("k"), "v");
+  TcpStore later(client_options(server));
+  EXPECT_EQ(later.get_string("k"), "v");
+}
+
+TEST(TcpStore, ClientRefusesAServerThatDoesNotKnowTheToken) {
+  // A listener that greets like a store and accepts any proof, but cannot prove the token back.
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t length = sizeof address;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  std::thread fake([&] {
+    const int fd = accept(listener, nullptr, nullptr);
+    std::vector<uint8_t> hello(auth::kMagic.begin(), auth::kMagic.end());
+    hello.resize(auth::kHelloBytes, 1);
+    send(fd, hello.data(), hello.size(), 0);
+    std::array<uint8_t, auth::kAnswerBytes> answer{};
+    read_exactly(fd, answer.data(), answer.size());
+    std::vector<uint8_t> verdict(1 + auth::kProofBytes, 9);
+    verdict[0] = auth::kAccepted;
+    send(fd, verdict.data(), verdict.size(), 0);
+    uint8_t byte;
+    recv(fd, &byte, 1, 0);  // until the client hangs up
+    close(fd);
+  });
+  StoreOptions options{.port = ntohs(address.sin_port), .token = kToken, .timeout = 2s};
+  const std::string message = error_of([&] { TcpStore store(options); });
+  EXPECT_NE(message.find("does not know the job's token"), std::string::npos) << message;
+  fake.join();
+  close(listener);
+}
+
+// A server that knows the token but answers the first connection's first
+// request never, and the second connection's with num_keys = 42.
+TEST(TcpStore, ClientDropsAWedgedConnectionAndReconnects) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(listener, 2), 0);
+  socklen_t length = sizeof address;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  std::thread wedged([&] {
+    std::vector<int> accepted;
+    for (int round = 0; round < 2; ++round) {
+      const int fd = accept(listener, nullptr, nullptr);
+      accepted.push_back(fd);
+      timeval limit{.tv_sec = 3, .tv_usec = 0};
+      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+      const auth::Nonce server_nonce = auth::random_nonce();
+      std::vector<uint8_t> hello(auth::kMagic.begin(), auth::kMagic.end());
+      hello.insert(hello.end(), server_nonce.begin(), server_nonce.end());
+      send(fd, hello.data(), hello.size(), 0);
+      std::array<uint8_t, auth::kAnswerBytes> answer{};
+      if (!read_exactly(fd, answer.data(), answer.size())) return;
+      auth::Nonce client_nonce;
+      std::copy(answer.begin() + auth::kProofBytes, answer.end(), client_nonce.begin());
+      const auth::Proof proof = auth::server_proof(kToken, client_nonce);
+      std::vector<uint8_t> verdict{auth::kAccepted};
+      verdict.insert(verdict.end(), proof.begin(), proof.end());
+      send(fd, verdict.data(), verdict.size(), 0);
+      std::array<uint8_t, 4> prefix{};
+      if (!read_exactly(fd, prefix.data(), prefix.size())) return;
+      Bytes body(wire::read_u32(prefix.data()));
+      if (!read_exactly(fd, body.data(), body.size())) return;
+      if (round == 0) continue;  // never answered
+      uint64_t id = 0;
+      for (int i = 8; i >= 1; --i) id = id << 8 | body[i];
+      wire::Encoder reply(uint8_t(wire::Status::kOk), id);
+      reply.i64(42);
+      const Bytes frame = std::move(reply).finish();
+      send(fd, frame.data(), frame.size(), 0);
+    }
+    for (const int fd : accepted) close(fd);
+  });
+  TcpStore store({.port = ntohs(address.sin_port), .token = kToken, .timeout = 200ms, .rank = 5});
+  const std::string message = error_of([&] { store.set("k", "v"); });
+  EXPECT_NE(message.find("store set: no reply within 0.2 s about key 'k' (rank 5, store 127.0.0.1:"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(store.num_keys(), 42);  // on a fresh connection
+  wedged.join();
+  close(listener);
+}
+
+TEST(TcpStore, SilentHalfFrameGarbageAndOversizedPeersDoNotStopTheServer) {
+  TcpStoreServer server({.token = kToken});
+  ::testing::internal::CaptureStderr();
+  const int silent = raw_connect(server.port());  // never says anything
+  const int half_frame = raw_connect(server.port());
+  raw_authenticate(half_frame);
+  const uint8_t half[] = {100, 0, 0, 0, 1, 2, 3};  // announces 100 bytes, sends 3
+  send(half_frame, half, sizeof half, 0);
+  const int oversized = raw_connect(server.port());
+  raw_authenticate(oversized);
+  const uint8_t huge[] = {0xff, 0xff, 0xff, 0xff};
+  send(oversized, huge, sizeof huge, 0);
+  const int long_key = raw_connect(server.port());
+  raw_authenticate(long_key);
+  wire::Encoder set(uint8_t(wire::Op::kSet), 1);
+  set.string(std::string(kMaxKeyBytes + 1, 'k'));
+  set.string("v");
+  const Bytes set_frame = std::move(set).finish();
+  send(long_key, set_frame.data(), set_frame.size(), 0);
+  const int garbage = raw_connect(server.port());
+  raw_authenticate(garbage);
+  const uint8_t nonsense[] = {12, 0, 0, 0, 0x7f, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};  // unknown request type
+  send(garbage, nonsense, sizeof nonsense, 0);
+
+  TcpStore store(client_options(server));
+  store.set("k", "v");
+  EXPECT_EQ(store.get_string("k"), "v");
+  EXPECT_TRUE(closed_by_peer(oversized));
+  EXPECT_TRUE(closed_by_peer(garbage));
+  EXPECT_TRUE(closed_by_peer(long_key));
+  TcpStore later(client_options(server));
+  EXPECT_EQ(later.add("n", 5), 5);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("frame of 4294967295 bytes announced"), std::string::npos) << log;
+  EXPECT_NE(log.find("unknown request type 127"), std::string::npos) << log;
+  EXPECT_NE(log.find("key of 4097 bytes (limit 4096)"), std::string::npos) << log;
+  EXPECT_EQ(server.refused_connections(), 0);
+  for (const int fd : {silent, half_frame, oversized, long_key, garbage}) close(fd);
+}
+
+long resident_kib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.starts_with("VmRSS:")) return std::stol(line.substr(6));
+  return 0;
+}
+
+TEST(TcpStore, PeerThatDoesNotReadItsRepliesHoldsUpNoOneAndCostsLittle) {
+  TcpStoreServer server({.token = kToken});
+  TcpStore store(client_options(server));
+  store.set("big", Bytes(size_t(1) << 20, 1));
+  const long before = resident_kib();
+  const int greedy = raw_connect(server.port());
+  raw_authenticate(greedy);
+  Bytes requests;  // 300 gets of a 1 MiB value in one go, and no reads
+  for (uint64_t id = 1; id <= 300; ++id) {
+    wire::Encoder get(uint8_t(wire::Op::kGet), id);
+    get.u64(1000);
+    get.string("big");
+    const Bytes frame = std::move(get).finish();
+    requests.insert(requests.end(), frame.begin(), frame.end());
+  }
+  ASSERT_EQ(send(greedy, requests.data(), requests.size(), 0), ssize_t(requests.size()));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(store.get("big").size(), size_t(1) << 20);
+  EXPECT_EQ(store.add("n", 1), 1);
+  // The server answers only as fast as the peer reads: a few replies queued, not 300 MiB.
+  EXPECT_LT(resident_kib() - before, 64 * 1024);
+  close(greedy);
+}
+
+TEST(TcpStore, UnauthenticatedPeerIsDroppedAfterTheHandshakeTimeout) {
+  TcpStoreServer server({.token = kToken, .handshake_timeout = 200ms});
+  ::testing::internal::CaptureStderr();
+  const int silent = raw_connect(server.port());
+  std::array<uint8_t, auth::kHelloBytes> hello{};
+  EXPECT_TRUE(read_exactly(silent, hello.data(), hello.size()));
+  EXPECT_TRUE(closed_by_peer(silent));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("not authenticated within 0.2 s"), std::string::npos) << log;
+  close(silent);
+  TcpStore store(client_options(server));
+  EXPECT_EQ(store.num_keys(), 0);
+}
+
+TEST(TcpStore, SixtyFourClientsAtOnce) {
+  TcpStoreServer server({.token = kToken});
+  constexpr int kClients = 64;
+  std::vector<std::string> keys;
+  for (int c = 0; c < kClients; ++c) keys.push_back("rank/" + std::to_string(c));
+  std::atomic<int> correct{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      TcpStore store(client_options(server, c));
+      store.set(keys[c], std::to_string(c * 10));
+      store.wait(keys);  // parked on the server until the last client has set its key
+      const int next = (c + 1) % kClients;
+      if (store.get_string(keys[next]) == std::to_string(next * 10)) ++correct;
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(correct.load(), kClients);
+  TcpStore store(client_options(server));
+  EXPECT_EQ(store.num_keys(), kClients);
+}
+
+TEST(TcpStore, ClientRetriesUntilTheServerStarts) {
+  int port = 0;
+  {
+    TcpStoreServer probe({.token = kToken});  // finds a free port, then frees it
+    port = probe.port();
+  }
+  StoreOptions options{.port = port, .token = kToken, .timeout = 300ms, .rank = 2};
+  const std::string message = error_of([&] { TcpStore store(options); });
+  EXPECT_NE(message.find("cannot connect to the store at 127.0.0.1:" + std::to_string(port) + " within 0.3 s (rank 2"),
+            std::string::npos)
+      << message;
+
+  options.timeout = 5s;
+  std::unique_ptr<TcpStoreServer> server;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(200ms);
+    server = std::make_unique<TcpStoreServer>(StoreServerOptions{.port = port, .token = kToken});
+  });
+  TcpStore store(options);
+  starter.join();
+  store.set("up", "1");
+  EXPECT_EQ(store.get_string("up"), "1");
+}
+
+TEST(TcpStore, ServerGoingAwayFailsAWaitingClient) {
+  auto server = std::make_unique<TcpStoreServer>(StoreServerOptions{.token = kToken});
+  TcpStore store(client_options(*server, 1));
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(100ms);
+    server.reset();
+  });
+  const std::string message = error_of([&] { store.get("never"); });
+  stopper.join();
+  EXPECT_NE(message.find("store get: lost the connection to the store at 127.0.0.1:"), std::string::npos) << message;
+}
+
+TEST(TcpStore, EmptyTokensAndOversizedKeysAreRejected) {
+  EXPECT_NE(error_of([] { TcpStoreServer server({.token = ""}); }).find("empty token"), std::string::npos);
+  TcpStoreServer server({.token = kToken});
+  StoreOptions options = client_options(server);
+  options.token.clear();
+  EXPECT_NE(error_of([&] { TcpStore store(options); }).find("empty token"), std::string::npos);
+  TcpStore store(client_options(server));
+  const std::string long_key(kMaxKeyBytes + 1, 'k');
+  EXPECT_NE(error_of([&] { store.set(long_key, "v"); }).find("key of 4097 bytes (limit 4096)"), std::string::npos);
+  EXPECT_NE(error_of([&] { store.wait(std::vector<std::string>(kMaxWaitKeys + 1, "k")); }).find("limit 1024"),
+            std::string::npos);
+  EXPECT_EQ(store.num_keys(), 0);
+}
+
+TEST(TcpStore, JobTokensAreFreshRandomHex) {
+  const std::string a = make_job_token();
+  const std::string b = make_job_token();
+  EXPECT_EQ(a.size(), 64u);
+  EXPECT_NE(a, b);
+  EXPECT_TRUE(std::all_of(a.begin(), a.end(), [](char c) { return std::isxdigit(c) != 0; }));
+}
+
+}  // namespace
+}  // namespace ember::distributed
