@@ -1,0 +1,384 @@
+// `ember launch` on real processes (tools/launch.cpp, tools/supervisor.cpp,
+// Note [Launcher supervision]): the environment and output each worker gets,
+// exit codes and the stop sequence after a failure or a signal, restarts, the
+// errors before any worker starts, and two launchers forming one job. The
+// worker side is tests/distributed/workers/launch_scenarios.cpp. Every test
+// ends with nothing left: no worker process, no /dev/shm/ember-* segment.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distributed/process_runner.h"
+
+namespace ember::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// The tests pin these, so that the launcher's summary line is predictable.
+const std::vector<std::string> kOmpEnv = {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=passive"};
+
+// What a leftover process is, for the failure message: another test's
+// worker running at the same time looks the same to leftover_workers().
+std::string describe_processes(const std::vector<pid_t>& pids) {
+  std::string text;
+  for (pid_t pid : pids) {
+    std::ifstream file("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string command((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    std::replace(command.begin(), command.end(), '\0', ' ');
+    text += "\n  " + std::to_string(pid) + ": " + command;
+  }
+  return text;
+}
+
+void expect_nothing_left() {
+  std::vector<pid_t> workers = leftover_workers();
+  EXPECT_EQ(workers, std::vector<pid_t>{}) << describe_processes(workers);
+  EXPECT_EQ(leftover_segments(), std::vector<std::string>{});
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
+  return count;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  return lines;
+}
+
+// The pid a worker of `rank` printed in its "ready pid N rank R" line.
+pid_t ready_pid(const std::string& output, int rank) {
+  for (const std::string& line : lines_of(output)) {
+    int pid = 0;
+    int found_rank = -1;
+    size_t at = line.find("ready pid ");
+    if (at != std::string::npos && std::sscanf(line.c_str() + at, "ready pid %d rank %d", &pid, &found_rank) == 2 &&
+        found_rank == rank) {
+      return pid;
+    }
+  }
+  return -1;
+}
+
+bool wait_for_ready(Process& process, int ranks, std::chrono::milliseconds timeout) {
+  for (int rank = 0; rank < ranks; ++rank) {
+    if (!process.wait_for_output("rank " + std::to_string(rank) + "\n", timeout)) return false;
+  }
+  return true;
+}
+
+// A port that was free a moment ago: bind port 0, read it, close.
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof set, &set);
+  return std::max(1, CPU_COUNT(&set));
+}
+
+std::filesystem::path fresh_temp_dir(const std::string& name) {
+  auto path = std::filesystem::temp_directory_path() / ("ember_test_launch_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+  return path;
+}
+
+TEST(Launch, SetsEnvironmentForTwoRanks) {
+  ProcessResult result = launch({"--nproc-per-node", "2"}, "launch_env", {"2", "1"}, 60s, kOmpEnv);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(contains(result.output, "[rank 0] rank 0: env ok")) << result.output;
+  EXPECT_TRUE(contains(result.output, "[rank 1] rank 1: env ok")) << result.output;
+  EXPECT_TRUE(contains(result.output, "ember launch: 2 workers, OMP_NUM_THREADS=1 (from the environment), "
+                                      "OMP_WAIT_POLICY=passive (from the environment), store 127.0.0.1:"))
+      << result.output;
+  expect_nothing_left();
+}
+
+// Without OMP_* in its environment the launcher splits the cores between the
+// local ranks and asks for passive waits.
+TEST(Launch, SetsEnvironmentForThreeRanksAndChoosesOmpThreads) {
+  int cores = usable_cores();
+  std::string threads = std::to_string(std::max(1, cores / 3));
+  std::vector<std::string> command = {"/usr/bin/env", "-u", "OMP_NUM_THREADS", "-u", "OMP_WAIT_POLICY"};
+  std::vector<std::string> launch_part =
+      launch_command({"--nproc-per-node", "3", "--local-addr", "127.0.0.3"}, "launch_env", {"3", threads, "127.0.0.3"});
+  command.insert(command.end(), launch_part.begin(), launch_part.end());
+  ProcessResult result = run_process(command, 60s);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  for (int rank = 0; rank < 3; ++rank) {
+    std::string ok = "[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) + ": env ok";
+    EXPECT_TRUE(contains(result.output, ok)) << result.output;
+  }
+  std::string summary = "ember launch: 3 workers, OMP_NUM_THREADS=" + threads + " (" + std::to_string(cores) +
+                        " cores / 3 local ranks), OMP_WAIT_POLICY=passive, store 127.0.0.1:";
+  EXPECT_TRUE(contains(result.output, summary)) << result.output;
+  expect_nothing_left();
+}
+
+// Every line arrives whole and prefixed, although stdio flushes the workers'
+// output in blocks that end mid-line and two ranks write at once.
+TEST(Launch, PrefixesWholeLines) {
+  const int lines = 400;
+  ProcessResult result = launch({"--nproc-per-node", "2"}, "launch_print", {std::to_string(lines)}, 60s, kOmpEnv);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  int per_rank[2] = {0, 0};
+  for (const std::string& line : lines_of(result.output)) {
+    if (line.rfind("ember launch: ", 0) == 0) continue;
+    int rank = -1;
+    ASSERT_EQ(std::sscanf(line.c_str(), "[rank %d] ", &rank), 1) << "not a prefixed line: " << line;
+    ASSERT_TRUE(rank == 0 || rank == 1) << line;
+    std::string prefix = "[rank " + std::to_string(rank) + "] ";
+    std::string body = line.substr(prefix.size());
+    std::string tail = " of rank " + std::to_string(rank);
+    bool whole = body == "partial" + tail ||
+                 (body.rfind("line ", 0) == 0 && contains(body, tail + " " + std::string(300, char('a' + rank))) &&
+                  body.size() == body.find(tail) + tail.size() + 301);
+    EXPECT_TRUE(whole) << "a broken or mixed line: " << line;
+    ++per_rank[rank];
+  }
+  EXPECT_EQ(per_rank[0], lines + 1);
+  EXPECT_EQ(per_rank[1], lines + 1);
+  EXPECT_TRUE(contains(result.output, "[rank 1] partial of rank 1\n")) << "the last partial line is flushed at exit";
+  expect_nothing_left();
+}
+
+TEST(Launch, LogDirWritesOneFilePerRank) {
+  std::filesystem::path root = fresh_temp_dir("logs");
+  std::filesystem::path logs = root / "nested" / "logs";
+  ProcessResult result = launch({"--nproc-per-node", "2", "--log-dir", logs.string()}, "launch_print", {"20"}, 60s, kOmpEnv);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_FALSE(contains(result.output, "[rank")) << result.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream file(logs / ("rank_" + std::to_string(rank) + ".log"));
+    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    std::vector<std::string> file_lines = lines_of(text);
+    ASSERT_EQ(file_lines.size(), 21u) << text;
+    EXPECT_EQ(count_of(text, " of rank " + std::to_string(rank)), 21u) << text;
+    EXPECT_EQ(file_lines.back(), "partial of rank " + std::to_string(rank));
+  }
+  std::filesystem::remove_all(root);
+  expect_nothing_left();
+}
+
+TEST(Launch, LogDirThatCannotBeCreatedIsAnError) {
+  std::filesystem::path root = fresh_temp_dir("bad_logs");
+  std::ofstream(root / "a_file") << "not a directory\n";
+  std::string logs = (root / "a_file" / "logs").string();
+  ProcessResult result = launch({"--nproc-per-node", "2", "--log-dir", logs}, "launch_wait", {}, 20s, kOmpEnv);
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(contains(result.output, "ember launch: cannot create the log directory '" + logs + "'")) << result.output;
+  std::filesystem::remove_all(root);
+  expect_nothing_left();
+}
+
+TEST(Launch, FirstFailedRanksExitCodeIsTheLaunchers) {
+  ProcessResult result =
+      launch({"--nproc-per-node", "3", "--grace-period", "1"}, "launch_exit", {"1", "3", "300"}, 30s, kOmpEnv);
+  EXPECT_EQ(result.exit_code, 3) << result.output;
+  pid_t pid = ready_pid(result.output, 1);
+  EXPECT_TRUE(contains(result.output, "ember launch: rank 1 (pid " + std::to_string(pid) + ") exited with code 3"))
+      << result.output;
+  EXPECT_EQ(count_of(result.output, "exited with code"), 1u) << "only the first failure is reported";
+  EXPECT_LT(result.seconds, 10) << "the other ranks were not stopped promptly";
+  expect_nothing_left();
+}
+
+TEST(Launch, WorkerKilledBySignalGives128PlusSignal) {
+  ProcessResult result =
+      launch({"--nproc-per-node", "2", "--grace-period", "1"}, "launch_raise_kill", {"1", "300"}, 30s, kOmpEnv);
+  EXPECT_EQ(result.exit_code, 137) << result.output;
+  EXPECT_TRUE(contains(result.output, "ember launch: rank 1 (pid ")) << result.output;
+  EXPECT_TRUE(contains(result.output, "was killed by signal 9 (SIGKILL)")) << result.output;
+  EXPECT_TRUE(contains(result.output, "ember launch: removed 1 shared-memory segment(s) the workers left"))
+      << result.output;
+  EXPECT_LT(result.seconds, 10);
+  expect_nothing_left();
+}
+
+// A stopped worker is not detected as such: the other ranks' allreduce times
+// out (EMBER_TIMEOUT from --timeout), they fail, and the stop sequence
+// continues the stopped one after SIGTERM (or SIGKILLs it).
+TEST(Launch, StoppedWorkerEndsThroughTheOthersTimeout) {
+  const int timeout_seconds = 2;
+  Process process(launch_command({"--nproc-per-node", "3", "--timeout", std::to_string(timeout_seconds),
+                                  "--grace-period", "1"},
+                                 "launch_stop_allreduce", {"1", "auto"}),
+                  kOmpEnv);
+  ASSERT_TRUE(wait_for_ready(process, 3, 30s));
+  Clock::time_point stopped = Clock::now();
+  ProcessResult result = process.wait(60s);
+  double seconds = std::chrono::duration<double>(Clock::now() - stopped).count();
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_LT(seconds, 2.0 * timeout_seconds) << result.output;
+  EXPECT_TRUE(contains(result.output, "exited with code")) << result.output;
+  expect_nothing_left();
+}
+
+TEST(Launch, MaxRestartsRelaunchesTheGroupWithAFreshStore) {
+  ProcessResult result =
+      launch({"--nproc-per-node", "2", "--max-restarts", "1", "--grace-period", "1"}, "launch_restart", {}, 60s, kOmpEnv);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(contains(result.output, "exited with code 4")) << result.output;
+  EXPECT_TRUE(contains(result.output, "ember launch: restarting (1 of 1)")) << result.output;
+  EXPECT_TRUE(contains(result.output, "[rank 0] rank 0: attempt 1 ok, fresh store: yes")) << result.output;
+  EXPECT_TRUE(contains(result.output, "[rank 1] rank 1: attempt 1 ok, fresh store: yes")) << result.output;
+  expect_nothing_left();
+}
+
+TEST(Launch, RestartsRunOutAndTheLastFailureCounts) {
+  ProcessResult result = launch({"--nproc-per-node", "2", "--max-restarts", "1", "--grace-period", "1"}, "launch_exit",
+                                {"1", "3", "100"}, 60s, kOmpEnv);
+  EXPECT_EQ(result.exit_code, 3) << result.output;
+  EXPECT_EQ(count_of(result.output, "restarting ("), 1u) << result.output;
+  EXPECT_EQ(count_of(result.output, "exited with code 3"), 2u) << result.output;
+  expect_nothing_left();
+}
+
+TEST(Launch, SigintStopsEveryWorker) {
+  Process process(launch_command({"--nproc-per-node", "2", "--grace-period", "2"}, "launch_wait"), kOmpEnv);
+  ASSERT_TRUE(wait_for_ready(process, 2, 30s));
+  process.signal(SIGINT);
+  Clock::time_point sent = Clock::now();
+  ProcessResult result = process.wait(60s);
+  EXPECT_EQ(result.exit_code, 130) << result.output;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - sent).count(), 3.0) << result.output;
+  EXPECT_TRUE(contains(result.output, "ember launch: received SIGINT")) << result.output;
+  expect_nothing_left();
+}
+
+// Workers that ignore the forwarded SIGTERM get SIGKILL after the grace period.
+TEST(Launch, SigtermEscalatesToSigkill) {
+  Process process(launch_command({"--nproc-per-node", "2", "--grace-period", "0.5"}, "launch_wait",
+                                 {"ignore-stop-signals"}),
+                  kOmpEnv);
+  ASSERT_TRUE(wait_for_ready(process, 2, 30s));
+  process.signal(SIGTERM);
+  ProcessResult result = process.wait(60s);
+  EXPECT_EQ(result.exit_code, 143) << result.output;
+  EXPECT_TRUE(contains(result.output, "still running 500 ms after the stop signal; sending SIGKILL")) << result.output;
+  expect_nothing_left();
+}
+
+// PR_SET_PDEATHSIG: nothing the launcher does (it cannot act on SIGKILL) is
+// needed for its workers to die with it.
+TEST(Launch, SigkillToTheLauncherLeavesNoWorker) {
+  Process process(launch_command({"--nproc-per-node", "2"}, "launch_wait"), kOmpEnv);
+  ASSERT_TRUE(wait_for_ready(process, 2, 30s));
+  process.signal(SIGKILL);
+  ProcessResult result = process.wait(20s);
+  EXPECT_EQ(result.signal, SIGKILL);
+  Clock::time_point deadline = Clock::now() + 5s;
+  while (!leftover_workers().empty() && Clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  expect_nothing_left();
+}
+
+TEST(Launch, ProgramNotFound) {
+  ProcessResult result = run_process({EMBER_CLI, "launch", "--nproc-per-node", "2", "--", "ember-no-such-program"}, 20s);
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_TRUE(contains(result.output, "ember launch: cannot run 'ember-no-such-program': No such file or directory"))
+      << result.output;
+  expect_nothing_left();
+}
+
+// Errors in the flags stop the launcher before any worker starts.
+TEST(Launch, BadOptionsAreErrors) {
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  std::string busy_port = std::to_string(ntohs(address.sin_port));
+
+  struct Case {
+    std::vector<std::string> flags;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{"--nproc-per-node", "0"}, "--nproc-per-node must be at least 1, got 0"},
+      {{"--nnodes", "2", "--node-rank", "2", "--master-port", "1234"}, "--node-rank 2 is not a node of --nnodes 2"},
+      {{"--nnodes", "2", "--node-rank", "1", "--master-port", "1234"}, "needs the job's token in EMBER_STORE_TOKEN"},
+      {{"--nnodes", "2", "--max-restarts", "1", "--master-port", "1234"}, "--max-restarts works on a single node only"},
+      {{"--no-such-flag"}, "unknown option '--no-such-flag'"},
+      {{"--master-port", busy_port}, "cannot host the store on 127.0.0.1:" + busy_port},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> command = {"/usr/bin/env", "-u", "EMBER_STORE_TOKEN"};
+    std::vector<std::string> launch_part = launch_command(c.flags, "launch_wait");
+    command.insert(command.end(), launch_part.begin(), launch_part.end());
+    ProcessResult result = run_process(command, 20s, kOmpEnv);
+    EXPECT_NE(result.exit_code, 0) << result.output;
+    EXPECT_FALSE(result.timed_out) << result.output;
+    EXPECT_TRUE(contains(result.output, c.message)) << "expected '" << c.message << "' in: " << result.output;
+    EXPECT_FALSE(contains(result.output, "[rank")) << result.output;
+  }
+  close(listener);
+  expect_nothing_left();
+}
+
+// Two launchers on this machine, as two nodes: node 0 hosts the store on a
+// fixed port, node 1's worker gives its Gloo peers 127.0.0.2 (any 127/8
+// address is this host on Linux), and the allreduce crosses between them.
+// A Gloo pair is dialled by the side with the higher address, so node 0
+// advertises 127.0.0.3: then rank 0 really connects to 127.0.0.2.
+TEST(Launch, TwoLaunchersFormOneJob) {
+  std::string port = std::to_string(free_port());
+  std::random_device random;
+  std::string token = "launch-test-" + std::to_string(random()) + std::to_string(random()) + std::to_string(random());
+  std::vector<std::string> env = kOmpEnv;
+  env.push_back("EMBER_STORE_TOKEN=" + token);
+  std::vector<std::string> common = {"--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", port, "--timeout", "30"};
+  std::vector<std::string> node0 = common;
+  node0.insert(node0.end(), {"--node-rank", "0", "--local-addr", "127.0.0.3"});
+  std::vector<std::string> node1 = common;
+  node1.insert(node1.end(), {"--node-rank", "1", "--local-addr", "127.0.0.2"});
+
+  Process first(launch_command(node0, "launch_allreduce", {"peer", "127.0.0.2"}), env);
+  ASSERT_TRUE(first.wait_for_output("(hosted here)", 20s));
+  Process second(launch_command(node1, "launch_allreduce", {"local", "127.0.0.2"}), env);
+  ProcessResult result1 = second.wait(60s);
+  ProcessResult result0 = first.wait(60s);
+  EXPECT_EQ(result0.exit_code, 0) << result0.output;
+  EXPECT_EQ(result1.exit_code, 0) << result1.output;
+  EXPECT_TRUE(contains(result0.output, "[rank 0] rank 0 of 2: sum 1")) << result0.output;
+  EXPECT_TRUE(contains(result1.output, "[rank 1] rank 1 of 2: sum 1")) << result1.output;
+  EXPECT_TRUE(contains(result1.output, "(ranks 1-1 of 2, node 1 of 2)")) << result1.output;
+  expect_nothing_left();
+}
+
+}  // namespace
+}  // namespace ember::test

@@ -1,0 +1,346 @@
+// See launch.h. This file decides what the workers get (environment, store,
+// output targets) and the restart policy; supervisor.cpp runs each attempt.
+#include "launch.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "core/error.h"
+#include "distributed/store/tcp_store.h"
+#include "output_prefixer.h"
+#include "supervisor.h"
+
+extern char** environ;
+
+namespace ember::launch {
+namespace {
+
+// The variables the launcher sets for each worker; inherited values of them
+// (from an outer job, say) are dropped.
+constexpr const char* kLauncherVariables[] = {
+    "RANK",          "WORLD_SIZE",      "LOCAL_RANK",         "LOCAL_WORLD_SIZE", "GROUP_RANK",
+    "MASTER_ADDR",   "MASTER_PORT",     "EMBER_STORE_TOKEN",  "EMBER_STORE_HOSTED",
+    "EMBER_TIMEOUT", "EMBER_JOB_ID",    "EMBER_GLOO_ADDR",    "EMBER_RESTART_COUNT",
+};
+
+void validate(const LaunchOptions& options) {
+  EMBER_CHECK(!options.command.empty(), "no program given: ember launch [options] -- program [args...]");
+  EMBER_CHECK(options.nproc_per_node >= 1, "--nproc-per-node must be at least 1, got {}", options.nproc_per_node);
+  EMBER_CHECK(options.nnodes >= 1, "--nnodes must be at least 1, got {}", options.nnodes);
+  EMBER_CHECK(options.node_rank >= 0 && options.node_rank < options.nnodes,
+              "--node-rank {} is not a node of --nnodes {} (0 to {})", options.node_rank, options.nnodes,
+              options.nnodes - 1);
+  EMBER_CHECK(options.master_port >= 0 && options.master_port <= 65535, "--master-port {} is not a TCP port",
+              options.master_port);
+  EMBER_CHECK(options.max_restarts >= 0, "--max-restarts must be at least 0, got {}", options.max_restarts);
+  EMBER_CHECK(options.timeout_seconds >= 1, "--timeout must be at least 1 second, got {}", options.timeout_seconds);
+  EMBER_CHECK(options.grace_period_seconds >= 0, "--grace-period must not be negative, got {}",
+              options.grace_period_seconds);
+  if (options.nnodes > 1) {
+    EMBER_CHECK(options.master_port > 0, "--nnodes {} needs --master-port: every node must know the store's port",
+                options.nnodes);
+    // Note [Launcher supervision]: a restart would have to be agreed by every node's launcher.
+    EMBER_CHECK(options.max_restarts == 0, "--max-restarts works on a single node only (--nnodes {} given)",
+                options.nnodes);
+  }
+}
+
+bool is_executable_file(const std::string& path) {
+  struct stat info {};
+  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+// The program's path, found as execvp would; resolved here, before any
+// worker starts, so that a typo fails once and clearly.
+std::string resolve_program(const std::string& name) {
+  auto fail = [&](int error) {
+    EMBER_CHECK(false, "cannot run '{}': {}", name, std::strerror(error));
+    return std::string();
+  };
+  auto error_of = [](const std::string& path) {
+    struct stat info {};
+    if (stat(path.c_str(), &info) != 0) return errno;
+    return S_ISDIR(info.st_mode) ? EISDIR : EACCES;
+  };
+  if (name.find('/') != std::string::npos) return is_executable_file(name) ? name : fail(error_of(name));
+  const char* path_variable = std::getenv("PATH");
+  std::string search = path_variable ? path_variable : "/usr/local/bin:/usr/bin:/bin";
+  int error = ENOENT;
+  size_t start = 0;
+  while (start <= search.size()) {
+    size_t end = std::min(search.find(':', start), search.size());
+    std::string directory = search.substr(start, end - start);
+    std::string candidate = (directory.empty() ? "." : directory) + "/" + name;
+    if (is_executable_file(candidate)) return candidate;
+    if (error_of(candidate) != ENOENT) error = EACCES;
+    start = end + 1;
+  }
+  return fail(error);
+}
+
+// EMBER_JOB_ID: the same on every node because it derives from the shared
+// token, and short. 48 bits of a hash of a 256-bit token leave the token
+// unguessable, so the id may appear in /dev/shm names and logs.
+std::string job_id_from_token(const std::string& token) {
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a
+  for (unsigned char c : token) hash = (hash ^ c) * 1099511628211ull;
+  return fmt::format("{:016x}", hash).substr(0, 12);
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+std::vector<std::string> inherited_environment() {
+  std::vector<std::string> environment;
+  for (char** entry = environ; *entry; ++entry) {
+    std::string_view text(*entry);
+    std::string_view name = text.substr(0, text.find('='));
+    bool ours = std::any_of(std::begin(kLauncherVariables), std::end(kLauncherVariables),
+                            [&](const char* variable) { return name == variable; });
+    if (!ours) environment.emplace_back(text);
+  }
+  return environment;
+}
+
+// Lines like "OMP_NUM_THREADS=1 (2 cores / 2 local ranks)" for the summary.
+struct OmpSettings {
+  std::vector<std::string> added;  // "KEY=value" the launcher adds
+  std::string summary;
+};
+
+OmpSettings omp_settings(int local_ranks) {
+  OmpSettings settings;
+  std::vector<std::string> parts;
+  if (const char* threads = std::getenv("OMP_NUM_THREADS")) {
+    parts.push_back(fmt::format("OMP_NUM_THREADS={} (from the environment)", threads));
+  } else {
+    int cores = usable_cores();
+    int threads_per_rank = std::max(1, cores / local_ranks);
+    settings.added.push_back(fmt::format("OMP_NUM_THREADS={}", threads_per_rank));
+    parts.push_back(fmt::format("OMP_NUM_THREADS={} ({} cores / {} local rank{})", threads_per_rank, cores,
+                                local_ranks, local_ranks == 1 ? "" : "s"));
+  }
+  if (const char* policy = std::getenv("OMP_WAIT_POLICY")) {
+    parts.push_back(fmt::format("OMP_WAIT_POLICY={} (from the environment)", policy));
+  } else {
+    // Spinning OpenMP threads of several ranks would fight over the same cores.
+    settings.added.push_back("OMP_WAIT_POLICY=passive");
+    parts.push_back("OMP_WAIT_POLICY=passive");
+  }
+  settings.summary = fmt::format("{}", fmt::join(parts, ", "));
+  return settings;
+}
+
+// One file per local rank, kept open across restarts so that attempts follow each other.
+class LogFiles {
+ public:
+  LogFiles(const std::string& directory, int first_rank, int count) {
+    std::error_code error;
+    std::filesystem::create_directories(directory, error);
+    EMBER_CHECK(!error, "cannot create the log directory '{}': {}", directory, error.message());
+    for (int rank = first_rank; rank < first_rank + count; ++rank) {
+      std::string path = fmt::format("{}/rank_{}.log", directory, rank);
+      int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        std::string reason = std::strerror(errno);
+        close_all();
+        EMBER_CHECK(false, "cannot write the log file '{}' in --log-dir '{}': {}", path, directory, reason);
+      }
+      fds_.push_back(fd);
+    }
+  }
+  ~LogFiles() { close_all(); }
+  LogFiles(const LogFiles&) = delete;
+  LogFiles& operator=(const LogFiles&) = delete;
+  int fd(int local_rank) const { return fds_.at(size_t(local_rank)); }
+  void write_all(const std::string& line) {
+    for (int fd : fds_) write_fully(fd, line);
+  }
+
+ private:
+  void close_all() {
+    for (int fd : fds_) close(fd);
+    fds_.clear();
+  }
+  std::vector<int> fds_;
+};
+
+// Shared-memory segments are named /ember-<job id>-...; workers unlink their
+// own, but one that was killed cannot. Once every local worker is gone the
+// launcher removes what is left, so that no attempt or job leaks them.
+void remove_leftover_segments(const std::string& job_id) {
+  std::error_code error;
+  std::string prefix = "ember-" + job_id + "-";
+  int removed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+    std::string name = entry.path().filename();
+    if (name.rfind(prefix, 0) == 0 && std::filesystem::remove(entry.path(), error)) ++removed;
+  }
+  if (removed > 0) say(fmt::format("removed {} shared-memory segment(s) the workers left in /dev/shm", removed));
+}
+
+// Hosts the store for one attempt (node 0 only).
+std::unique_ptr<distributed::TcpStoreServer> host_store(const LaunchOptions& options, const std::string& token) {
+  try {
+    return std::make_unique<distributed::TcpStoreServer>(
+        distributed::StoreServerOptions{.host = options.master_addr, .port = options.master_port, .token = token});
+  } catch (const std::exception& error) {
+    EMBER_CHECK(false, "cannot host the store on {}:{}: {}", options.master_addr, options.master_port, error.what());
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
+  CLI::App* launch = app.add_subcommand("launch", "Start and supervise the workers of a distributed job on this node");
+  launch->add_option("--nproc-per-node", options.nproc_per_node, "Workers on this node")->capture_default_str();
+  launch->add_option("--nnodes", options.nnodes, "Nodes in the job (one launcher each)")->capture_default_str();
+  launch->add_option("--node-rank", options.node_rank, "This node's index, 0 to nnodes-1; node 0 hosts the store")
+      ->capture_default_str();
+  launch->add_option("--master-addr", options.master_addr, "Address of the store (node 0)")->capture_default_str();
+  launch->add_option("--master-port", options.master_port, "Port of the store; 0: a free one (single node)")
+      ->capture_default_str();
+  launch->add_option("--max-restarts", options.max_restarts, "Relaunch the workers after a failure up to this often")
+      ->capture_default_str();
+  launch->add_option("--timeout", options.timeout_seconds,
+                     "Seconds for the workers' collectives and store calls (EMBER_TIMEOUT)")
+      ->capture_default_str();
+  launch->add_option("--grace-period", options.grace_period_seconds,
+                     "Seconds from SIGTERM to SIGKILL when stopping workers")
+      ->capture_default_str();
+  launch->add_option("--log-dir", options.log_dir, "Write each rank's output to DIR/rank_N.log");
+  launch->add_option("--local-addr", options.local_addr, "Address this node's workers give Gloo peers");
+  // Everything from the first positional on is the program's: flags after it are its own.
+  launch->prefix_command();
+  launch->footer(
+      "Run as: ember launch [OPTIONS] -- program [args...]\n"
+      "Each worker gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT\n"
+      "and EMBER_STORE_TOKEN, EMBER_TIMEOUT, EMBER_JOB_ID, EMBER_RESTART_COUNT (distributed/README.md).\n"
+      "--nnodes > 1: the same EMBER_STORE_TOKEN must be in every launcher's environment.");
+  return launch;
+}
+
+int run_launch(const LaunchOptions& options) {
+  // A launcher started with 0, 1 or 2 closed would hand those numbers to its
+  // pipes, and then write its messages into them.
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) == -1) EMBER_CHECK(open("/dev/null", O_RDWR) == fd, "cannot open /dev/null");
+  }
+  validate(options);
+  std::string program = resolve_program(options.command.front());
+
+  std::string token;
+  if (options.nnodes > 1) {
+    const char* shared = std::getenv("EMBER_STORE_TOKEN");
+    EMBER_CHECK(shared && *shared,
+                "--nnodes {} needs the job's token in EMBER_STORE_TOKEN, the same for every node's launcher "
+                "(e.g. export EMBER_STORE_TOKEN=$(openssl rand -hex 32))",
+                options.nnodes);
+    token = shared;
+  } else {
+    // A fresh one even if EMBER_STORE_TOKEN is inherited: a job started from
+    // inside another job's worker must not share its store or segment names.
+    token = distributed::make_job_token();
+  }
+  std::string job_id = job_id_from_token(token);
+  const int local_ranks = options.nproc_per_node;
+  const int world_size = options.nnodes * local_ranks;
+  const int first_rank = options.node_rank * local_ranks;
+
+  std::optional<LogFiles> logs;
+  if (!options.log_dir.empty()) logs.emplace(options.log_dir, first_rank, local_ranks);
+
+  OmpSettings omp = omp_settings(local_ranks);
+  std::vector<std::string> base = inherited_environment();
+  base.insert(base.end(), omp.added.begin(), omp.added.end());
+
+  // Before the store server's thread exists, so that it inherits the mask.
+  int signal_fd = block_launcher_signals();
+  auto grace = std::chrono::milliseconds(int64_t(1000 * options.grace_period_seconds));
+  // The wait after a failure is bounded by --timeout too.
+  grace = std::min(grace, std::chrono::milliseconds(int64_t(1000) * options.timeout_seconds));
+
+  for (int attempt = 0;; ++attempt) {
+    // Note [Launcher supervision]: a fresh store for every attempt, so that no
+    // key of a failed attempt is seen by the next one.
+    std::unique_ptr<distributed::TcpStoreServer> server;
+    if (options.node_rank == 0) server = host_store(options, token);
+    int port = server ? server->port() : options.master_port;
+    std::string store = fmt::format("{}:{}", options.master_addr, port);
+    if (options.nnodes > 1) store += options.node_rank == 0 ? " (hosted here)" : " (hosted by node 0)";
+    if (attempt == 0) {
+      std::string who = fmt::format("{} worker{}", local_ranks, local_ranks == 1 ? "" : "s");
+      if (options.nnodes > 1) {
+        who += fmt::format(" (ranks {}-{} of {}, node {} of {})", first_rank, first_rank + local_ranks - 1,
+                           world_size, options.node_rank, options.nnodes);
+      }
+      say(fmt::format("{}, {}, store {}", who, omp.summary, store));
+    } else {
+      std::string notice = fmt::format("restarting ({} of {}), store {}", attempt, options.max_restarts, store);
+      say(notice);
+      if (logs) logs->write_all("ember launch: " + notice + "\n");
+    }
+
+    AttemptOptions attempt_options{
+        .program = program, .argv = options.command, .workers = {}, .grace = grace, .signal_fd = signal_fd};
+    for (int local_rank = 0; local_rank < local_ranks; ++local_rank) {
+      int rank = first_rank + local_rank;
+      std::vector<std::string> environment = base;
+      environment.insert(environment.end(), {
+          fmt::format("RANK={}", rank),
+          fmt::format("WORLD_SIZE={}", world_size),
+          fmt::format("LOCAL_RANK={}", local_rank),
+          fmt::format("LOCAL_WORLD_SIZE={}", local_ranks),
+          fmt::format("GROUP_RANK={}", options.node_rank),
+          fmt::format("MASTER_ADDR={}", options.master_addr),
+          fmt::format("MASTER_PORT={}", port),
+          fmt::format("EMBER_STORE_TOKEN={}", token),
+          "EMBER_STORE_HOSTED=1",
+          fmt::format("EMBER_TIMEOUT={}", options.timeout_seconds),
+          fmt::format("EMBER_JOB_ID={}", job_id),
+          fmt::format("EMBER_RESTART_COUNT={}", attempt),
+      });
+      if (!options.local_addr.empty()) environment.push_back("EMBER_GLOO_ADDR=" + options.local_addr);
+      // With --log-dir both streams go, unprefixed, into the rank's file.
+      attempt_options.workers.push_back(WorkerSpec{
+          .rank = rank,
+          .environment = std::move(environment),
+          .stdout_target = logs ? logs->fd(local_rank) : 1,
+          .stderr_target = logs ? logs->fd(local_rank) : 2,
+          .prefix = logs ? "" : fmt::format("[rank {}] ", rank),
+      });
+    }
+
+    AttemptResult result = run_attempt(attempt_options);
+    server.reset();
+    remove_leftover_segments(job_id);
+    if (result.kind != AttemptResult::Kind::worker_failed || attempt >= options.max_restarts) {
+      close(signal_fd);
+      return result.exit_code;
+    }
+    if (int signal_number = take_stop_signal(signal_fd)) {
+      say(fmt::format("received {}; not restarting", signal_name(signal_number)));
+      close(signal_fd);
+      return 128 + signal_number;
+    }
+  }
+}
+
+}  // namespace ember::launch

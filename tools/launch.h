@@ -1,0 +1,39 @@
+// `ember launch`: starts a job's workers on this node with the environment of
+// a distributed job (RANK, WORLD_SIZE, MASTER_ADDR, EMBER_STORE_TOKEN, ...),
+// hosts the job's store on node 0, prefixes or logs their output, and stops
+// every worker when one fails (Note [Launcher supervision]). tools/main.cpp
+// parses the command line into LaunchOptions.
+// Tests: tests/distributed/test_launch.cpp.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace ember::launch {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: a free port (single node only)
+  int max_restarts = 0;
+  int timeout_seconds = 300;         // EMBER_TIMEOUT; also bounds the wait after a failure
+  double grace_period_seconds = 5;   // from SIGTERM to SIGKILL when stopping workers
+  std::string log_dir;               // "": prefixed lines on the terminal; else D/rank_N.log
+  std::string local_addr;            // EMBER_GLOO_ADDR, when given
+  std::vector<std::string> command;  // the program and its arguments
+};
+
+// Adds the `launch` subcommand and its flags, parsed into `options`.
+CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options);
+
+// Runs the job; returns the launcher's exit code (0, or the first failed
+// worker's, or 128+signal). Errors in the options throw ember::Error.
+int run_launch(const LaunchOptions& options);
+
+}  // namespace ember::launch

@@ -1,0 +1,386 @@
+// See supervisor.h. Everything here runs on the launcher's main thread: a
+// worker's PR_SET_PDEATHSIG fires when the *thread* that forked it exits, so
+// the forking thread must be the one that lives as long as the launcher.
+#include "supervisor.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "core/error.h"
+#include "output_prefixer.h"
+
+namespace ember::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// After the last worker exited, how long to wait for its pipes to close: a
+// grandchild that left the worker's process group may hold them open forever.
+constexpr milliseconds kDrainTime{1000};
+// After SIGKILL, how long to wait for the kernel to reap (a process in
+// uninterruptible sleep); past it the launcher exits and PDEATHSIG remains.
+constexpr milliseconds kReapTime{5000};
+
+struct Stream {
+  int fd = -1;
+  LineWriter writer;
+};
+
+struct Worker {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  Stream out;
+  Stream err;
+};
+
+// argv and envp as the char* arrays execve takes, built before fork: the
+// child of a multi-threaded process may only make async-signal-safe calls
+// until exec, so it must not allocate.
+class CStrings {
+ public:
+  explicit CStrings(const std::vector<std::string>& strings) {
+    for (const std::string& text : strings) pointers_.push_back(const_cast<char*>(text.c_str()));
+    pointers_.push_back(nullptr);
+  }
+  char** get() { return pointers_.data(); }
+
+ private:
+  std::vector<char*> pointers_;
+};
+
+// In the forked child: async-signal-safe calls only.
+[[noreturn]] void exec_worker(const char* program, char** argv, char** envp, int out_fd, int err_fd,
+                              int exec_error_fd, pid_t launcher) {
+  setpgid(0, 0);
+  // Note [Launcher supervision]: the worker dies with the launcher, even when
+  // the launcher is SIGKILLed. If the launcher died before prctl took effect
+  // the child was already reparented, which getppid shows.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != launcher) _exit(126);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  // The launcher ignores SIGPIPE and overrides an inherited SIG_IGN of
+  // SIGINT (block_launcher_signals); its workers start with the defaults.
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  for (int signal_number : {SIGPIPE, SIGINT, SIGTERM}) sigaction(signal_number, &default_action, nullptr);
+  // Each worker is in a background process group: reading the terminal would stop it.
+  int null_fd = open("/dev/null", O_RDONLY);
+  if (null_fd > 0) dup2(null_fd, 0);
+  dup2(out_fd, 1);
+  dup2(err_fd, 2);
+  // The launcher's other descriptors (the store's sockets, other workers'
+  // pipes) must not leak into the worker.
+  close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  execve(program, argv, envp);
+  int error = errno;
+  ssize_t ignored = write(exec_error_fd, &error, sizeof error);
+  (void)ignored;
+  _exit(127);
+}
+
+struct SpawnError {
+  std::string message;
+  int exit_code = 1;
+};
+
+std::optional<SpawnError> spawn(Worker& worker, const WorkerSpec& spec, const AttemptOptions& options,
+                                char** argv) {
+  CStrings envp(spec.environment);
+  int fds[6];
+  int made = 0;
+  for (; made < 3; ++made) {
+    if (pipe2(fds + 2 * made, O_CLOEXEC) != 0) break;
+  }
+  if (made < 3) {
+    std::string reason = std::strerror(errno);
+    for (int i = 0; i < 2 * made; ++i) close(fds[i]);
+    return SpawnError{fmt::format("cannot create pipes for rank {}: {}", spec.rank, reason)};
+  }
+  auto [out_read, out_write, err_read, err_write, exec_read, exec_write] =
+      std::tuple(fds[0], fds[1], fds[2], fds[3], fds[4], fds[5]);
+  pid_t launcher = getpid();
+  pid_t pid = fork();
+  if (pid == 0) exec_worker(options.program.c_str(), argv, envp.get(), out_write, err_write, exec_write, launcher);
+  std::string fork_error = pid < 0 ? std::strerror(errno) : "";
+  close(out_write);
+  close(err_write);
+  close(exec_write);
+  if (pid < 0) {
+    close(out_read);
+    close(err_read);
+    close(exec_read);
+    return SpawnError{fmt::format("cannot start rank {}: fork: {}", spec.rank, fork_error)};
+  }
+  setpgid(pid, pid);  // also here, so that the group exists before the first kill(-pid)
+  // The exec pipe closes on a successful exec; an errno arrives if it failed.
+  int exec_errno = 0;
+  ssize_t got;
+  do {
+    got = read(exec_read, &exec_errno, sizeof exec_errno);
+  } while (got < 0 && errno == EINTR);
+  close(exec_read);
+  if (got == sizeof exec_errno) {
+    waitpid(pid, nullptr, 0);
+    close(out_read);
+    close(err_read);
+    return SpawnError{fmt::format("cannot run '{}': {}", options.argv.at(0), std::strerror(exec_errno)), 127};
+  }
+  worker.pid = pid;
+  worker.running = true;
+  worker.out.fd = out_read;
+  worker.err.fd = err_read;
+  return std::nullopt;
+}
+
+int exit_code_of(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
+
+std::string describe_exit(const Worker& worker, int status) {
+  if (WIFSIGNALED(status)) {
+    return fmt::format("rank {} (pid {}) was killed by signal {} ({})", worker.rank, worker.pid, WTERMSIG(status),
+                       signal_name(WTERMSIG(status)));
+  }
+  return fmt::format("rank {} (pid {}) exited with code {}", worker.rank, worker.pid, WEXITSTATUS(status));
+}
+
+// Writes the stream's last partial line and closes its pipe.
+void close_stream(Stream& stream) {
+  if (stream.fd < 0) return;
+  stream.writer.finish();
+  close(stream.fd);
+  stream.fd = -1;
+}
+
+// Reads what one pipe has; at end of stream closes it.
+void drain(Stream& stream) {
+  char buffer[65536];
+  ssize_t got = read(stream.fd, buffer, sizeof buffer);
+  if (got > 0) {
+    stream.writer.append(std::string_view(buffer, size_t(got)));
+  } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+    close_stream(stream);
+  }
+}
+
+std::string rank_list(const std::vector<Worker>& workers) {
+  std::string list;
+  for (const Worker& worker : workers) {
+    if (!worker.running) continue;
+    list += (list.empty() ? "" : ", ") + std::to_string(worker.rank);
+  }
+  return list;
+}
+
+// One attempt: the workers, where the stop sequence stands, and the result.
+class Attempt {
+ public:
+  explicit Attempt(const AttemptOptions& options) : options_(options), argv_(options.argv) {
+    workers_.reserve(options.workers.size());
+  }
+
+  AttemptResult run() {
+    start_workers();
+    while (!finished()) {
+      poll_once();
+      handle_launcher_signals();
+      reap();
+    }
+    for (Worker& worker : workers_) {
+      for (Stream* stream : {&worker.out, &worker.err}) close_stream(*stream);
+    }
+    return result_;
+  }
+
+ private:
+  void start_workers() {
+    for (const WorkerSpec& spec : options_.workers) {
+      workers_.push_back(Worker{.rank = spec.rank,
+                                .out = {-1, LineWriter(spec.stdout_target, spec.prefix)},
+                                .err = {-1, LineWriter(spec.stderr_target, spec.prefix)}});
+      if (std::optional<SpawnError> error = spawn(workers_.back(), spec, options_, argv_.get())) {
+        say(error->message);
+        result_ = {AttemptResult::Kind::spawn_failed, error->exit_code};
+        begin_stop(SIGTERM);
+        return;
+      }
+    }
+  }
+
+  bool any_running() const {
+    return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; });
+  }
+
+  // Acts on the deadlines that passed; whether the attempt is over: every
+  // worker reaped and its pipes drained (or given up on).
+  bool finished() {
+    bool running = any_running();
+    bool open = std::any_of(workers_.begin(), workers_.end(),
+                            [](const Worker& w) { return w.out.fd >= 0 || w.err.fd >= 0; });
+    Clock::time_point now = Clock::now();
+    if (!running) {
+      if (!open) return true;
+      if (!drain_until_) drain_until_ = now + kDrainTime;
+      return now >= *drain_until_;
+    }
+    if (stopping_ && !killed_ && now >= kill_at_) {
+      say(fmt::format("rank(s) {} still running {} ms after the stop signal; sending SIGKILL", rank_list(workers_),
+                      options_.grace.count()));
+      kill_all();
+    }
+    if (killed_ && now >= give_up_at_) {
+      say(fmt::format("rank(s) {} did not exit after SIGKILL; leaving them", rank_list(workers_)));
+      return true;
+    }
+    return false;
+  }
+
+  // Waits for output, a signal or the next deadline; writes the output.
+  void poll_once() {
+    std::optional<Clock::time_point> next = drain_until_;
+    if (stopping_ && any_running()) next = killed_ ? give_up_at_ : kill_at_;
+    int timeout_ms = -1;
+    if (next) {
+      auto wait = std::chrono::ceil<milliseconds>(*next - Clock::now()).count();
+      timeout_ms = int(std::clamp<long long>(wait, 0, 60'000));
+    }
+    std::vector<pollfd> poll_fds = {pollfd{options_.signal_fd, POLLIN, 0}};
+    std::vector<Stream*> polled = {nullptr};
+    for (Worker& worker : workers_) {
+      for (Stream* stream : {&worker.out, &worker.err}) {
+        if (stream->fd < 0) continue;
+        poll_fds.push_back(pollfd{stream->fd, POLLIN, 0});
+        polled.push_back(stream);
+      }
+    }
+    int ready = poll(poll_fds.data(), poll_fds.size(), timeout_ms);
+    EMBER_CHECK(ready >= 0 || errno == EINTR, "poll failed: {}", std::strerror(errno));
+    for (size_t i = 1; i < poll_fds.size(); ++i) {
+      if (poll_fds[i].revents != 0) drain(*polled[i]);
+    }
+  }
+
+  // SIGINT/SIGTERM/SIGHUP: forwarded, then the stop sequence; during a stop
+  // (a failure's, or an earlier signal's) they cut it short with SIGKILL.
+  void handle_launcher_signals() {
+    int signal_number = take_stop_signal(options_.signal_fd);
+    if (signal_number == 0) return;
+    bool again = result_.kind == AttemptResult::Kind::launcher_signal;
+    // Also when a failure's stop is under way: the user wants out now, without a restart.
+    result_ = {AttemptResult::Kind::launcher_signal, 128 + signal_number};
+    say(fmt::format("received {}{}; {} rank(s) {}", signal_name(signal_number), again ? " again" : "",
+                    stopping_ ? "killing" : "stopping", rank_list(workers_)));
+    if (!stopping_) {
+      begin_stop(signal_number);
+    } else if (!killed_) {
+      kill_all();
+    }
+  }
+
+  // Every iteration rather than only on SIGCHLD: signals coalesce.
+  void reap() {
+    for (Worker& worker : workers_) {
+      if (!worker.running) continue;
+      int status = 0;
+      if (waitpid(worker.pid, &status, WNOHANG) != worker.pid) continue;
+      worker.running = false;
+      bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      // Exits after the stop began are its consequences, not failures to report.
+      if (!failed || stopping_) continue;
+      say(describe_exit(worker, status));
+      result_ = {AttemptResult::Kind::worker_failed, exit_code_of(status)};
+      std::string others = rank_list(workers_);
+      if (!others.empty()) {
+        say(fmt::format("stopping rank(s) {} (SIGTERM, then SIGKILL after {} ms)", others, options_.grace.count()));
+      }
+      begin_stop(SIGTERM);
+    }
+  }
+
+  void signal_all(int signal_number) {
+    for (const Worker& worker : workers_) {
+      if (!worker.running) continue;
+      // The worker's group holds the processes it started too; a worker that
+      // left its group (setsid) is still reached by its pid.
+      if (kill(-worker.pid, signal_number) != 0) kill(worker.pid, signal_number);
+      // A stopped (SIGSTOP) worker acts on SIGTERM only once continued.
+      if (signal_number != SIGKILL && kill(-worker.pid, SIGCONT) != 0) kill(worker.pid, SIGCONT);
+    }
+  }
+
+  void begin_stop(int signal_number) {
+    stopping_ = true;
+    kill_at_ = Clock::now() + options_.grace;
+    signal_all(signal_number);
+  }
+
+  void kill_all() {
+    killed_ = true;
+    give_up_at_ = Clock::now() + kReapTime;
+    signal_all(SIGKILL);
+  }
+
+  const AttemptOptions& options_;
+  CStrings argv_;
+  std::vector<Worker> workers_;
+  AttemptResult result_;
+  bool stopping_ = false;
+  bool killed_ = false;
+  Clock::time_point kill_at_{};
+  Clock::time_point give_up_at_{};
+  std::optional<Clock::time_point> drain_until_;
+};
+
+}  // namespace
+
+std::string signal_name(int signal_number) {
+  const char* abbreviation = sigabbrev_np(signal_number);
+  return abbreviation ? fmt::format("SIG{}", abbreviation) : fmt::format("signal {}", signal_number);
+}
+
+int block_launcher_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  // An inherited SIG_IGN is kept for SIGHUP only (nohup). Shells also ignore
+  // SIGINT in background jobs, but a `kill -INT` to the launcher should still stop the job.
+  struct sigaction hangup {};
+  sigaction(SIGHUP, nullptr, &hangup);
+  if (hangup.sa_handler != SIG_IGN) sigaddset(&set, SIGHUP);
+  struct sigaction action {};
+  action.sa_handler = SIG_DFL;  // an inherited SIG_IGN would let the kernel reap workers unseen
+  sigaction(SIGCHLD, &action, nullptr);
+  action.sa_handler = SIG_IGN;  // a closed terminal must not kill a launcher that has workers to stop
+  sigaction(SIGPIPE, &action, nullptr);
+  EMBER_CHECK(pthread_sigmask(SIG_BLOCK, &set, nullptr) == 0, "cannot block signals");
+  int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  EMBER_CHECK(fd >= 0, "signalfd failed: {}", std::strerror(errno));
+  return fd;
+}
+
+int take_stop_signal(int signal_fd) {
+  int found = 0;
+  signalfd_siginfo info;
+  while (read(signal_fd, &info, sizeof info) == sizeof info) {
+    if (info.ssi_signo != SIGCHLD && found == 0) found = int(info.ssi_signo);
+  }
+  return found;
+}
+
+AttemptResult run_attempt(const AttemptOptions& options) { return Attempt(options).run(); }
+
+}  // namespace ember::launch
