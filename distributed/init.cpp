@@ -1,0 +1,286 @@
+// The process-wide registry of process groups (process_group.h):
+// init_process_group reads the environment the launcher set, connects the
+// store (serving it from rank 0 when the launcher does not) and makes the
+// default group that DDP and the Accelerator use; new_group makes subgroups;
+// destroy_process_group tears it all down so that init may run again.
+// Tests: tests/distributed/test_collectives.cpp.
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <set>
+
+#include "core/error.h"
+#include "distributed/process_group.h"
+
+namespace ember::distributed {
+namespace {
+
+// --- The environment ------------------------------------------------------
+
+int64_t parse_integer(const char* name, const char* text, int64_t low, int64_t high) {
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text, &end, 10);
+  EMBER_CHECK(*text != '\0' && *end == '\0' && errno == 0, "{}='{}' is not an integer", name, text);
+  EMBER_CHECK(value >= low && value <= high, "{}={} is out of range [{}, {}]", name, value, low, high);
+  return value;
+}
+
+bool parse_flag(const char* name, const char* text) {
+  const std::string value = text;
+  if (value == "1" || value == "true") return true;
+  if (value == "0" || value == "false" || value.empty()) return false;
+  EMBER_CHECK(false, "{}='{}' is not a flag (use 1 or 0)", name, text);
+  return false;
+}
+
+milliseconds parse_seconds(const char* name, const char* text) {
+  errno = 0;
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  EMBER_CHECK(*text != '\0' && *end == '\0' && errno == 0 && seconds > 0 && seconds < 1e9,
+              "{}='{}' is not a positive number of seconds", name, text);
+  return milliseconds(int64_t(seconds * 1000));
+}
+
+// --- The registry -----------------------------------------------------------
+
+// Everything init_process_group made. One per process, guarded by `mutex`;
+// deliberately never destroyed, so a process that exits without
+// destroy_process_group does not tear groups down during static destruction
+// (their threads and sockets simply end with the process).
+struct Registry {
+  std::mutex mutex;
+  DistributedEnv env;
+  StoreOptions store_options;  // for each new group's own connection
+  ProcessGroupOptions group_options;
+  // When this process serves the store. Rank 0's server for a launched job
+  // outlives destroy_process_group (Note [Store lifetime across re-init]).
+  std::unique_ptr<TcpStoreServer> server;
+  std::string server_address;  // "host:port:token" it was started for
+  std::shared_ptr<TcpStore> store;         // the default group's connection
+  std::shared_ptr<ProcessGroup> world;
+  std::vector<std::shared_ptr<ProcessGroup>> groups;  // from new_group, members only
+  // Counts groups across init/destroy cycles, so a re-initialised job never
+  // reads the keys of an earlier incarnation from a store that outlived it.
+  int next_group_id = 0;
+};
+
+Registry& registry() {
+  static Registry* instance = new Registry;
+  return *instance;
+}
+
+// Note [Choosing a backend]: ranks that share a host (and node rank) can use
+// shared memory; any other mix needs TCP.
+std::string choose_backend(const BackendContext& context, int node_rank) {
+  if (context.size == 1) return "shm";
+  char host[HOST_NAME_MAX + 1] = {};
+  EMBER_CHECK(gethostname(host, sizeof(host) - 1) == 0, "init_process_group: gethostname failed");
+  const std::string identity = fmt::format("{}/{}", host, node_rank);
+  const std::string key = context.store_prefix + "host/";
+  context.store->set(key + std::to_string(context.rank), identity);
+  for (int r = 0; r < context.size; ++r) {
+    if (r == context.rank) continue;
+    const Bytes other = context.store->get(key + std::to_string(r), context.timeout);
+    if (std::string(other.begin(), other.end()) != identity) return "gloo";
+  }
+  return "shm";
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendContext& context) {
+  if (name == "gloo") return make_gloo_backend(context);
+  if (name == "shm") return make_shm_backend(context);
+  EMBER_ASSERT(false, "backend {} was not validated", name);
+  return nullptr;
+}
+
+void check_backend_name(const char* op, const std::string& name) {
+  EMBER_CHECK(name == "auto" || name == "gloo" || name == "shm", "{}: unknown backend '{}' (use auto, gloo or shm)", op,
+              name);
+}
+
+}  // namespace
+
+DistributedEnv read_distributed_env() {
+  DistributedEnv env;
+  const char* rank = std::getenv("RANK");
+  const char* world_size = std::getenv("WORLD_SIZE");
+  EMBER_CHECK((rank == nullptr) == (world_size == nullptr), "RANK and WORLD_SIZE must be set together ({} is missing)",
+              rank ? "WORLD_SIZE" : "RANK");
+  env.launched = rank != nullptr;
+  if (env.launched) {
+    env.world_size = int(parse_integer("WORLD_SIZE", world_size, 1, INT_MAX));
+    env.rank = int(parse_integer("RANK", rank, 0, env.world_size - 1));
+  }
+  // Without LOCAL_* every rank counts as local: a manual start on one host.
+  env.local_world_size = env.world_size;
+  env.local_rank = env.rank;
+  if (const char* value = std::getenv("LOCAL_WORLD_SIZE")) env.local_world_size = int(parse_integer("LOCAL_WORLD_SIZE", value, 1, INT_MAX));
+  if (const char* value = std::getenv("LOCAL_RANK"))
+    env.local_rank = int(parse_integer("LOCAL_RANK", value, 0, env.local_world_size - 1));
+  EMBER_CHECK(env.local_rank < env.local_world_size, "LOCAL_RANK={} is out of range for LOCAL_WORLD_SIZE={}",
+              env.local_rank, env.local_world_size);
+  if (const char* value = std::getenv("GROUP_RANK")) env.node_rank = int(parse_integer("GROUP_RANK", value, 0, INT_MAX));
+  if (const char* value = std::getenv("MASTER_ADDR")) {
+    EMBER_CHECK(*value != '\0', "MASTER_ADDR is set but empty");
+    env.master_addr = value;
+  }
+  if (const char* value = std::getenv("MASTER_PORT")) {
+    env.master_port = int(parse_integer("MASTER_PORT", value, 1, 65535));
+  } else {
+    EMBER_CHECK(!env.launched || env.world_size == 1, "MASTER_PORT is not set (RANK={}, WORLD_SIZE={}): the ranks "
+                "need the store's port", env.rank, env.world_size);
+  }
+  if (const char* value = std::getenv("EMBER_STORE_TOKEN")) env.token = value;
+  if (const char* value = std::getenv("EMBER_STORE_HOSTED")) env.store_hosted = parse_flag("EMBER_STORE_HOSTED", value);
+  if (const char* value = std::getenv("EMBER_TIMEOUT")) env.timeout = parse_seconds("EMBER_TIMEOUT", value);
+  if (const char* value = std::getenv("EMBER_DISTRIBUTED_DEBUG")) env.debug = parse_flag("EMBER_DISTRIBUTED_DEBUG", value);
+  if (const char* value = std::getenv("EMBER_GLOO_ADDR")) env.gloo_address = value;
+  return env;
+}
+
+ProcessGroup& init_process_group(InitOptions options) {
+  Registry& state = registry();
+  std::lock_guard lock(state.mutex);
+  EMBER_CHECK(state.world == nullptr,
+              "init_process_group: already initialised (rank {} of {}, {} backend); call destroy_process_group first",
+              state.world->rank(), state.world->size(), state.world->backend_name());
+  check_backend_name("init_process_group", options.backend);
+  DistributedEnv env = read_distributed_env();
+  const milliseconds timeout = options.timeout.value_or(env.timeout);
+  EMBER_CHECK(timeout.count() > 0, "init_process_group: timeout must be positive, got {} ms", timeout.count());
+
+  StoreOptions store_options;
+  store_options.timeout = timeout;
+  store_options.rank = env.rank;
+  std::unique_ptr<TcpStoreServer> private_server;
+  if (!env.launched) {
+    // A group of one still gets a store (backends and callers may use it):
+    // a private one on a free loopback port, with a fresh token.
+    store_options.token = make_job_token();
+    private_server = std::make_unique<TcpStoreServer>(
+        StoreServerOptions{.host = "127.0.0.1", .port = 0, .token = store_options.token, .backlog = 128});
+    store_options.host = "127.0.0.1";
+    store_options.port = private_server->port();
+  } else {
+    store_options.host = env.master_addr;
+    store_options.port = env.master_port;
+    store_options.token = env.token;
+    const std::string address = fmt::format("{}:{}:{}", env.master_addr, env.master_port, env.token);
+    if (env.rank == 0 && !env.store_hosted && (!state.server || state.server_address != address)) {
+      state.server.reset();
+      state.server = std::make_unique<TcpStoreServer>(
+          StoreServerOptions{.host = env.master_addr, .port = env.master_port, .token = env.token, .backlog = 128});
+      state.server_address = address;
+    }
+    if (state.server && store_options.port == 0) store_options.port = state.server->port();
+  }
+  auto store = std::make_shared<TcpStore>(store_options);
+
+  BackendContext context{.rank = env.rank,
+                         .size = env.world_size,
+                         .global_ranks = {},
+                         .store = store,
+                         .store_prefix = fmt::format("pg/{}/", state.next_group_id++),
+                         .timeout = timeout,
+                         .advertise_address = env.gloo_address};
+  for (int r = 0; r < env.world_size; ++r) context.global_ranks.push_back(r);
+  const std::string backend = options.backend == "auto" ? choose_backend(context, env.node_rank) : options.backend;
+  const ProcessGroupOptions group_options{.timeout = timeout, .debug = options.debug || env.debug};
+  auto world = std::make_shared<ProcessGroup>(context, make_backend(backend, context), group_options);
+
+  state.env = env;
+  state.store_options = store_options;
+  state.group_options = group_options;
+  if (private_server) state.server = std::move(private_server);
+  state.store = std::move(store);
+  state.world = std::move(world);
+  return *state.world;
+}
+
+bool is_initialized() {
+  Registry& state = registry();
+  std::lock_guard lock(state.mutex);
+  return state.world != nullptr;
+}
+
+ProcessGroup& default_group() {
+  Registry& state = registry();
+  std::lock_guard lock(state.mutex);
+  EMBER_CHECK(state.world != nullptr, "default_group: no default process group; call init_process_group first");
+  return *state.world;
+}
+
+std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std::string& backend) {
+  Registry& state = registry();
+  std::lock_guard lock(state.mutex);
+  EMBER_CHECK(state.world != nullptr, "new_group: call init_process_group first");
+  if (!backend.empty()) check_backend_name("new_group", backend);
+  const int world_size = state.world->size();
+  EMBER_CHECK(!ranks.empty(), "new_group: the list of ranks is empty");
+  std::set<int> seen;
+  for (int r : ranks) {
+    EMBER_CHECK(r >= 0 && r < world_size, "new_group: rank {} is out of range for world size {} (ranks {})", r,
+                world_size, fmt::join(ranks, ", "));
+    EMBER_CHECK(seen.insert(r).second, "new_group: rank {} is listed twice (ranks {})", r, fmt::join(ranks, ", "));
+  }
+  // Every rank takes the id, members or not, so ids agree across the job.
+  const int id = state.next_group_id++;
+  const int me = state.world->rank();
+  int group_rank = -1;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i] == me) group_rank = int(i);
+  if (group_rank < 0) return nullptr;
+
+  // Its own store connection: a blocking call of one group's thread then
+  // never waits behind another group's (TcpStore serialises its calls).
+  BackendContext context{.rank = group_rank,
+                         .size = int(ranks.size()),
+                         .global_ranks = ranks,
+                         .store = std::make_shared<TcpStore>(state.store_options),
+                         .store_prefix = fmt::format("pg/{}/", id),
+                         .timeout = state.group_options.timeout,
+                         .advertise_address = state.env.gloo_address};
+  std::string name = backend.empty() ? state.world->backend_name() : backend;
+  if (name == "auto") name = choose_backend(context, state.env.node_rank);
+  auto group = std::make_shared<ProcessGroup>(context, make_backend(name, context), state.group_options);
+  state.groups.push_back(group);
+  return group;
+}
+
+void destroy_process_group() {
+  Registry& state = registry();
+  std::lock_guard lock(state.mutex);
+  if (state.world == nullptr) return;
+  for (auto& group : state.groups) group->flush();
+  state.world->flush();
+  const std::string prefix = state.world->store_prefix();
+  const int rank = state.world->rank(), size = state.world->size();
+  const milliseconds timeout = state.group_options.timeout;
+  const bool failed = state.world->failed();
+  // Groups go first: a backend's teardown may still use the store.
+  state.groups.clear();
+  state.world.reset();
+
+  // Note [Store lifetime across re-init]: when rank 0 serves the store, it
+  // waits here until every rank is done with it, and keeps serving it (for a
+  // later init_process_group) until the process ends. After a failure some
+  // rank may be dead and never say so: rank 0 does not wait then.
+  if (size > 1 && state.env.launched && !state.env.store_hosted) {
+    std::vector<std::string> done;
+    for (int r = 0; r < size; ++r) done.push_back(fmt::format("{}shutdown/{}", prefix, r));
+    try {
+      state.store->set(done[size_t(rank)], "1");
+      if (rank == 0 && !failed) state.store->wait(done, timeout);
+    } catch (const std::exception&) {
+      // A rank that died never says it is done; teardown goes on regardless.
+    }
+  }
+  state.store.reset();
+  if (!state.env.launched) state.server.reset();  // the private store of a group of one
+}
+
+}  // namespace ember::distributed

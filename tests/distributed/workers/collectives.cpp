@@ -1,0 +1,525 @@
+// Conformance scenarios for ProcessGroup on any backend, run by
+// tests/distributed/test_collectives.cpp through `ember launch`:
+//   collectives <backend> [big]   every collective, dtype, reduce op and size
+//                                 class, checked against values computed here
+//                                 from every rank's (deterministic) inputs
+//   collectives_mismatch <backend> debug mode: ranks 0 and 1 call different collectives
+//   collectives_debug_store <backend> debug mode keeps the store from growing
+//   collectives_peer_dies <backend> rank 1 exits mid-job; the others' next
+//                                 collective must fail with an ember::Error, not hang
+//   collectives_peer_stalls <backend> rank 1 skips a collective; the others
+//                                 time out with an error naming it
+//   collectives_no_destroy <backend> exits without destroy_process_group
+//   collectives_backend            prints what "auto" chose, then runs an
+//                                 allreduce on a "gloo" subgroup of every rank
+// Each rank prints what failed; the exit code is the number of failed checks (capped).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "distributed/process_group.h"
+#include "workers/scenario.h"
+
+namespace ember::test {
+namespace {
+
+using distributed::ProcessGroup;
+using distributed::ReduceOp;
+
+constexpr ReduceOp kAllOps[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::product};
+
+// Small integers, so every sum and product is exact in every dtype (bf16
+// included) whatever order a backend reduces in.
+double value(int rank, int64_t i, int salt) { return double((rank * 7 + i * 3 + salt) % 9 - 4); }
+double factor(int rank, int64_t i) { return double((rank + i) % 3 == 0 ? -1 : (rank + i) % 3); }  // -1, 1, 2
+
+template <class T>
+T to_element(double v) {
+  if constexpr (std::is_same_v<T, bool>) return v != 0;
+  else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return T(float(v));
+  else return T(v);
+}
+
+// A contiguous tensor with element i = f(i).
+Tensor make_values(DType dtype, const Shape& shape, const std::function<double(int64_t)>& f) {
+  Tensor t = make_tensor(shape, dtype);
+  visit_dtype(dtype, [&]<class T>() {
+    T* data = static_cast<T*>(t.data_ptr());
+    for (int64_t i = 0; i < t.numel(); ++i) data[i] = to_element<T>(f(i));
+  });
+  return t;
+}
+
+// What reducing these per-rank values gives, computed the way the backends
+// do: in ComputeType<T>, rounded to T, AVG as SUM then a division.
+std::vector<double> reduce_expected(DType dtype, ReduceOp op, const std::vector<std::vector<double>>& per_rank) {
+  const int size = int(per_rank.size());
+  std::vector<double> out(per_rank.at(0).size());
+  visit_dtype(dtype, [&]<class T>() {
+    using C = ComputeType<T>;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if constexpr (std::is_same_v<T, bool>) {
+        bool acc = per_rank[0][i] != 0;
+        for (int q = 1; q < size; ++q) acc = op == ReduceOp::max ? (acc || per_rank[q][i] != 0) : (acc && per_rank[q][i] != 0);
+        out[i] = acc;
+      } else {
+        C acc = C(to_element<T>(per_rank[0][i]));
+        for (int q = 1; q < size; ++q) {
+          const C x = C(to_element<T>(per_rank[size_t(q)][i]));
+          if (op == ReduceOp::sum || op == ReduceOp::avg) acc = C(T(acc + x));
+          else if (op == ReduceOp::product) acc = C(T(acc * x));
+          else if (op == ReduceOp::max) acc = acc < x ? x : acc;
+          else acc = x < acc ? x : acc;
+        }
+        if (op == ReduceOp::avg) acc = C(T(C(T(acc)) / C(size)));
+        out[i] = double(T(acc));
+      }
+    }
+  });
+  return out;
+}
+
+struct Checker {
+  int rank;
+  int checks = 0;
+  int failures = 0;
+
+  void expect(bool ok, const std::string& what) {
+    ++checks;
+    if (ok) return;
+    ++failures;
+    std::printf("rank %d FAILED: %s\n", rank, what.c_str());
+  }
+  void expect_values(const std::string& what, const std::vector<double>& got, const std::vector<double>& want) {
+    size_t bad = 0;
+    while (bad < got.size() && bad < want.size() && got[bad] == want[bad]) ++bad;
+    if (got.size() != want.size())
+      expect(false, fmt::format("{}: {} values, expected {}", what, got.size(), want.size()));
+    else if (bad < got.size())
+      expect(false, fmt::format("{}: element {} is {}, expected {}", what, bad, got[bad], want[bad]));
+    else
+      expect(true, what);
+  }
+  // `body` must throw an ember::Error whose message contains `text`.
+  void expect_error(const std::string& what, const std::string& text, const std::function<void()>& body) {
+    try {
+      body();
+      expect(false, what + ": no error");
+    } catch (const Error& error) {
+      expect(std::string(error.what()).find(text) != std::string::npos,
+             fmt::format("{}: error '{}' lacks '{}'", what, error.what(), text));
+    }
+  }
+};
+
+std::string label(const char* op, DType dtype, int64_t n, const char* extra = "") {
+  return fmt::format("{}({}, n={}{})", op, dtype_name(dtype), n, extra);
+}
+
+void test_allreduce(ProcessGroup& group, Checker& check) {
+  const int size = group.size();
+  for (DType dtype : kAllDTypes)
+    for (ReduceOp op : kAllOps) {
+      if (!distributed::host_reduction_supported(dtype, op)) continue;
+      for (int64_t n : {int64_t(0), int64_t(1), int64_t(1023), int64_t(size * 3 + 1)}) {
+        auto input = [&](int q) {
+          return make_values(dtype, {n}, [&](int64_t i) { return op == ReduceOp::product ? factor(q, i) : value(q, i, 1); });
+        };
+        std::vector<std::vector<double>> per_rank;
+        for (int q = 0; q < size; ++q) per_rank.push_back(input(q).to_vector<double>());
+        Tensor t = input(group.rank());
+        group.allreduce(t, op)->wait();
+        check.expect_values(label("allreduce", dtype, n, fmt::format(", {}", reduce_op_name(op)).c_str()),
+                            t.to_vector<double>(), reduce_expected(dtype, op, per_rank));
+      }
+    }
+}
+
+void test_broadcast(ProcessGroup& group, Checker& check) {
+  const int root = group.size() - 1;  // non-zero whenever there is more than one rank
+  for (DType dtype : kAllDTypes)
+    for (int64_t n : {0, 1, 1023}) {
+      Tensor t = make_values(dtype, {n}, [&](int64_t i) { return value(group.rank(), i, 2); });
+      group.broadcast(t, root)->wait();
+      check.expect_values(label("broadcast", dtype, n), t.to_vector<double>(),
+                          make_values(dtype, {n}, [&](int64_t i) { return value(root, i, 2); }).to_vector<double>());
+    }
+}
+
+void test_allgather(ProcessGroup& group, Checker& check) {
+  const int size = group.size();
+  for (DType dtype : kAllDTypes)
+    for (int64_t n : {0, 1, 1023}) {
+      Tensor input = make_values(dtype, {n}, [&](int64_t i) { return value(group.rank(), i, 3); });
+      Tensor output = make_tensor({size, n}, dtype);
+      group.allgather(output, input)->wait();
+      std::vector<double> want;
+      for (int q = 0; q < size; ++q)
+        for (double v : make_values(dtype, {n}, [&](int64_t i) { return value(q, i, 3); }).to_vector<double>()) want.push_back(v);
+      check.expect_values(label("allgather", dtype, n), output.to_vector<double>(), want);
+    }
+}
+
+void test_reduce_scatter(ProcessGroup& group, Checker& check) {
+  const int size = group.size(), rank = group.rank();
+  for (DType dtype : kAllDTypes)
+    for (ReduceOp op : kAllOps) {
+      if (!distributed::host_reduction_supported(dtype, op)) continue;
+      for (int64_t n : {0, 1, 341}) {
+        auto input = [&](int q) {
+          return make_values(dtype, {size * n}, [&](int64_t i) { return op == ReduceOp::product ? factor(q, i) : value(q, i, 4); });
+        };
+        std::vector<std::vector<double>> blocks;  // every rank's block `rank`
+        for (int q = 0; q < size; ++q) {
+          auto all = input(q).to_vector<double>();
+          blocks.emplace_back(all.begin() + rank * n, all.begin() + (rank + 1) * n);
+        }
+        Tensor output = make_tensor({n}, dtype);
+        group.reduce_scatter(output, input(rank), op)->wait();
+        check.expect_values(label("reduce_scatter", dtype, n, fmt::format(", {}", reduce_op_name(op)).c_str()),
+                            output.to_vector<double>(), n == 0 ? std::vector<double>{} : reduce_expected(dtype, op, blocks));
+      }
+    }
+}
+
+void test_all_to_all(ProcessGroup& group, Checker& check) {
+  const int size = group.size(), rank = group.rank();
+  auto code = [](int q, int64_t j) { return double(q * 10 + j % 10); };  // exact in bf16 too
+  for (DType dtype : kAllDTypes) {
+    if (dtype == DType::boolean) continue;
+    for (int64_t n : {0, 1, 341}) {
+      Tensor input = make_values(dtype, {size * n}, [&](int64_t j) { return code(rank, j); });
+      Tensor output = make_tensor({size * n}, dtype);
+      group.all_to_all(output, input)->wait();
+      // Block q of the output is block `rank` of rank q's input.
+      Tensor want = make_values(dtype, {size * n}, [&](int64_t j) { return code(int(j / n), rank * n + j % n); });
+      check.expect_values(label("all_to_all", dtype, n), output.to_vector<double>(), want.to_vector<double>());
+    }
+  }
+}
+
+// Every rank sends to the next and receives from the previous one, two
+// messages told apart by their tags and received in the opposite order.
+void test_send_recv(ProcessGroup& group, Checker& check) {
+  const int size = group.size(), rank = group.rank();
+  if (size == 1) return;
+  const int next = (rank + 1) % size, previous = (rank + size - 1) % size;
+  for (DType dtype : {DType::f32, DType::i64, DType::bf16}) {
+    for (int64_t n : {1, 1023}) {
+      Tensor first = make_values(dtype, {n}, [&](int64_t i) { return value(rank, i, 5); });
+      Tensor second = make_values(dtype, {n}, [&](int64_t i) { return value(rank, i, 6); });
+      auto send_first = group.send(first, next, 1);
+      auto send_second = group.send(second, next, 2);
+      Tensor got_second = make_tensor({n}, dtype), got_first = make_tensor({n}, dtype);
+      auto recv_second = group.recv(got_second, previous, 2);
+      auto recv_first = group.recv(got_first, previous, 1);
+      for (auto& work : {send_first, send_second, recv_second, recv_first}) work->wait();
+      check.expect_values(label("recv tag 1", dtype, n), got_first.to_vector<double>(),
+                          make_values(dtype, {n}, [&](int64_t i) { return value(previous, i, 5); }).to_vector<double>());
+      check.expect_values(label("recv tag 2", dtype, n), got_second.to_vector<double>(),
+                          make_values(dtype, {n}, [&](int64_t i) { return value(previous, i, 6); }).to_vector<double>());
+    }
+  }
+}
+
+// Transposed views in and out: staged through contiguous copies and copied back.
+void test_non_contiguous(ProcessGroup& group, Checker& check) {
+  const int size = group.size(), rank = group.rank();
+  auto base_of = [&](int q, int salt) { return make_values(DType::f32, {7, 5}, [&](int64_t i) { return value(q, i, salt); }); };
+
+  Tensor base = base_of(rank, 7);
+  group.allreduce(base.t(), ReduceOp::sum)->wait();  // elementwise: the layout does not matter
+  std::vector<std::vector<double>> per_rank;
+  for (int q = 0; q < size; ++q) per_rank.push_back(base_of(q, 7).to_vector<double>());
+  check.expect_values("allreduce(transposed view)", base.to_vector<double>(), reduce_expected(DType::f32, ReduceOp::sum, per_rank));
+
+  base = base_of(rank, 8);
+  group.broadcast(base.t(), 0)->wait();
+  check.expect_values("broadcast(transposed view)", base.to_vector<double>(), base_of(0, 8).to_vector<double>());
+
+  // allgather of a transposed input into a transposed output.
+  Tensor input = base_of(rank, 9).t();                  // [5, 7], non-contiguous
+  Tensor output_base = make_tensor({35, size}, DType::f32);
+  Tensor output = output_base.t();                      // [size, 35], non-contiguous
+  group.allgather(output, input)->wait();
+  std::vector<double> want;
+  for (int q = 0; q < size; ++q)
+    for (double v : base_of(q, 9).t().to_vector<double>()) want.push_back(v);
+  check.expect_values("allgather(transposed views)", output.to_vector<double>(), want);
+
+  if (size > 1) {
+    const int next = (rank + 1) % size, previous = (rank + size - 1) % size;
+    auto sent = group.send(base_of(rank, 10).t(), next, 3);
+    Tensor received = make_tensor({7, 5}, DType::f32);
+    group.recv(received.t(), previous, 3)->wait();
+    sent->wait();
+    check.expect_values("recv(transposed view)", received.to_vector<double>(), base_of(previous, 10).to_vector<double>());
+  }
+}
+
+// Several operations in flight at once, waited for in reverse: FIFO order on
+// the communication thread keeps them matched across ranks.
+void test_queued(ProcessGroup& group, Checker& check) {
+  const int size = group.size();
+  std::vector<Tensor> tensors;
+  std::vector<std::shared_ptr<distributed::Work>> works;
+  for (int k = 0; k < 8; ++k) {
+    tensors.push_back(make_values(DType::f64, {17}, [&](int64_t i) { return value(group.rank(), i, k); }));
+    works.push_back(group.allreduce(tensors.back(), ReduceOp::sum));
+  }
+  works.push_back(group.barrier());
+  for (auto it = works.rbegin(); it != works.rend(); ++it) (*it)->wait();
+  for (int k = 0; k < 8; ++k) {
+    std::vector<std::vector<double>> per_rank;
+    for (int q = 0; q < size; ++q)
+      per_rank.push_back(make_values(DType::f64, {17}, [&](int64_t i) { return value(q, i, k); }).to_vector<double>());
+    check.expect_values(fmt::format("queued allreduce {}", k), tensors[size_t(k)].to_vector<double>(),
+                        reduce_expected(DType::f64, ReduceOp::sum, per_rank));
+    check.expect(works[size_t(k)]->is_completed(), "queued work completed");
+  }
+}
+
+// Errors raised on the calling thread, before anything is queued (every rank
+// makes the same calls, so the groups stay in step).
+void test_validation(ProcessGroup& group, Checker& check) {
+  const int size = group.size();
+  check.expect_error("avg of int32", "reduce op avg is not supported for int32",
+                     [&] { group.allreduce(make_tensor({4}, DType::i32), ReduceOp::avg); });
+  check.expect_error("sum of bool", "reduce op sum is not supported for bool",
+                     [&] { group.allreduce(make_tensor({4}, DType::boolean), ReduceOp::sum); });
+  check.expect_error("allgather size", "allgather: output [3] has 3 elements",
+                     [&] { group.allgather(make_tensor({3}, DType::f32), make_tensor({size * 3 + 1}, DType::f32)); });
+  check.expect_error("allgather dtypes", "output dtype float64 differs from input dtype float32",
+                     [&] { group.allgather(make_tensor({size}, DType::f64), make_tensor({1}, DType::f32)); });
+  check.expect_error("reduce_scatter size", "reduce_scatter: input [5]",
+                     [&] { group.reduce_scatter(make_tensor({size + 1}, DType::f32), make_tensor({5}, DType::f32)); });
+  check.expect_error("broadcast root", fmt::format("broadcast: root {} is out of range", size),
+                     [&] { group.broadcast(make_tensor({2}, DType::f32), size); });
+  check.expect_error("send to self", fmt::format("send: dst {} must be another rank", group.rank()),
+                     [&] { group.send(make_tensor({2}, DType::f32), group.rank()); });
+  if (size > 1)
+    check.expect_error("all_to_all split", "divisible by the group's",
+                       [&] { group.all_to_all(make_tensor({size + 1}, DType::f32), make_tensor({size + 1}, DType::f32)); });
+}
+
+// A subgroup: the last rank and rank 0, in that order (so group ranks differ
+// from global ranks); the other ranks get no group and keep using the world.
+void test_new_group(ProcessGroup& world, Checker& check) {
+  const int size = world.size(), rank = world.rank();
+  if (size == 1) return;
+  const std::vector<int> members = {size - 1, 0};
+  auto group = distributed::new_group(members);
+  const bool member = rank == 0 || rank == size - 1;
+  check.expect((group != nullptr) == member, fmt::format("new_group membership of rank {}", rank));
+  if (group) {
+    check.expect(group->size() == 2 && group->rank() == (rank == 0 ? 1 : 0) && group->global_rank(0) == size - 1,
+                 "subgroup ranks");
+    Tensor t = make_values(DType::f32, {3}, [&](int64_t) { return rank + 1; });
+    group->allreduce(t, ReduceOp::sum)->wait();
+    check.expect_values("subgroup allreduce", t.to_vector<double>(), std::vector<double>(3, double(size + 1)));
+    Tensor b = make_values(DType::i64, {2}, [&](int64_t i) { return rank * 100 + i; });
+    group->broadcast(b, 0)->wait();  // group rank 0 is global rank size - 1
+    check.expect_values("subgroup broadcast", b.to_vector<double>(), {double((size - 1) * 100), double((size - 1) * 100 + 1)});
+  }
+  Tensor t = make_values(DType::f32, {1}, [&](int64_t) { return 1; });
+  world.allreduce(t, ReduceOp::sum)->wait();
+  check.expect_values("world allreduce after new_group", t.to_vector<double>(), {double(size)});
+}
+
+// 64 MB of f32 (16M elements) through one allreduce.
+void test_big(ProcessGroup& group, Checker& check) {
+  const int size = group.size();
+  Tensor t = make_tensor({int64_t(16) << 20}, DType::f32);
+  t.fill_(Scalar(double(group.rank() + 1)));
+  group.allreduce(t, ReduceOp::sum)->wait();
+  const float* data = static_cast<const float*>(t.data_ptr());
+  const float want = float(size * (size + 1) / 2);
+  int64_t bad = 0;
+  while (bad < t.numel() && data[bad] == want) ++bad;
+  check.expect(bad == t.numel(), fmt::format("64 MB allreduce: element {} differs from {}", bad, want));
+}
+
+int finish(const Checker& check, const char* scenario) {
+  std::printf("rank %d: %s: %d of %d checks passed\n", check.rank, scenario, check.checks - check.failures, check.checks);
+  std::fflush(stdout);
+  return check.failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+EMBER_SCENARIO(collectives) {
+  EMBER_CHECK(!args.empty(), "collectives: usage: collectives <backend> [big]");
+  const bool big = args.size() > 1 && args[1] == "big";
+  ProcessGroup& group = distributed::init_process_group({.backend = args[0]});
+  Checker check{.rank = group.rank()};
+  check.expect(group.backend_name() == args[0], fmt::format("backend is {}, asked for {}", group.backend_name(), args[0]));
+  if (big) {
+    test_big(group, check);
+  } else {
+    test_allreduce(group, check);
+    test_broadcast(group, check);
+    test_allgather(group, check);
+    test_reduce_scatter(group, check);
+    test_all_to_all(group, check);
+    test_send_recv(group, check);
+    test_non_contiguous(group, check);
+    test_queued(group, check);
+    test_validation(group, check);
+    group.barrier()->wait();
+    test_new_group(group, check);
+  }
+  distributed::destroy_process_group();
+
+  // A second init after destroy works (new store prefixes, a fresh server).
+  ProcessGroup& again = distributed::init_process_group({.backend = args[0]});
+  Tensor t = make_values(DType::f32, {2}, [&](int64_t) { return 1; });
+  again.allreduce(t, ReduceOp::sum)->wait();
+  check.expect_values("allreduce after re-init", t.to_vector<double>(), std::vector<double>(2, double(again.size())));
+  distributed::destroy_process_group();
+  return finish(check, "collectives");
+}
+
+// Ranks 0 and 1 disagree at the third collective; debug mode must name both.
+EMBER_SCENARIO(collectives_mismatch) {
+  EMBER_CHECK(!args.empty(), "collectives_mismatch: usage: collectives_mismatch <backend>");
+  ProcessGroup& group = distributed::init_process_group({.backend = args[0], .debug = true});
+  Tensor t = make_tensor({4}, DType::f32);
+  t.fill_(Scalar(1.0));
+  group.allreduce(t, ReduceOp::sum)->wait();
+  group.barrier()->wait();
+  int code = 0;
+  try {
+    if (group.rank() == 1) group.broadcast(t, 0)->wait();
+    else group.allreduce(t, ReduceOp::sum)->wait();
+    std::printf("rank %d: the mismatch went unnoticed\n", group.rank());
+  } catch (const Error& error) {
+    std::printf("rank %d: %s\n", group.rank(), error.what());
+    code = 3;
+  }
+  std::fflush(stdout);
+  distributed::destroy_process_group();
+  return code;
+}
+
+// Note [Collective debug mode]: each rank deletes its record of call n-2 at
+// call n, so 20 more collectives leave the store about as large as before.
+// Between two barriers the count can differ by at most one record per rank
+// (a rank already past its barrier may have written its next record).
+EMBER_SCENARIO(collectives_debug_store) {
+  EMBER_CHECK(!args.empty(), "collectives_debug_store: usage: collectives_debug_store <backend>");
+  ProcessGroup& group = distributed::init_process_group({.backend = args[0], .debug = true});
+  Tensor t = make_tensor({4}, DType::f32);
+  t.fill_(Scalar(1.0));
+  for (int k = 0; k < 3; ++k) group.allreduce(t, ReduceOp::sum)->wait();
+  group.barrier()->wait();
+  const int64_t before = group.store()->num_keys();
+  for (int k = 0; k < 20; ++k) group.allreduce(t, ReduceOp::max)->wait();
+  group.barrier()->wait();
+  const int64_t after = group.store()->num_keys();
+  const bool bounded = after - before <= group.size() && before - after <= group.size();
+  std::printf("rank %d: store keys %lld before, %lld after 21 more collectives%s\n", group.rank(), (long long)before,
+              (long long)after, bounded ? "" : " GREW");
+  std::fflush(stdout);
+  distributed::destroy_process_group();
+  return bounded ? 0 : 1;
+}
+
+// Rank 1 vanishes (as a crash would, but with exit code 0 so the launcher
+// lets the others run on); everyone else's allreduce must fail well within
+// the timeout, naming the collective.
+EMBER_SCENARIO(collectives_peer_dies) {
+  EMBER_CHECK(!args.empty(), "collectives_peer_dies: usage: collectives_peer_dies <backend>");
+  ProcessGroup& group = distributed::init_process_group({.backend = args[0]});
+  Tensor t = make_tensor({1 << 16}, DType::f32);
+  t.fill_(Scalar(1.0));
+  group.allreduce(t, ReduceOp::sum)->wait();
+  group.barrier()->wait();
+  if (group.rank() == 1) std::_Exit(0);
+  const auto start = std::chrono::steady_clock::now();
+  int code = 1;
+  try {
+    for (int k = 0; k < 100; ++k) group.allreduce(t, ReduceOp::sum)->wait();
+    std::printf("rank %d: no error after rank 1 died\n", group.rank());
+  } catch (const Error& error) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const bool named = std::string(error.what()).find("allreduce([65536], float32, sum) failed on rank") != std::string::npos;
+    std::printf("rank %d: peer death reported after %.1f s%s: %s\n", group.rank(), seconds,
+                named ? "" : " WITHOUT naming the collective", error.what());
+    code = named && seconds < double(group.timeout().count()) / 1000 ? 0 : 1;
+  }
+  std::fflush(stdout);
+  distributed::destroy_process_group();
+  return code;
+}
+
+// Exiting with groups alive (their threads, sockets and segments) must still
+// end the process cleanly: the registry is never destroyed, so nothing is
+// torn down during static destruction.
+EMBER_SCENARIO(collectives_no_destroy) {
+  EMBER_CHECK(!args.empty(), "collectives_no_destroy: usage: collectives_no_destroy <backend>");
+  ProcessGroup& group = distributed::init_process_group({.backend = args[0]});
+  Tensor t = make_values(DType::f32, {5}, [&](int64_t) { return 1; });
+  group.allreduce(t, ReduceOp::sum)->wait();
+  std::printf("rank %d: exiting without destroy_process_group\n", group.rank());
+  return t.to_vector<double>() == std::vector<double>(5, double(group.size())) ? 0 : 1;
+}
+
+// Note [Choosing a backend]: on one node "auto" is "shm"; a subgroup may
+// still ask for "gloo" and work next to it.
+EMBER_SCENARIO(collectives_backend) {
+  ProcessGroup& world = distributed::init_process_group({.backend = "auto"});
+  std::printf("rank %d: backend %s\n", world.rank(), world.backend_name().c_str());
+  std::vector<int> everyone;
+  for (int r = 0; r < world.size(); ++r) everyone.push_back(r);
+  auto tcp = distributed::new_group(everyone, "gloo");
+  Tensor t = make_values(DType::i64, {3}, [&](int64_t) { return 1; });
+  tcp->allreduce(t, ReduceOp::sum)->wait();
+  world.allreduce(t, ReduceOp::sum)->wait();
+  const bool ok = t.to_vector<double>() == std::vector<double>(3, double(world.size() * world.size()));
+  std::printf("rank %d: subgroup backend %s, allreduce %s\n", world.rank(), tcp->backend_name().c_str(), ok ? "ok" : "WRONG");
+  std::fflush(stdout);
+  distributed::destroy_process_group();
+  return ok ? 0 : 1;
+}
+
+// Rank 1 stops calling collectives for longer than the timeout; the others'
+// allreduce fails after about the timeout, naming the collective and rank.
+EMBER_SCENARIO(collectives_peer_stalls) {
+  EMBER_CHECK(!args.empty(), "collectives_peer_stalls: usage: collectives_peer_stalls <backend>");
+  ProcessGroup& group = distributed::init_process_group({.backend = args[0]});
+  const auto timeout = group.timeout();
+  group.barrier()->wait();
+  int code = 0;
+  if (group.rank() == 1) {
+    std::this_thread::sleep_for(timeout + std::chrono::milliseconds(1000));
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    Tensor t = make_tensor({8}, DType::f32);
+    t.fill_(Scalar(1.0));
+    try {
+      group.allreduce(t, ReduceOp::sum)->wait();
+      std::printf("rank %d: no error while rank 1 stalled\n", group.rank());
+      code = 1;
+    } catch (const Error& error) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string text = error.what();
+      const bool named = text.find("allreduce([8], float32, sum)") != std::string::npos &&
+                         text.find(fmt::format("rank {}", group.rank())) != std::string::npos;
+      std::printf("rank %d: stall reported after %.1f s%s: %s\n", group.rank(), seconds,
+                  named ? "" : " WITHOUT naming the collective and rank", text.c_str());
+      code = named && seconds < 3.0 * double(timeout.count()) / 1000 ? 0 : 1;
+    }
+  }
+  std::fflush(stdout);
+  distributed::destroy_process_group();
+  return code;
+}
+
+}  // namespace ember::test
