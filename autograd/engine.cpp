@@ -5,6 +5,7 @@
 // of the forward order (and leaf accumulators run as soon as they are ready).
 #include "autograd/engine.h"
 
+#include <mutex>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,6 +36,16 @@ Tensor fit_to_input(Tensor grad, const InputMeta& meta) {
   return grad.dtype() == meta.dtype ? grad : grad.to(meta.dtype);
 }
 
+// The observer is read once per walk, so the walk never races a change and
+// the nodes pay nothing when there is none.
+std::mutex observer_mutex;
+std::shared_ptr<const NodeObserver> node_observer;
+
+std::shared_ptr<const NodeObserver> current_observer() {
+  std::lock_guard lock(observer_mutex);
+  return node_observer;
+}
+
 struct Ready {
   Node* node;
   bool operator<(const Ready& other) const { return node->sequence_nr < other.node->sequence_nr; }
@@ -49,6 +60,7 @@ struct Capture {
 void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
          Capture* capture) {
   NoGradGuard no_grad;
+  std::shared_ptr<const NodeObserver> observer = current_observer();
   EMBER_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(),
               "backward: {} gradients given for {} tensors", grad_roots.size(), roots.size());
 
@@ -122,7 +134,13 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots
                   "{}: trying to backward through the graph a second time (its saved tensors were freed after the "
                   "first backward); pass retain_graph=true to the first backward to keep them",
                   node->name());
-      input_grads = node->apply(std::move(grads));
+      if (observer) {
+        Clock::time_point begin = Clock::now();
+        input_grads = node->apply(std::move(grads));
+        (*observer)(*node, begin, Clock::now());
+      } else {
+        input_grads = node->apply(std::move(grads));
+      }
       if (!retain_graph && !node->outlives_graph) {
         node->release_saved();
         node->released = true;
@@ -146,6 +164,13 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots
 }
 
 }  // namespace
+
+NodeObserver set_node_observer(NodeObserver observer) {
+  std::lock_guard lock(observer_mutex);
+  NodeObserver previous = node_observer ? *node_observer : NodeObserver();
+  node_observer = observer ? std::make_shared<const NodeObserver>(std::move(observer)) : nullptr;
+  return previous;
+}
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph) {
   run(roots, grad_roots, retain_graph, nullptr);

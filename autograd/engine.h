@@ -1,6 +1,9 @@
 // The backward engine: the reverse walk over the recorded graph.
+// Tests: tests/autograd/test_engine.cpp, tests/autograd/test_node_observer.cpp.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -17,5 +20,17 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool allow_unused = false);
+
+class Node;
+
+// Called after each node of a backward walk ran, with the node and the times
+// around its apply() (the leaf accumulators' hooks included). One observer for
+// the process (DDP's event log installs it); none by default, and then the
+// engine reads no clock. The observer runs on the thread running backward.
+using Clock = std::chrono::steady_clock;
+using NodeObserver = std::function<void(const Node& node, Clock::time_point begin, Clock::time_point end)>;
+// Installs `observer` (an empty one removes it) for backward walks that start
+// afterwards, and returns the previous one so a caller can restore it.
+NodeObserver set_node_observer(NodeObserver observer);
 
 }  // namespace ember::autograd

@@ -12,7 +12,8 @@ const std::shared_ptr<Module>& IndexedModules::operator[](int64_t index) const {
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (const std::shared_ptr<Module>& module : *this) x = module->forward(x);
+  // Through operator(), so each child's forward hooks run (as PyTorch's).
+  for (const std::shared_ptr<Module>& module : *this) x = (*module)(x);
   return x;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <typeinfo>
 #include <unordered_map>
@@ -56,6 +57,43 @@ Tensor Module::forward(const Tensor&) {
   EMBER_CHECK(false, "{}: has no single-tensor forward (call its own forward with the arguments it takes)",
               type_name());
   return {};
+}
+
+Tensor Module::call_with_hooks(const Tensor& input) {
+  // Copies, so that a hook may remove itself (or another) while they run.
+  auto pre_hooks = forward_pre_hooks_;
+  auto hooks = forward_hooks_;
+  Tensor x = input;
+  for (auto& entry : pre_hooks) {
+    Tensor replaced = entry.second(*this, x);
+    if (replaced.defined()) x = replaced;
+  }
+  Tensor output = forward(x);
+  for (auto& entry : hooks) entry.second(*this, x, output);
+  return output;
+}
+
+ForwardHookId Module::register_forward_pre_hook(ForwardPreHook hook) {
+  EMBER_CHECK(hook != nullptr, "{}.register_forward_pre_hook: the hook is empty", type_name());
+  forward_pre_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+ForwardHookId Module::register_forward_hook(ForwardHook hook) {
+  EMBER_CHECK(hook != nullptr, "{}.register_forward_hook: the hook is empty", type_name());
+  forward_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+void Module::remove_forward_hook(ForwardHookId id) {
+  auto remove_from = [id](auto& hooks) {
+    auto found = std::find_if(hooks.begin(), hooks.end(), [id](const auto& entry) { return entry.first == id; });
+    if (found == hooks.end()) return false;
+    hooks.erase(found);
+    return true;
+  };
+  bool removed = remove_from(forward_pre_hooks_) || remove_from(forward_hooks_);
+  EMBER_CHECK(removed, "{}.remove_forward_hook: no forward hook with id {} (already removed?)", type_name(), id);
 }
 
 std::string Module::type_name() const {

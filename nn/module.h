@@ -2,9 +2,12 @@
 // buffers and submodules by name in registration order, and from them derives
 // PyTorch's dotted names, state dicts, train/eval, dtype/device moves and the
 // printed tree. Ownership and naming rules: nn/README.md, Note [Module ownership].
-// Tests: tests/nn/test_module.cpp.
+// Forward hooks let a wrapper (DistributedDataParallel) add behaviour around
+// forward() without changing the user's model type.
+// Tests: tests/nn/test_module.cpp, tests/nn/test_forward_hooks.cpp.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -26,6 +29,13 @@ namespace ember::nn {
 class Module;
 using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<Module>>>;
 
+// Runs before forward(input); a defined result replaces the input.
+using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
+// Runs after forward(input) returned `output`, which it may replace.
+using ForwardHook = std::function<void(Module& module, const Tensor& input, Tensor& output)>;
+// What register_forward_(pre_)hook returns, for remove_forward_hook.
+using ForwardHookId = uint64_t;
+
 // What load_state_dict found besides the keys it loaded (PyTorch's _IncompatibleKeys).
 struct LoadStateDictResult {
   std::vector<std::string> missing_keys;
@@ -45,7 +55,19 @@ class Module {
   // The single-tensor forward that Sequential chains and operator() calls.
   // Modules with other signatures (MultiheadAttention) keep this one throwing.
   virtual Tensor forward(const Tensor& input);
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  // forward(), between the forward hooks when there are any (PyTorch's
+  // __call__). Without hooks it costs one branch more than forward().
+  Tensor operator()(const Tensor& input) {
+    return forward_pre_hooks_.empty() && forward_hooks_.empty() ? forward(input) : call_with_hooks(input);
+  }
+
+  // Hooks run in registration order, each pre-hook seeing the input the one
+  // before returned; they fire when this module is called through operator(),
+  // not when a container calls a child's forward() directly.
+  ForwardHookId register_forward_pre_hook(ForwardPreHook hook);
+  ForwardHookId register_forward_hook(ForwardHook hook);
+  // Removes the hook (of either kind) with this id; an unknown id is an error.
+  void remove_forward_hook(ForwardHookId id);
 
   // The class name printed in the tree; by default the C++ class name without namespaces.
   virtual std::string type_name() const;
@@ -121,8 +143,13 @@ class Module {
   void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, Module*>>& out,
                        std::unordered_set<const Module*>& seen);
 
+  Tensor call_with_hooks(const Tensor& input);
+
   NamedTensors parameters_;
   std::vector<Buffer> buffers_;
+  std::vector<std::pair<ForwardHookId, ForwardPreHook>> forward_pre_hooks_;
+  std::vector<std::pair<ForwardHookId, ForwardHook>> forward_hooks_;
+  ForwardHookId next_hook_id_ = 1;
   NamedModules children_;
   bool training_ = true;
 };
