@@ -5,6 +5,7 @@
 #include "data/csv.h"
 #include "data/dataloader.h"
 #include "data/dataset.h"
+#include "data/distributed_sampler.h"
 #include "data/example.h"
 #include "data/idx.h"
 #include "data/mnist.h"

@@ -1,0 +1,176 @@
+// DistributedDataParallel (see distributed_data_parallel.h): construction
+// (consistency check, broadcast, buckets, hooks), the forward hooks and the
+// graph walk for unused parameters.
+#include "distributed/ddp/distributed_data_parallel.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <unordered_set>
+
+#include "autograd/accumulate_grad.h"
+#include "autograd/node.h"
+#include "core/error.h"
+#include "core/grad_hook.h"
+#include "core/ops/creation.h"
+
+namespace ember::distributed {
+
+namespace {
+
+std::string trace_prefix(const DDPOptions& options) {
+  if (!options.trace_prefix.empty()) return options.trace_prefix;
+  const char* value = std::getenv("EMBER_DDP_TRACE");
+  return value ? value : "";
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options)
+    : DistributedDataParallel(std::move(module), default_group(), std::move(options)) {}
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, ProcessGroup& group,
+                                                 DDPOptions options)
+    : module_(std::move(module)), group_(group), options_(std::move(options)) {
+  EMBER_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
+  EMBER_CHECK(options_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got {}",
+              options_.bucket_cap_mb);
+  for (auto& [name, parameter] : module_->named_parameters())
+    if (parameter.requires_grad()) parameters_.emplace_back(name, parameter);
+  EMBER_CHECK(!parameters_.empty(), "DistributedDataParallel: {} has no parameter that requires grad",
+              module_->type_name());
+  buffers_ = module_->buffers();
+
+  // Every rank starts from rank 0's weights, so equal gradients keep them equal.
+  check_same_parameters_on_every_rank();
+  std::vector<Tensor> state;
+  for (const auto& entry : parameters_) state.push_back(entry.second);
+  state.insert(state.end(), buffers_.begin(), buffers_.end());
+  broadcast_from_rank0(state);
+
+  if (std::string prefix = trace_prefix(options_); !prefix.empty()) {
+    int rank = group_.global_rank(group_.rank());
+    log_ = std::make_unique<EventLog>(EventLog::path_for(prefix, rank), rank);
+    previous_observer_ = autograd::set_node_observer([log = log_.get()](const autograd::Node& node,
+                                                                        autograd::Clock::time_point begin,
+                                                                        autograd::Clock::time_point end) {
+      log->span(EventLog::Lane::backward, node.name(), begin, end);
+    });
+  }
+  reducer_ = std::make_shared<Reducer>(
+      parameters_, group_,
+      ReducerOptions{.bucket_cap_bytes = int64_t(options_.bucket_cap_mb * 1024 * 1024),
+                     .find_unused_parameters = options_.find_unused_parameters},
+      log_.get());
+
+  // The gradient hooks cannot be removed from the tensors, so they hold the
+  // reducer weakly and do nothing once this object is gone.
+  for (size_t index = 0; index < parameters_.size(); ++index) {
+    std::weak_ptr<Reducer> weak = reducer_;
+    parameters_[index].second.register_post_accumulate_grad_hook([weak, index](const Tensor&) {
+      if (std::shared_ptr<Reducer> reducer = weak.lock()) reducer->on_gradient(index);
+    });
+  }
+  pre_hook_ = module_->register_forward_pre_hook([this](nn::Module&, const Tensor&) {
+    before_forward();
+    return Tensor();
+  });
+  post_hook_ = module_->register_forward_hook(
+      [this](nn::Module&, const Tensor&, Tensor& output) { after_forward(output); });
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  module_->remove_forward_hook(pre_hook_);
+  module_->remove_forward_hook(post_hook_);
+  reducer_->wait_outstanding();
+  reducer_->detach_gradients();
+  reducer_.reset();
+  if (log_) {
+    autograd::set_node_observer(std::move(previous_observer_));
+    try {
+      log_->flush();
+    } catch (const Error& error) {
+      std::fprintf(stderr, "%s\n", error.what());
+    }
+  }
+}
+
+void DistributedDataParallel::flush() {
+  if (log_) log_->flush();
+}
+
+// What PyTorch's _verify_param_shape_across_processes checks, in two numbers:
+// a rank built with a different model would otherwise hang in the broadcast
+// or all-reduce buffers of the wrong size.
+void DistributedDataParallel::check_same_parameters_on_every_rank() const {
+  if (group_.size() == 1) return;
+  int64_t numel = 0;
+  for (const auto& entry : parameters_) numel += entry.second.numel();
+  Tensor mine = from_vector(std::vector<int64_t>{int64_t(parameters_.size()), numel}, {2});
+  Tensor all = zeros({group_.size(), 2}, {.dtype = DType::i64});
+  group_.allgather(all, mine)->wait();
+  std::vector<int64_t> values = all.to_vector<int64_t>();
+  for (int rank = 1; rank < group_.size(); ++rank)
+    EMBER_CHECK(values[size_t(2 * rank)] == values[0] && values[size_t(2 * rank + 1)] == values[1],
+                "DistributedDataParallel: rank {} has {} parameters with {} elements, but rank 0 has {} with {}: "
+                "every rank must build the same model",
+                rank, values[size_t(2 * rank)], values[size_t(2 * rank + 1)], values[0], values[1]);
+}
+
+void DistributedDataParallel::broadcast_from_rank0(const std::vector<Tensor>& tensors) const {
+  if (group_.size() == 1) return;
+  std::vector<std::shared_ptr<Work>> works;
+  for (const Tensor& tensor : tensors) works.push_back(group_.broadcast(tensor, 0));
+  for (const auto& work : works) work->wait();
+}
+
+void DistributedDataParallel::before_forward() {
+  if (reducer_->reduction_pending()) {
+    EMBER_CHECK(false,
+                "DistributedDataParallel: Expected to have finished reduction in the prior iteration before starting "
+                "a new one. This error indicates that your module has parameters that were not used in producing "
+                "loss. You can enable unused parameter detection by passing find_unused_parameters=true in "
+                "DDPOptions, and by making sure all forward outputs participate in calculating loss. Parameters "
+                "which did not receive grad for rank {}: {}",
+                group_.rank(), joined(reducer_->unready_parameters()));
+  }
+  if (options_.broadcast_buffers) broadcast_from_rank0(buffers_);
+}
+
+void DistributedDataParallel::after_forward(const Tensor& output) {
+  // Only a forward whose backward will run (grad mode on, output in a graph)
+  // and that is not under no_sync prepares a reduction.
+  if (!sync_ || !grad_mode_enabled() || !output.defined() || !output.requires_grad()) return;
+  reducer_->prepare_for_backward(options_.find_unused_parameters ? unused_parameters(output)
+                                                                 : std::vector<size_t>{});
+}
+
+std::vector<size_t> DistributedDataParallel::unused_parameters(const Tensor& output) const {
+  // Note [Unused parameters]: the parameters whose accumulators the graph
+  // reaches get a gradient in backward; the rest do not.
+  std::unordered_set<const TensorImpl*> reached;
+  if (!output.grad_fn()) reached.insert(output.impl());  // the output is itself a parameter
+  std::unordered_set<const autograd::Node*> seen;
+  std::vector<const autograd::Node*> stack;
+  if (output.grad_fn()) stack.push_back(output.grad_fn().get());
+  while (!stack.empty()) {
+    const autograd::Node* node = stack.back();
+    stack.pop_back();
+    if (!seen.insert(node).second) continue;
+    if (auto* accumulator = dynamic_cast<const autograd::AccumulateGrad*>(node))
+      reached.insert(accumulator->leaf().get());
+    for (const autograd::Edge& edge : node->next)
+      if (edge.node) stack.push_back(edge.node.get());
+  }
+  std::vector<size_t> unused;
+  for (size_t index = 0; index < parameters_.size(); ++index)
+    if (!reached.count(parameters_[index].second.impl())) unused.push_back(index);
+  return unused;
+}
+
+}  // namespace ember::distributed

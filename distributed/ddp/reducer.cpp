@@ -1,0 +1,250 @@
+// The bucketer behind DistributedDataParallel (see reducer.h). Everything here
+// runs on the thread that runs forward and backward; the all-reduces run on
+// the process group's communication thread, in the order we launch them.
+#include "distributed/ddp/reducer.h"
+
+#include <cstdio>
+#include <map>
+
+#include "core/error.h"
+#include "core/grad_hook.h"
+#include "core/ops/creation.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/views.h"
+
+namespace ember::distributed {
+
+namespace {
+
+nlohmann::json bucket_args(const Bucket& bucket, size_t index, const NamedTensors& parameters) {
+  nlohmann::json names = nlohmann::json::array();
+  for (size_t parameter : bucket.parameters) names.push_back(parameters[parameter].first);
+  return {{"bucket", index},
+          {"numel", bucket.buffer.numel()},
+          {"bytes", bucket.buffer.nbytes()},
+          {"dtype", dtype_name(bucket.dtype)},
+          {"parameters", std::move(names)}};
+}
+
+}  // namespace
+
+Reducer::Reducer(NamedTensors parameters, ProcessGroup& group, ReducerOptions options, EventLog* log)
+    : parameters_(std::move(parameters)), group_(group), options_(options), log_(log) {
+  EMBER_CHECK(options.bucket_cap_bytes > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got {} bytes",
+              options.bucket_cap_bytes);
+  ready_.assign(parameters_.size(), false);
+  had_no_grad_.assign(parameters_.size(), false);
+  assign_buckets(options.bucket_cap_bytes);
+}
+
+Reducer::~Reducer() { wait_outstanding(); }
+
+// Note [Bucket order]: parameters go into buckets in reverse registration
+// order, since backward produces gradients roughly in reverse of the forward,
+// which mostly follows registration: bucket 0 (the last layers) fills first
+// and its all-reduce overlaps the rest of backward.
+void Reducer::assign_buckets(int64_t bucket_cap_bytes) {
+  std::map<std::pair<int, std::string>, size_t> open;  // (dtype, device) -> the bucket being filled
+  std::vector<int64_t> bytes;
+  locations_.resize(parameters_.size());
+  for (size_t i = parameters_.size(); i-- > 0;) {
+    const auto& [name, parameter] = parameters_[i];
+    auto key = std::pair{int(parameter.dtype()), parameter.device().str()};
+    auto found = open.find(key);
+    if (found == open.end()) {
+      found = open.emplace(key, buckets_.size()).first;
+      buckets_.emplace_back();
+      buckets_.back().dtype = parameter.dtype();
+      bytes.push_back(0);
+    }
+    size_t index = found->second;
+    Bucket& bucket = buckets_[index];
+    int64_t offset = bucket.offsets.empty() ? 0 : bucket.offsets.back() + bucket.lengths.back();
+    locations_[i] = {index, bucket.parameters.size()};
+    bucket.parameters.push_back(i);
+    bucket.offsets.push_back(offset);
+    bucket.lengths.push_back(parameter.numel());
+    bytes[index] += parameter.nbytes();
+    // A parameter larger than the cap gets a bucket of its own.
+    if (bytes[index] >= bucket_cap_bytes) open.erase(found);
+  }
+
+  // Note [Gradients as bucket views]: allocate each buffer and make every
+  // existing .grad a view into it (keeping its values).
+  NoGradGuard no_grad;
+  for (Bucket& bucket : buckets_) {
+    const Tensor& first = parameters_[bucket.parameters.front()].second;
+    int64_t numel = bucket.offsets.back() + bucket.lengths.back();
+    bucket.buffer = zeros({numel}, {.dtype = bucket.dtype, .device = first.device()});
+    for (size_t slot = 0; slot < bucket.parameters.size(); ++slot) {
+      const Tensor& parameter = parameters_[bucket.parameters[slot]].second;
+      Tensor flat = bucket.buffer.narrow(0, bucket.offsets[slot], bucket.lengths[slot]);
+      bucket.views.push_back(flat.view(parameter.shape()));
+      adopt_gradient(bucket.parameters[slot], /*zero_if_none=*/false);
+    }
+  }
+}
+
+void Reducer::adopt_gradient(size_t index, bool zero_if_none) {
+  const Tensor& parameter = parameters_[index].second;
+  const Location& at = locations_[index];
+  Tensor& view = buckets_[at.bucket].views[at.slot];
+  Tensor grad = parameter.grad();
+  // An undefined .grad stays so (as PyTorch's) until backward writes one.
+  if (grad.is_same(view) || (!grad.defined() && !zero_if_none)) return;
+  // After zero_grad(set_to_none) AccumulateGrad wrote a fresh tensor; it holds
+  // the whole gradient, so it replaces (not adds to) the view's contents.
+  NoGradGuard no_grad;
+  if (grad.defined()) {
+    copy_(view, grad);
+  } else {
+    view.fill_(0);
+  }
+  parameter.set_grad(view);
+}
+
+void Reducer::prepare_for_backward(const std::vector<size_t>& unused) {
+  EMBER_ASSERT(!expecting_, "prepare_for_backward while a reduction is pending");
+  expecting_ = true;
+  if (log_) log_->set_iteration(++iteration_);
+  ready_.assign(parameters_.size(), false);
+  had_no_grad_.assign(parameters_.size(), false);
+  next_launch_ = 0;
+  for (Bucket& bucket : buckets_) {
+    bucket.pending = bucket.parameters.size();
+    bucket.work = nullptr;
+    bucket.done_logged = false;
+  }
+  if (options_.find_unused_parameters) {
+    // Launched before any bucket, so it has the same place in every rank's
+    // sequence of collectives.
+    used_ = ones({int64_t(parameters_.size())}, {.dtype = DType::i32});
+    int32_t* used = used_.data_ptr<int32_t>();
+    for (size_t index : unused) used[index] = 0;
+    if (group_.size() > 1) used_work_ = group_.allreduce(used_, ReduceOp::sum);
+  }
+  // Note [Unused parameters]: ready at once with a zero gradient (or the one
+  // accumulated under no_sync), so that their buckets still complete.
+  for (size_t index : unused) {
+    had_no_grad_[index] = !parameters_[index].second.grad().defined();
+    adopt_gradient(index, /*zero_if_none=*/true);
+    mark_ready(index);
+  }
+}
+
+void Reducer::on_gradient(size_t index) {
+  adopt_gradient(index, /*zero_if_none=*/false);
+  // Outside a synced iteration (under no_sync) gradients only accumulate in the views.
+  if (!expecting_) return;
+  EMBER_CHECK(!ready_[index],
+              "DistributedDataParallel: parameter \"{}\" got a gradient twice in one iteration (a second backward "
+              "through the same forward, or a parameter find_unused_parameters found unused that got a gradient "
+              "from outside the module's output); call the module again before each backward",
+              parameters_[index].first);
+  if (log_) log_completed(/*wait=*/false);
+  mark_ready(index);
+}
+
+void Reducer::mark_ready(size_t index) {
+  ready_[index] = true;
+  const Location& at = locations_[index];
+  Bucket& bucket = buckets_[at.bucket];
+  EMBER_ASSERT(bucket.pending > 0, "bucket {} has no pending parameter", at.bucket);
+  if (--bucket.pending > 0) return;
+  if (log_)
+    log_->instant(EventLog::Lane::comm, fmt::format("bucket {} ready", at.bucket), EventLog::Clock::now(),
+                  {{"bucket", at.bucket}});
+  launch_in_order();
+}
+
+// Note [Bucket order]: a complete bucket waits until every bucket before it
+// has launched, so every rank issues the same all-reduces in the same order
+// even when gradients arrive in a different order on different ranks.
+void Reducer::launch_in_order() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    Bucket& bucket = buckets_[next_launch_];
+    bucket.launched_at = EventLog::Clock::now();
+    if (group_.size() > 1) bucket.work = group_.allreduce(bucket.buffer, ReduceOp::sum);
+    ++next_launch_;
+  }
+  if (next_launch_ == buckets_.size()) finalize();
+}
+
+// Note [End of backward]: the last parameter's hook launched the last bucket;
+// still inside that hook (so before backward() returns), wait for every
+// all-reduce and turn the sums into means. The optimizer step that follows
+// sees averaged gradients without any call from the user.
+void Reducer::finalize() {
+  expecting_ = false;
+  log_completed(/*wait=*/true);
+  NoGradGuard no_grad;
+  if (group_.size() > 1)
+    for (Bucket& bucket : buckets_) bucket.buffer /= double(group_.size());
+  if (used_work_) {
+    std::shared_ptr<Work> work = std::move(used_work_);
+    work->wait();
+  }
+  if (options_.find_unused_parameters) {
+    // Note [Unused parameters]: a parameter no rank used keeps the undefined .grad it had.
+    const int32_t* used = used_.data_ptr<int32_t>();
+    for (size_t index = 0; index < parameters_.size(); ++index)
+      if (used[index] == 0 && had_no_grad_[index]) parameters_[index].second.set_grad(Tensor());
+  }
+}
+
+// Stamps the end of each launched all-reduce: when it is seen complete (a
+// poll between backward nodes, so the stamp is late by at most one node), or,
+// with `wait`, when waiting for it returns.
+void Reducer::log_completed(bool wait) {
+  for (size_t index = 0; index < next_launch_; ++index) {
+    Bucket& bucket = buckets_[index];
+    if (bucket.done_logged) continue;
+    if (bucket.work) {
+      if (wait) {
+        // Cleared first: if the wait throws, the destructor must not wait again.
+        std::shared_ptr<Work> work = std::move(bucket.work);
+        work->wait();
+      } else if (!bucket.work->is_completed()) {
+        continue;
+      }
+      bucket.work = nullptr;
+    }
+    bucket.done_logged = true;
+    if (log_)
+      log_->span(EventLog::Lane::comm, fmt::format("allreduce bucket {}", index), bucket.launched_at,
+                 EventLog::Clock::now(), bucket_args(bucket, index, parameters_));
+  }
+}
+
+std::vector<std::string> Reducer::unready_parameters() const {
+  std::vector<std::string> names;
+  for (size_t index = 0; index < parameters_.size(); ++index)
+    if (!ready_[index]) names.push_back(parameters_[index].first);
+  return names;
+}
+
+void Reducer::wait_outstanding() noexcept {
+  std::vector<std::shared_ptr<Work>> works;
+  for (Bucket& bucket : buckets_)
+    if (bucket.work) works.push_back(std::move(bucket.work));
+  if (used_work_) works.push_back(std::move(used_work_));
+  for (const auto& work : works) {
+    try {
+      work->wait();
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "DistributedDataParallel: an all-reduce failed while shutting down: %s\n", error.what());
+    }
+  }
+}
+
+void Reducer::detach_gradients() {
+  NoGradGuard no_grad;
+  for (size_t index = 0; index < parameters_.size(); ++index) {
+    const Location& at = locations_[index];
+    const Tensor& parameter = parameters_[index].second;
+    if (parameter.grad().is_same(buckets_[at.bucket].views[at.slot]))
+      parameter.set_grad(buckets_[at.bucket].views[at.slot].clone());
+  }
+}
+
+}  // namespace ember::distributed

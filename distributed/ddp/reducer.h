@@ -1,0 +1,109 @@
+// Reducer: DistributedDataParallel's bucketer. It owns flat gradient buckets
+// (each parameter's .grad is a view into one, Note [Gradients as bucket
+// views]), is fed by the parameters' post-accumulate-grad hooks, launches a
+// bucket's all-reduce as soon as the bucket and every bucket before it are
+// complete (Note [Bucket order]), and at the end of backward waits for them
+// and averages (Note [End of backward]). The notes are in distributed/README.md.
+// Called by distributed_data_parallel.cpp; tests: tests/distributed/test_ddp.cpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/named_tensors.h"
+#include "core/tensor.h"
+#include "distributed/ddp/event_log.h"
+#include "distributed/process_group.h"
+
+namespace ember::distributed {
+
+// The gradients of some parameters of one dtype and device, back to back in
+// one buffer: one all-reduce per bucket instead of one per parameter.
+struct Bucket {
+  DType dtype = DType::f32;
+  Tensor buffer;                   // 1-D, contiguous: what the all-reduce reduces in place
+  std::vector<size_t> parameters;  // indices into Reducer::parameters(), in fill order
+  std::vector<int64_t> offsets;    // where each parameter's gradient starts in buffer (elements)
+  std::vector<int64_t> lengths;    // and its number of elements
+  std::vector<Tensor> views;       // buffer[offset, offset + length) shaped like the parameter
+
+  // This iteration's state.
+  size_t pending = 0;  // parameters not ready yet
+  std::shared_ptr<Work> work;
+  EventLog::Clock::time_point launched_at;
+  bool done_logged = false;
+};
+
+struct ReducerOptions {
+  int64_t bucket_cap_bytes = int64_t(25) << 20;
+  // Also all-reduce which parameters each rank used, so that a parameter no
+  // rank used keeps .grad undefined as PyTorch does (Note [Unused parameters]).
+  bool find_unused_parameters = false;
+};
+
+class Reducer {
+ public:
+  // `parameters` (registration order) must be the same list on every rank.
+  // `log` may be null; it must outlive the reducer.
+  Reducer(NamedTensors parameters, ProcessGroup& group, ReducerOptions options, EventLog* log);
+  ~Reducer();  // waits for launched all-reduces (they write into the buckets)
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // A synced forward ran: the coming backward must make every parameter ready
+  // once. Those in `unused` (indices, found by walking the graph) are ready now.
+  void prepare_for_backward(const std::vector<size_t>& unused);
+  // From parameter `index`'s post-accumulate hook: its .grad was just written.
+  // Keeps .grad the bucket view; when a backward is expected, marks it ready.
+  void on_gradient(size_t index);
+  // Whether a prepared backward has not finished its reduction yet.
+  bool reduction_pending() const { return expecting_; }
+  // The names of the parameters a pending reduction is still waiting for.
+  std::vector<std::string> unready_parameters() const;
+
+  // Waits for launched all-reduces, ignoring their errors (for destructors).
+  void wait_outstanding() noexcept;
+  // Makes every .grad that is a bucket view a standalone copy, so nothing
+  // aliases the buckets any more.
+  void detach_gradients();
+
+  const NamedTensors& parameters() const { return parameters_; }
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  // Which bucket, and which slot in it, holds parameter i's gradient.
+  struct Location {
+    size_t bucket = 0;
+    size_t slot = 0;
+  };
+  const std::vector<Location>& locations() const { return locations_; }
+
+ private:
+  void assign_buckets(int64_t bucket_cap_bytes);
+  // Makes .grad the bucket view, copying a gradient that lives elsewhere into
+  // it. An undefined .grad stays undefined, unless `zero_if_none`: then it
+  // becomes the zeroed view.
+  void adopt_gradient(size_t index, bool zero_if_none);
+  void mark_ready(size_t index);
+  void launch_in_order();
+  void finalize();
+  void log_completed(bool wait);
+
+  NamedTensors parameters_;
+  ProcessGroup& group_;
+  ReducerOptions options_;
+  EventLog* log_;
+  std::vector<Bucket> buckets_;
+  std::vector<Location> locations_;
+
+  bool expecting_ = false;
+  int64_t iteration_ = 0;  // synced forwards so far
+  std::vector<bool> ready_;
+  size_t next_launch_ = 0;  // buckets before it were launched this iteration
+  // find_unused_parameters: 1 per parameter this rank used, summed over ranks.
+  Tensor used_;
+  std::shared_ptr<Work> used_work_;
+  std::vector<bool> had_no_grad_;  // unused here and .grad undefined before this iteration
+};
+
+}  // namespace ember::distributed

@@ -1,0 +1,123 @@
+// DistributedDataParallel on real processes (scenarios in
+// workers/ddp_scenarios.cpp): N ranks on slices of the global batch equal one
+// process on all of it (plain, with no_sync accumulation, with an unused
+// layer), the error without find_unused_parameters, BatchNorm buffers
+// broadcast, and the trace showing buckets launched in order while backward
+// still runs. Each test checks the exit code and that nothing is left behind.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "distributed/process_runner.h"
+
+namespace ember::test {
+namespace {
+
+using std::chrono::seconds;
+
+void expect_clean_success(const ProcessResult& result) {
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(leftover_workers().empty());
+  EXPECT_TRUE(leftover_segments().empty());
+}
+
+ProcessResult run_ranks(int ranks, const std::string& scenario, const std::string& backend = "auto",
+                        const std::vector<std::string>& extra_env = {}) {
+  return launch({"--nproc-per-node", std::to_string(ranks)}, scenario, {backend}, seconds(60), extra_env);
+}
+
+TEST(DDP, TwoRanksEqualOneProcessOnTheGlobalBatch) {
+  expect_clean_success(run_ranks(2, "ddp_matches_single_process"));
+}
+
+TEST(DDP, ThreeRanksEqualOneProcessOnTheGlobalBatch) {
+  expect_clean_success(run_ranks(3, "ddp_matches_single_process"));
+}
+
+TEST(DDP, OneRankNeedsNoCommunication) { expect_clean_success(run_ranks(1, "ddp_matches_single_process")); }
+
+TEST(DDP, OverGloo) { expect_clean_success(run_ranks(2, "ddp_matches_single_process", "gloo")); }
+
+TEST(DDP, NoSyncAccumulationEqualsTheWholeBatch) {
+  expect_clean_success(run_ranks(2, "ddp_no_sync_matches_single_process"));
+  expect_clean_success(run_ranks(3, "ddp_no_sync_matches_single_process"));
+}
+
+TEST(DDP, FindUnusedParametersCompletesTheBuckets) { expect_clean_success(run_ranks(2, "ddp_unused_parameters")); }
+
+TEST(DDP, UnusedParametersWithoutFindUnusedAreNamedInTheError) {
+  expect_clean_success(run_ranks(2, "ddp_unused_parameters_error"));
+}
+
+TEST(DDP, BuffersAreBroadcastFromRankZero) { expect_clean_success(run_ranks(2, "ddp_broadcast_buffers")); }
+
+// The trace of ddp_trace (three buckets, three iterations): in every
+// iteration the buckets launch in index order, bucket 0 holds the last
+// registered layer, and the first launch comes before the last backward node
+// ends (communication overlaps backward).
+TEST(DDP, TraceShowsBucketsLaunchedInOrderDuringBackward) {
+  std::filesystem::path directory =
+      std::filesystem::temp_directory_path() / ("ember-ddp-trace-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(directory);
+  std::string prefix = (directory / "trace").string();
+  expect_clean_success(run_ranks(2, "ddp_trace", "auto", {"EMBER_DDP_TRACE=" + prefix}));
+
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string path = prefix + ".rank" + std::to_string(rank) + ".json";
+    std::ifstream file(path);
+    ASSERT_TRUE(file.good()) << "no trace at " << path;
+    nlohmann::json trace = nlohmann::json::parse(file);
+    struct Launch {
+      int64_t bucket;
+      int64_t ts;
+      std::vector<std::string> parameters;
+    };
+    std::map<int64_t, std::vector<Launch>> launches;  // by iteration
+    std::map<int64_t, int64_t> last_backward_end;      // by iteration
+    for (const auto& event : trace.at("traceEvents")) {
+      if (event.at("ph") != "X") continue;
+      EXPECT_EQ(event.at("pid"), rank);
+      int64_t iteration = event.at("args").at("iteration");
+      int64_t ts = event.at("ts"), end = ts + event.at("dur").get<int64_t>();
+      if (event.at("tid") == 1) {  // the backward lane
+        last_backward_end[iteration] = std::max(last_backward_end[iteration], end);
+      } else {
+        ASSERT_EQ(event.at("tid"), 2);
+        launches[iteration].push_back({event.at("args").at("bucket"), ts,
+                                       event.at("args").at("parameters").get<std::vector<std::string>>()});
+      }
+    }
+    ASSERT_EQ(launches.size(), 3u) << "rank " << rank;
+    for (auto& [iteration, in_iteration] : launches) {
+      ASSERT_GE(in_iteration.size(), 3u) << "rank " << rank << " iteration " << iteration;
+      std::sort(in_iteration.begin(), in_iteration.end(),
+                [](const Launch& a, const Launch& b) { return a.bucket < b.bucket; });
+      for (size_t i = 0; i < in_iteration.size(); ++i) {
+        EXPECT_EQ(in_iteration[i].bucket, int64_t(i));
+        if (i > 0) {
+          EXPECT_LE(in_iteration[i - 1].ts, in_iteration[i].ts) << "bucket " << i << " launched early";
+        }
+      }
+      // Reverse registration order: bucket 0 starts with the last layer's
+      // parameters, the last bucket holds the first layer's.
+      EXPECT_EQ(in_iteration.front().parameters.front(), "6.bias");
+      const auto& last = in_iteration.back().parameters;
+      EXPECT_NE(std::find(last.begin(), last.end(), "0.weight"), last.end());
+      EXPECT_LT(in_iteration.front().ts, last_backward_end[iteration])
+          << "rank " << rank << " iteration " << iteration << ": no overlap";
+    }
+  }
+  std::filesystem::remove_all(directory);
+}
+
+}  // namespace
+}  // namespace ember::test

@@ -1,0 +1,333 @@
+// DistributedDataParallel scenarios, run by tests/distributed/test_ddp.cpp
+// through `ember launch`. The equivalence scenarios train a DDP replica on
+// this rank's slice of each global batch and, in the same process, a plain
+// reference model on the whole global batch; the two must end equal.
+// Why they must: the loss is a mean, so the global batch's gradient is the
+// mean of the ranks' slice gradients (equal slices), which is exactly what
+// DDP's sum-then-divide all-reduce leaves on every rank.
+// args[0] (optional): the backend ("auto", "gloo", "shm").
+#include <ember/ember.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "distributed/ddp/distributed_data_parallel.h"
+#include "distributed/process_group.h"
+#include "workers/scenario.h"
+
+namespace ember::test {
+namespace {
+
+namespace F = ember::nn::functional;
+using distributed::DDPOptions;
+using distributed::DistributedDataParallel;
+using distributed::ProcessGroup;
+
+constexpr int64_t kFeatures = 8;
+constexpr int64_t kClasses = 4;
+constexpr int64_t kGlobalBatch = 12;  // divisible by 1, 2, 3 and 4 ranks
+constexpr int64_t kSteps = 20;
+constexpr double kTolerance = 1e-5;
+
+ProcessGroup& init(const std::vector<std::string>& args) {
+  return distributed::init_process_group({.backend = args.empty() ? "auto" : args[0]});
+}
+
+std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed) {
+  manual_seed(seed);
+  return std::make_shared<nn::Sequential>(nn::Linear(kFeatures, 16), nn::Tanh(), nn::Linear(16, 16), nn::Tanh(),
+                                          nn::Linear(16, kClasses));
+}
+
+struct Batch {
+  Tensor inputs;
+  Tensor targets;
+};
+
+// Step `step`'s global batch: the same on every rank and in the reference.
+Batch global_batch(int64_t step, int64_t size = kGlobalBatch, int64_t features = kFeatures) {
+  Generator generator(1000 + uint64_t(step));
+  Tensor inputs = randn({size, features}, {}, &generator);
+  Tensor targets = randint(0, kClasses, {size}, {.dtype = DType::i64}, &generator);
+  return {inputs, targets};
+}
+
+// Part `part` of `parts` equal consecutive slices.
+Batch slice(const Batch& batch, int64_t part, int64_t parts) {
+  int64_t size = batch.inputs.size(0) / parts;
+  return {batch.inputs.narrow(0, part * size, size), batch.targets.narrow(0, part * size, size)};
+}
+
+double max_abs_difference(const nn::Module& a, const nn::Module& b) {
+  NamedTensors pa = a.named_parameters(), pb = b.named_parameters();
+  EMBER_CHECK(pa.size() == pb.size(), "the models have {} and {} parameters", pa.size(), pb.size());
+  double worst = 0;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EMBER_CHECK(pa[i].first == pb[i].first, "parameter {} is \"{}\" in one model and \"{}\" in the other", i,
+                pa[i].first, pb[i].first);
+    worst = std::max(worst, max(abs(pa[i].second - pb[i].second)).item<double>());
+  }
+  return worst;
+}
+
+int check(bool ok, int rank, const std::string& what) {
+  std::printf("rank %d: %s: %s\n", rank, what.c_str(), ok ? "ok" : "FAILED");
+  return ok ? 0 : 1;
+}
+
+int check_matches_reference(const nn::Module& model, const nn::Module& reference, int rank) {
+  double difference = max_abs_difference(model, reference);
+  return check(difference <= kTolerance, rank,
+               fmt::format("after {} steps max |ddp - single process| = {:.3g} (tolerance {})", kSteps, difference,
+                           kTolerance));
+}
+
+// A model with a layer its forward never uses, registered between two used ones.
+struct WithUnused : nn::Module {
+  explicit WithUnused(uint64_t seed) {
+    manual_seed(seed);
+    first = register_module("first", nn::Linear(kFeatures, 16));
+    unused = register_module("unused", nn::Linear(16, 16));
+    last = register_module("last", nn::Linear(16, kClasses));
+  }
+  Tensor forward(const Tensor& x) override { return last->forward(tanh(first->forward(x))); }
+  std::shared_ptr<nn::Linear> first, unused, last;
+};
+
+// Two buckets with WithUnused: {last.*, unused.*} and {first.*}.
+constexpr double kSmallBucketsMb = 0.0005;
+
+}  // namespace
+
+// DDP over the global batch split across ranks equals one process on the
+// whole batch after kSteps SGD steps. Ranks start from different weights:
+// DDP's broadcast from rank 0 must make them equal to the reference's.
+EMBER_SCENARIO(ddp_matches_single_process) {
+  ProcessGroup& group = init(args);
+  int rank = group.rank(), world = group.size();
+  auto model = make_mlp(100 + uint64_t(rank));
+  auto reference = make_mlp(100);
+  int failures = 0;
+  {
+    DistributedDataParallel ddp(model, group);
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    optim::SGD reference_optimizer(reference->parameters(), {.lr = 0.1, .momentum = 0.9});
+    for (int64_t step = 0; step < kSteps; ++step) {
+      Batch global = global_batch(step);
+      Batch local = slice(global, rank, world);
+      Tensor loss = F::cross_entropy(ddp(local.inputs), local.targets);
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+
+      Tensor reference_loss = F::cross_entropy((*reference)(global.inputs), global.targets);
+      reference_optimizer.zero_grad();
+      reference_loss.backward();
+      reference_optimizer.step();
+    }
+    failures += check_matches_reference(*model, *reference, rank);
+    bool plain_names = true;
+    for (const auto& entry : model->state_dict()) plain_names &= entry.first.rfind("module.", 0) != 0;
+    failures += check(plain_names, rank, "state_dict keys are the module's own (no \"module.\" prefix)");
+    failures += check(model->parameters()[0].grad().storage() == model->parameters()[1].grad().storage(), rank,
+                      "the gradients are views into one bucket");
+  }
+  failures += check(model->parameters()[0].grad().storage() != model->parameters()[1].grad().storage(), rank,
+                    "once DDP is gone each .grad is a tensor of its own");
+  distributed::destroy_process_group();
+  return failures;
+}
+
+// Gradient accumulation: two micro-batches per step, the first under
+// no_sync (local accumulation into the bucket views, no communication), the
+// second synced (all-reduces the sum). Each micro-batch loss is halved, so
+// the accumulated gradient is the mean over the rank's slice, and the
+// equivalence with one process on the global batch holds as above.
+EMBER_SCENARIO(ddp_no_sync_matches_single_process) {
+  ProcessGroup& group = init(args);
+  int rank = group.rank(), world = group.size();
+  auto model = make_mlp(200 + uint64_t(rank));
+  auto reference = make_mlp(200);
+  int failures = 0;
+  {
+    DistributedDataParallel ddp(model, group);
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    optim::SGD reference_optimizer(reference->parameters(), {.lr = 0.1, .momentum = 0.9});
+    for (int64_t step = 0; step < kSteps; ++step) {
+      Batch global = global_batch(step);
+      Batch local = slice(global, rank, world);
+      Batch first = slice(local, 0, 2), second = slice(local, 1, 2);
+      optimizer.zero_grad();
+      {
+        auto no_sync = ddp.no_sync();
+        (F::cross_entropy(ddp(first.inputs), first.targets) / 2).backward();
+      }
+      // Still this rank's own gradient: nothing was reduced.
+      if (step == 0) {
+        Tensor local_grad = model->parameters()[0].grad().clone();
+        auto check_model = make_mlp(0);
+        check_model->load_state_dict(model->state_dict());
+        (F::cross_entropy((*check_model)(first.inputs), first.targets) / 2).backward();
+        failures += check(max(abs(local_grad - check_model->parameters()[0].grad())).item<double>() < 1e-6, rank,
+                          "under no_sync the gradient stays local");
+      }
+      (F::cross_entropy(ddp(second.inputs), second.targets) / 2).backward();
+      optimizer.step();
+
+      Tensor reference_loss = F::cross_entropy((*reference)(global.inputs), global.targets);
+      reference_optimizer.zero_grad();
+      reference_loss.backward();
+      reference_optimizer.step();
+    }
+    failures += check_matches_reference(*model, *reference, rank);
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
+// find_unused_parameters: a layer the forward never uses does not stall the
+// buckets (its bucket also holds used parameters), training still matches
+// the single process, and the unused layer's .grad stays undefined as in the
+// reference (no rank used it).
+EMBER_SCENARIO(ddp_unused_parameters) {
+  ProcessGroup& group = init(args);
+  int rank = group.rank(), world = group.size();
+  auto model = std::make_shared<WithUnused>(300 + uint64_t(rank));
+  auto reference = std::make_shared<WithUnused>(300);
+  int failures = 0;
+  {
+    DistributedDataParallel ddp(model, group, {.bucket_cap_mb = kSmallBucketsMb, .find_unused_parameters = true});
+    failures += check(ddp.reducer().buckets().size() == 2, rank,
+                      fmt::format("{} buckets (expected 2)", ddp.reducer().buckets().size()));
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    optim::SGD reference_optimizer(reference->parameters(), {.lr = 0.1, .momentum = 0.9});
+    for (int64_t step = 0; step < kSteps; ++step) {
+      Batch global = global_batch(step);
+      Batch local = slice(global, rank, world);
+      Tensor loss = F::cross_entropy(ddp(local.inputs), local.targets);
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+
+      Tensor reference_loss = F::cross_entropy((*reference)(global.inputs), global.targets);
+      reference_optimizer.zero_grad();
+      reference_loss.backward();
+      reference_optimizer.step();
+    }
+    failures += check_matches_reference(*model, *reference, rank);
+    failures += check(!model->unused->weight.grad().defined() && !model->unused->bias.grad().defined(), rank,
+                      "the unused layer's .grad is undefined");
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
+// Without find_unused_parameters the unused layer's bucket never completes;
+// the next forward says so, naming the parameters that got no gradient.
+EMBER_SCENARIO(ddp_unused_parameters_error) {
+  ProcessGroup& group = init(args);
+  int rank = group.rank(), world = group.size();
+  auto model = std::make_shared<WithUnused>(300);
+  int failures = 0;
+  {
+    DistributedDataParallel ddp(model, group, {.bucket_cap_mb = kSmallBucketsMb});
+    Batch local = slice(global_batch(0), rank, world);
+    F::cross_entropy(ddp(local.inputs), local.targets).backward();
+    std::string message;
+    try {
+      ddp(local.inputs);
+    } catch (const Error& error) {
+      message = error.what();
+    }
+    std::printf("rank %d: the second forward said: %s\n", rank, message.c_str());
+    failures += check(message.find("Expected to have finished reduction in the prior iteration") != std::string::npos &&
+                          message.find("find_unused_parameters=true") != std::string::npos &&
+                          message.find("unused.weight") != std::string::npos &&
+                          message.find("unused.bias") != std::string::npos &&
+                          message.find("first.weight") == std::string::npos,
+                      rank, "the error names the unused parameters");
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
+// broadcast_buffers: every forward starts from rank 0's BatchNorm running
+// statistics. Ranks see different data, so after a training forward their
+// statistics differ; after an eval forward (which updates none) every rank's
+// equal rank 0's, and the parameters stay equal across ranks throughout.
+EMBER_SCENARIO(ddp_broadcast_buffers) {
+  ProcessGroup& group = init(args);
+  int rank = group.rank(), world = group.size();
+  manual_seed(400 + uint64_t(rank));
+  auto model = std::make_shared<nn::Sequential>(nn::Linear(kFeatures, 16), nn::BatchNorm1d(16), nn::Tanh(),
+                                                nn::Linear(16, kClasses));
+  auto norm = std::dynamic_pointer_cast<nn::BatchNorm>(model->children()[1]);
+  // Rank 0's copy of `tensor`, on every rank.
+  auto rank0_copy = [&group](const Tensor& tensor) {
+    Tensor copy = tensor.clone();
+    group.broadcast(copy, 0)->wait();
+    return copy;
+  };
+  int failures = 0;
+  {
+    DistributedDataParallel ddp(model, group);
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1});
+    bool differed_after_training_forward = true;
+    for (int64_t step = 0; step < 3; ++step) {
+      Batch local = slice(global_batch(step), rank, world);
+      Tensor loss = F::cross_entropy(ddp(local.inputs), local.targets);
+      Tensor rank0_mean = rank0_copy(norm->running_mean);
+      if (rank != 0 && max(abs(norm->running_mean - rank0_mean)).item<double>() == 0)
+        differed_after_training_forward = false;
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+    }
+    if (world > 1) failures += check(differed_after_training_forward, rank, "training forwards update stats locally");
+    model->eval();
+    {
+      NoGradGuard no_grad;
+      ddp(slice(global_batch(99), rank, world).inputs);
+    }
+    for (const auto& [name, buffer] : model->named_buffers())
+      failures += check(rank0_copy(buffer).to_vector<double>() == buffer.to_vector<double>(), rank,
+                        fmt::format("buffer {} equals rank 0's after forward", name));
+    for (const auto& [name, parameter] : model->named_parameters())
+      failures += check(rank0_copy(parameter).to_vector<float>() == parameter.to_vector<float>(), rank,
+                        fmt::format("parameter {} equals rank 0's", name));
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
+// For the overlap test: a 4-layer MLP with buckets of ~10 KB, so that there
+// are three (bucket 0: layers 6 and 4, bucket 1: layer 2, bucket 2: layer 0),
+// trained for a few steps with EMBER_DDP_TRACE set by the test. The test
+// reads the trace files written when DDP is destroyed.
+EMBER_SCENARIO(ddp_trace) {
+  ProcessGroup& group = init(args);
+  int rank = group.rank(), world = group.size();
+  manual_seed(500);
+  auto model = std::make_shared<nn::Sequential>(nn::Linear(32, 64), nn::Tanh(), nn::Linear(64, 64), nn::Tanh(),
+                                                nn::Linear(64, 64), nn::Tanh(), nn::Linear(64, kClasses));
+  int failures = 0;
+  {
+    DistributedDataParallel ddp(model, group, {.bucket_cap_mb = 0.01});
+    failures += check(ddp.event_log() != nullptr, rank, "EMBER_DDP_TRACE turned the event log on");
+    std::printf("rank %d: %zu buckets, trace %s\n", rank, ddp.reducer().buckets().size(),
+                ddp.event_log() ? ddp.event_log()->path().c_str() : "(none)");
+    optim::SGD optimizer(model->parameters(), {.lr = 0.01});
+    for (int64_t step = 0; step < 3; ++step) {
+      Batch local = slice(global_batch(step, 64 * world, 32), rank, world);
+      Tensor loss = F::cross_entropy(ddp(local.inputs), local.targets);
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+    }
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
+}  // namespace ember::test
