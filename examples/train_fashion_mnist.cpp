@@ -20,6 +20,7 @@
 #include "data/data.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "support/fashion_mnist.h"
 #include "support/metrics_writer.h"
 #include "support/progress_bar.h"
 
@@ -42,42 +43,6 @@ struct Settings {
   double require_accuracy = 0;  // exit 1 when the test accuracy ends below it
 };
 
-// 784-512-256-10, about 535k parameters.
-std::shared_ptr<nn::Sequential> make_mlp() {
-  return std::make_shared<nn::Sequential>(nn::Flatten(), nn::Linear(28 * 28, 512), nn::ReLU(),
-                                          nn::Linear(512, 256), nn::ReLU(), nn::Linear(256, 10));
-}
-
-// Two 3x3 conv + 2x2 max-pool stages, then two linear layers: [N,1,28,28] -> [N,10], about 420k parameters.
-std::shared_ptr<nn::Sequential> make_cnn() {
-  return std::make_shared<nn::Sequential>(
-      nn::Conv2d(1, 32, 3, {.padding = {1, 1}}), nn::ReLU(), nn::MaxPool2d(2),   // -> [N, 32, 14, 14]
-      nn::Conv2d(32, 64, 3, {.padding = {1, 1}}), nn::ReLU(), nn::MaxPool2d(2),  // -> [N, 64, 7, 7]
-      nn::Flatten(), nn::Linear(64 * 7 * 7, 128), nn::ReLU(), nn::Linear(128, 10));
-}
-
-struct Evaluation {
-  double loss = 0;
-  int64_t correct = 0;
-  int64_t total = 0;
-  double accuracy() const { return total ? double(correct) / double(total) : 0.0; }
-};
-
-Evaluation evaluate(nn::Module& model, data::DataLoader& loader) {
-  NoGradGuard no_grad;
-  model.eval();
-  Evaluation result;
-  for (auto& [inputs, targets] : loader) {
-    Tensor logits = model(inputs);
-    result.loss += F::cross_entropy(logits, targets, {.reduction = Reduction::sum}).item<double>();
-    result.correct += sum(eq(argmax(logits, 1), targets)).item<int64_t>();
-    result.total += targets.size(0);
-  }
-  result.loss /= double(std::max<int64_t>(result.total, 1));
-  model.train();
-  return result;
-}
-
 int run(Settings settings) {
   bool cnn = settings.model == "cnn";
   if (settings.epochs == 0) settings.epochs = cnn ? 3 : 10;
@@ -90,14 +55,7 @@ int run(Settings settings) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
 
-  data::MnistData train = data::load_fashion_mnist(data::MnistSplit::train, settings.data_dir);
-  data::MnistData test = data::load_fashion_mnist(data::MnistSplit::test, settings.data_dir);
-  // Standardise with the training pixels' mean and standard deviation (in [0, 1] units),
-  // in place: out of place, the 188 MB training images would briefly exist three times.
-  for (data::MnistData* split : {&train, &test}) {
-    split->images -= 0.2860;
-    split->images /= 0.3530;
-  }
+  auto [train, test] = examples::load_standardized_fashion_mnist(settings.data_dir);
   if (settings.limit_train > 0 && settings.limit_train < train.images.size(0)) {
     train.images = train.images.narrow(0, 0, settings.limit_train);
     train.labels = train.labels.narrow(0, 0, settings.limit_train);
@@ -106,7 +64,7 @@ int run(Settings settings) {
   data::DataLoader train_loader(train_set, {.batch_size = settings.batch_size, .shuffle = true, .seed = settings.seed});
   data::DataLoader test_loader(test_set, {.batch_size = 250});  // activations of 250 images: CNN memory stays small
 
-  std::shared_ptr<nn::Sequential> model = cnn ? make_cnn() : make_mlp();
+  std::shared_ptr<nn::Sequential> model = cnn ? examples::make_fashion_mnist_cnn() : examples::make_fashion_mnist_mlp();
   optim::AdamW optimizer(model->parameters(), {.lr = settings.lr, .weight_decay = settings.weight_decay});
   int64_t total_steps = settings.epochs * train_loader.size();
   optim::CosineWithWarmup scheduler(optimizer, /*num_warmup_steps=*/std::min<int64_t>(100, total_steps / 10),
@@ -124,7 +82,7 @@ int run(Settings settings) {
   constexpr int64_t kLogInterval = 50;  // steps per "train" metrics record (their mean loss)
   int64_t step = 0;
   double smoothed_loss = 0, interval_loss = 0;
-  Evaluation final_evaluation;
+  examples::Evaluation final_evaluation;
   for (int64_t epoch = 1; epoch <= settings.epochs; ++epoch) {
     for (auto& [inputs, targets] : train_loader) {
       Tensor loss = F::cross_entropy((*model)(inputs), targets);
@@ -144,15 +102,15 @@ int run(Settings settings) {
         interval_loss = 0;
       }
     }
-    final_evaluation = evaluate(*model, test_loader);
+    final_evaluation = examples::evaluate(*model, test_loader);
     progress.message(fmt::format("epoch {}/{}: test loss {:.4f}, test accuracy {:.2f}%", epoch, settings.epochs,
-                                 final_evaluation.loss, 100 * final_evaluation.accuracy()));
-    metrics.write({{"split", "test"}, {"epoch", epoch}, {"step", step}, {"loss", final_evaluation.loss},
+                                 final_evaluation.loss(), 100 * final_evaluation.accuracy()));
+    metrics.write({{"split", "test"}, {"epoch", epoch}, {"step", step}, {"loss", final_evaluation.loss()},
                    {"accuracy", final_evaluation.accuracy()}, {"time_s", seconds_since_start()}});
   }
   std::printf("test accuracy: %.2f%% (%lld/%lld), test loss %.4f, %.1f s\n", 100 * final_evaluation.accuracy(),
               static_cast<long long>(final_evaluation.correct), static_cast<long long>(final_evaluation.total),
-              final_evaluation.loss, seconds_since_start());
+              final_evaluation.loss(), seconds_since_start());
   if (final_evaluation.accuracy() < settings.require_accuracy) {
     std::fprintf(stderr, "error: test accuracy %.2f%% is below the required %.2f%%\n",
                  100 * final_evaluation.accuracy(), 100 * settings.require_accuracy);
