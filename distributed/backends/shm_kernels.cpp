@@ -1,0 +1,160 @@
+// Copies and reductions of the shm backend (shm_kernels.h). Each kernel is
+// written once, always inlined into a baseline entry point and an AVX2 one,
+// so the compiler vectorises it for both; run-time dispatch picks one.
+// Tests: tests/distributed/test_shm.cpp.
+#include "distributed/backends/shm_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "core/cpu_features.h"
+#include "core/error.h"
+
+namespace ember::distributed::shm {
+namespace {
+
+#define EMBER_SHM_INLINE __attribute__((always_inline)) inline
+
+#if defined(__x86_64__)
+void copy_baseline(std::byte* out, const std::byte* in, int64_t nbytes) {
+  int64_t i = 0;
+  for (; i + 64 <= nbytes; i += 64) {
+    __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 16));
+    __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 32));
+    __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 48));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), a);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + 16), b);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + 32), c);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + 48), d);
+  }
+  std::memcpy(out + i, in + i, size_t(nbytes - i));
+}
+
+__attribute__((target("avx2"))) void copy_avx2(std::byte* out, const std::byte* in, int64_t nbytes) {
+  int64_t i = 0;
+  for (; i + 128 <= nbytes; i += 128) {
+    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
+    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i + 32));
+    __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i + 64));
+    __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i + 96));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 32), b);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 64), c);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 96), d);
+  }
+  std::memcpy(out + i, in + i, size_t(nbytes - i));
+}
+#endif
+
+template <class T, ReduceOp Op>
+EMBER_SHM_INLINE void reduce_sources(T* out_a, T* out_b, const T* const* sources, int num_sources, int64_t count) {
+  using C = ComputeType<T>;
+  constexpr int64_t kBlock = 2048;  // the accumulator stays in L1 while the sources stream through
+  auto combine = [](C x, C y) -> C {
+    if constexpr (std::is_same_v<T, bool>) return Op == ReduceOp::max ? (x || y) : (x && y);
+    else if constexpr (Op == ReduceOp::sum) return x + y;
+    else if constexpr (Op == ReduceOp::product) return x * y;
+    else if constexpr (Op == ReduceOp::max) return x < y ? y : x;
+    else return y < x ? y : x;
+  };
+  if constexpr (std::is_same_v<T, C> && !std::is_same_v<T, bool>) {
+    if (num_sources == 2) {  // the common case, one pass: two reads, one or two writes
+      const T* a = sources[0];
+      const T* b = sources[1];
+      if (out_b) {
+#pragma omp simd
+        for (int64_t i = 0; i < count; ++i) out_a[i] = out_b[i] = combine(a[i], b[i]);
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < count; ++i) out_a[i] = combine(a[i], b[i]);
+      }
+      return;
+    }
+  }
+  C accumulator[kBlock];
+  for (int64_t start = 0; start < count; start += kBlock) {
+    int64_t n = std::min(kBlock, count - start);
+    const T* first = sources[0] + start;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) accumulator[i] = C(first[i]);
+    for (int s = 1; s < num_sources; ++s) {
+      const T* source = sources[s] + start;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) accumulator[i] = combine(accumulator[i], C(source[i]));
+    }
+    T* a = out_a + start;
+    if (out_b) {
+      T* b = out_b + start;
+      for (int64_t i = 0; i < n; ++i) a[i] = b[i] = T(accumulator[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) a[i] = T(accumulator[i]);
+    }
+  }
+}
+
+// The same kernel instantiated for the baseline and for AVX2.
+template <class T, ReduceOp Op>
+void reduce_baseline(T* out_a, T* out_b, const T* const* sources, int num_sources, int64_t count) {
+  reduce_sources<T, Op>(out_a, out_b, sources, num_sources, count);
+}
+
+#if defined(__x86_64__)
+template <class T, ReduceOp Op>
+__attribute__((target("avx2"))) void reduce_avx2(T* out_a, T* out_b, const T* const* sources, int num_sources,
+                                                 int64_t count) {
+  reduce_sources<T, Op>(out_a, out_b, sources, num_sources, count);
+}
+#endif
+
+template <class T, ReduceOp Op>
+void reduce_dispatch(T* out_a, T* out_b, const T* const* sources, int num_sources, int64_t count) {
+#if defined(__x86_64__)
+  if (cpu_has_avx2()) return reduce_avx2<T, Op>(out_a, out_b, sources, num_sources, count);
+#endif
+  reduce_baseline<T, Op>(out_a, out_b, sources, num_sources, count);
+}
+
+}  // namespace
+
+void copy_bytes(void* dst, const void* src, int64_t nbytes) {
+  if (dst == src || nbytes <= 0) return;
+  auto* out = static_cast<std::byte*>(dst);
+  auto* in = static_cast<const std::byte*>(src);
+#if defined(__x86_64__)
+  if (cpu_has_avx2()) return copy_avx2(out, in, nbytes);
+  copy_baseline(out, in, nbytes);
+#else
+  std::memcpy(out, in, size_t(nbytes));
+#endif
+}
+
+void reduce_many(void* out_a, void* out_b, const std::byte* const* sources, int num_sources, int64_t count,
+                 DType dtype, ReduceOp op) {
+  visit_dtype(dtype, [&]<class T>() {
+    auto* a = static_cast<T*>(out_a);
+    auto* b = static_cast<T*>(out_b);
+    auto* typed = reinterpret_cast<const T* const*>(sources);
+    if constexpr (std::is_same_v<T, bool>) {
+      EMBER_ASSERT(op == ReduceOp::max || op == ReduceOp::min, "bool {} reached the shm backend", reduce_op_name(op));
+    }
+    switch (op) {
+      case ReduceOp::sum:
+        if constexpr (!std::is_same_v<T, bool>) reduce_dispatch<T, ReduceOp::sum>(a, b, typed, num_sources, count);
+        break;
+      case ReduceOp::product:
+        if constexpr (!std::is_same_v<T, bool>) reduce_dispatch<T, ReduceOp::product>(a, b, typed, num_sources, count);
+        break;
+      case ReduceOp::max: reduce_dispatch<T, ReduceOp::max>(a, b, typed, num_sources, count); break;
+      case ReduceOp::min: reduce_dispatch<T, ReduceOp::min>(a, b, typed, num_sources, count); break;
+      case ReduceOp::avg: EMBER_ASSERT(false, "avg reaches backends as sum"); break;
+    }
+  });
+}
+
+}  // namespace ember::distributed::shm

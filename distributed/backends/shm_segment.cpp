@@ -1,0 +1,165 @@
+// The shm backend's segment: layout arithmetic and the POSIX shared-memory
+// calls (Note [Shared-memory collectives]). Tests: tests/distributed/test_shm.cpp.
+#include "distributed/backends/shm_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <random>
+
+#include "core/error.h"
+
+namespace ember::distributed::shm {
+namespace {
+
+constexpr size_t kPageBytes = 4096;
+// Chunks of 1 MiB: on the 2-core Zen 3 of bench/RESULTS.md, 512 KiB chunks
+// cost as much at 1-4 MB and 2 MiB ones twice as much (the slots then spill
+// out of L3), while fewer chunks mean fewer waits. A rank stages chunk j while
+// it reduces j-1 and gathers j-2, so the pipeline needs 3 buffers per slot
+// (with 2 it deadlocks); the 4th lets a rank run a chunk ahead of its peers.
+constexpr size_t kChunkBytes = size_t(1) << 20;
+constexpr size_t kDepth = 4;
+static_assert(kDepth >= 3, "the pipeline keeps three chunks in flight per slot");
+constexpr size_t kMailboxChunkBytes = size_t(512) << 10;
+constexpr size_t kMailboxDepth = 2;
+
+size_t align_up(size_t value, size_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+std::string sanitize(const std::string& text, size_t max_length) {
+  std::string out;
+  for (char c : text) {
+    if (out.size() == max_length) break;
+    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    out += plain ? c : '_';
+  }
+  return out;
+}
+
+std::string random_hex(int digits) {
+  std::random_device device;
+  std::string out;
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < digits; ++i) out += kHex[device() % 16];
+  return out;
+}
+
+}  // namespace
+
+Layout::Layout(int ranks_)
+    : ranks(ranks_),
+      chunk_bytes(kChunkBytes),
+      depth(kDepth),
+      mailbox_chunk_bytes(kMailboxChunkBytes),
+      mailbox_depth(kMailboxDepth) {
+  EMBER_ASSERT(ranks > 0, "a segment for {} ranks", ranks);
+  size_t n = size_t(ranks);
+  rank_controls_offset = align_up(sizeof(SegmentHeader), kLineBytes);
+  mailbox_controls_offset = align_up(rank_controls_offset + n * sizeof(RankControl), kLineBytes);
+  slots_offset = align_up(mailbox_controls_offset + n * n * sizeof(MailboxControl), kPageBytes);
+  mailboxes_offset = slots_offset + n * depth * chunk_bytes;
+  total_bytes = mailboxes_offset + n * n * mailbox_depth * mailbox_chunk_bytes;
+}
+
+Segment::Segment(std::string name, const Layout& layout, std::byte* base, bool owner)
+    : name_(std::move(name)), layout_(layout), base_(base), owner_(owner) {}
+
+Segment::Segment(Segment&& other) noexcept
+    : name_(std::move(other.name_)), layout_(other.layout_), base_(other.base_), owner_(other.owner_) {
+  other.base_ = nullptr;
+  other.owner_ = false;
+}
+
+Segment::~Segment() {
+  if (owner_) shm_unlink(name_.c_str());
+  if (base_) munmap(base_, layout_.total_bytes);
+}
+
+void Segment::unlink() {
+  if (!owner_) return;
+  owner_ = false;
+  EMBER_CHECK(shm_unlink(name_.c_str()) == 0, "shm backend: shm_unlink({}) failed: {}", name_, std::strerror(errno));
+}
+
+Segment Segment::create(const std::string& name, const Layout& layout) {
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  EMBER_CHECK(fd >= 0, "shm backend: shm_open({}, O_CREAT | O_EXCL) failed: {}", name, std::strerror(errno));
+  if (ftruncate(fd, off_t(layout.total_bytes)) != 0) {
+    int error = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    EMBER_CHECK(false, "shm backend: ftruncate({}, {} bytes) failed: {}", name, layout.total_bytes, std::strerror(error));
+  }
+  void* base = mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int error = errno;
+  close(fd);
+  if (base == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    EMBER_CHECK(false, "shm backend: mmap({}, {} bytes) failed: {}", name, layout.total_bytes, std::strerror(error));
+  }
+  Segment segment(name, layout, static_cast<std::byte*>(base), true);
+  // The file starts zeroed; constructing the atomics there starts their lifetimes.
+  auto* header = new (base) SegmentHeader{};
+  header->total_bytes = layout.total_bytes;
+  header->ranks = layout.ranks;
+  for (int r = 0; r < layout.ranks; ++r) {
+    new (&segment.rank(r)) RankControl{};
+    for (int d = 0; d < layout.ranks; ++d) new (&segment.mailbox(r, d)) MailboxControl{};
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  header->magic = kSegmentMagic;
+  return segment;
+}
+
+Segment Segment::open(const std::string& name, const Layout& layout) {
+  int fd = shm_open(name.c_str(), O_RDWR, 0);
+  EMBER_CHECK(fd >= 0, "shm backend: shm_open({}) failed: {}", name, std::strerror(errno));
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || size_t(info.st_size) != layout.total_bytes) {
+    close(fd);
+    EMBER_CHECK(false, "shm backend: segment {} has {} bytes, expected {} for {} ranks", name, int64_t(info.st_size),
+                layout.total_bytes, layout.ranks);
+  }
+  void* base = mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int error = errno;
+  close(fd);
+  EMBER_CHECK(base != MAP_FAILED, "shm backend: mmap({}, {} bytes) failed: {}", name, layout.total_bytes,
+              std::strerror(error));
+  Segment segment(name, layout, static_cast<std::byte*>(base), false);
+  const SegmentHeader& header = segment.header();
+  EMBER_CHECK(header.magic == kSegmentMagic && header.ranks == layout.ranks && header.total_bytes == layout.total_bytes,
+              "shm backend: segment {} is not an ember segment for {} ranks (magic {:#x}, {} ranks, {} bytes)", name,
+              layout.ranks, header.magic, header.ranks, header.total_bytes);
+  return segment;
+}
+
+RankControl& Segment::rank(int r) const {
+  return reinterpret_cast<RankControl*>(base_ + layout_.rank_controls_offset)[r];
+}
+
+MailboxControl& Segment::mailbox(int src, int dst) const {
+  return reinterpret_cast<MailboxControl*>(base_ + layout_.mailbox_controls_offset)[src * layout_.ranks + dst];
+}
+
+std::byte* Segment::slot(int r, size_t buffer) const {
+  return base_ + layout_.slots_offset + (size_t(r) * layout_.depth + buffer) * layout_.chunk_bytes;
+}
+
+std::byte* Segment::mailbox_buffer(int src, int dst, size_t buffer) const {
+  size_t pair = size_t(src) * size_t(layout_.ranks) + size_t(dst);
+  return base_ + layout_.mailboxes_offset + (pair * layout_.mailbox_depth + buffer) * layout_.mailbox_chunk_bytes;
+}
+
+std::string make_segment_name(const std::string& store_prefix) {
+  const char* job = std::getenv("EMBER_JOB_ID");
+  std::string job_id = job && *job ? sanitize(job, 32) : random_hex(8);
+  return "/ember-" + job_id + "-" + sanitize(store_prefix, 64) + "-" + random_hex(8);
+}
+
+}  // namespace ember::distributed::shm

@@ -1,0 +1,122 @@
+// The shared-memory segment of one shm process group: its layout and its
+// lifecycle (create, open, unlink, unmap). The layout is described in Note
+// [Shared-memory collectives] (distributed/README.md). Used by
+// shm_backend.cpp and shm_sync.cpp; tests: tests/distributed/test_shm.cpp.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ember::distributed::shm {
+
+// Counters written by one process and polled by others each get two 64-byte
+// lines of their own, so a write invalidates nothing else (the adjacent-line
+// prefetcher pulls lines in pairs).
+inline constexpr size_t kLineBytes = 128;
+// Shares of a chunk start at this alignment, so two ranks never write one line.
+inline constexpr size_t kShareAlignment = 64;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+              "atomics in shared memory must be lock-free to work across processes");
+
+struct alignas(kLineBytes) Counter {
+  std::atomic<uint64_t> value{0};
+};
+
+// Written only by its rank. Every counter counts chunks of the group's one
+// pipeline (a chunk sequence shared by all collectives, Note [Shared-memory
+// collectives]): "value v" means chunks 0 .. v-1 are through that phase.
+struct RankControl {
+  Counter staged;   // this rank's input is in its slot
+  Counter reduced;  // this rank's share is reduced into its slot
+  Counter drained;  // this rank has finished reading its peers' slots
+  // Futex word of those waiting for this rank: bumped (and woken) by this
+  // rank after it publishes, when `sleepers` says someone sleeps (shm_sync.cpp).
+  alignas(kLineBytes) std::atomic<uint32_t> wake_sequence{0};
+  std::atomic<uint32_t> sleepers{0};
+  std::atomic<int32_t> pid{0};  // for liveness checks
+};
+
+// The mailbox of one ordered pair (src, dst): src writes, dst reads.
+struct MailboxControl {
+  Counter produced;  // written by src: mailbox chunks sent so far
+  Counter consumed;  // written by dst: mailbox chunks read so far
+};
+
+// At the start of each mailbox buffer: which message the chunk belongs to.
+struct alignas(kShareAlignment) MailboxChunkHeader {
+  uint64_t tag = 0;
+  uint64_t message_bytes = 0;
+  uint64_t offset = 0;  // of this chunk in the message
+  uint64_t bytes = 0;   // in this chunk
+};
+
+struct SegmentHeader {
+  uint64_t magic = 0;
+  uint64_t total_bytes = 0;
+  int32_t ranks = 0;
+  // The first rank whose wait failed claims these and says why, so its peers
+  // stop waiting on it at once instead of at their own deadlines.
+  alignas(kLineBytes) std::atomic<int32_t> failure_claimed{0};
+  std::atomic<int32_t> failed_rank_plus_one{0};  // set after `failure` is written
+  char failure[1024] = {};
+};
+
+inline constexpr uint64_t kSegmentMagic = 0x656d6265722d7368;  // "ember-sh"
+
+// Byte offsets of every part of a segment for `ranks` ranks.
+struct Layout {
+  explicit Layout(int ranks);
+
+  int ranks = 0;
+  size_t chunk_bytes = 0;          // one pipeline buffer of one rank
+  size_t depth = 0;                // pipeline buffers per rank
+  size_t mailbox_chunk_bytes = 0;  // one mailbox buffer, header included
+  size_t mailbox_depth = 0;        // buffers per mailbox
+  size_t rank_controls_offset = 0;
+  size_t mailbox_controls_offset = 0;
+  size_t slots_offset = 0;
+  size_t mailboxes_offset = 0;
+  size_t total_bytes = 0;
+};
+
+// One mapping of a segment. The creator (group rank 0) unlinks the name once
+// every rank has mapped it; the memory lives until the last mapping goes.
+class Segment {
+ public:
+  // shm_open(O_CREAT | O_EXCL), ftruncate, mmap, initialise the header.
+  static Segment create(const std::string& name, const Layout& layout);
+  // shm_open and mmap an existing segment; checks its header against `layout`.
+  static Segment open(const std::string& name, const Layout& layout);
+
+  Segment(Segment&& other) noexcept;
+  Segment& operator=(Segment&& other) = delete;
+  Segment(const Segment&) = delete;
+  ~Segment();  // unmaps; unlinks too if this process created it and has not yet
+
+  // Removes the name from /dev/shm (creator only; idempotent).
+  void unlink();
+
+  const std::string& name() const { return name_; }
+  const Layout& layout() const { return layout_; }
+  SegmentHeader& header() const { return *reinterpret_cast<SegmentHeader*>(base_); }
+  RankControl& rank(int r) const;
+  MailboxControl& mailbox(int src, int dst) const;
+  std::byte* slot(int r, size_t buffer) const;
+  std::byte* mailbox_buffer(int src, int dst, size_t buffer) const;
+
+ private:
+  Segment(std::string name, const Layout& layout, std::byte* base, bool owner);
+  std::string name_;
+  Layout layout_;
+  std::byte* base_ = nullptr;
+  bool owner_ = false;  // created it and has not unlinked yet
+};
+
+// "/ember-<job id>-<prefix>-<random>": the job id from EMBER_JOB_ID (else
+// random), the group's store prefix with everything but [A-Za-z0-9] as '_'.
+std::string make_segment_name(const std::string& store_prefix);
+
+}  // namespace ember::distributed::shm

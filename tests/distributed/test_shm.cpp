@@ -1,0 +1,375 @@
+// The shared-memory backend at the Backend level: N forked processes, each
+// with a TcpStore client of a server in this test process, call the backend
+// directly, and check every collective against a naive reference computed on
+// every rank's inputs; plus its failure modes (a peer killed, stopped, or
+// never arriving) and its segment lifecycle (nothing left in /dev/shm).
+// Then two jobs through `ember launch` (workers/shm_scenarios.cpp,
+// workers/collectives.cpp). The ProcessGroup-level conformance suite runs the
+// "shm" backend too (test_collectives.cpp).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "distributed/backend.h"
+#include "distributed/process_runner.h"
+#include "distributed/store/tcp_store.h"
+
+namespace ember::distributed {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct RankOutcome {
+  int exit_code = -1;
+  int signal = 0;
+  std::string message;  // the error a rank threw, or what a check found
+};
+
+// What a rank writes back through shared memory before _exit.
+struct alignas(64) Report {
+  int code = -1;
+  char message[2048] = {};
+};
+
+using RankBody = std::function<void(Backend& backend, int rank, int size)>;
+
+struct JobOptions {
+  milliseconds timeout = 20s;  // the backend's
+  int absent_rank = -1;        // this rank exits without joining the group
+  // Runs in the parent while the ranks run (to kill or stop one).
+  std::function<void(const std::vector<pid_t>&)> during = {};
+  milliseconds limit = 60s;  // for the whole job
+};
+
+// A job of `size` forked ranks, each running `body` on its backend.
+std::vector<RankOutcome> run_ranks(int size, const RankBody& body, const JobOptions& options = {}) {
+  const milliseconds backend_timeout = options.timeout, limit = options.limit;
+  static int job_counter = 0;
+  std::string job_id = fmt::format("test{}x{}", getpid(), job_counter++);
+  TcpStoreServer server(StoreServerOptions{.token = "shm-test"});
+  void* shared = mmap(nullptr, sizeof(Report) * size_t(size), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  EXPECT_NE(shared, MAP_FAILED);
+  auto* reports = new (shared) Report[size_t(size)];
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < size; ++rank) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("EMBER_JOB_ID", job_id.c_str(), 1);
+      if (rank == options.absent_rank) _exit(0);
+      int code = 0;
+      std::string message;
+      try {
+        auto store = std::make_shared<TcpStore>(
+            StoreOptions{.port = server.port(), .token = "shm-test", .timeout = backend_timeout, .rank = rank});
+        BackendContext context;
+        context.rank = rank;
+        context.size = size;
+        for (int r = 0; r < size; ++r) context.global_ranks.push_back(r + 10);
+        context.store = store;
+        context.store_prefix = "test/";
+        context.timeout = backend_timeout;
+        auto backend = make_shm_backend(context);
+        body(*backend, rank, size);
+      } catch (const std::exception& error) {
+        code = 2;
+        message = error.what();
+      }
+      reports[rank].code = code;
+      std::snprintf(reports[rank].message, sizeof(reports[rank].message), "%s", message.c_str());
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  if (options.during) options.during(pids);
+  std::vector<RankOutcome> outcomes(static_cast<size_t>(size));
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (int rank = 0; rank < size; ++rank) {
+    int status = 0;
+    while (waitpid(pids[size_t(rank)], &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        for (pid_t pid : pids) kill(pid, SIGKILL);
+        ADD_FAILURE() << "rank " << rank << " still running after " << limit.count() << " ms";
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+    RankOutcome& outcome = outcomes[size_t(rank)];
+    if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) outcome.signal = WTERMSIG(status);
+    outcome.message = reports[rank].message;
+  }
+  munmap(shared, sizeof(Report) * size_t(size));
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+    EXPECT_EQ(entry.path().filename().string().find("ember-" + job_id), std::string::npos)
+        << "segment left behind: " << entry.path();
+  return outcomes;
+}
+
+void expect_all_succeed(const std::vector<RankOutcome>& outcomes) {
+  for (size_t r = 0; r < outcomes.size(); ++r)
+    EXPECT_EQ(outcomes[r].exit_code, 0) << "rank " << r << " (signal " << outcomes[r].signal << "): " << outcomes[r].message;
+}
+
+// Inside a rank: a failed check throws, so the rank reports it.
+#define RANK_CHECK(condition, ...) EMBER_CHECK(condition, __VA_ARGS__)
+
+// Small integers, exact in every dtype, so any summation order gives the same bits.
+double input_value(DType dtype, ReduceOp op, int rank, int64_t i) {
+  if (dtype == DType::boolean) return (i + rank) % 3 == 0 ? 1 : 0;
+  if (op == ReduceOp::product) return double((i + rank) % 2 + 1);
+  return double((i * 7 + rank * 13) % 23) - 11;
+}
+
+std::vector<std::byte> fill(DType dtype, ReduceOp op, int rank, int64_t count, int64_t offset = 0) {
+  std::vector<std::byte> buffer(size_t(count * element_size(dtype)));
+  visit_dtype(dtype, [&]<class T>() {
+    T* data = reinterpret_cast<T*>(buffer.data());
+    for (int64_t i = 0; i < count; ++i) data[i] = T(input_value(dtype, op, rank, offset + i));
+  });
+  return buffer;
+}
+
+// The naive reference: every rank's input reduced one rank at a time.
+std::vector<std::byte> reference(DType dtype, ReduceOp op, int size, int64_t count, int64_t offset = 0) {
+  std::vector<std::byte> result = fill(dtype, op, 0, count, offset);
+  for (int r = 1; r < size; ++r) {
+    std::vector<std::byte> other = fill(dtype, op, r, count, offset);
+    reduce_host_buffers(result.data(), result.data(), other.data(), count, dtype, op);
+  }
+  return result;
+}
+
+// Counts around the backend's 1 MiB chunks and 64-byte share alignment.
+const int64_t kCounts[] = {0, 1, 3, 17, 1000, (1 << 18) - 1, (1 << 18) + 5, 3 * (1 << 18) + 77};
+
+TEST(ShmBackend, AllreduceEveryDTypeAndOpMatchesTheReference) {
+  for (int size : {2, 3}) {
+    expect_all_succeed(run_ranks(size, [](Backend& backend, int rank, int size) {
+      RANK_CHECK(backend.name() == "shm", "name {}", backend.name());
+      for (DType dtype : kAllDTypes) {
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::product, ReduceOp::max, ReduceOp::min}) {
+          if (!host_reduction_supported(dtype, op)) continue;
+          for (int64_t count : {int64_t(0), int64_t(5), int64_t(1000), int64_t(300'001)}) {
+            auto data = fill(dtype, op, rank, count);
+            backend.allreduce(data.data(), count, dtype, op);
+            RANK_CHECK(data == reference(dtype, op, size, count), "allreduce {} x {} {} differs from the reference",
+                       count, dtype, reduce_op_name(op));
+          }
+        }
+      }
+    }));
+  }
+}
+
+TEST(ShmBackend, AllreduceAcrossChunkBoundariesOnFourRanks) {
+  expect_all_succeed(run_ranks(4, [](Backend& backend, int rank, int size) {
+    for (DType dtype : {DType::f32, DType::bf16, DType::f64}) {
+      for (int64_t count : kCounts) {
+        auto data = fill(dtype, ReduceOp::sum, rank, count);
+        backend.allreduce(data.data(), count, dtype, ReduceOp::sum);
+        RANK_CHECK(data == reference(dtype, ReduceOp::sum, size, count), "allreduce of {} x {} differs", count, dtype);
+      }
+    }
+  }));
+}
+
+TEST(ShmBackend, BroadcastAllgatherReduceScatterAllToAll) {
+  for (int size : {2, 3, 4}) {
+    expect_all_succeed(run_ranks(size, [](Backend& backend, int rank, int size) {
+      const DType dtype = DType::i32;
+      for (int64_t count : kCounts) {
+        int64_t nbytes = count * 4;
+        for (int root = 0; root < size; ++root) {
+          auto data = fill(dtype, ReduceOp::sum, rank, count);
+          backend.broadcast(data.data(), nbytes, root);
+          RANK_CHECK(data == fill(dtype, ReduceOp::sum, root, count), "broadcast of {} bytes from {}", nbytes, root);
+        }
+        auto mine = fill(dtype, ReduceOp::sum, rank, count);
+        std::vector<std::byte> gathered(static_cast<size_t>(nbytes * size));
+        backend.allgather(mine.data(), gathered.data(), nbytes);
+        for (int q = 0; q < size; ++q) {
+          auto block = gathered.begin() + q * nbytes;
+          RANK_CHECK(std::vector<std::byte>(block, block + nbytes) == fill(dtype, ReduceOp::sum, q, count),
+                     "allgather of {} bytes: block {}", nbytes, q);
+        }
+
+        // reduce_scatter: rank r's block q is elements [q*count, (q+1)*count) of its input.
+        auto input = fill(dtype, ReduceOp::sum, rank, count * size);
+        std::vector<std::byte> output(static_cast<size_t>(nbytes));
+        backend.reduce_scatter(input.data(), output.data(), count, dtype, ReduceOp::sum);
+        RANK_CHECK(output == reference(dtype, ReduceOp::sum, size, count, rank * count), "reduce_scatter of {} x int32",
+                   count);
+
+        // all_to_all, in place: block q of rank r's input arrives as block r of rank q's output.
+        std::vector<int32_t> blocks(size_t(count * size));
+        for (int q = 0; q < size; ++q)
+          for (int64_t i = 0; i < count; ++i) blocks[size_t(q * count + i)] = int32_t(rank * 1'000'000 + q * 10'000 + i % 9999);
+        backend.all_to_all(blocks.data(), blocks.data(), nbytes);
+        for (int q = 0; q < size; ++q)
+          for (int64_t i = 0; i < count; ++i)
+            RANK_CHECK(blocks[size_t(q * count + i)] == int32_t(q * 1'000'000 + rank * 10'000 + i % 9999),
+                       "all_to_all of {} bytes: block {} element {}", nbytes, q, i);
+        backend.barrier();
+      }
+    }));
+  }
+}
+
+// Sends never wait for their receiver (what does not fit the 1 MiB mailbox is
+// copied and delivered by a progress thread), and recv matches by tag, so
+// each of these would deadlock with blocking or strictly ordered messages.
+TEST(ShmBackend, SendRecvMatchTagsAndNeverBlockTheSender) {
+  expect_all_succeed(run_ranks(3, [](Backend& backend, int rank, int size) {
+    int next = (rank + 1) % size, previous = (rank + size - 1) % size;
+    // A ring, two messages each, received in the opposite order (3 MiB ones too).
+    for (int64_t count : {int64_t(0), int64_t(10), int64_t(100'000), int64_t(3 << 20)}) {
+      auto first = fill(DType::i32, ReduceOp::sum, rank, count);
+      auto second = fill(DType::i32, ReduceOp::sum, rank + 5, count);
+      backend.send(first.data(), count * 4, next, 1);
+      backend.send(second.data(), count * 4, next, 2);
+      std::vector<std::byte> got_second(static_cast<size_t>(count * 4)), got_first(static_cast<size_t>(count * 4));
+      backend.recv(got_second.data(), count * 4, previous, 2);
+      backend.recv(got_first.data(), count * 4, previous, 1);
+      RANK_CHECK(got_first == fill(DType::i32, ReduceOp::sum, previous, count), "tag 1 of {} x int32", count);
+      RANK_CHECK(got_second == fill(DType::i32, ReduceOp::sum, previous + 5, count), "tag 2 of {} x int32", count);
+    }
+    // A big send, then a collective the receiver runs before its recv.
+    const int64_t big = 3 << 20;
+    auto payload = fill(DType::boolean, ReduceOp::sum, 0, big);
+    float value = 1;
+    if (rank == 0) backend.send(payload.data(), big, 1, 3);
+    backend.allreduce(&value, 1, DType::f32, ReduceOp::sum);
+    if (rank == 1) {
+      std::vector<std::byte> in(static_cast<size_t>(big));
+      backend.recv(in.data(), big, 0, 3);
+      RANK_CHECK(in == payload && value == 3, "3 MiB message after an allreduce");
+    }
+    // A size mismatch is an error naming both sizes; the message stays for a matching recv.
+    if (rank == 0) {
+      uint32_t tag = 5;
+      backend.send(&tag, 4, 1, 5);
+    } else if (rank == 1) {
+      uint64_t wide = 0;
+      std::string error;
+      try {
+        backend.recv(&wide, 8, 0, 5);
+      } catch (const Error& caught) {
+        error = caught.what();
+      }
+      RANK_CHECK(error.find("has 4 bytes, this recv expects 8") != std::string::npos, "size mismatch error: {}", error);
+      uint32_t tag = 0;
+      backend.recv(&tag, 4, 0, 5);
+      RANK_CHECK(tag == 5, "tag-5 message after the mismatch: {}", tag);
+    }
+    backend.barrier();
+  }));
+}
+
+TEST(ShmBackend, OneRankGroupNeedsNoSegment) {
+  expect_all_succeed(run_ranks(1, [](Backend& backend, int, int) {
+    float value = 3;
+    backend.allreduce(&value, 1, DType::f32, ReduceOp::sum);
+    float gathered = 0;
+    backend.allgather(&value, &gathered, 4);
+    backend.barrier();
+    RANK_CHECK(value == 3 && gathered == 3, "one rank: {} {}", value, gathered);
+  }));
+}
+
+// A rank SIGKILLed in the middle of a stream of allreduces: the others throw
+// within about the liveness period, naming the collective and the dead rank
+// (directly, or through the first failure's message in the segment), and the
+// segment is already gone from /dev/shm.
+TEST(ShmBackend, KilledPeerMakesTheOthersFailNamingIt) {
+  auto start = std::chrono::steady_clock::now();
+  auto outcomes = run_ranks(
+      3,
+      [](Backend& backend, int rank, int) {
+        std::vector<float> data(1 << 20, float(rank));
+        for (;;) backend.allreduce(data.data(), int64_t(data.size()), DType::f32, ReduceOp::sum);
+      },
+      {.during = [](const std::vector<pid_t>& pids) {
+        std::this_thread::sleep_for(500ms);
+        kill(pids[1], SIGKILL);
+      }});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_EQ(outcomes[1].signal, SIGKILL);
+  for (int r : {0, 2}) {
+    EXPECT_EQ(outcomes[size_t(r)].exit_code, 2);
+    EXPECT_NE(outcomes[size_t(r)].message.find("allreduce of 1048576 x float32"), std::string::npos) << outcomes[size_t(r)].message;
+    EXPECT_NE(outcomes[size_t(r)].message.find("rank 1 (global rank 11"), std::string::npos) << outcomes[size_t(r)].message;
+    EXPECT_NE(outcomes[size_t(r)].message.find("exited"), std::string::npos) << outcomes[size_t(r)].message;
+  }
+}
+
+// A stopped rank is alive, so only the deadline ends the wait; the error says "stopped".
+TEST(ShmBackend, StoppedPeerTimesOutNamingIt) {
+  auto outcomes = run_ranks(
+      2,
+      [](Backend& backend, int rank, int) {
+        if (rank == 1) raise(SIGSTOP);
+        float value = 1;
+        backend.allreduce(&value, 1, DType::f32, ReduceOp::sum);
+      },
+      {.timeout = 1000ms, .during = [](const std::vector<pid_t>& pids) {
+         int status = 0;
+         waitpid(pids[1], &status, WUNTRACED);  // until it stopped
+         std::this_thread::sleep_for(1800ms);
+         kill(pids[1], SIGKILL);
+       }});
+  EXPECT_EQ(outcomes[0].exit_code, 2);
+  EXPECT_NE(outcomes[0].message.find("timed out after 1000 ms"), std::string::npos) << outcomes[0].message;
+  EXPECT_NE(outcomes[0].message.find("rank 1 (global rank 11"), std::string::npos) << outcomes[0].message;
+  EXPECT_NE(outcomes[0].message.find("stopped"), std::string::npos) << outcomes[0].message;
+}
+
+// A rank that never joins: rank 0 cannot finish creating the group and names it.
+TEST(ShmBackend, MissingRankAtBootstrapIsNamed) {
+  auto outcomes = run_ranks(3, [](Backend&, int, int) {}, {.timeout = 1s, .absent_rank = 2});
+  EXPECT_EQ(outcomes[0].exit_code, 2);
+  EXPECT_NE(outcomes[0].message.find("ranks 2 (global 12) did not attach"), std::string::npos) << outcomes[0].message;
+}
+
+const std::vector<std::string> kOmpEnv = {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=passive"};
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A rank SIGKILLs itself inside a stream of 4 MB allreduces: the job ends
+// non-zero well within its 10 s timeout, naming rank 1, and the segment,
+// unlinked at startup, is gone. (That the survivors' own errors name the dead
+// rank is KilledPeerMakesTheOthersFailNamingIt's check.)
+TEST(ShmLaunch, RankKilledMidAllreduceEndsTheJobAndLeavesNoSegment) {
+  const test::ProcessResult result =
+      test::launch({"--nproc-per-node", "3", "--timeout", "10"}, "shm_killed_mid_allreduce", {"1"}, 60s, kOmpEnv);
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_LT(result.seconds, 10) << result.output;
+  // Whoever notices first names rank 1: a survivor's backend, or the launcher
+  // (which then stops the survivors, perhaps before they noticed).
+  const bool by_backend =
+      contains(result.output, "cannot finish on rank") && contains(result.output, "rank 1 (global rank 1, pid");
+  const bool by_launcher = contains(result.output, "rank 1 (pid") && contains(result.output, "SIGKILL");
+  EXPECT_TRUE(by_backend || by_launcher) << result.output;
+  EXPECT_EQ(test::leftover_segments(), std::vector<std::string>{});
+}
+
+// 64 MB (16M f32) through the 1 MiB chunks of a 12 MiB segment, once.
+TEST(ShmLaunch, Allreduce64Megabytes) {
+  const test::ProcessResult result =
+      test::launch({"--nproc-per-node", "2", "--timeout", "60"}, "collectives", {"shm", "big"}, 90s, kOmpEnv);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(contains(result.output, "3 of 3 checks passed")) << result.output;
+  EXPECT_EQ(test::leftover_segments(), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace ember::distributed
