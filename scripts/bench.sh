@@ -4,16 +4,20 @@
 # bench_reduction and compare_libtorch at 1 and 2 threads. Outputs (console
 # text and JSON) go to bench/results/ (gitignored). Run it on a quiet machine:
 # anything else on the cores skews every ratio.
-#   scripts/bench.sh           the measured run
-#   scripts/bench.sh --quick   a smoke run: short timings, one comparison round
+#   scripts/bench.sh                 the measured run
+#   scripts/bench.sh --quick         a smoke run: short timings, one comparison round
+#   scripts/bench.sh --distributed   only the distributed part: all-reduce bandwidth
+#                                    (shm, gloo, bare Gloo; 2 and 4 ranks) and DDP scaling
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 benchmark_args=()
 compare_args=(--rounds 5 --min-time 0.5)
+kernels=1
 if [[ "${1:-}" == "--quick" ]]; then
   benchmark_args=(--benchmark_min_time=0.05)
   compare_args=(--rounds 1 --min-time 0.05)
 fi
+[[ "${1:-}" == "--distributed" ]] && kernels=0
 
 EMBER_PACKAGES+=(libtorch-dev libopenblas0-openmp)
 ember_install_packages
@@ -33,6 +37,7 @@ mkdir -p "$results"
 # Spinning OpenMP waits would steal the other core (DESIGN.md, machine notes).
 export OMP_WAIT_POLICY=passive
 for threads in 1 2; do
+  ((kernels)) || break
   for bench in bench_gemm bench_elementwise bench_reduction; do
     echo "== $bench, $threads thread(s)"
     OMP_NUM_THREADS=$threads "$programs/$bench" "${benchmark_args[@]}" \
@@ -43,4 +48,25 @@ for threads in 1 2; do
   "$programs/compare_libtorch/compare_libtorch" --threads "$threads" "${compare_args[@]}" \
     --json-out "$results/compare_libtorch.threads$threads.json" | tee "$results/compare_libtorch.threads$threads.txt"
 done
+
+# Distributed: every rank is a process started by the launcher, one OpenMP
+# thread each (two ranks fill the two cores).
+launch="$EMBER_ROOT/build-bench/bin/ember launch"
+for ranks in 2 4; do
+  for backend in shm gloo; do
+    echo "== all-reduce, ember $backend, $ranks ranks"
+    OMP_NUM_THREADS=1 $launch --nproc-per-node $ranks -- "$programs/distributed/bench_allreduce" --backend $backend \
+      | tee "$results/allreduce.$backend.ranks$ranks.txt"
+  done
+  echo "== all-reduce, bare Gloo, $ranks ranks"
+  OMP_NUM_THREADS=1 $launch --nproc-per-node $ranks -- "$programs/distributed/bench_gloo_allreduce" \
+    | tee "$results/allreduce.bare_gloo.ranks$ranks.txt"
+done
+# DDP scaling: the same global batch on one rank and on two (one thread each).
+echo "== DDP scaling, MLP 784-1024-1024-10, global batch 256"
+OMP_NUM_THREADS=1 "$programs/distributed/bench_ddp_scaling" | tee "$results/ddp_scaling.txt"
+OMP_NUM_THREADS=1 $launch --nproc-per-node 2 -- "$programs/distributed/bench_ddp_scaling" | tee -a "$results/ddp_scaling.txt"
+awk '/steps_per_s=/ { for (i = 1; i <= NF; ++i) if ($i ~ /^steps_per_s=/) { split($i, kv, "="); s[n++] = kv[2] } }
+     END { if (n == 2) printf "DDP scaling, 2 ranks vs 1: %.2fx\n", s[1] / s[0] }' "$results/ddp_scaling.txt" \
+  | tee -a "$results/ddp_scaling.txt"
 echo "== results in $results"
