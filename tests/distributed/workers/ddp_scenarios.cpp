@@ -71,6 +71,15 @@ double max_abs_difference(const nn::Module& a, const nn::Module& b) {
   return worst;
 }
 
+// One SGD step of `model` on `batch`'s mean cross-entropy (DDP's hooks, if
+// installed on the model, all-reduce during backward).
+void sgd_step(nn::Module& model, optim::SGD& optimizer, const Batch& batch) {
+  Tensor loss = F::cross_entropy(model(batch.inputs), batch.targets);
+  optimizer.zero_grad();
+  loss.backward();
+  optimizer.step();
+}
+
 int check(bool ok, int rank, const std::string& what) {
   std::printf("rank %d: %s: %s\n", rank, what.c_str(), ok ? "ok" : "FAILED");
   return ok ? 0 : 1;
@@ -116,15 +125,9 @@ EMBER_SCENARIO(ddp_matches_single_process) {
     for (int64_t step = 0; step < kSteps; ++step) {
       Batch global = global_batch(step);
       Batch local = slice(global, rank, world);
-      Tensor loss = F::cross_entropy(ddp(local.inputs), local.targets);
-      optimizer.zero_grad();
-      loss.backward();
-      optimizer.step();
+      sgd_step(*model, optimizer, local);  // through DDP's hooks on the model
 
-      Tensor reference_loss = F::cross_entropy((*reference)(global.inputs), global.targets);
-      reference_optimizer.zero_grad();
-      reference_loss.backward();
-      reference_optimizer.step();
+      sgd_step(*reference, reference_optimizer, global);
     }
     failures += check_matches_reference(*model, *reference, rank);
     bool plain_names = true;
@@ -175,10 +178,7 @@ EMBER_SCENARIO(ddp_no_sync_matches_single_process) {
       (F::cross_entropy(ddp(second.inputs), second.targets) / 2).backward();
       optimizer.step();
 
-      Tensor reference_loss = F::cross_entropy((*reference)(global.inputs), global.targets);
-      reference_optimizer.zero_grad();
-      reference_loss.backward();
-      reference_optimizer.step();
+      sgd_step(*reference, reference_optimizer, global);
     }
     failures += check_matches_reference(*model, *reference, rank);
   }
@@ -205,15 +205,9 @@ EMBER_SCENARIO(ddp_unused_parameters) {
     for (int64_t step = 0; step < kSteps; ++step) {
       Batch global = global_batch(step);
       Batch local = slice(global, rank, world);
-      Tensor loss = F::cross_entropy(ddp(local.inputs), local.targets);
-      optimizer.zero_grad();
-      loss.backward();
-      optimizer.step();
+      sgd_step(*model, optimizer, local);  // through DDP's hooks on the model
 
-      Tensor reference_loss = F::cross_entropy((*reference)(global.inputs), global.targets);
-      reference_optimizer.zero_grad();
-      reference_loss.backward();
-      reference_optimizer.step();
+      sgd_step(*reference, reference_optimizer, global);
     }
     failures += check_matches_reference(*model, *reference, rank);
     failures += check(!model->unused->weight.grad().defined() && !model->unused->bias.grad().defined(), rank,
@@ -320,10 +314,7 @@ EMBER_SCENARIO(ddp_trace) {
     optim::SGD optimizer(model->parameters(), {.lr = 0.01});
     for (int64_t step = 0; step < 3; ++step) {
       Batch local = slice(global_batch(step, 64 * world, 32), rank, world);
-      Tensor loss = F::cross_entropy(ddp(local.inputs), local.targets);
-      optimizer.zero_grad();
-      loss.backward();
-      optimizer.step();
+      sgd_step(*model, optimizer, local);  // through DDP's hooks on the model
     }
   }
   distributed::destroy_process_group();
