@@ -50,7 +50,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
     add_(existing, grad);
   }
   if (meta)
-    for (const auto& hook : meta->post_accumulate_hooks) hook(leaf);
+    for (const auto& [id, hook] : meta->post_accumulate_hooks) hook(leaf);
   return {};
 }
 

@@ -79,7 +79,9 @@ struct AutogradMeta {
   int output_nr = 0;                         // which output of grad_fn this tensor is
   std::weak_ptr<autograd::Node> accumulator;  // leaves: the AccumulateGrad node, shared by all uses
   std::vector<autograd::TensorHook> leaf_hooks;                    // leaves: run before accumulation
-  std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;  // leaves: after .grad is written
+  // Leaves: run after .grad is written, each with the id its registration returned.
+  std::vector<std::pair<uint64_t, std::function<void(const Tensor&)>>> post_accumulate_hooks;
+  uint64_t next_hook_id = 1;
   bool retains_grad = false;
 };
 

@@ -46,10 +46,19 @@ void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
   }
 }
 
-void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
+uint64_t Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
   EMBER_CHECK(is_leaf() && requires_grad(),
               "register_post_accumulate_grad_hook: only leaf tensors that require grad accumulate a gradient");
-  meta_of(*this).post_accumulate_hooks.push_back(std::move(hook));
+  AutogradMeta& meta = meta_of(*this);
+  uint64_t id = meta.next_hook_id++;
+  meta.post_accumulate_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+bool Tensor::remove_post_accumulate_grad_hook(uint64_t id) const {
+  AutogradMeta* meta = impl()->autograd.get();
+  auto has_id = [id](const auto& entry) { return entry.first == id; };
+  return meta && std::erase_if(meta->post_accumulate_hooks, has_id) > 0;
 }
 
 void Tensor::retain_grad() const {

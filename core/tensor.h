@@ -100,7 +100,9 @@ class Tensor {
   // `hook(grad)` runs when this tensor's gradient is computed; a defined result replaces it.
   void register_hook(std::function<Tensor(const Tensor&)> hook) const;
   // Leaves only: `hook(leaf)` runs right after the leaf's .grad was written.
-  void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
+  // Returns an id for remove_post_accumulate_grad_hook (DDP removes its hooks when destroyed).
+  uint64_t register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
+  bool remove_post_accumulate_grad_hook(uint64_t id) const;  // whether a hook with that id was there
   void retain_grad() const;  // non-leaves keep their .grad too
 
   // Views (core/ops/views.h).

@@ -68,13 +68,13 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
                      .find_unused_parameters = options_.find_unused_parameters},
       log_.get());
 
-  // The gradient hooks cannot be removed from the tensors, so they hold the
-  // reducer weakly and do nothing once this object is gone.
+  // The destructor removes these hooks; they hold the reducer weakly all the
+  // same, so a backward running while this object dies finds nothing to call.
   for (size_t index = 0; index < parameters_.size(); ++index) {
     std::weak_ptr<Reducer> weak = reducer_;
-    parameters_[index].second.register_post_accumulate_grad_hook([weak, index](const Tensor&) {
+    gradient_hooks_.push_back(parameters_[index].second.register_post_accumulate_grad_hook([weak, index](const Tensor&) {
       if (std::shared_ptr<Reducer> reducer = weak.lock()) reducer->on_gradient(index);
-    });
+    }));
   }
   pre_hook_ = module_->register_forward_pre_hook([this](nn::Module&, const Tensor&) {
     before_forward();
@@ -87,6 +87,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 DistributedDataParallel::~DistributedDataParallel() {
   module_->remove_forward_hook(pre_hook_);
   module_->remove_forward_hook(post_hook_);
+  for (size_t index = 0; index < parameters_.size(); ++index)
+    parameters_[index].second.remove_post_accumulate_grad_hook(gradient_hooks_[index]);
   reducer_->wait_outstanding();
   reducer_->detach_gradients();
   reducer_.reset();

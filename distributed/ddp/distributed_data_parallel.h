@@ -114,6 +114,7 @@ class DistributedDataParallel {
   std::unique_ptr<EventLog> log_;     // declared before reducer_: it outlives it
   std::shared_ptr<Reducer> reducer_;  // the gradient hooks hold it weakly
   autograd::NodeObserver previous_observer_;
+  std::vector<uint64_t> gradient_hooks_;  // one per parameter, removed at destruction
   nn::ForwardHookId pre_hook_ = 0;
   nn::ForwardHookId post_hook_ = 0;
   bool sync_ = true;

@@ -113,6 +113,20 @@ TEST(Engine, HooksCanReplaceGradientsAndPostAccumulateHooksFireInBackwardOrder) 
   EXPECT_NEAR(a.grad().item<double>(), 10 * 2 * (1 - std::pow(std::tanh(2.0), 2)) * 2, 1e-9);
 }
 
+TEST(Engine, PostAccumulateHookCanBeRemoved) {
+  Tensor w = randn({3}, {.requires_grad = true});
+  int calls = 0;
+  uint64_t first = w.register_post_accumulate_grad_hook([&](const Tensor&) { calls += 1; });
+  w.register_post_accumulate_grad_hook([&](const Tensor&) { calls += 10; });
+  sum(w * 2).backward();
+  EXPECT_EQ(calls, 11);
+  EXPECT_TRUE(w.remove_post_accumulate_grad_hook(first));
+  EXPECT_FALSE(w.remove_post_accumulate_grad_hook(first));  // already gone
+  sum(w * 2).backward();
+  EXPECT_EQ(calls, 21);  // only the second hook ran
+  EXPECT_FALSE(randn({2}).remove_post_accumulate_grad_hook(1));  // no autograd state at all
+}
+
 TEST(Engine, RetainGradKeepsNonLeafGradients) {
   Tensor x = leaf({1, 2});
   Tensor y = x * 3;
