@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,7 +57,23 @@ std::vector<RankOutcome> run_ranks(int size, const RankBody& body, const JobOpti
   const milliseconds backend_timeout = options.timeout, limit = options.limit;
   static int job_counter = 0;
   std::string job_id = fmt::format("test{}x{}", getpid(), job_counter++);
-  TcpStoreServer server(StoreServerOptions{.token = "shm-test"});
+  // The store serves from a process of its own: forked from a process that
+  // runs a server thread, a rank could inherit a lock that thread held at
+  // the fork (ASan's allocator lock did) and deadlock on its first allocation.
+  int port_pipe[2];
+  EXPECT_EQ(pipe(port_pipe), 0);
+  pid_t server_pid = fork();
+  if (server_pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    TcpStoreServer server(StoreServerOptions{.token = "shm-test"});
+    int server_port = server.port();
+    if (write(port_pipe[1], &server_port, sizeof server_port) != sizeof server_port) _exit(1);
+    for (;;) pause();  // until the parent kills it
+  }
+  int port = 0;
+  EXPECT_EQ(read(port_pipe[0], &port, sizeof port), ssize_t(sizeof port));
+  close(port_pipe[0]);
+  close(port_pipe[1]);
   void* shared = mmap(nullptr, sizeof(Report) * size_t(size), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   EXPECT_NE(shared, MAP_FAILED);
   auto* reports = new (shared) Report[size_t(size)];
@@ -70,7 +87,7 @@ std::vector<RankOutcome> run_ranks(int size, const RankBody& body, const JobOpti
       std::string message;
       try {
         auto store = std::make_shared<TcpStore>(
-            StoreOptions{.port = server.port(), .token = "shm-test", .timeout = backend_timeout, .rank = rank});
+            StoreOptions{.port = port, .token = "shm-test", .timeout = backend_timeout, .rank = rank});
         BackendContext context;
         context.rank = rank;
         context.size = size;
@@ -93,11 +110,13 @@ std::vector<RankOutcome> run_ranks(int size, const RankBody& body, const JobOpti
   if (options.during) options.during(pids);
   std::vector<RankOutcome> outcomes(static_cast<size_t>(size));
   auto deadline = std::chrono::steady_clock::now() + limit;
+  bool killed = false;
   for (int rank = 0; rank < size; ++rank) {
     int status = 0;
     while (waitpid(pids[size_t(rank)], &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
+      if (!killed && std::chrono::steady_clock::now() > deadline) {
         for (pid_t pid : pids) kill(pid, SIGKILL);
+        killed = true;
         ADD_FAILURE() << "rank " << rank << " still running after " << limit.count() << " ms";
       }
       std::this_thread::sleep_for(2ms);
@@ -107,6 +126,8 @@ std::vector<RankOutcome> run_ranks(int size, const RankBody& body, const JobOpti
     if (WIFSIGNALED(status)) outcome.signal = WTERMSIG(status);
     outcome.message = reports[rank].message;
   }
+  kill(server_pid, SIGKILL);
+  waitpid(server_pid, nullptr, 0);
   munmap(shared, sizeof(Report) * size_t(size));
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
     EXPECT_EQ(entry.path().filename().string().find("ember-" + job_id), std::string::npos)
