@@ -16,6 +16,7 @@ struct LoaderCore {
   std::shared_ptr<const Dataset> dataset;
   std::shared_ptr<BatchSampler> batch_sampler;
   std::function<Example(const std::vector<Example>&)> collate;
+  HookList<BatchHook> batch_hooks;
   int num_workers = 0;
   int64_t max_in_flight = 0;
   DataLoaderState state;
@@ -54,13 +55,17 @@ class Iteration {
     return current_;
   }
 
-  // Hands out the next batch, or ends. A batch whose production threw ends
-  // the iteration; the loader state still names that batch.
+  // Hands out the next batch, or ends. A batch whose production (or a batch
+  // hook) threw ends the iteration; the loader state still names that batch.
   void advance() {
     EMBER_CHECK(!done_, "DataLoader: incrementing an iterator that is at the end");
     if (next_ == int64_t(batches_.size())) return finish();
     try {
       current_ = prefetcher_ ? prefetcher_->take() : core_->produce(batches_[size_t(next_)]);
+      if (!core_->batch_hooks.empty()) {
+        BatchInfo info{epoch_, next_, int64_t(batches_.size())};
+        for (const BatchHook& hook : core_->batch_hooks.snapshot()) hook(current_, info);
+      }
     } catch (...) {
       finish();
       throw;
@@ -190,5 +195,24 @@ void DataLoader::set_state(DataLoaderState state) {
 const Dataset& DataLoader::dataset() const { return *core_->dataset; }
 
 const std::shared_ptr<BatchSampler>& DataLoader::batch_sampler() const { return core_->batch_sampler; }
+
+void DataLoader::set_batch_sampler(std::shared_ptr<BatchSampler> batch_sampler) {
+  EMBER_CHECK(batch_sampler != nullptr, "DataLoader::set_batch_sampler: the batch sampler is null");
+  EMBER_CHECK(core_->state.batch == 0,
+              "DataLoader::set_batch_sampler: the loader is at batch {} of epoch {}; the batch sampler can only be "
+              "replaced between epochs",
+              core_->state.batch, core_->state.epoch);
+  if (auto active = core_->active.lock()) active->cancel();
+  core_->batch_sampler = std::move(batch_sampler);
+}
+
+HookId DataLoader::register_batch_hook(BatchHook hook) {
+  EMBER_CHECK(hook != nullptr, "DataLoader::register_batch_hook: the hook is empty");
+  return core_->batch_hooks.add(std::move(hook));
+}
+
+void DataLoader::remove_hook(HookId id) {
+  EMBER_CHECK(core_->batch_hooks.remove(id), "DataLoader::remove_hook: no hook with id {} (already removed?)", id);
+}
 
 }  // namespace ember::data

@@ -7,7 +7,9 @@
 // Every begin() starts an epoch (a new shuffle). The batches and their order
 // are the same whatever num_workers is. state() / set_state() say where the
 // next batch comes from, so a checkpoint can resume mid-epoch without reading
-// earlier batches again (Note [Resume mid-epoch] in data/README.md).
+// earlier batches again (Note [Resume mid-epoch] in data/README.md). Batch
+// hooks and set_batch_sampler let the Accelerator shard a loader and move its
+// batches to a device without changing the loader's type.
 // Tests: tests/data/test_dataloader.cpp.
 #pragma once
 
@@ -19,6 +21,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/hook_list.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
 
@@ -45,6 +48,17 @@ struct DataLoaderState {
   int64_t batch = 0;
   bool operator==(const DataLoaderState&) const = default;
 };
+
+// Which batch a batch hook sees: batch `index` of the `num_batches` of epoch `epoch`.
+struct BatchInfo {
+  int64_t epoch = 0;
+  int64_t index = 0;
+  int64_t num_batches = 0;
+  bool is_last() const { return index + 1 == num_batches; }
+};
+// Runs on the iterating thread as each batch is handed out, in registration
+// order; it may change the batch (move it to a device, say).
+using BatchHook = std::function<void(Example& batch, const BatchInfo& info)>;
 
 namespace detail {
 struct LoaderCore;
@@ -99,6 +113,13 @@ class DataLoader {
 
   const Dataset& dataset() const;
   const std::shared_ptr<BatchSampler>& batch_sampler() const;
+  // Makes `batch_sampler` choose the batches from the next begin() on (the
+  // Accelerator's sharding). Only between epochs: mid-epoch the loader's
+  // position would name a batch of the other sampler, which is an error.
+  void set_batch_sampler(std::shared_ptr<BatchSampler> batch_sampler);
+
+  HookId register_batch_hook(BatchHook hook);
+  void remove_hook(HookId id);
 
  private:
   std::shared_ptr<detail::LoaderCore> core_;

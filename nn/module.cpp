@@ -60,39 +60,45 @@ Tensor Module::forward(const Tensor&) {
 }
 
 Tensor Module::call_with_hooks(const Tensor& input) {
-  // Copies, so that a hook may remove itself (or another) while they run.
-  auto pre_hooks = forward_pre_hooks_;
-  auto hooks = forward_hooks_;
+  if (forward_wrappers_.empty()) return call_with_pre_and_post_hooks(input);
+  // Each wrapper's `call` runs the next one; the innermost runs the hooks and forward.
+  std::vector<ForwardWrapper> wrappers = forward_wrappers_.snapshot();
+  std::function<Tensor(size_t, const Tensor&)> run_from = [&](size_t index, const Tensor& x) -> Tensor {
+    if (index == wrappers.size()) return call_with_pre_and_post_hooks(x);
+    return wrappers[index](*this, x, [&](const Tensor& inner) { return run_from(index + 1, inner); });
+  };
+  return run_from(0, input);
+}
+
+Tensor Module::call_with_pre_and_post_hooks(const Tensor& input) {
+  // Snapshots, so that a hook may remove itself (or another) while they run.
   Tensor x = input;
-  for (auto& entry : pre_hooks) {
-    Tensor replaced = entry.second(*this, x);
+  for (const ForwardPreHook& hook : forward_pre_hooks_.snapshot()) {
+    Tensor replaced = hook(*this, x);
     if (replaced.defined()) x = replaced;
   }
   Tensor output = forward(x);
-  for (auto& entry : hooks) entry.second(*this, x, output);
+  for (const ForwardHook& hook : forward_hooks_.snapshot()) hook(*this, x, output);
   return output;
 }
 
 ForwardHookId Module::register_forward_pre_hook(ForwardPreHook hook) {
   EMBER_CHECK(hook != nullptr, "{}.register_forward_pre_hook: the hook is empty", type_name());
-  forward_pre_hooks_.emplace_back(next_hook_id_, std::move(hook));
-  return next_hook_id_++;
+  return forward_pre_hooks_.add(std::move(hook));
 }
 
 ForwardHookId Module::register_forward_hook(ForwardHook hook) {
   EMBER_CHECK(hook != nullptr, "{}.register_forward_hook: the hook is empty", type_name());
-  forward_hooks_.emplace_back(next_hook_id_, std::move(hook));
-  return next_hook_id_++;
+  return forward_hooks_.add(std::move(hook));
+}
+
+ForwardHookId Module::register_forward_wrapper(ForwardWrapper wrapper) {
+  EMBER_CHECK(wrapper != nullptr, "{}.register_forward_wrapper: the wrapper is empty", type_name());
+  return forward_wrappers_.add(std::move(wrapper));
 }
 
 void Module::remove_forward_hook(ForwardHookId id) {
-  auto remove_from = [id](auto& hooks) {
-    auto found = std::find_if(hooks.begin(), hooks.end(), [id](const auto& entry) { return entry.first == id; });
-    if (found == hooks.end()) return false;
-    hooks.erase(found);
-    return true;
-  };
-  bool removed = remove_from(forward_pre_hooks_) || remove_from(forward_hooks_);
+  bool removed = forward_pre_hooks_.remove(id) || forward_hooks_.remove(id) || forward_wrappers_.remove(id);
   EMBER_CHECK(removed, "{}.remove_forward_hook: no forward hook with id {} (already removed?)", type_name(), id);
 }
 

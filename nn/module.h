@@ -2,8 +2,8 @@
 // buffers and submodules by name in registration order, and from them derives
 // PyTorch's dotted names, state dicts, train/eval, dtype/device moves and the
 // printed tree. Ownership and naming rules: nn/README.md, Note [Module ownership].
-// Forward hooks let a wrapper (DistributedDataParallel) add behaviour around
-// forward() without changing the user's model type.
+// Forward hooks and wrappers let DistributedDataParallel and the Accelerator
+// add behaviour around forward() without changing the user's model type.
 // Tests: tests/nn/test_module.cpp, tests/nn/test_forward_hooks.cpp.
 #pragma once
 
@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/hook_list.h"
 #include "core/named_tensors.h"
 #include "core/tensor.h"
 
@@ -33,8 +34,14 @@ using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<Module>>
 using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
 // Runs after forward(input) returned `output`, which it may replace.
 using ForwardHook = std::function<void(Module& module, const Tensor& input, Tensor& output)>;
-// What register_forward_(pre_)hook returns, for remove_forward_hook.
-using ForwardHookId = uint64_t;
+// Runs the rest of the call (inner wrappers, pre-hooks, forward, hooks) as
+// `call(input)` and returns the output, which it may replace. State it sets
+// around `call` with RAII is restored even when forward throws, which a
+// pre-hook/hook pair cannot promise (the Accelerator's autocast is one).
+using ForwardWrapper =
+    std::function<Tensor(Module& module, const Tensor& input, const std::function<Tensor(const Tensor&)>& call)>;
+// What register_forward_(pre_)hook and register_forward_wrapper return, for remove_forward_hook.
+using ForwardHookId = HookId;
 
 // What load_state_dict found besides the keys it loaded (PyTorch's _IncompatibleKeys).
 struct LoadStateDictResult {
@@ -58,15 +65,18 @@ class Module {
   // forward(), between the forward hooks when there are any (PyTorch's
   // __call__). Without hooks it costs one branch more than forward().
   Tensor operator()(const Tensor& input) {
-    return forward_pre_hooks_.empty() && forward_hooks_.empty() ? forward(input) : call_with_hooks(input);
+    return forward_pre_hooks_.empty() && forward_hooks_.empty() && forward_wrappers_.empty() ? forward(input)
+                                                                                              : call_with_hooks(input);
   }
 
   // Hooks run in registration order, each pre-hook seeing the input the one
   // before returned; they fire when this module is called through operator(),
-  // not when a container calls a child's forward() directly.
+  // not when a container calls a child's forward() directly. Wrappers enclose
+  // all of it, the first registered outermost.
   ForwardHookId register_forward_pre_hook(ForwardPreHook hook);
   ForwardHookId register_forward_hook(ForwardHook hook);
-  // Removes the hook (of either kind) with this id; an unknown id is an error.
+  ForwardHookId register_forward_wrapper(ForwardWrapper wrapper);
+  // Removes the hook or wrapper with this id; an unknown id is an error.
   void remove_forward_hook(ForwardHookId id);
 
   // The class name printed in the tree; by default the C++ class name without namespaces.
@@ -144,12 +154,13 @@ class Module {
                        std::unordered_set<const Module*>& seen);
 
   Tensor call_with_hooks(const Tensor& input);
+  Tensor call_with_pre_and_post_hooks(const Tensor& input);
 
   NamedTensors parameters_;
   std::vector<Buffer> buffers_;
-  std::vector<std::pair<ForwardHookId, ForwardPreHook>> forward_pre_hooks_;
-  std::vector<std::pair<ForwardHookId, ForwardHook>> forward_hooks_;
-  ForwardHookId next_hook_id_ = 1;
+  HookList<ForwardPreHook> forward_pre_hooks_;
+  HookList<ForwardHook> forward_hooks_;
+  HookList<ForwardWrapper> forward_wrappers_;
   NamedModules children_;
   bool training_ = true;
 };

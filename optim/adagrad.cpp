@@ -40,7 +40,7 @@ void Adagrad::check_options(const AdagradOptions& options) const {
   EMBER_CHECK(options.eps >= 0, "Adagrad: invalid epsilon {}", options.eps);
 }
 
-void Adagrad::step() {
+void Adagrad::update() {
   initialize_state(0, 0);  // groups added after construction
   for (size_t g = 0; g < num_param_groups(); ++g) {
     const AdagradOptions& o = options(g);

@@ -22,9 +22,9 @@ class Adagrad final : public OptimizerWithOptions<AdagradOptions> {
   Adagrad(std::vector<Tensor> params, const AdagradOptions& options = {});
   explicit Adagrad(std::vector<ParamGroup<AdagradOptions>> groups);
 
-  void step() override;
 
  private:
+  void update() override;
   void initialize_state(size_t group, size_t index);
   void check_options(const AdagradOptions& options) const override;
   nlohmann::json group_to_json(size_t group) const override;

@@ -22,7 +22,7 @@ void AdamFamily<Options>::check_options(const Options& options) const {
 }
 
 template <class Options>
-void AdamFamily<Options>::step() {
+void AdamFamily<Options>::update() {
   for (size_t g = 0; g < this->num_param_groups(); ++g) {
     const Options& o = this->options(g);
     for (size_t i = 0; i < this->params(g).size(); ++i) {

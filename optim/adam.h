@@ -35,12 +35,12 @@ namespace detail {
 template <class Options>
 class AdamFamily : public OptimizerWithOptions<Options> {
  public:
-  void step() override;
   bool has_momentum() const override { return true; }
   double momentum(size_t group) const override { return this->options(group).betas.first; }
   void set_momentum(size_t group, double momentum) override { this->options(group).betas.first = momentum; }
 
  protected:
+  void update() override;
   AdamFamily(std::string name, bool decoupled_weight_decay)
       : OptimizerWithOptions<Options>(std::move(name)), decoupled_weight_decay_(decoupled_weight_decay) {}
 

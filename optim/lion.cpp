@@ -24,7 +24,7 @@ void Lion::check_options(const LionOptions& options) const {
   EMBER_CHECK(options.weight_decay >= 0, "Lion: invalid weight_decay {}", options.weight_decay);
 }
 
-void Lion::step() {
+void Lion::update() {
   for (size_t g = 0; g < num_param_groups(); ++g) {
     const LionOptions& o = options(g);
     for (size_t i = 0; i < params(g).size(); ++i) {

@@ -23,12 +23,12 @@ class Lion final : public OptimizerWithOptions<LionOptions> {
   Lion(std::vector<Tensor> params, const LionOptions& options = {});
   explicit Lion(std::vector<ParamGroup<LionOptions>> groups);
 
-  void step() override;
   bool has_momentum() const override { return true; }
   double momentum(size_t group) const override { return options(group).betas.first; }
   void set_momentum(size_t group, double momentum) override { options(group).betas.first = momentum; }
 
  private:
+  void update() override;
   void check_options(const LionOptions& options) const override;
   nlohmann::json group_to_json(size_t group) const override;
   void group_from_json(size_t group, const nlohmann::json& json) override;

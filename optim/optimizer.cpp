@@ -26,7 +26,40 @@ const Tensor& ParamState::at(std::string_view name) const {
   EMBER_ASSERT(false, "optimizer state has no buffer '{}'", name);
 }
 
+namespace {
+// Runs every hook (none is skipped because an earlier one said no) and says
+// whether all of them let the call go ahead.
+template <class Hook>
+bool all_hooks_allow(const HookList<Hook>& hooks, Optimizer& optimizer) {
+  bool allowed = true;
+  for (const Hook& hook : hooks.snapshot()) allowed = hook(optimizer) && allowed;
+  return allowed;
+}
+}  // namespace
+
+void Optimizer::step() {
+  if (!step_pre_hooks_.empty() && !all_hooks_allow(step_pre_hooks_, *this)) return;
+  update();
+  ++steps_taken_;
+}
+
+HookId Optimizer::register_step_pre_hook(StepPreHook hook) {
+  EMBER_CHECK(hook != nullptr, "{}.register_step_pre_hook: the hook is empty", name_);
+  return step_pre_hooks_.add(std::move(hook));
+}
+
+HookId Optimizer::register_zero_grad_pre_hook(ZeroGradPreHook hook) {
+  EMBER_CHECK(hook != nullptr, "{}.register_zero_grad_pre_hook: the hook is empty", name_);
+  return zero_grad_pre_hooks_.add(std::move(hook));
+}
+
+void Optimizer::remove_hook(HookId id) {
+  bool removed = step_pre_hooks_.remove(id) || zero_grad_pre_hooks_.remove(id);
+  EMBER_CHECK(removed, "{}.remove_hook: no hook with id {} (already removed?)", name_, id);
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
+  if (!zero_grad_pre_hooks_.empty() && !all_hooks_allow(zero_grad_pre_hooks_, *this)) return;
   NoGradGuard no_grad;
   for (Group& group : groups_) {
     for (const Tensor& param : group.params) {

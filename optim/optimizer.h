@@ -1,17 +1,21 @@
 // Optimizer: the base of every optimizer. It holds the parameter groups (each
 // with its own options), the per-parameter state, zero_grad, and state_dict /
 // load_state_dict in PyTorch's layout. The optimizers (sgd.h, adam.h, ...)
-// add their options and step(); schedulers (scheduler.h) read and write each
-// group's lr (and momentum) through this interface. Tests: tests/optim/.
+// add their options and update(); schedulers (scheduler.h) read and write each
+// group's lr (and momentum) through this interface. Step and zero_grad
+// pre-hooks let the Accelerator skip them (accumulation steps, fp16
+// overflow) without changing the optimizer's type. Tests: tests/optim/.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/hook_list.h"
 #include "core/named_tensors.h"
 #include "core/tensor.h"
 
@@ -54,10 +58,22 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // One update of every parameter that has a gradient; the others are skipped
-  // (and get no state), as in PyTorch.
-  virtual void step() = 0;
+  // (and get no state), as in PyTorch. Unless a step pre-hook says to skip it.
+  void step();
   // Drops every gradient (set_to_none) or fills it with zeros, detached.
+  // Unless a zero_grad pre-hook says to skip it.
   void zero_grad(bool set_to_none = true);
+
+  // A pre-hook runs before every step() (or zero_grad()); when one returns
+  // false the call does nothing (the hooks after it still run). Hooks run in
+  // registration order. remove_hook takes the id of either kind.
+  using StepPreHook = std::function<bool(Optimizer& optimizer)>;
+  using ZeroGradPreHook = std::function<bool(Optimizer& optimizer)>;
+  HookId register_step_pre_hook(StepPreHook hook);
+  HookId register_zero_grad_pre_hook(ZeroGradPreHook hook);
+  void remove_hook(HookId id);
+  // How many step() calls updated the parameters (skipped ones do not count).
+  int64_t steps_taken() const { return steps_taken_; }
 
   const std::string& name() const { return name_; }
   size_t num_param_groups() const { return groups_.size(); }
@@ -89,6 +105,9 @@ class Optimizer {
  protected:
   explicit Optimizer(std::string name) : name_(std::move(name)) {}
 
+  // The update itself, which step() runs unless a pre-hook skips it.
+  virtual void update() = 0;
+
   // Appends a group's parameters after checking them (floating, leaves, not
   // empty, in no other group).
   void add_group_params(std::vector<Tensor> params);
@@ -112,6 +131,9 @@ class Optimizer {
   };
   std::string name_;
   std::vector<Group> groups_;
+  HookList<StepPreHook> step_pre_hooks_;
+  HookList<ZeroGradPreHook> zero_grad_pre_hooks_;
+  int64_t steps_taken_ = 0;
 };
 
 // An optimizer whose groups hold options of type Options.

@@ -31,7 +31,7 @@ std::vector<std::string> RMSprop::required_buffers(size_t group) const {
   return names;
 }
 
-void RMSprop::step() {
+void RMSprop::update() {
   for (size_t g = 0; g < num_param_groups(); ++g) {
     const RMSpropOptions& o = options(g);
     for (size_t i = 0; i < params(g).size(); ++i) {

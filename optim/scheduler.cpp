@@ -27,7 +27,7 @@ void LRScheduler::initialize_base_lrs() {
 
 void LRScheduler::initial_step() {
   step_count_ = 0;
-  step();
+  advance();
 }
 
 void LRScheduler::apply(const std::vector<double>& lrs) {
@@ -39,6 +39,21 @@ void LRScheduler::apply(const std::vector<double>& lrs) {
 }
 
 void LRScheduler::step() {
+  bool allowed = true;
+  for (const StepPreHook& hook : step_pre_hooks_.snapshot()) allowed = hook(*this) && allowed;
+  if (allowed) advance();
+}
+
+HookId LRScheduler::register_step_pre_hook(StepPreHook hook) {
+  EMBER_CHECK(hook != nullptr, "{}: the hook is empty", where("register_step_pre_hook"));
+  return step_pre_hooks_.add(std::move(hook));
+}
+
+void LRScheduler::remove_hook(HookId id) {
+  EMBER_CHECK(step_pre_hooks_.remove(id), "{}: no hook with id {} (already removed?)", where("remove_hook"), id);
+}
+
+void LRScheduler::advance() {
   ++step_count_;
   ++last_epoch_;
   apply(get_lr());

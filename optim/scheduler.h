@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/hook_list.h"
 #include "optim/optimizer.h"
 
 namespace ember::optim {
@@ -29,8 +30,13 @@ class LRScheduler {
   LRScheduler(const LRScheduler&) = delete;
   LRScheduler& operator=(const LRScheduler&) = delete;
 
-  // Advances one epoch (or step) and writes the new lr into every group.
-  virtual void step();
+  // Advances one epoch (or step) and writes the new lr into every group,
+  // unless a step pre-hook returns false (the Accelerator's: "the optimizer
+  // did not really step"), in which case nothing changes.
+  void step();
+  using StepPreHook = std::function<bool(LRScheduler& scheduler)>;
+  HookId register_step_pre_hook(StepPreHook hook);
+  void remove_hook(HookId id);
   // The lr of each group after the last step.
   const std::vector<double>& get_last_lr() const { return last_lr_; }
   int64_t last_epoch() const { return last_epoch_; }
@@ -50,6 +56,8 @@ class LRScheduler {
   // step to epoch 0. A derived constructor calls them once its fields are set.
   void initialize_base_lrs();
   void initial_step();
+  // What step() does once the hooks let it: the next epoch's lrs.
+  virtual void advance();
   // PyTorch's step(epoch): jump to `epoch`, by the closed form when there is one.
   void step_to(int64_t epoch);
   void apply(const std::vector<double>& lrs);
@@ -69,6 +77,7 @@ class LRScheduler {
   int64_t last_epoch_;
   int64_t step_count_ = 0;
   std::vector<double> last_lr_;
+  HookList<StepPreHook> step_pre_hooks_;
 
   friend class SequentialLR;
 };

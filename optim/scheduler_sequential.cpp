@@ -36,14 +36,14 @@ SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRS
   base_lrs_ = schedulers_[0]->base_lrs();
 }
 
-void SequentialLR::step() {
+void SequentialLR::advance() {
   ++last_epoch_;
   const size_t index = std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) - milestones_.begin();
   LRScheduler& scheduler = *schedulers_[index];
   if (index > 0 && milestones_[index - 1] == last_epoch_)
     scheduler.step_to(0);
   else
-    scheduler.step();
+    scheduler.advance();
   last_lr_ = scheduler.get_last_lr();
 }
 

@@ -18,11 +18,11 @@ class SequentialLR final : public LRScheduler {
   SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRScheduler>> schedulers,
                std::vector<int64_t> milestones);
 
-  void step() override;
   nlohmann::json state_dict() const override;
   void load_state_dict(const nlohmann::json& state) override;
 
  private:
+  void advance() override;
   std::vector<double> get_lr() override;
 
   std::vector<std::shared_ptr<LRScheduler>> schedulers_;

@@ -25,7 +25,7 @@ void SGD::check_options(const SGDOptions& options) const {
               options.momentum, options.dampening);
 }
 
-void SGD::step() {
+void SGD::update() {
   for (size_t g = 0; g < num_param_groups(); ++g) {
     const SGDOptions& o = options(g);
     for (size_t i = 0; i < params(g).size(); ++i) {

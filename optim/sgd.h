@@ -22,12 +22,12 @@ class SGD final : public OptimizerWithOptions<SGDOptions> {
   SGD(std::vector<Tensor> params, const SGDOptions& options = {});
   explicit SGD(std::vector<ParamGroup<SGDOptions>> groups);
 
-  void step() override;
   bool has_momentum() const override { return true; }
   double momentum(size_t group) const override { return options(group).momentum; }
   void set_momentum(size_t group, double momentum) override { options(group).momentum = momentum; }
 
  private:
+  void update() override;
   void check_options(const SGDOptions& options) const override;
   nlohmann::json group_to_json(size_t group) const override;
   void group_from_json(size_t group, const nlohmann::json& json) override;

@@ -1,7 +1,8 @@
 // DataLoader: batches and their order equal for every worker count, worker
 // exceptions at their batch, early break and destruction mid-epoch, drop_last,
-// seeded shuffles, the prefetch bound, and resuming mid-epoch from state()
-// without reading earlier batches again.
+// seeded shuffles, the prefetch bound, resuming mid-epoch from state()
+// without reading earlier batches again, batch hooks and replacing the batch
+// sampler (what the Accelerator's prepare uses).
 #include <ember/ember.h>
 #include <gtest/gtest.h>
 
@@ -303,6 +304,71 @@ TEST(DataLoader, RejectsContradictoryOptions) {
   EXPECT_EMBER_ERROR(DataLoader(dataset, {.batch_size = 0}), "batch_size must be positive");
   EXPECT_EMBER_ERROR(DataLoader(dataset, {.num_workers = -1}), "num_workers must be non-negative");
   EXPECT_EMBER_ERROR(DataLoader(dataset, {.prefetch_factor = 0}), "prefetch_factor must be positive");
+}
+
+TEST(DataLoader, BatchHooksSeeEveryBatchWithItsPositionAndMayChangeIt) {
+  CountingDataset dataset(7);
+  DataLoader loader(dataset, {.batch_size = 3, .num_workers = 2});
+  std::vector<std::tuple<int64_t, int64_t, int64_t, bool>> seen;
+  HookId record = loader.register_batch_hook([&](Example&, const BatchInfo& info) {
+    seen.emplace_back(info.epoch, info.index, info.num_batches, info.is_last());
+  });
+  loader.register_batch_hook([](Example& batch, const BatchInfo&) { batch.target = batch.target * 10; });
+  std::vector<std::vector<int64_t>> targets;
+  for (auto& [inputs, target] : loader) targets.push_back(target.to_vector<int64_t>());
+  EXPECT_EQ(targets, (std::vector<std::vector<int64_t>>{{0, 10, 20}, {30, 40, 50}, {60}}));
+  using Seen = std::tuple<int64_t, int64_t, int64_t, bool>;
+  EXPECT_EQ(seen, (std::vector<Seen>{{0, 0, 3, false}, {0, 1, 3, false}, {0, 2, 3, true}}));
+
+  // Resuming mid-epoch: the hook sees the positions of the batches it gets.
+  loader.set_state({.epoch = 4, .batch = 2});
+  seen.clear();
+  for (auto& batch : loader) (void)batch;
+  EXPECT_EQ(seen, (std::vector<Seen>{{4, 2, 3, true}}));
+
+  loader.remove_hook(record);
+  EXPECT_EMBER_ERROR(loader.remove_hook(record), "no hook with id");
+  EXPECT_EMBER_ERROR(loader.register_batch_hook(nullptr), "the hook is empty");
+}
+
+TEST(DataLoader, AThrowingBatchHookEndsTheIterationAtThatBatch) {
+  CountingDataset dataset(6);
+  DataLoader loader(dataset, {.batch_size = 2});
+  loader.register_batch_hook([](Example&, const BatchInfo& info) {
+    EMBER_CHECK(info.index != 1, "hook refuses batch {}", info.index);
+  });
+  auto it = loader.begin();
+  EXPECT_EMBER_ERROR(++it, "hook refuses batch 1");
+  EXPECT_EQ(it, loader.end());
+  EXPECT_EQ(loader.state(), (DataLoaderState{0, 1}));  // still names the batch that failed
+}
+
+TEST(DataLoader, ReplacingTheBatchSamplerBetweenEpochs) {
+  CountingDataset dataset(6);
+  DataLoader loader(dataset, {.batch_size = 2});
+  // Every other batch of the original sampler: what a shard of two ranks would take.
+  class EveryOtherBatch : public BatchSampler {
+   public:
+    explicit EveryOtherBatch(std::shared_ptr<BatchSampler> inner) : inner_(std::move(inner)) {}
+    int64_t size() const override { return (inner_->size() + 1) / 2; }
+    std::vector<std::vector<int64_t>> batches() const override {
+      std::vector<std::vector<int64_t>> all = inner_->batches(), mine;
+      for (size_t b = 0; b < all.size(); b += 2) mine.push_back(all[b]);
+      return mine;
+    }
+    void set_epoch(int64_t epoch) override { inner_->set_epoch(epoch); }
+
+   private:
+    std::shared_ptr<BatchSampler> inner_;
+  };
+  loader.set_batch_sampler(std::make_shared<EveryOtherBatch>(loader.batch_sampler()));
+  EXPECT_EQ(loader.size(), 2);
+  EXPECT_EQ(epoch_targets(loader), (std::vector<std::vector<int64_t>>{{0, 1}, {4, 5}}));
+
+  auto it = loader.begin();  // mid-epoch now
+  (void)it;
+  EXPECT_EMBER_ERROR(loader.set_batch_sampler(loader.batch_sampler()), "only be replaced between epochs");
+  EXPECT_EMBER_ERROR(loader.set_batch_sampler(nullptr), "batch sampler is null");
 }
 
 TEST(DataLoader, EmptyDatasetYieldsNoBatches) {

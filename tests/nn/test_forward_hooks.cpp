@@ -1,5 +1,6 @@
-// Module forward hooks: order around forward(), replacing the input and the
-// output, removal by id (also from inside a hook), and errors.
+// Module forward hooks and wrappers: order around forward(), replacing the
+// input and the output, state restored when forward throws, removal by id
+// (also from inside a hook), and errors.
 #include "support/test_support.h"
 
 namespace ember {
@@ -77,6 +78,61 @@ TEST(ForwardHooks, EmptyHooksAreRejected) {
   nn::Linear linear(2, 1);
   EXPECT_THROW(linear.register_forward_pre_hook(nullptr), Error);
   EXPECT_THROW(linear.register_forward_hook(nullptr), Error);
+  EXPECT_THROW(linear.register_forward_wrapper(nullptr), Error);
+}
+
+TEST(ForwardWrappers, EncloseTheHooksFirstRegisteredOutermost) {
+  nn::Linear linear(3, 2);
+  std::vector<std::string> calls;
+  linear.register_forward_pre_hook([&](nn::Module&, const Tensor&) {
+    calls.push_back("pre");
+    return Tensor();
+  });
+  linear.register_forward_hook([&](nn::Module&, const Tensor&, Tensor&) { calls.push_back("post"); });
+  auto wrapper = [&](std::string name) {
+    return [&calls, name](nn::Module&, const Tensor& input, const std::function<Tensor(const Tensor&)>& call) {
+      calls.push_back(name + " in");
+      Tensor output = call(input);
+      calls.push_back(name + " out");
+      return output;
+    };
+  };
+  linear.register_forward_wrapper(wrapper("outer"));
+  nn::ForwardHookId inner = linear.register_forward_wrapper(wrapper("inner"));
+  linear(ones({1, 3}));
+  EXPECT_EQ(calls, (std::vector<std::string>{"outer in", "inner in", "pre", "post", "inner out", "outer out"}));
+  linear.remove_forward_hook(inner);
+  calls.clear();
+  linear(ones({1, 3}));
+  EXPECT_EQ(calls, (std::vector<std::string>{"outer in", "pre", "post", "outer out"}));
+}
+
+TEST(ForwardWrappers, ReplaceInputAndOutputWithGradientsFlowing) {
+  nn::Linear linear(2, 1);
+  linear.register_forward_wrapper(
+      [](nn::Module&, const Tensor& input, const std::function<Tensor(const Tensor&)>& call) {
+        return call(input * 2) * 3;
+      });
+  sum(linear(ones({1, 2}))).backward();
+  EXPECT_TRUE(all_close(linear.weight.grad(), full({1, 2}, 6.0)));
+}
+
+// What the Accelerator relies on: state set with RAII around `call` is
+// restored when forward throws; a pre-hook/hook pair would leave it set.
+TEST(ForwardWrappers, StateSetAroundTheCallIsRestoredWhenForwardThrows) {
+  nn::Linear linear(3, 2);
+  int depth = 0;
+  linear.register_forward_wrapper(
+      [&](nn::Module&, const Tensor& input, const std::function<Tensor(const Tensor&)>& call) {
+        struct Enter {
+          int& depth;
+          explicit Enter(int& d) : depth(d) { ++depth; }
+          ~Enter() { --depth; }
+        } enter(depth);
+        return call(input);
+      });
+  EXPECT_EMBER_ERROR(linear(ones({1, 4})), "does not end in in_features");
+  EXPECT_EQ(depth, 0);
 }
 
 }  // namespace
