@@ -1,0 +1,49 @@
+// Autocast: a thread-local mixed-precision policy that core's op entry points
+// consult, as torch.autocast. While an AutocastGuard is active for a device
+// type, ops on that device's floating tensors run in a chosen dtype:
+//   - lower precision (the guard's dtype, bf16 or f16): matmul, mm, bmm,
+//     addmm (so nn::Linear), conv2d;
+//   - f32: softmax, log_softmax, the losses, layer/RMS/batch norm and the
+//     reductions sum, mean, prod, var, std, norm, logsumexp;
+//   - every other op runs in the dtype of its inputs (type promotion decides
+//     between mixed ones, as always).
+// A cast is an ordinary differentiable `to(dtype)`, so gradients flow back
+// into the f32 master weights in their own dtype. Backward runs with
+// autocast off (the engine turns it off), so gradient formulas see the
+// dtypes the forward saved. Note [Autocast] in core/README.md.
+//
+//   {
+//     AutocastGuard autocast(DeviceType::cpu, DType::bf16);
+//     Tensor logits = model(inputs);       // GEMMs in bf16
+//   }
+//   Tensor loss = cross_entropy(logits.to(DType::f32), targets);
+//
+// Tests: tests/core/test_autocast.cpp.
+#pragma once
+
+#include "core/device.h"
+#include "core/dtype.h"
+
+namespace ember {
+
+bool is_autocast_enabled(DeviceType device);
+// The lower-precision dtype of `device`'s policy (what the innermost guard set).
+DType autocast_dtype(DeviceType device);
+
+// Turns autocast on (or, with enabled = false, off) for `device` on this
+// thread until destroyed, then restores the previous policy. `dtype` must be
+// bf16 or f16.
+class AutocastGuard {
+ public:
+  AutocastGuard(DeviceType device, DType dtype, bool enabled = true);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  DeviceType device_;
+  bool previous_enabled_;
+  DType previous_dtype_;
+};
+
+}  // namespace ember

@@ -1,0 +1,49 @@
+// Checkpoint directories made atomically: a checkpoint is written into a
+// staging directory beside its final place, then moved there by rename, and
+// only then does the `latest` pointer (a small file, itself replaced by
+// rename) name it. A process killed at any moment leaves either the previous
+// state or the new one, never a half-written checkpoint under a final name
+// (Note [Atomic checkpoints] in distributed/README.md). Who writes which file
+// and the barriers between ranks are the Accelerator's
+// (distributed/accelerator/checkpointing.cpp); this file knows only paths.
+// Tests: tests/distributed/test_checkpoint_files.cpp.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace ember::distributed::checkpoint {
+
+// Where the checkpoint for `final_dir` is staged: a sibling directory
+// ".<name>.staging" (same filesystem, so the final move is a rename).
+std::filesystem::path staging_path(const std::filesystem::path& final_dir);
+
+// Removes whatever an interrupted save left at `staging`, then creates it
+// (and its parents) empty.
+void begin_staging(const std::filesystem::path& staging);
+
+// fsyncs every file under `staging` and the directories, then moves it to
+// `final_dir`: a rename when `final_dir` does not exist; otherwise an atomic
+// exchange of the two (renameat2 RENAME_EXCHANGE) followed by removing the old
+// one, so `final_dir` always holds a complete checkpoint. fsyncs the parent.
+void commit(const std::filesystem::path& staging, const std::filesystem::path& final_dir);
+
+// The `latest` file in `checkpoints_dir` names its newest complete checkpoint
+// (a directory name inside it). set_latest writes a temporary file, fsyncs it,
+// renames it over `latest` and fsyncs the directory.
+void set_latest(const std::filesystem::path& checkpoints_dir, const std::string& name);
+// The checkpoint `latest` names, or none when there is no `latest` file; an
+// error (naming the paths) when it names something that is not a directory there.
+std::optional<std::filesystem::path> latest(const std::filesystem::path& checkpoints_dir);
+
+// Automatic naming: `checkpoints_dir/checkpoint_N`, N one more than the
+// largest N already there (0 for the first).
+std::filesystem::path next_checkpoint_path(const std::filesystem::path& checkpoints_dir);
+// Deletes the oldest `checkpoint_N` directories (smallest N) until at most
+// `total_limit` remain; never the one `latest` names. Also removes staging
+// directories left by interrupted saves.
+void enforce_total_limit(const std::filesystem::path& checkpoints_dir, int64_t total_limit);
+
+}  // namespace ember::distributed::checkpoint
