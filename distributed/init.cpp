@@ -12,38 +12,11 @@
 #include <set>
 
 #include "core/error.h"
+#include "distributed/environment.h"
 #include "distributed/process_group.h"
 
 namespace ember::distributed {
 namespace {
-
-// --- The environment ------------------------------------------------------
-
-int64_t parse_integer(const char* name, const char* text, int64_t low, int64_t high) {
-  errno = 0;
-  char* end = nullptr;
-  const long long value = std::strtoll(text, &end, 10);
-  EMBER_CHECK(*text != '\0' && *end == '\0' && errno == 0, "{}='{}' is not an integer", name, text);
-  EMBER_CHECK(value >= low && value <= high, "{}={} is out of range [{}, {}]", name, value, low, high);
-  return value;
-}
-
-bool parse_flag(const char* name, const char* text) {
-  const std::string value = text;
-  if (value == "1" || value == "true") return true;
-  if (value == "0" || value == "false" || value.empty()) return false;
-  EMBER_CHECK(false, "{}='{}' is not a flag (use 1 or 0)", name, text);
-  return false;
-}
-
-milliseconds parse_seconds(const char* name, const char* text) {
-  errno = 0;
-  char* end = nullptr;
-  const double seconds = std::strtod(text, &end);
-  EMBER_CHECK(*text != '\0' && *end == '\0' && errno == 0 && seconds > 0 && seconds < 1e9,
-              "{}='{}' is not a positive number of seconds", name, text);
-  return milliseconds(int64_t(seconds * 1000));
-}
 
 // --- The registry -----------------------------------------------------------
 
@@ -112,32 +85,32 @@ DistributedEnv read_distributed_env() {
               rank ? "WORLD_SIZE" : "RANK");
   env.launched = rank != nullptr;
   if (env.launched) {
-    env.world_size = int(parse_integer("WORLD_SIZE", world_size, 1, INT_MAX));
-    env.rank = int(parse_integer("RANK", rank, 0, env.world_size - 1));
+    env.world_size = int(parse_env_integer("WORLD_SIZE", world_size, 1, INT_MAX));
+    env.rank = int(parse_env_integer("RANK", rank, 0, env.world_size - 1));
   }
   // Without LOCAL_* every rank counts as local: a manual start on one host.
   env.local_world_size = env.world_size;
   env.local_rank = env.rank;
-  if (const char* value = std::getenv("LOCAL_WORLD_SIZE")) env.local_world_size = int(parse_integer("LOCAL_WORLD_SIZE", value, 1, INT_MAX));
+  if (const char* value = std::getenv("LOCAL_WORLD_SIZE")) env.local_world_size = int(parse_env_integer("LOCAL_WORLD_SIZE", value, 1, INT_MAX));
   if (const char* value = std::getenv("LOCAL_RANK"))
-    env.local_rank = int(parse_integer("LOCAL_RANK", value, 0, env.local_world_size - 1));
+    env.local_rank = int(parse_env_integer("LOCAL_RANK", value, 0, env.local_world_size - 1));
   EMBER_CHECK(env.local_rank < env.local_world_size, "LOCAL_RANK={} is out of range for LOCAL_WORLD_SIZE={}",
               env.local_rank, env.local_world_size);
-  if (const char* value = std::getenv("GROUP_RANK")) env.node_rank = int(parse_integer("GROUP_RANK", value, 0, INT_MAX));
+  if (const char* value = std::getenv("GROUP_RANK")) env.node_rank = int(parse_env_integer("GROUP_RANK", value, 0, INT_MAX));
   if (const char* value = std::getenv("MASTER_ADDR")) {
     EMBER_CHECK(*value != '\0', "MASTER_ADDR is set but empty");
     env.master_addr = value;
   }
   if (const char* value = std::getenv("MASTER_PORT")) {
-    env.master_port = int(parse_integer("MASTER_PORT", value, 1, 65535));
+    env.master_port = int(parse_env_integer("MASTER_PORT", value, 1, 65535));
   } else {
     EMBER_CHECK(!env.launched || env.world_size == 1, "MASTER_PORT is not set (RANK={}, WORLD_SIZE={}): the ranks "
                 "need the store's port", env.rank, env.world_size);
   }
   if (const char* value = std::getenv("EMBER_STORE_TOKEN")) env.token = value;
-  if (const char* value = std::getenv("EMBER_STORE_HOSTED")) env.store_hosted = parse_flag("EMBER_STORE_HOSTED", value);
-  if (const char* value = std::getenv("EMBER_TIMEOUT")) env.timeout = parse_seconds("EMBER_TIMEOUT", value);
-  if (const char* value = std::getenv("EMBER_DISTRIBUTED_DEBUG")) env.debug = parse_flag("EMBER_DISTRIBUTED_DEBUG", value);
+  if (const char* value = std::getenv("EMBER_STORE_HOSTED")) env.store_hosted = parse_env_flag("EMBER_STORE_HOSTED", value);
+  if (const char* value = std::getenv("EMBER_TIMEOUT")) env.timeout = parse_env_seconds("EMBER_TIMEOUT", value);
+  if (const char* value = std::getenv("EMBER_DISTRIBUTED_DEBUG")) env.debug = parse_env_flag("EMBER_DISTRIBUTED_DEBUG", value);
   if (const char* value = std::getenv("EMBER_GLOO_ADDR")) env.gloo_address = value;
   return env;
 }

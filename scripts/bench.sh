@@ -7,7 +7,8 @@
 #   scripts/bench.sh                 the measured run
 #   scripts/bench.sh --quick         a smoke run: short timings, one comparison round
 #   scripts/bench.sh --distributed   only the distributed part: all-reduce bandwidth
-#                                    (shm, gloo, bare Gloo; 2 and 4 ranks) and DDP scaling
+#                                    (shm, gloo, bare Gloo; 2 and 4 ranks), DDP scaling
+#                                    and the Accelerator's overhead over DDP by hand
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 benchmark_args=()
@@ -69,4 +70,9 @@ OMP_NUM_THREADS=1 $launch --nproc-per-node 2 -- "$programs/distributed/bench_ddp
 awk '/steps_per_s=/ { for (i = 1; i <= NF; ++i) if ($i ~ /^steps_per_s=/) { split($i, kv, "="); s[n++] = kv[2] } }
      END { if (n == 2) printf "DDP scaling, 2 ranks vs 1: %.2fx\n", s[1] / s[0] }' "$results/ddp_scaling.txt" \
   | tee -a "$results/ddp_scaling.txt"
+# The Accelerator against the same loop written by hand with DDP (issue 6: <= 3%).
+echo "== Accelerator overhead, MLP 784-1024-1024-10, AdamW"
+OMP_NUM_THREADS=1 "$programs/distributed/bench_accelerator_overhead" | tee "$results/accelerator_overhead.txt"
+OMP_NUM_THREADS=1 $launch --nproc-per-node 2 -- "$programs/distributed/bench_accelerator_overhead" \
+  | tee -a "$results/accelerator_overhead.txt"
 echo "== results in $results"

@@ -1,12 +1,14 @@
 // Fashion-MNIST pieces shared by the examples that train on it: the
 // standardised splits, the MLP, and a test-set evaluation that returns sums
 // (so a distributed run can add them up across ranks). Used by
-// examples/train_fashion_mnist.cpp and examples/ddp_fashion_mnist.cpp.
+// examples/train_fashion_mnist.cpp, examples/ddp_fashion_mnist.cpp and
+// examples/accelerate_fashion_mnist.cpp.
 #pragma once
 
 #include <ember/ember.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -52,12 +54,15 @@ struct Evaluation {
   double accuracy() const { return total ? double(correct) / double(total) : 0.0; }
 };
 
-inline Evaluation evaluate(nn::Module& model, data::DataLoader& loader) {
+// `gather` combines a batch's tensors across processes (the Accelerator's
+// gather_for_metrics); by default they are this process's own.
+inline Evaluation evaluate(nn::Module& model, data::DataLoader& loader,
+                           const std::function<Tensor(const Tensor&)>& gather = [](const Tensor& t) { return t; }) {
   NoGradGuard no_grad;
   model.eval();
   Evaluation result;
-  for (auto& [inputs, targets] : loader) {
-    Tensor logits = model(inputs);
+  for (auto& [batch_inputs, batch_targets] : loader) {
+    Tensor logits = gather(model(batch_inputs)), targets = gather(batch_targets);
     result.loss_sum += nn::functional::cross_entropy(logits, targets, {.reduction = Reduction::sum}).item<double>();
     result.correct += sum(eq(argmax(logits, 1), targets)).item<int64_t>();
     result.total += targets.size(0);

@@ -29,6 +29,7 @@ class ProgressBar {
     int64_t total_steps = 1;
     int64_t num_epochs = 0;  // 0: the label says nothing about epochs
     Mode mode = Mode::automatic;  // automatic: a bar when stdout is a terminal
+    bool enabled = true;          // false: prints nothing (a distributed run's other processes)
   };
 
   explicit ProgressBar(Options options)
@@ -45,6 +46,7 @@ class ProgressBar {
 
   // Call after each step; `label` prefixes the line (e.g. "epoch 2/5"), metrics follow it.
   void update(int64_t step, const std::string& label, const Metrics& metrics) {
+    if (!options_.enabled) return;
     auto now = Clock::now();
     int64_t total = std::max<int64_t>(options_.total_steps, 1);
     int percent = int(100 * std::min(step, total) / total);
@@ -74,6 +76,7 @@ class ProgressBar {
 
   // Prints a line of its own (an evaluation result, a sample) without tearing the bar.
   void message(const std::string& text) {
+    if (!options_.enabled) return;
     std::printf("%s%s\n", drawn_ ? "\r\033[K" : "", text.c_str());
     drawn_ = false;
     std::fflush(stdout);

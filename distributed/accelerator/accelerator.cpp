@@ -1,0 +1,349 @@
+// Accelerator: construction, prepare() and the training step (backward,
+// accumulate, clipping). Collectives are in accelerator_collectives.cpp,
+// checkpoints in accelerator_checkpointing.cpp, trackers in
+// accelerator_trackers.cpp. Notes [How prepare changes the user's objects] and
+// [Gradient accumulation] in distributed/README.md.
+#include "distributed/accelerator/accelerator.h"
+
+#include "core/allocator.h"
+#include "core/ops/creation.h"
+#include "core/ops/elementwise.h"
+#include "core/random.h"
+#include "data/distributed_sampler.h"
+#include "distributed/accelerator/accelerator_state.h"
+#include "optim/clip_grad.h"
+
+namespace ember {
+
+using detail::AcceleratorState;
+using detail::HookToken;
+
+std::string_view to_string(DistributedType type) {
+  switch (type) {
+    case DistributedType::no:
+      return "NO";
+    case DistributedType::multi_cpu:
+      return "MULTI_CPU";
+    case DistributedType::multi_gpu:
+      return "MULTI_GPU";
+  }
+  return "?";
+}
+
+namespace {
+
+// The CPU until the CUDA backend can run models (issue 7): then cuda:<local
+// rank> unless options.cpu.
+Device choose_device(const ResolvedAcceleratorOptions&) { return kCPU; }
+
+bool is_low_precision(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16; }
+
+}  // namespace
+
+// --- Construction -------------------------------------------------------------
+
+Accelerator::Accelerator(AcceleratorOptions options) : state_(std::make_shared<AcceleratorState>()) {
+  AcceleratorState& state = *state_;
+  state.options = resolve_accelerator_options(options);
+  const distributed::DistributedEnv env = distributed::read_distributed_env();
+  if (env.world_size > 1 && !distributed::is_initialized()) {
+    distributed::init_process_group();
+    state.owns_group = true;
+  }
+  if (distributed::is_initialized() && distributed::default_group().size() > 1) {
+    state.group = &distributed::default_group();
+    state.process_index = state.group->rank();
+    state.num_processes = state.group->size();
+  }
+  state.local_process_index = state.group ? env.local_rank : 0;
+  state.device = choose_device(state.options);
+  if (state.options.mixed_precision == "bf16") state.low_precision = DType::bf16;
+  if (state.options.mixed_precision == "fp16") {
+    state.low_precision = DType::f16;
+    state.scaler = std::make_unique<distributed::GradScaler>(state.options.scaler, state.group);
+  }
+  if (state.options.seed) set_seed(*state.options.seed);
+}
+
+Accelerator::~Accelerator() {
+  try {
+    free_memory();
+    if (state_->owns_group) distributed::destroy_process_group();
+  } catch (...) {
+    // A destructor must not throw; a failed job has reported its error already.
+  }
+}
+
+// --- Properties ---------------------------------------------------------------
+
+Device Accelerator::device() const { return state_->device; }
+int Accelerator::process_index() const { return state_->process_index; }
+int Accelerator::local_process_index() const { return state_->local_process_index; }
+int Accelerator::num_processes() const { return state_->num_processes; }
+bool Accelerator::sync_gradients() const { return state_->gradient.sync_gradients; }
+const std::string& Accelerator::mixed_precision() const { return state_->options.mixed_precision; }
+int64_t Accelerator::gradient_accumulation_steps() const { return state_->options.gradient_accumulation_steps; }
+const ResolvedAcceleratorOptions& Accelerator::options() const { return state_->options; }
+distributed::ProcessGroup* Accelerator::process_group() const { return state_->group; }
+distributed::GradScaler* Accelerator::scaler() const { return state_->scaler.get(); }
+
+DistributedType Accelerator::distributed_type() const {
+  if (state_->num_processes == 1) return DistributedType::no;
+  return state_->device.type == DeviceType::cuda ? DistributedType::multi_gpu : DistributedType::multi_cpu;
+}
+
+// --- prepare ------------------------------------------------------------------
+
+void Accelerator::prepare_model(const std::shared_ptr<nn::Module>& model) {
+  EMBER_CHECK(model != nullptr, "Accelerator::prepare: the model is null");
+  AcceleratorState& state = *state_;
+  for (const detail::PreparedModel& prepared : state.models)
+    EMBER_CHECK(prepared.module != model, "Accelerator::prepare: this {} was prepared already", model->type_name());
+  detail::PreparedModel prepared{.module = model, .ddp = nullptr, .autocast_wrapper = 0};
+  model->to(state.device);
+  if (state.group)
+    prepared.ddp = std::make_unique<distributed::DistributedDataParallel>(model, *state.group, state.options.ddp);
+  if (state.low_precision != DType::f32) {
+    // Note [How prepare changes the user's objects]: the forward runs under
+    // autocast; low-precision outputs come back in f32 (Accelerate's
+    // convert_outputs_to_fp32), so the loss and anything after it run in f32.
+    const DeviceType device = state.device.type;
+    const DType dtype = state.low_precision;
+    prepared.autocast_wrapper = model->register_forward_wrapper(
+        [device, dtype](nn::Module&, const Tensor& input, const std::function<Tensor(const Tensor&)>& call) {
+          Tensor output;
+          {
+            AutocastGuard autocast(device, dtype);
+            output = call(input);
+          }
+          return is_low_precision(output.dtype()) ? output.to(DType::f32) : output;
+        });
+  }
+  state.models.push_back(std::move(prepared));
+}
+
+void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
+  AcceleratorState& state = *state_;
+  for (const auto& prepared : state.optimizers)
+    EMBER_CHECK(prepared->optimizer != &optimizer, "Accelerator::prepare: this {} optimizer was prepared already",
+                optimizer.name());
+  auto prepared = std::make_unique<detail::PreparedOptimizer>();
+  prepared->optimizer = &optimizer;
+  HookToken token;
+  prepared->alive = token.alive;
+  std::weak_ptr<AcceleratorState> weak = state_;
+  detail::PreparedOptimizer* record = prepared.get();
+  // Note [Gradient accumulation]: no step on accumulation steps; with fp16,
+  // unscale (unless the user did, to clip) and skip a step whose gradients
+  // hold inf/NaN, as every process agrees through the scaler.
+  prepared->step_hook = optimizer.register_step_pre_hook([weak, record, keepalive = token.token](optim::Optimizer& o) {
+    std::shared_ptr<AcceleratorState> state = weak.lock();
+    if (!state) return true;
+    if (!state->gradient.sync_gradients) return false;
+    record->step_was_skipped = false;
+    if (!state->scaler) return true;
+    if (!state->scaler->is_unscaled(o)) state->scaler->unscale_(o);
+    record->step_was_skipped = state->scaler->found_inf(o);
+    state->scaler->update();
+    return !record->step_was_skipped;
+  });
+  prepared->zero_grad_hook = optimizer.register_zero_grad_pre_hook([weak, keepalive = token.token](optim::Optimizer&) {
+    std::shared_ptr<AcceleratorState> state = weak.lock();
+    return !state || state->gradient.sync_gradients;
+  });
+  state.optimizers.push_back(std::move(prepared));
+}
+
+void Accelerator::prepare_scheduler(optim::LRScheduler& scheduler) {
+  AcceleratorState& state = *state_;
+  for (const auto& prepared : state.schedulers)
+    EMBER_CHECK(prepared->scheduler != &scheduler, "Accelerator::prepare: this {} was prepared already",
+                scheduler.name());
+  auto prepared = std::make_unique<detail::PreparedScheduler>();
+  prepared->scheduler = &scheduler;
+  prepared->seen_optimizer_steps = scheduler.optimizer().steps_taken();
+  HookToken token;
+  prepared->alive = token.alive;
+  std::weak_ptr<AcceleratorState> weak = state_;
+  detail::PreparedScheduler* record = prepared.get();
+  // One scheduler step per optimizer step that really happened: none on
+  // accumulation steps or skipped fp16 steps, one (not num_processes) per
+  // synchronised step, so a schedule's length counts optimizer steps.
+  prepared->hook = scheduler.register_step_pre_hook([weak, record, keepalive = token.token](optim::LRScheduler& s) {
+    if (weak.expired()) return true;
+    const int64_t taken = s.optimizer().steps_taken();
+    const bool stepped = taken != record->seen_optimizer_steps;
+    record->seen_optimizer_steps = taken;
+    return stepped;
+  });
+  state.schedulers.push_back(std::move(prepared));
+}
+
+void Accelerator::prepare_data_loader(data::DataLoader& loader) {
+  AcceleratorState& state = *state_;
+  for (const auto& prepared : state.loaders)
+    EMBER_CHECK(prepared->loader != &loader, "Accelerator::prepare: this DataLoader was prepared already");
+  auto prepared = std::make_unique<detail::PreparedLoader>();
+  prepared->loader = &loader;
+  prepared->original = loader.batch_sampler();
+  if (state.group) {
+    const std::shared_ptr<data::Sampler>& sampler = prepared->original->sampler();
+    EMBER_CHECK(!std::dynamic_pointer_cast<data::DistributedSampler>(sampler),
+                "Accelerator::prepare: this DataLoader already uses a DistributedSampler; prepare() shards loaders "
+                "itself (build the loader with shuffle or a plain sampler instead)");
+    // Every process must shuffle alike for the shards to partition each epoch.
+    if (auto random = std::dynamic_pointer_cast<data::RandomSampler>(sampler)) {
+      Tensor seed = scalar_tensor(int64_t(random->seed()), {.dtype = DType::i64});
+      state.group->broadcast(seed, 0)->wait();
+      random->set_seed(uint64_t(seed.item<int64_t>()));
+    }
+    prepared->sharded = std::make_shared<data::ShardedBatchSampler>(
+        prepared->original, state.num_processes, state.process_index,
+        data::ShardingOptions{.split_batches = state.options.split_batches,
+                              .even_batches = state.options.even_batches});
+    loader.set_batch_sampler(prepared->sharded);
+  }
+  HookToken token;
+  prepared->alive = token.alive;
+  std::weak_ptr<AcceleratorState> weak = state_;
+  detail::PreparedLoader* record = prepared.get();
+  prepared->hook =
+      loader.register_batch_hook([weak, record, keepalive = token.token](data::Example& batch, const data::BatchInfo& info) {
+        std::shared_ptr<AcceleratorState> state = weak.lock();
+        if (!state) return;
+        if (state->device != kCPU) {
+          for (Tensor* field : {&batch.input, &batch.target})
+            if (field->defined()) *field = field->to(state->device);
+          for (Tensor& field : batch.extra) field = field.to(state->device);
+        }
+        // The loader knows its epoch's batches, so the last one is known
+        // without reading a batch ahead (Note [Gradient accumulation]).
+        record->at_last_batch = info.is_last();
+        state->gradient.end_of_dataloader = info.is_last();
+        state->gradient.active_loader = record;
+      });
+  state.loaders.push_back(std::move(prepared));
+}
+
+// --- The training step --------------------------------------------------------
+
+void Accelerator::backward(const Tensor& loss) {
+  EMBER_CHECK(loss.defined(), "Accelerator::backward: the loss is undefined");
+  const int64_t steps = state_->options.gradient_accumulation_steps;
+  Tensor scaled = steps > 1 ? loss / double(steps) : loss;
+  if (state_->scaler) scaled = state_->scaler->scale(scaled);
+  scaled.backward();
+}
+
+struct Accelerator::SyncGuard::Suspended {
+  explicit Suspended(distributed::DistributedDataParallel& ddp) : guard(ddp.no_sync()) {}
+  distributed::DistributedDataParallel::NoSyncGuard guard;
+};
+
+Accelerator::SyncGuard::SyncGuard(std::vector<std::unique_ptr<Suspended>> suspended)
+    : suspended_(std::move(suspended)) {}
+Accelerator::SyncGuard::SyncGuard(SyncGuard&&) noexcept = default;
+Accelerator::SyncGuard::~SyncGuard() = default;
+
+Accelerator::SyncGuard Accelerator::suspend_sync(const std::vector<nn::Module*>& models) {
+  std::vector<std::unique_ptr<SyncGuard::Suspended>> suspended;
+  for (nn::Module* model : models) {
+    auto prepared = std::find_if(state_->models.begin(), state_->models.end(),
+                                 [model](const detail::PreparedModel& p) { return p.module.get() == model; });
+    EMBER_CHECK(prepared != state_->models.end(), "Accelerator: the {} was not prepared",
+                model ? model->type_name() : "null model");
+    if (prepared->ddp) suspended.push_back(std::make_unique<SyncGuard::Suspended>(*prepared->ddp));
+  }
+  return SyncGuard(std::move(suspended));
+}
+
+Accelerator::SyncGuard Accelerator::accumulate_models(std::vector<nn::Module*> models) {
+  // Note [Gradient accumulation]: sync on every k-th batch, and on the data's
+  // last batch so an epoch never ends with gradients left unapplied.
+  detail::GradientState& gradient = state_->gradient;
+  if (gradient.end_of_dataloader) {
+    gradient.step = 0;
+    gradient.sync_gradients = true;
+  } else {
+    ++gradient.step;
+    gradient.sync_gradients = gradient.step % state_->options.gradient_accumulation_steps == 0;
+  }
+  if (gradient.sync_gradients) {
+    gradient.step = 0;
+    return suspend_sync({});
+  }
+  return suspend_sync(models);
+}
+
+AutocastGuard Accelerator::autocast() const {
+  const bool enabled = state_->low_precision != DType::f32;
+  return AutocastGuard(state_->device.type, enabled ? state_->low_precision : DType::bf16, enabled);
+}
+
+bool Accelerator::optimizer_step_was_skipped() const {
+  return std::any_of(state_->optimizers.begin(), state_->optimizers.end(),
+                     [](const auto& prepared) { return prepared->step_was_skipped; });
+}
+
+void Accelerator::unscale_gradients() {
+  if (!state_->scaler) return;
+  for (const auto& prepared : state_->optimizers)
+    if (!prepared->alive.expired() && !state_->scaler->is_unscaled(*prepared->optimizer))
+      state_->scaler->unscale_(*prepared->optimizer);
+}
+
+void Accelerator::check_clip_allowed(const char* op) const {
+  EMBER_CHECK(state_->gradient.sync_gradients,
+              "Accelerator::{}: called on an accumulation step (batch {} of {}), where gradients are partial sums; "
+              "clip when sync_gradients() is true",
+              op, state_->gradient.step, state_->options.gradient_accumulation_steps);
+}
+
+Tensor Accelerator::clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type) {
+  check_clip_allowed("clip_grad_norm_");
+  unscale_gradients();
+  return optim::clip_grad_norm_(parameters, max_norm, norm_type);
+}
+
+void Accelerator::clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) {
+  check_clip_allowed("clip_grad_value_");
+  unscale_gradients();
+  optim::clip_grad_value_(parameters, clip_value);
+}
+
+// --- Seeds, models, memory ----------------------------------------------------
+
+void Accelerator::set_seed(uint64_t seed, bool per_rank) {
+  manual_seed(seed + (per_rank ? uint64_t(state_->process_index) : 0));
+}
+
+NamedTensors Accelerator::get_state_dict(const nn::Module& model) const { return model.state_dict(); }
+
+void Accelerator::free_memory() {
+  AcceleratorState& state = *state_;
+  for (detail::PreparedModel& prepared : state.models) {
+    prepared.ddp.reset();  // removes its hooks; .grad become standalone tensors
+    if (prepared.autocast_wrapper) prepared.module->remove_forward_hook(prepared.autocast_wrapper);
+  }
+  for (const auto& prepared : state.optimizers) {
+    if (prepared->alive.expired()) continue;
+    prepared->optimizer->remove_hook(prepared->step_hook);
+    prepared->optimizer->remove_hook(prepared->zero_grad_hook);
+  }
+  for (const auto& prepared : state.schedulers)
+    if (!prepared->alive.expired()) prepared->scheduler->remove_hook(prepared->hook);
+  for (const auto& prepared : state.loaders)  // a sharded loader stays sharded, as Accelerate's stays prepared
+    if (!prepared->alive.expired()) prepared->loader->remove_hook(prepared->hook);
+  state.models.clear();
+  state.optimizers.clear();
+  state.schedulers.clear();
+  state.loaders.clear();
+  state.gradient = {};
+  empty_cache(state.device);
+}
+
+void Accelerator::register_checkpointable(detail::Checkpointable checkpointable) {
+  state_->checkpointables.push_back(std::move(checkpointable));
+}
+
+}  // namespace ember

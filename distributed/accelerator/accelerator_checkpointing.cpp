@@ -1,0 +1,435 @@
+// Accelerator::save_state / load_state / save_model: which process writes
+// which file, the barriers between them, and loading everything back so that
+// a resumed run continues bit for bit (Note [Accelerator checkpoints] in
+// distributed/README.md). The directory mechanics (staging, commit, latest,
+// manifest) are distributed/checkpoint/'s.
+//
+// A checkpoint directory holds, besides manifest.json (whose metadata carries
+// the accumulation counter and how many objects of each kind were saved):
+//   model.safetensors, model_1.safetensors, ...      main process, unprepared names
+//   optimizer.safetensors + optimizer.json, ...      main process, keyed by parameter name
+//   scheduler.json, scheduler_1.json, ...            main process
+//   scaler.json                                      main process, with fp16
+//   custom_checkpoint_0.json | .safetensors, ...     main process, register_for_checkpointing
+//   process_<r>.json                                 every process: its RNG state and loader positions
+//   gradients_<r>.safetensors                        every process, only mid-accumulation
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <variant>
+#include <unordered_map>
+
+#include "core/grad_hook.h"
+#include "core/ops/creation.h"
+#include "core/random.h"
+#include "core/safetensors.h"
+#include "distributed/accelerator/accelerator.h"
+#include "distributed/accelerator/accelerator_state.h"
+#include "distributed/checkpoint/checkpoint_dir.h"
+#include "distributed/checkpoint/manifest.h"
+#include "nn/serialize.h"
+
+namespace ember {
+namespace {
+
+namespace fs = std::filesystem;
+namespace checkpoint = distributed::checkpoint;
+using nlohmann::json;
+using detail::AcceleratorState;
+
+constexpr int kCheckpointFormat = 1;
+
+// model.safetensors, model_1.safetensors, ...
+std::string numbered(const std::string& stem, size_t index, const std::string& extension) {
+  return index == 0 ? stem + extension : fmt::format("{}_{}{}", stem, index, extension);
+}
+
+void write_json(const fs::path& path, const json& value) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << value.dump(2) << '\n';
+  file.flush();
+  EMBER_CHECK(file.good(), "save_state: cannot write {}: {}", path.string(), std::strerror(errno));
+}
+
+json read_json(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  EMBER_CHECK(file.good(), "load_state: cannot read {}", path.string());
+  json value = json::parse(file, nullptr, /*allow_exceptions=*/false);
+  EMBER_CHECK(!value.is_discarded(), "load_state: {} is not valid JSON", path.string());
+  return value;
+}
+
+const json& field(const json& object, const char* key, const fs::path& file) {
+  EMBER_CHECK(object.is_object() && object.contains(key), "load_state: {} has no '{}'", file.string(), key);
+  return object.at(key);
+}
+
+int64_t integer(const json& object, const char* key, const fs::path& file) {
+  const json& value = field(object, key, file);
+  EMBER_CHECK(value.is_number_integer(), "load_state: '{}' in {} is not an integer: {}", key, file.string(),
+              value.dump());
+  return value.get<int64_t>();
+}
+
+// --- Parameter names ----------------------------------------------------------
+
+// Optimizer state is keyed by parameter name (the checkpoint survives a change
+// of parameter order; a sharded one will address the same names). Parameters
+// of the first prepared model keep their names, of model i > 0 "model_<i>."
+// before them; a parameter in no prepared model is "param_<its index>".
+std::vector<std::string> optimizer_parameter_names(const AcceleratorState& state, const optim::Optimizer& optimizer) {
+  std::unordered_map<const TensorImpl*, std::string> names;
+  for (size_t m = 0; m < state.models.size(); ++m)
+    for (const auto& [name, parameter] : state.models[m].module->named_parameters())
+      names.emplace(parameter.impl(), m == 0 ? name : fmt::format("model_{}.{}", m, name));
+  std::vector<std::string> result;
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+    for (const Tensor& parameter : optimizer.params(g)) {
+      auto found = names.find(parameter.impl());
+      result.push_back(found != names.end() ? found->second : fmt::format("param_{}", result.size()));
+    }
+  return result;
+}
+
+// state.<index>.<buffer> -> state.<name>.<buffer>, and indices to names in the JSON.
+optim::OptimizerStateDict name_optimizer_state(optim::OptimizerStateDict dict, const std::vector<std::string>& names) {
+  for (auto& [tensor_name, tensor] : dict.tensors) {
+    const size_t dot = tensor_name.find('.', 6);
+    tensor_name = "state." + names.at(std::stoul(tensor_name.substr(6, dot - 6))) + tensor_name.substr(dot);
+  }
+  json state = json::object();
+  for (const auto& [index, entry] : dict.meta["state"].items()) state[names.at(std::stoul(index))] = entry;
+  dict.meta["state"] = state;
+  for (json& group : dict.meta["param_groups"])
+    for (json& parameter : group["params"]) parameter = names.at(parameter.get<size_t>());
+  return dict;
+}
+
+// The reverse, for this optimizer's parameters; an unknown name is an error.
+optim::OptimizerStateDict index_optimizer_state(optim::OptimizerStateDict dict, const std::vector<std::string>& names,
+                                                const fs::path& file) {
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < names.size(); ++i) index.emplace(names[i], i);
+  auto index_of = [&](const std::string& name) {
+    auto found = index.find(name);
+    EMBER_CHECK(found != index.end(),
+                "load_state: {} holds state for parameter '{}', which the prepared optimizer does not have",
+                file.string(), name);
+    return found->second;
+  };
+  for (auto& [tensor_name, tensor] : dict.tensors) {
+    const size_t last_dot = tensor_name.rfind('.');
+    EMBER_CHECK(tensor_name.starts_with("state.") && last_dot != std::string::npos && last_dot > 6,
+                "load_state: {}: tensor '{}' is not named state.<parameter>.<buffer>", file.string(), tensor_name);
+    tensor_name = fmt::format("state.{}{}", index_of(tensor_name.substr(6, last_dot - 6)), tensor_name.substr(last_dot));
+  }
+  json state = json::object();
+  for (const auto& [name, entry] : field(dict.meta, "state", file).items()) state[std::to_string(index_of(name))] = entry;
+  dict.meta["state"] = state;
+  const json& groups = field(dict.meta, "param_groups", file);
+  EMBER_CHECK(groups.is_array(), "load_state: 'param_groups' in {} is not a list", file.string());
+  for (json& group : dict.meta["param_groups"]) {
+    EMBER_CHECK(field(group, "params", file).is_array(), "load_state: a param group's 'params' in {} is not a list",
+                file.string());
+    for (json& parameter : group["params"]) {
+      EMBER_CHECK(parameter.is_string(), "load_state: {}: a param group lists {}, not a parameter name",
+                  file.string(), parameter.dump());
+      parameter = index_of(parameter.get<std::string>());
+    }
+  }
+  return dict;
+}
+
+// The parameter a checkpoint tensor belongs to, for the manifest.
+std::string param_of(const std::string& file, const std::string& tensor) {
+  if (file.starts_with("optimizer") && tensor.starts_with("state.")) {
+    const size_t last_dot = tensor.rfind('.');
+    if (last_dot > 6) return tensor.substr(6, last_dot - 6);
+  }
+  return tensor;
+}
+
+// Every prepared model's gradients under the optimizer-state names.
+NamedTensors named_gradients(const AcceleratorState& state) {
+  NamedTensors gradients;
+  for (size_t m = 0; m < state.models.size(); ++m)
+    for (const auto& [name, parameter] : state.models[m].module->named_parameters())
+      if (parameter.grad().defined())
+        gradients.emplace_back(m == 0 ? name : fmt::format("model_{}.{}", m, name), parameter.grad());
+  return gradients;
+}
+
+// --- Where a checkpoint goes ----------------------------------------------------
+
+fs::path checkpoints_directory(const AcceleratorState& state) { return fs::path(state.options.project_dir) / "checkpoints"; }
+
+fs::path save_directory(AcceleratorState& state, const std::optional<fs::path>& directory) {
+  if (!state.options.automatic_checkpoint_naming) {
+    EMBER_CHECK(directory.has_value() && !directory->empty(),
+                "Accelerator::save_state: give a directory, or turn automatic_checkpoint_naming on");
+    return *directory;
+  }
+  EMBER_CHECK(!directory.has_value(),
+              "Accelerator::save_state: automatic_checkpoint_naming is on, so checkpoints go to {}/checkpoint_N; call "
+              "save_state() without a directory (got {})",
+              checkpoints_directory(state).string(), directory->string());
+  // The main process picks N; every process must use the same one.
+  int64_t number = 0;
+  if (state.process_index == 0) {
+    const std::string name = checkpoint::next_checkpoint_path(checkpoints_directory(state)).filename().string();
+    number = std::stoll(name.substr(std::string("checkpoint_").size()));
+  }
+  if (state.group) {
+    Tensor shared = scalar_tensor(number, {.dtype = DType::i64});
+    state.group->broadcast(shared, 0)->wait();
+    number = shared.item<int64_t>();
+  }
+  return checkpoints_directory(state) / fmt::format("checkpoint_{}", number);
+}
+
+// --- Writing ----------------------------------------------------------------------
+
+json counts_of(const AcceleratorState& state) {
+  return {{"models", state.models.size()},           {"optimizers", state.optimizers.size()},
+          {"schedulers", state.schedulers.size()},   {"dataloaders", state.loaders.size()},
+          {"custom_objects", state.checkpointables.size()}, {"scaler", state.scaler != nullptr}};
+}
+
+void write_main_process_files(const AcceleratorState& state, const fs::path& staging) {
+  for (size_t i = 0; i < state.models.size(); ++i)
+    save_safetensors(staging / numbered("model", i, ".safetensors"), state.models[i].module->state_dict());
+  for (size_t i = 0; i < state.optimizers.size(); ++i) {
+    const optim::Optimizer& optimizer = *state.optimizers[i]->optimizer;
+    optim::OptimizerStateDict dict =
+        name_optimizer_state(optimizer.state_dict(), optimizer_parameter_names(state, optimizer));
+    save_safetensors(staging / numbered("optimizer", i, ".safetensors"), dict.tensors);
+    write_json(staging / numbered("optimizer", i, ".json"), dict.meta);
+  }
+  for (size_t i = 0; i < state.schedulers.size(); ++i)
+    write_json(staging / numbered("scheduler", i, ".json"), state.schedulers[i]->scheduler->state_dict());
+  if (state.scaler) write_json(staging / "scaler.json", state.scaler->state_dict());
+  for (size_t i = 0; i < state.checkpointables.size(); ++i) {
+    const detail::Checkpointable& object = state.checkpointables[i];
+    if (object.save_tensors)
+      save_safetensors(staging / fmt::format("custom_checkpoint_{}.safetensors", i), object.save_tensors());
+    else
+      write_json(staging / fmt::format("custom_checkpoint_{}.json", i), object.save_json());
+  }
+}
+
+void write_process_files(const AcceleratorState& state, const fs::path& staging) {
+  const GeneratorState random = default_generator().state();
+  json loaders = json::array();
+  for (const auto& prepared : state.loaders) {
+    const data::DataLoaderState position = prepared->loader->state();
+    loaders.push_back({{"epoch", position.epoch}, {"batch", position.batch}});
+  }
+  write_json(staging / fmt::format("process_{}.json", state.process_index),
+             {{"random_state", {{"seed", random.seed}, {"offset", random.offset}}}, {"dataloaders", loaders}});
+  // Mid-accumulation the gradients are partial sums that the next steps add to.
+  if (state.gradient.step != 0)
+    save_safetensors(staging / fmt::format("gradients_{}.safetensors", state.process_index), named_gradients(state));
+}
+
+// --- Reading -------------------------------------------------------------------
+
+// What load_state applies, all read and checked before anything changes.
+struct LoadedCheckpoint {
+  int64_t step = 0;
+  std::vector<NamedTensors> models;
+  std::vector<optim::OptimizerStateDict> optimizers;
+  std::vector<json> schedulers;
+  std::optional<json> scaler;
+  std::vector<std::variant<json, NamedTensors>> custom;
+  GeneratorState random;
+  std::vector<data::DataLoaderState> loaders;
+  std::optional<NamedTensors> gradients;
+};
+
+void check_count(const json& counts, const char* kind, size_t prepared, const fs::path& directory) {
+  const int64_t saved = integer(counts, kind, directory / checkpoint::kManifestName);
+  EMBER_CHECK(saved == int64_t(prepared), "Accelerator::load_state: {} holds {} {}, but {} were prepared",
+              directory.string(), saved, kind, prepared);
+}
+
+// The model file's tensors must be exactly the model's state dict, shape for shape.
+void check_model(const checkpoint::Manifest& manifest, const std::string& file, const nn::Module& model,
+                 const fs::path& directory) {
+  std::unordered_map<std::string, const checkpoint::ManifestTensor*> saved;
+  for (const checkpoint::ManifestTensor* tensor : manifest.tensors_of(file)) saved.emplace(tensor->name, tensor);
+  std::vector<std::string> problems;
+  for (const auto& [name, tensor] : model.state_dict()) {
+    auto found = saved.find(name);
+    if (found == saved.end()) {
+      problems.push_back(fmt::format("missing {}", name));
+      continue;
+    }
+    if (found->second->shape != tensor.shape())
+      problems.push_back(fmt::format("{} has shape {} in the checkpoint but {} in the model", name,
+                                     found->second->shape, tensor.shape()));
+    saved.erase(found);
+  }
+  for (const auto& [name, tensor] : saved) problems.push_back(fmt::format("unexpected {}", name));
+  EMBER_CHECK(problems.empty(), "Accelerator::load_state: {}/{} does not fit the prepared {}: {}",
+              directory.string(), file, model.type_name(), fmt::join(problems, "; "));
+}
+
+LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& directory) {
+  const checkpoint::Manifest manifest = checkpoint::verify_checkpoint(directory, state.num_processes);
+  const fs::path manifest_path = directory / checkpoint::kManifestName;
+  const json& metadata = manifest.metadata;
+  EMBER_CHECK(integer(metadata, "format", manifest_path) == kCheckpointFormat,
+              "Accelerator::load_state: {} has checkpoint format {}, this ember reads {}", directory.string(),
+              metadata["format"].dump(), kCheckpointFormat);
+  const json& counts = field(metadata, "counts", manifest_path);
+  check_count(counts, "models", state.models.size(), directory);
+  check_count(counts, "optimizers", state.optimizers.size(), directory);
+  check_count(counts, "schedulers", state.schedulers.size(), directory);
+  check_count(counts, "dataloaders", state.loaders.size(), directory);
+  check_count(counts, "custom_objects", state.checkpointables.size(), directory);
+  for (size_t i = 0; i < state.models.size(); ++i)
+    check_model(manifest, numbered("model", i, ".safetensors"), *state.models[i].module, directory);
+
+  LoadedCheckpoint loaded;
+  loaded.step = integer(metadata, "step", manifest_path);
+  for (size_t i = 0; i < state.models.size(); ++i)
+    loaded.models.push_back(load_safetensors(directory / numbered("model", i, ".safetensors")).tensors);
+  for (size_t i = 0; i < state.optimizers.size(); ++i) {
+    const fs::path meta = directory / numbered("optimizer", i, ".json");
+    optim::OptimizerStateDict dict{load_safetensors(directory / numbered("optimizer", i, ".safetensors")).tensors,
+                                   read_json(meta)};
+    loaded.optimizers.push_back(
+        index_optimizer_state(std::move(dict), optimizer_parameter_names(state, *state.optimizers[i]->optimizer), meta));
+  }
+  for (size_t i = 0; i < state.schedulers.size(); ++i)
+    loaded.schedulers.push_back(read_json(directory / numbered("scheduler", i, ".json")));
+  if (state.scaler && manifest.find_file("scaler.json")) loaded.scaler = read_json(directory / "scaler.json");
+  for (size_t i = 0; i < state.checkpointables.size(); ++i) {
+    const bool tensors = state.checkpointables[i].save_tensors != nullptr;
+    const fs::path file = directory / fmt::format("custom_checkpoint_{}.{}", i, tensors ? "safetensors" : "json");
+    if (tensors)
+      loaded.custom.emplace_back(load_safetensors(file).tensors);
+    else
+      loaded.custom.emplace_back(read_json(file));
+  }
+
+  const fs::path process_file = directory / fmt::format("process_{}.json", state.process_index);
+  const json process = read_json(process_file);
+  const json& random = field(process, "random_state", process_file);
+  EMBER_CHECK(field(random, "seed", process_file).is_number_unsigned() &&
+                  field(random, "offset", process_file).is_number_unsigned(),
+              "load_state: the random state in {} is not two unsigned integers", process_file.string());
+  loaded.random = {random["seed"].get<uint64_t>(), random["offset"].get<uint64_t>()};
+  const json& loaders = field(process, "dataloaders", process_file);
+  EMBER_CHECK(loaders.is_array() && loaders.size() == state.loaders.size(),
+              "load_state: {} holds {} data loader positions, but {} loaders were prepared", process_file.string(),
+              loaders.is_array() ? loaders.size() : 0, state.loaders.size());
+  for (size_t i = 0; i < loaders.size(); ++i) {
+    data::DataLoaderState position{integer(loaders[i], "epoch", process_file), integer(loaders[i], "batch", process_file)};
+    const int64_t batches = state.loaders[i]->loader->size();
+    EMBER_CHECK(position.epoch >= 0 && position.batch >= 0 && position.batch <= batches,
+                "load_state: {} puts data loader {} at batch {} of epoch {}, but its epochs have {} batches",
+                process_file.string(), i, position.batch, position.epoch, batches);
+    loaded.loaders.push_back(position);
+  }
+  const std::string gradients = fmt::format("gradients_{}.safetensors", state.process_index);
+  if (manifest.find_file(gradients)) loaded.gradients = load_safetensors(directory / gradients).tensors;
+  return loaded;
+}
+
+void apply_gradients(AcceleratorState& state, const std::optional<NamedTensors>& saved, const fs::path& directory) {
+  std::unordered_map<std::string, Tensor> by_name;
+  if (saved)
+    for (const auto& [name, tensor] : *saved) by_name.emplace(name, tensor);
+  NoGradGuard no_grad;
+  for (size_t m = 0; m < state.models.size(); ++m)
+    for (const auto& [name, parameter] : state.models[m].module->named_parameters()) {
+      auto found = by_name.find(m == 0 ? name : fmt::format("model_{}.{}", m, name));
+      if (found == by_name.end()) {
+        parameter.set_grad(Tensor());
+        continue;
+      }
+      EMBER_CHECK(found->second.shape() == parameter.shape(),
+                  "load_state: the gradient of {} in {} has shape {}, the parameter {}", name, directory.string(),
+                  found->second.shape(), parameter.shape());
+      // Into the existing .grad when there is one: under DDP it is a bucket view.
+      if (Tensor grad = parameter.grad(); grad.defined())
+        grad.copy_(found->second);
+      else
+        parameter.set_grad(found->second.to(parameter.dtype()).clone());
+    }
+}
+
+}  // namespace
+
+fs::path Accelerator::save_state(const std::optional<fs::path>& directory) {
+  AcceleratorState& state = *state_;
+  const fs::path final_directory = save_directory(state, directory);
+  const fs::path staging = checkpoint::staging_path(final_directory);
+  const bool main = state.process_index == 0;
+  detail::run_on_every_process(state, "save_state", [&] {
+    if (main) checkpoint::begin_staging(staging);
+  });
+  detail::run_on_every_process(state, "save_state", [&] {
+    write_process_files(state, staging);
+    if (main) write_main_process_files(state, staging);
+  });
+  detail::run_on_every_process(state, "save_state", [&] {
+    if (!main) return;
+    json metadata = {{"format", kCheckpointFormat},
+                     {"step", state.gradient.step},
+                     {"mixed_precision", state.options.mixed_precision},
+                     {"gradient_accumulation_steps", state.options.gradient_accumulation_steps},
+                     {"counts", counts_of(state)}};
+    checkpoint::write_manifest(staging, state.num_processes, metadata, param_of);
+    checkpoint::commit(staging, final_directory);
+    if (state.options.automatic_checkpoint_naming) {
+      checkpoint::set_latest(checkpoints_directory(state), final_directory.filename().string());
+      if (state.options.total_limit)
+        checkpoint::enforce_total_limit(checkpoints_directory(state), *state.options.total_limit);
+    }
+  });
+  return final_directory;
+}
+
+void Accelerator::load_state(const std::optional<fs::path>& directory) {
+  AcceleratorState& state = *state_;
+  fs::path source;
+  if (directory) {
+    source = *directory;
+  } else {
+    std::optional<fs::path> latest = checkpoint::latest(checkpoints_directory(state));
+    EMBER_CHECK(latest.has_value(), "Accelerator::load_state: no directory given and {} names no latest checkpoint",
+                checkpoints_directory(state).string());
+    source = *latest;
+  }
+  LoadedCheckpoint loaded = read_checkpoint(state, source);
+
+  for (size_t i = 0; i < state.models.size(); ++i) state.models[i].module->load_state_dict(loaded.models[i]);
+  for (size_t i = 0; i < state.optimizers.size(); ++i) state.optimizers[i]->optimizer->load_state_dict(loaded.optimizers[i]);
+  for (size_t i = 0; i < state.schedulers.size(); ++i) {
+    detail::PreparedScheduler& prepared = *state.schedulers[i];
+    prepared.scheduler->load_state_dict(loaded.schedulers[i]);
+    prepared.seen_optimizer_steps = prepared.scheduler->optimizer().steps_taken();
+  }
+  if (loaded.scaler) state.scaler->load_state_dict(*loaded.scaler);
+  for (size_t i = 0; i < state.checkpointables.size(); ++i) {
+    if (auto* tensors = std::get_if<NamedTensors>(&loaded.custom[i]))
+      state.checkpointables[i].load_tensors(*tensors);
+    else
+      state.checkpointables[i].load_json(std::get<json>(loaded.custom[i]));
+  }
+  default_generator().set_state(loaded.random);
+  for (size_t i = 0; i < state.loaders.size(); ++i) state.loaders[i]->loader->set_state(loaded.loaders[i]);
+  apply_gradients(state, loaded.gradients, source);
+  state.gradient = {.sync_gradients = true, .step = loaded.step, .end_of_dataloader = false, .active_loader = nullptr};
+}
+
+void Accelerator::save_model(const nn::Module& model, const fs::path& directory, std::string_view max_shard_size) {
+  const int64_t limit = nn::parse_byte_size(max_shard_size);
+  detail::run_on_every_process(*state_, "save_model", [&] {
+    if (is_main_process()) nn::save_sharded(get_state_dict(model), directory, limit);
+  });
+}
+
+}  // namespace ember

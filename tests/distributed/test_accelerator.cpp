@@ -1,0 +1,281 @@
+// The Accelerator. Multi-process behaviour on real processes (scenarios in
+// workers/accelerator_scenarios.cpp, 2 and 3 processes): accumulation equals
+// a larger batch, fp16 overflow skipped everywhere, gather_for_metrics,
+// sharding modes and the collectives. In this process (one process, no
+// launcher): the hooks prepare() installs, mixed precision really running
+// the low-precision GEMM, the fp16 scaler, clipping, lifetimes and errors.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "distributed/accelerator/accelerator.h"
+#include "distributed/amp/grad_scaler.h"
+#include "distributed/process_runner.h"
+#include "support/test_support.h"
+
+namespace ember {
+namespace {
+
+using std::chrono::seconds;
+using test::launch;
+using test::ProcessResult;
+namespace F = nn::functional;
+
+void expect_clean_success(const ProcessResult& result) {
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(test::leftover_workers().empty());
+  EXPECT_TRUE(test::leftover_segments().empty());
+}
+
+ProcessResult run_processes(int processes, const std::string& scenario, const std::vector<std::string>& args = {}) {
+  return launch({"--nproc-per-node", std::to_string(processes)}, scenario, args, seconds(90));
+}
+
+// --- Several processes --------------------------------------------------------
+
+TEST(AcceleratorProcesses, AccumulationEqualsOneStepOnAKTimesLargerBatch) {
+  expect_clean_success(run_processes(2, "accelerator_accumulation_matches_large_batch", {"3", "4"}));
+  expect_clean_success(run_processes(3, "accelerator_accumulation_matches_large_batch", {"2", "4"}));
+  expect_clean_success(run_processes(1, "accelerator_accumulation_matches_large_batch", {"4", "3"}));
+}
+
+TEST(AcceleratorProcesses, Fp16OverflowSkipsTheSameStepAndBacksOffEverywhere) {
+  expect_clean_success(run_processes(2, "accelerator_fp16_overflow_skips_everywhere"));
+  expect_clean_success(run_processes(3, "accelerator_fp16_overflow_skips_everywhere"));
+}
+
+TEST(AcceleratorProcesses, GatherForMetricsCountsEachSampleOnce) {
+  // 3 processes, batches of 4: 11 samples need one padded round; 3 samples fewer than a round.
+  expect_clean_success(run_processes(3, "accelerator_gather_for_metrics_counts_each_sample_once", {"11", "4", "even"}));
+  expect_clean_success(run_processes(3, "accelerator_gather_for_metrics_counts_each_sample_once", {"3", "4", "even"}));
+  expect_clean_success(run_processes(2, "accelerator_gather_for_metrics_counts_each_sample_once", {"13", "2", "even"}));
+}
+
+TEST(AcceleratorProcesses, UnevenBatchesCoverTheDataWithoutPadding) {
+  expect_clean_success(run_processes(3, "accelerator_gather_for_metrics_counts_each_sample_once", {"11", "2", "uneven"}));
+}
+
+TEST(AcceleratorProcesses, SplitBatchesCutsEachGlobalBatch) {
+  expect_clean_success(run_processes(2, "accelerator_split_batches"));
+  expect_clean_success(run_processes(3, "accelerator_split_batches"));
+}
+
+TEST(AcceleratorProcesses, CollectivesAndGuards) {
+  expect_clean_success(run_processes(2, "accelerator_collectives"));
+  expect_clean_success(run_processes(3, "accelerator_collectives"));
+}
+
+// --- One process ----------------------------------------------------------------
+
+data::TensorDataset make_dataset(int64_t size) {
+  Generator generator(3);
+  return data::TensorDataset(randn({size, 6}, {}, &generator),
+                             randint(0, 3, {size}, {.dtype = DType::i64}, &generator));
+}
+
+std::shared_ptr<nn::Sequential> make_model() {
+  manual_seed(1);
+  return std::make_shared<nn::Sequential>(nn::Linear(6, 16), nn::ReLU(), nn::Linear(16, 3));
+}
+
+TEST(Accelerator, OneProcessWithoutALauncher) {
+  Accelerator accelerator;
+  EXPECT_EQ(accelerator.num_processes(), 1);
+  EXPECT_EQ(accelerator.process_index(), 0);
+  EXPECT_TRUE(accelerator.is_main_process());
+  EXPECT_TRUE(accelerator.is_local_main_process());
+  EXPECT_EQ(accelerator.distributed_type(), DistributedType::no);
+  EXPECT_EQ(accelerator.device(), kCPU);
+  EXPECT_EQ(accelerator.mixed_precision(), "no");
+  EXPECT_EQ(accelerator.process_group(), nullptr);
+  EXPECT_EQ(accelerator.scaler(), nullptr);
+  EXPECT_TRUE(accelerator.sync_gradients());
+  // Collectives are the identity.
+  Tensor t = from_vector<float>({1, 2, 3});
+  EXPECT_TRUE(testing::all_close(accelerator.gather(t), t));
+  EXPECT_TRUE(testing::all_close(accelerator.reduce(t, "mean"), t));
+  EXPECT_EQ(accelerator.gather(scalar_tensor(4.0, {})).shape(), Shape{1});
+  EXPECT_EQ(accelerator.split_between_processes(std::vector<int>{1, 2, 3}), (std::vector<int>{1, 2, 3}));
+  EXPECT_EMBER_ERROR(accelerator.reduce(t, "median"), "unknown reduction 'median'");
+  EXPECT_EMBER_ERROR(accelerator.broadcast(t, 1), "from_process 1 is not a process index");
+  EXPECT_EMBER_ERROR(accelerator.pad_across_processes(t, 2), "dim 2 is out of range");
+  accelerator.wait_for_everyone();
+}
+
+// With k = 3 over 7 batches: the optimizer steps after batches 3, 6 and 7
+// (the data's end), zero_grad clears only then, and the scheduler steps once
+// per real optimizer step.
+TEST(Accelerator, AccumulationGatesTheOptimizerAndTheScheduler) {
+  Accelerator accelerator({.gradient_accumulation_steps = 3});
+  data::TensorDataset dataset = make_dataset(14);
+  auto model = make_model();
+  optim::SGD optimizer(model->parameters(), {.lr = 0.1});
+  optim::StepLR scheduler(optimizer, 1, 0.5);
+  data::DataLoader loader(dataset, {.batch_size = 2});
+  accelerator.prepare(model, optimizer, loader, scheduler);
+  std::vector<bool> syncs;
+  for (auto& [inputs, targets] : loader) {
+    auto step = accelerator.accumulate(model);
+    accelerator.backward(F::cross_entropy((*model)(inputs), targets));
+    syncs.push_back(accelerator.sync_gradients());
+    optimizer.step();
+    scheduler.step();
+    optimizer.zero_grad();
+    EXPECT_EQ(model->parameters()[0].grad().defined(), !accelerator.sync_gradients());
+  }
+  EXPECT_EQ(syncs, (std::vector<bool>{false, false, true, false, false, true, true}));
+  EXPECT_EQ(optimizer.steps_taken(), 3);
+  EXPECT_EQ(scheduler.last_epoch(), 3);
+  EXPECT_DOUBLE_EQ(optimizer.lr(0), 0.1 / 8);
+}
+
+// Accumulating k micro-batches (loss / k each) gives the gradient of their
+// union's mean loss: one step on the k-times larger batch.
+TEST(Accelerator, AccumulatedGradientsEqualTheLargeBatchGradient) {
+  Accelerator accelerator({.gradient_accumulation_steps = 4});
+  data::TensorDataset dataset = make_dataset(16);
+  auto model = make_model(), reference = make_model();
+  optim::SGD optimizer(model->parameters(), {.lr = 0.5});
+  optim::SGD reference_optimizer(reference->parameters(), {.lr = 0.5});
+  data::DataLoader loader(dataset, {.batch_size = 4}), big(dataset, {.batch_size = 16});
+  accelerator.prepare(model, optimizer, loader);
+  for (auto& [inputs, targets] : loader) {
+    auto step = accelerator.accumulate(model);
+    accelerator.backward(F::cross_entropy((*model)(inputs), targets));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  for (auto& [inputs, targets] : big) {
+    F::cross_entropy((*reference)(inputs), targets).backward();
+    reference_optimizer.step();
+  }
+  for (size_t i = 0; i < model->parameters().size(); ++i)
+    EXPECT_TRUE(testing::all_close(model->parameters()[i], reference->parameters()[i], 1e-5, 1e-6));
+}
+
+TEST(Accelerator, Bf16ModelRunsTheBf16GemmAndReturnsF32) {
+  Accelerator accelerator({.mixed_precision = "bf16"});
+  auto model = make_model();
+  accelerator.prepare(model);
+  Tensor inputs = randn({5, 6});
+  Tensor logits;
+  {
+    KernelCallCounter counter;
+    logits = (*model)(inputs);
+    EXPECT_EQ(counter.calls("matmul", DeviceType::cpu, DType::bf16), 2);
+    EXPECT_EQ(counter.calls("matmul", DeviceType::cpu, DType::f32), 0);
+  }
+  EXPECT_EQ(logits.dtype(), DType::f32);
+  EXPECT_FALSE(is_autocast_enabled(DeviceType::cpu));  // only inside the forward
+  F::cross_entropy(logits, randint(0, 3, {5})).backward();
+  for (const Tensor& parameter : model->parameters()) {
+    EXPECT_EQ(parameter.dtype(), DType::f32);  // master weights stay f32
+    EXPECT_EQ(parameter.grad().dtype(), DType::f32);
+  }
+  // Close to the f32 model's output (bf16 keeps 8 bits of mantissa).
+  EXPECT_TRUE(testing::all_close(logits, model->forward(inputs), 5e-2, 5e-2));
+  {
+    auto autocast = accelerator.autocast();
+    EXPECT_TRUE(is_autocast_enabled(DeviceType::cpu));
+    EXPECT_EQ(autocast_dtype(DeviceType::cpu), DType::bf16);
+  }
+}
+
+TEST(Accelerator, Fp16ScalesTheLossAndSkipsAStepWithInfGradients) {
+  Accelerator accelerator({.mixed_precision = "fp16", .scaler = {.init_scale = 256, .growth_interval = 2}});
+  ASSERT_NE(accelerator.scaler(), nullptr);
+  auto model = make_model();
+  optim::SGD optimizer(model->parameters(), {.lr = 0.1});
+  accelerator.prepare(model, optimizer);
+  Tensor inputs = randn({4, 6}), targets = randint(0, 3, {4});
+  std::vector<double> scales;
+  for (int step = 0; step < 4; ++step) {
+    Tensor loss = F::cross_entropy((*model)(inputs), targets);
+    if (step == 1) loss = loss * std::numeric_limits<double>::infinity();
+    // The scaled loss reaches the gradients: unscaled, they are the plain ones.
+    accelerator.backward(loss);
+    Tensor before = model->parameters()[0].clone();
+    optimizer.step();
+    optimizer.zero_grad();
+    EXPECT_EQ(accelerator.optimizer_step_was_skipped(), step == 1);
+    EXPECT_EQ(testing::all_close(model->parameters()[0], before, 0, 0), step == 1) << "step " << step;
+    scales.push_back(accelerator.scaler()->get_scale());
+  }
+  EXPECT_EQ(scales, (std::vector<double>{256, 128, 128, 256}));
+}
+
+TEST(Accelerator, ClippingUnscalesFp16GradientsOnceAndRefusesAccumulationSteps) {
+  Accelerator accelerator({.mixed_precision = "fp16", .gradient_accumulation_steps = 2,
+                           .scaler = {.init_scale = 1024}});
+  auto model = make_model(), reference = make_model();
+  optim::SGD optimizer(model->parameters(), {.lr = 0.1});
+  accelerator.prepare(model, optimizer);
+  Tensor inputs = randn({4, 6}), targets = randint(0, 3, {4});
+  {
+    auto step = accelerator.accumulate(model);  // batch 1 of 2
+    accelerator.backward(F::cross_entropy((*model)(inputs), targets));
+    EXPECT_EMBER_ERROR(accelerator.clip_grad_norm_(model->parameters(), 1.0), "called on an accumulation step");
+  }
+  auto step = accelerator.accumulate(model);  // batch 2: synchronised
+  accelerator.backward(F::cross_entropy((*model)(inputs), targets));
+  Tensor norm = accelerator.clip_grad_norm_(model->parameters(), 1e9);
+  // The norm is the unscaled gradient's: the reference's on the same two batches.
+  for (int i = 0; i < 2; ++i) (F::cross_entropy((*reference)(inputs), targets) / 2.0).backward();
+  Tensor reference_norm = optim::clip_grad_norm_(reference->parameters(), 1e9);
+  EXPECT_NEAR(norm.item<double>(), reference_norm.item<double>(), 1e-2 * reference_norm.item<double>());
+  optimizer.step();  // unscale_ is not repeated (it would throw)
+  EXPECT_FALSE(accelerator.optimizer_step_was_skipped());
+}
+
+TEST(Accelerator, PrepareRejectsObjectsPreparedTwice) {
+  Accelerator accelerator;
+  auto model = make_model();
+  optim::SGD optimizer(model->parameters(), {.lr = 0.1});
+  data::TensorDataset dataset = make_dataset(4);
+  data::DataLoader loader(dataset, {.batch_size = 2});
+  accelerator.prepare(model, optimizer, loader);
+  EXPECT_EMBER_ERROR(accelerator.prepare(model), "was prepared already");
+  EXPECT_EMBER_ERROR(accelerator.prepare(optimizer), "was prepared already");
+  EXPECT_EMBER_ERROR(accelerator.prepare(loader), "was prepared already");
+  auto other = make_model();
+  EXPECT_EMBER_ERROR((void)accelerator.accumulate(other), "was not prepared");
+}
+
+// free_memory removes every hook: the optimizer steps on every call again.
+TEST(Accelerator, FreeMemoryRemovesTheHooks) {
+  Accelerator accelerator({.gradient_accumulation_steps = 4});
+  auto model = make_model();
+  optim::SGD optimizer(model->parameters(), {.lr = 0.1});
+  accelerator.prepare(model, optimizer);
+  {
+    auto step = accelerator.accumulate(model);
+    F::cross_entropy((*model)(randn({2, 6})), randint(0, 3, {2})).backward();
+    optimizer.step();
+    EXPECT_EQ(optimizer.steps_taken(), 0);
+  }
+  accelerator.free_memory();
+  optimizer.step();
+  EXPECT_EQ(optimizer.steps_taken(), 1);
+}
+
+// Prepared objects may die before the accelerator and the accelerator before
+// them (ASan checks that nothing touches freed memory).
+TEST(Accelerator, ObjectsAndAcceleratorMayDieInEitherOrder) {
+  auto model = make_model();
+  optim::SGD outliving(model->parameters(), {.lr = 0.1});
+  {
+    Accelerator accelerator({.gradient_accumulation_steps = 2});
+    optim::SGD dies_first(model->parameters(), {.lr = 0.1});
+    data::TensorDataset dataset = make_dataset(4);
+    auto loader = std::make_unique<data::DataLoader>(dataset, data::DataLoaderOptions{.batch_size = 2});
+    accelerator.prepare(model, outliving, dies_first, *loader);
+    loader.reset();
+  }
+  F::cross_entropy((*model)(randn({2, 6})), randint(0, 3, {2})).backward();
+  outliving.step();  // the accelerator is gone: its hook lets the step through
+  EXPECT_EQ(outliving.steps_taken(), 1);
+}
+
+}  // namespace
+}  // namespace ember

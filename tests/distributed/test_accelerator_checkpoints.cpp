@@ -1,0 +1,281 @@
+// Accelerator checkpoints. On real processes (workers/accelerator_resume_scenarios.cpp):
+// exact resume after kill -9 on 1 and 3 processes (dropout, shuffling,
+// accumulation, two loader workers; final parameters bit for bit), resuming
+// with another world size refused, and a process killed while writing a
+// checkpoint leaving the previous one loadable. In this process: what a
+// checkpoint holds, automatic naming and total_limit, registered objects,
+// corrupted, truncated and mismatched checkpoints refused before anything
+// changes, and save_model's files loading strictly into a fresh model.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "distributed/accelerator/accelerator.h"
+#include "distributed/process_runner.h"
+#include "nn/serialize.h"
+#include "support/test_support.h"
+
+namespace ember {
+namespace {
+
+namespace fs = std::filesystem;
+namespace F = nn::functional;
+using std::chrono::seconds;
+using test::launch;
+using test::ProcessResult;
+
+// A fresh directory, removed with the object.
+struct TemporaryDirectory {
+  fs::path path;
+  explicit TemporaryDirectory(const std::string& name)
+      : path(fs::temp_directory_path() / fmt::format("ember-accelerator-{}-{}", name, ::getpid())) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TemporaryDirectory() { fs::remove_all(path); }
+};
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+}
+
+void expect_nothing_left() {
+  EXPECT_TRUE(test::leftover_workers().empty());
+  EXPECT_TRUE(test::leftover_segments().empty());
+}
+
+// 2N batches straight equal N batches, kill -9, a new process, load_state, N
+// more; the cut falls mid-epoch and mid-accumulation.
+void check_exact_resume(int processes, int64_t before, int64_t total) {
+  TemporaryDirectory directory("resume");
+  const std::vector<std::string> launch_args{"--nproc-per-node", std::to_string(processes)};
+  auto run = [&](const std::string& mode) {
+    return launch(launch_args, "accelerator_resume",
+                  {mode, directory.path.string(), std::to_string(before), std::to_string(total)}, seconds(120));
+  };
+  ProcessResult straight = run("straight");
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  ProcessResult interrupted = run("interrupted");
+  EXPECT_EQ(interrupted.exit_code, 128 + 9) << interrupted.output;
+  EXPECT_NE(interrupted.output.find("accumulation step partial"), std::string::npos) << interrupted.output;
+  expect_nothing_left();
+  ProcessResult resumed = run("resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  for (int rank = 0; rank < processes; ++rank) {
+    const std::string expected = read_bytes(directory.path / fmt::format("straight_{}.safetensors", rank));
+    ASSERT_FALSE(expected.empty());
+    EXPECT_TRUE(expected == read_bytes(directory.path / fmt::format("resume_{}.safetensors", rank)))
+        << "process " << rank << ": the resumed run's parameters differ from the uninterrupted run's";
+  }
+  if (processes > 1) {
+    ProcessResult other_world =
+        launch({"--nproc-per-node", "1"}, "accelerator_resume",
+               {"resume", directory.path.string(), std::to_string(before), std::to_string(total)}, seconds(60));
+    EXPECT_EQ(other_world.exit_code, 2) << other_world.output;
+    EXPECT_NE(other_world.output.find("world size"), std::string::npos) << other_world.output;
+  }
+  expect_nothing_left();
+}
+
+TEST(AcceleratorCheckpoints, ExactResumeAfterKillOnOneProcess) { check_exact_resume(1, 63, 70); }
+
+TEST(AcceleratorCheckpoints, ExactResumeAfterKillOnThreeProcesses) { check_exact_resume(3, 26, 30); }
+
+TEST(AcceleratorCheckpoints, AKillWhileSavingLeavesThePreviousCheckpointLoadable) {
+  TemporaryDirectory directory("kill");
+  ProcessResult killed =
+      launch({"--nproc-per-node", "2"}, "accelerator_kill_during_save", {directory.path.string()}, seconds(60));
+  EXPECT_EQ(killed.exit_code, 128 + 9) << killed.output;
+  expect_nothing_left();
+  EXPECT_TRUE(fs::exists(directory.path / "checkpoints" / "checkpoint_0"));
+  EXPECT_FALSE(fs::exists(directory.path / "checkpoints" / "checkpoint_1"));
+  ProcessResult loaded =
+      launch({"--nproc-per-node", "2"}, "accelerator_load_latest", {directory.path.string()}, seconds(60));
+  EXPECT_EQ(loaded.exit_code, 0) << loaded.output;
+  expect_nothing_left();
+}
+
+// --- One process ----------------------------------------------------------------
+
+std::shared_ptr<nn::Sequential> make_model(int64_t hidden = 16) {
+  manual_seed(1);
+  return std::make_shared<nn::Sequential>(nn::Linear(6, hidden), nn::ReLU(), nn::Linear(hidden, 3));
+}
+
+// A prepared model, optimizer, scheduler and loader that train a few batches.
+struct Training {
+  Accelerator accelerator;
+  data::TensorDataset dataset;
+  std::shared_ptr<nn::Sequential> model;
+  optim::AdamW optimizer{model->parameters(), {.lr = 1e-2}};
+  optim::StepLR scheduler{optimizer, 2, 0.5};
+  data::DataLoader loader;
+
+  explicit Training(AcceleratorOptions options = {}, int64_t hidden = 16)
+      : accelerator(std::move(options)),
+        dataset(randn({24, 6}), randint(0, 3, {24})),
+        model(make_model(hidden)),
+        loader(dataset, {.batch_size = 4, .shuffle = true, .seed = 2}) {
+    accelerator.prepare(model, optimizer, loader, scheduler);
+  }
+  void train(int batches) {
+    auto it = loader.begin();
+    for (int b = 0; b < batches; ++b, ++it) {
+      if (it == loader.end()) it = loader.begin();
+      auto& [inputs, targets] = *it;
+      auto step = accelerator.accumulate(model);
+      accelerator.backward(F::cross_entropy((*model)(inputs), targets));
+      optimizer.step();
+      scheduler.step();
+      optimizer.zero_grad();
+    }
+  }
+};
+
+std::vector<Tensor> clones(const std::vector<Tensor>& tensors) {
+  std::vector<Tensor> copies;
+  for (const Tensor& t : tensors) copies.push_back(t.clone());
+  return copies;
+}
+
+void expect_equal(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(testing::all_close(a[i], b[i], 0, 0)) << "tensor " << i;
+}
+
+TEST(AcceleratorCheckpoints, SaveThenLoadRestoresEveryObject) {
+  TemporaryDirectory directory("roundtrip");
+  Training training;
+  training.train(3);
+  const fs::path saved = training.accelerator.save_state(directory.path / "state");
+  EXPECT_EQ(saved, directory.path / "state");
+  for (const char* file : {"manifest.json", "model.safetensors", "optimizer.safetensors", "optimizer.json",
+                           "scheduler.json", "process_0.json"})
+    EXPECT_TRUE(fs::exists(saved / file)) << file;
+  const std::vector<Tensor> parameters = clones(training.model->parameters());
+  const double lr = training.optimizer.lr(0);
+  const data::DataLoaderState position = training.loader.state();
+  const GeneratorState random = default_generator().state();
+  training.train(5);
+  training.accelerator.load_state(saved);
+  expect_equal(training.model->parameters(), parameters);
+  EXPECT_EQ(training.optimizer.lr(0), lr);
+  EXPECT_EQ(training.loader.state(), position);
+  EXPECT_EQ(default_generator().state().offset, random.offset);
+  // Saving again over the same directory replaces it whole.
+  training.train(1);
+  training.accelerator.save_state(saved);
+  EXPECT_FALSE(fs::exists(directory.path / ".state.staging"));
+}
+
+TEST(AcceleratorCheckpoints, AutomaticNamingKeepsTotalLimitAndLoadsTheLatest) {
+  TemporaryDirectory directory("automatic");
+  Training training({.project_dir = directory.path.string(), .automatic_checkpoint_naming = true, .total_limit = 2});
+  std::vector<std::vector<Tensor>> states;
+  for (int i = 0; i < 3; ++i) {
+    training.train(1);
+    EXPECT_EQ(training.accelerator.save_state(), directory.path / "checkpoints" / fmt::format("checkpoint_{}", i));
+    states.push_back(clones(training.model->parameters()));
+  }
+  EXPECT_FALSE(fs::exists(directory.path / "checkpoints" / "checkpoint_0"));  // beyond total_limit
+  EXPECT_TRUE(fs::exists(directory.path / "checkpoints" / "checkpoint_1"));
+  training.train(2);
+  training.accelerator.load_state();  // the latest: checkpoint_2
+  expect_equal(training.model->parameters(), states[2]);
+  EXPECT_EMBER_ERROR(training.accelerator.save_state(directory.path / "elsewhere"), "automatic_checkpoint_naming is on");
+}
+
+TEST(AcceleratorCheckpoints, RegisteredObjectsTravelWithTheCheckpoint) {
+  TemporaryDirectory directory("registered");
+  struct Counter {
+    int64_t value = 0;
+    nlohmann::json state_dict() const { return {{"value", value}}; }
+    void load_state_dict(const nlohmann::json& state) { value = state.at("value").get<int64_t>(); }
+  } counter;
+  Training training;
+  auto extra = make_model(4);  // an unprepared module: its tensors travel as safetensors
+  training.accelerator.register_for_checkpointing(counter);
+  training.accelerator.register_for_checkpointing(*extra);
+  counter.value = 41;
+  const std::vector<Tensor> extra_parameters = clones(extra->parameters());
+  training.accelerator.save_state(directory.path / "state");
+  EXPECT_TRUE(fs::exists(directory.path / "state" / "custom_checkpoint_0.json"));
+  EXPECT_TRUE(fs::exists(directory.path / "state" / "custom_checkpoint_1.safetensors"));
+  counter.value = 0;
+  for (const Tensor& p : extra->parameters()) {
+    NoGradGuard no_grad;
+    p.fill_(0);
+  }
+  training.accelerator.load_state(directory.path / "state");
+  EXPECT_EQ(counter.value, 41);
+  expect_equal(extra->parameters(), extra_parameters);
+}
+
+// A damaged checkpoint is refused with the file and the reason, and the
+// objects keep their state.
+TEST(AcceleratorCheckpoints, DamagedCheckpointsAreRefusedBeforeAnythingChanges) {
+  TemporaryDirectory directory("damaged");
+  Training training;
+  training.train(2);
+  const fs::path saved = training.accelerator.save_state(directory.path / "good");
+  training.train(2);
+  const std::vector<Tensor> parameters = clones(training.model->parameters());
+  auto damaged = [&](const std::string& name, auto&& damage) {
+    const fs::path copy = directory.path / name;
+    fs::copy(saved, copy, fs::copy_options::recursive);
+    damage(copy);
+    return copy;
+  };
+  const fs::path flipped = damaged("flipped", [](const fs::path& d) {
+    std::fstream file(d / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(-3, std::ios::end);
+    file.put('\x7f');
+  });
+  EXPECT_EMBER_ERROR(training.accelerator.load_state(flipped), "model.safetensors");
+  const fs::path truncated =
+      damaged("truncated", [](const fs::path& d) { fs::resize_file(d / "optimizer.safetensors", 40); });
+  EXPECT_EMBER_ERROR(training.accelerator.load_state(truncated), "optimizer.safetensors");
+  const fs::path missing = damaged("missing", [](const fs::path& d) { fs::remove(d / "scheduler.json"); });
+  EXPECT_EMBER_ERROR(training.accelerator.load_state(missing), "scheduler.json");
+  const fs::path no_manifest = damaged("no-manifest", [](const fs::path& d) { fs::remove(d / "manifest.json"); });
+  EXPECT_EMBER_ERROR(training.accelerator.load_state(no_manifest), "manifest.json");
+  EXPECT_EMBER_ERROR(training.accelerator.load_state(directory.path / "absent"), "absent");
+  expect_equal(training.model->parameters(), parameters);
+
+  // A checkpoint of another model shape, or of other objects, is refused by name.
+  Training wider({}, 32);
+  EXPECT_EMBER_ERROR(wider.accelerator.load_state(saved),
+                     "0.weight has shape [16, 6] in the checkpoint but [32, 6] in the model");
+  Accelerator fewer;
+  auto same = make_model();
+  fewer.prepare(same);
+  EXPECT_EMBER_ERROR(fewer.load_state(saved), "holds 1 optimizers, but 0 were prepared");
+  EXPECT_EMBER_ERROR(fewer.load_state(), "names no latest checkpoint");
+}
+
+TEST(AcceleratorCheckpoints, SaveModelWritesShardsThatLoadStrictlyIntoAFreshModel) {
+  TemporaryDirectory directory("model");
+  Accelerator accelerator({.mixed_precision = "bf16"});
+  auto model = make_model(64);
+  accelerator.prepare(model);
+  accelerator.save_model(*model, directory.path / "sharded", "2KB");
+  EXPECT_TRUE(fs::exists(directory.path / "sharded" / "model.safetensors.index.json"));
+  EXPECT_TRUE(fs::exists(directory.path / "sharded" / "model-00001-of-00002.safetensors"));
+  accelerator.save_model(*model, directory.path / "whole");
+  EXPECT_TRUE(fs::exists(directory.path / "whole" / "model.safetensors"));
+  for (const char* layout : {"sharded", "whole"}) {
+    manual_seed(99);
+    auto fresh = std::make_shared<nn::Sequential>(nn::Linear(6, 64), nn::ReLU(), nn::Linear(64, 3));
+    nn::load_sharded(*fresh, directory.path / layout, /*strict=*/true);
+    expect_equal(fresh->parameters(), model->parameters());
+  }
+  EXPECT_EMBER_ERROR(accelerator.save_model(*model, directory.path / "bad", "ten gigabytes"), "ten gigabytes");
+}
+
+}  // namespace
+}  // namespace ember
