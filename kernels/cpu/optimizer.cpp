@@ -1,13 +1,15 @@
-// CPU optimizer updates: the formulas of core/ops/optimizer.h in one pass per
-// parameter. Options become coefficients outside the loop (maximize is a sign,
-// an unused weight decay a zero factor, exact for finite values) and the other
-// flags are loop-invariant, so the loops vectorise. The elements go through in
-// blocks of kBlock that stay in L1: the moments first, then the square roots
-// with SIMD instructions (std::sqrt sets errno, which keeps compilers from
-// vectorising it), then the parameter. Threads split the blocks above
-// kParallelGrain elements. Oracle: kernels/reference/optimizer.cpp;
-// tests: tests/optim/test_update_kernels.cpp.
+// CPU optimizer updates, and loss scaling's unscale pass: the formulas of
+// core/ops/optimizer.h in one pass per parameter. Options become coefficients
+// outside the loop (maximize is a sign, an unused weight decay a zero factor,
+// exact for finite values) and the other flags are loop-invariant, so the
+// loops vectorise. The elements go through in blocks of kBlock that stay in
+// L1: the moments first, then the square roots with SIMD instructions
+// (std::sqrt sets errno, which keeps compilers from vectorising it), then the
+// parameter. Threads split the blocks above kParallelGrain elements.
+// Oracle: kernels/reference/optimizer.cpp; tests: tests/optim/test_update_kernels.cpp.
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cmath>
 #include <type_traits>
 
@@ -217,6 +219,33 @@ void lion(const Tensor& param_t, const Tensor& grad_t, const Tensor& exp_avg_t, 
   });
 }
 
+// Whether `value` is inf or NaN (every exponent bit set), tested on its bits:
+// an integer test vectorises where std::isfinite does not.
+inline bool non_finite(float value) { return (std::bit_cast<uint32_t>(value) & 0x7f800000u) == 0x7f800000u; }
+inline bool non_finite(double value) {
+  return (std::bit_cast<uint64_t>(value) & 0x7ff0000000000000u) == 0x7ff0000000000000u;
+}
+inline bool non_finite(BFloat16 value) { return (value.bits & 0x7f80u) == 0x7f80u; }
+inline bool non_finite(Half value) { return (value.bits & 0x7c00u) == 0x7c00u; }
+
+template <class T>
+void unscale_and_check(const Tensor& grad_t, const Tensor& found_inf_t, double inv_scale) {
+  using C = ComputeType<T>;
+  T* __restrict grad = data<T>(grad_t);
+  const C scale = C(inv_scale);
+  std::atomic<bool> found{false};
+  for_each_block(grad_t.numel(), [&](int64_t first, int64_t n) {
+    T* g = grad + first;
+    unsigned block_found = 0;  // an OR-reduction the loop vectorises with the scaling
+    for (int64_t i = 0; i < n; ++i) {
+      block_found |= unsigned(non_finite(g[i]));
+      g[i] = T(C(g[i]) * scale);
+    }
+    if (block_found) found.store(true, std::memory_order_relaxed);
+  });
+  if (found.load(std::memory_order_relaxed)) *data<float>(found_inf_t) = 1;
+}
+
 }  // namespace
 
 void register_optimizer_kernels() {
@@ -230,6 +259,8 @@ void register_optimizer_kernels() {
                                               [](auto tag) { return &adagrad<decltype(tag)>; });
   register_for<float, double, Half, BFloat16>(lion_update_op, DeviceType::cpu,
                                               [](auto tag) { return &lion<decltype(tag)>; });
+  register_for<float, double, Half, BFloat16>(unscale_and_check_op, DeviceType::cpu,
+                                              [](auto tag) { return &unscale_and_check<decltype(tag)>; });
 }
 
 }  // namespace ember::cpu
