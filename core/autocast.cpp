@@ -2,7 +2,10 @@
 // casts the op entry points ask for (core/autocast_ops.h).
 #include "core/autocast.h"
 
+#include <algorithm>
+
 #include "core/autocast_ops.h"
+#include "core/ops/views.h"
 
 namespace ember {
 namespace detail {
@@ -20,6 +23,23 @@ DType autocast_target(const Tensor& t, AutocastKind kind) {
   const DeviceType device = t.device().type;
   if (!is_autocast_enabled(device)) return dtype;
   return kind == AutocastKind::f32 ? DType::f32 : autocast_dtype(device);
+}
+
+// `t` cast to `dtype` in its own memory layout when it is a permutation of a
+// dense tensor, as the transposed weight a Linear multiplies by: the copy is
+// one linear pass instead of a transposing one, and the product's gradient
+// comes back in the weight's layout (Note [Autocast]). Views only, so the
+// cast stays differentiable.
+Tensor cast_in_layout(const Tensor& t, DType dtype) {
+  if (t.is_contiguous()) return t.to(dtype);
+  Dims order;
+  for (int d = 0; d < t.dim(); ++d) order.push_back(d);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  Tensor dense = t.permute(order);
+  if (!dense.is_contiguous()) return t.to(dtype);  // a slice or a broadcast: gathered into a fresh tensor
+  Dims inverse = order;
+  for (int d = 0; d < t.dim(); ++d) inverse[order[d]] = d;
+  return dense.to(dtype).permute(inverse);
 }
 
 }  // namespace
@@ -60,7 +80,8 @@ bool detail::autocast_changes_any(AutocastKind kind, std::initializer_list<const
 
 Tensor autocast_input(const Tensor& t, AutocastKind kind) {
   if (!t.defined()) return t;
-  return t.to(autocast_target(t, kind));
+  const DType target = autocast_target(t, kind);
+  return target == t.dtype() ? t : cast_in_layout(t, target);
 }
 
 }  // namespace ember
