@@ -12,6 +12,7 @@
 
 #include "autograd/accumulate_grad.h"
 #include "autograd/function.h"
+#include "core/autocast.h"
 #include "core/grad_hook.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
@@ -60,6 +61,9 @@ struct Capture {
 void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
          Capture* capture) {
   NoGradGuard no_grad;
+  // Gradient formulas compute in the dtypes the forward saved, whatever the
+  // caller's autocast policy (Note [Autocast] in core/README.md).
+  NoAutocastGuard no_autocast;
   std::shared_ptr<const NodeObserver> observer = current_observer();
   EMBER_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(),
               "backward: {} gradients given for {} tensors", grad_roots.size(), roots.size());

@@ -46,4 +46,17 @@ class AutocastGuard {
   DType previous_dtype_;
 };
 
+// Turns autocast off for every device type on this thread until destroyed,
+// keeping each device's dtype. The autograd engine runs backward under it.
+class NoAutocastGuard {
+ public:
+  NoAutocastGuard();
+  ~NoAutocastGuard();
+  NoAutocastGuard(const NoAutocastGuard&) = delete;
+  NoAutocastGuard& operator=(const NoAutocastGuard&) = delete;
+
+ private:
+  uint8_t previous_enabled_;
+};
+
 }  // namespace ember

@@ -1,4 +1,4 @@
-// The op registry and the one-time kernel registration.
+// The op registry, the one-time kernel registration and the kernel call counters.
 #include "core/dispatch.h"
 
 #include <atomic>
@@ -56,6 +56,41 @@ void OpBase::throw_missing(DeviceType device, DType dtype) const {
   if (device == DeviceType::cuda)
     detail::throw_error(fmt::format("{}: no kernel for {} on cuda (this build has no CUDA kernel for it)", name_, dtype));
   detail::throw_error(fmt::format("{}: not supported for dtype {}", name_, dtype));
+}
+
+std::atomic<int> KernelCallCounter::live_counters_{0};
+
+namespace {
+// The live counters; count() and calls() hold the mutex, so a counter may be
+// read while other threads dispatch.
+std::mutex counters_mutex;
+std::vector<KernelCallCounter*>& live_counters() {
+  static std::vector<KernelCallCounter*> counters;
+  return counters;
+}
+}  // namespace
+
+KernelCallCounter::KernelCallCounter() {
+  std::lock_guard lock(counters_mutex);
+  live_counters().push_back(this);
+  live_counters_.fetch_add(1, std::memory_order_relaxed);
+}
+
+KernelCallCounter::~KernelCallCounter() {
+  std::lock_guard lock(counters_mutex);
+  std::erase(live_counters(), this);
+  live_counters_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+int64_t KernelCallCounter::calls(std::string_view op_name, DeviceType device, DType dtype) const {
+  std::lock_guard lock(counters_mutex);
+  auto found = calls_.find({op_name, device, dtype});
+  return found == calls_.end() ? 0 : found->second;
+}
+
+void KernelCallCounter::count(std::string_view op_name, DeviceType device, DType dtype) {
+  std::lock_guard lock(counters_mutex);
+  for (KernelCallCounter* counter : live_counters()) ++counter->calls_[{op_name, device, dtype}];
 }
 
 bool reference_mode() { return t_reference_mode; }

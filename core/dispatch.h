@@ -10,7 +10,11 @@
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "core/device.h"
@@ -62,6 +66,33 @@ class ReferenceModeGuard {
   bool previous_;
 };
 
+// Counts kernel dispatches while alive, so a test can show which kernel an op
+// really ran ("under bf16 autocast the model's GEMMs dispatch as bf16"):
+//   KernelCallCounter counter;
+//   model(inputs);
+//   EXPECT_GT(counter.calls("matmul", DeviceType::cpu, DType::bf16), 0);
+// Every Op::lookup that finds a kernel, on any thread, counts one call per
+// (op name, device type, dtype) in every counter alive at the time. With no
+// counter alive, lookup pays one relaxed atomic load and a branch never taken.
+class KernelCallCounter {
+ public:
+  KernelCallCounter();
+  ~KernelCallCounter();
+  KernelCallCounter(const KernelCallCounter&) = delete;
+  KernelCallCounter& operator=(const KernelCallCounter&) = delete;
+
+  int64_t calls(std::string_view op_name, DeviceType device, DType dtype) const;
+
+  // Whether any counter is alive: what lookup tests first.
+  static bool any_alive() { return live_counters_.load(std::memory_order_relaxed) != 0; }
+  // Counts one lookup in every live counter (lookup calls it).
+  static void count(std::string_view op_name, DeviceType device, DType dtype);
+
+ private:
+  static std::atomic<int> live_counters_;
+  std::map<std::tuple<std::string_view, DeviceType, DType>, int64_t> calls_;
+};
+
 template <class Signature>
 class Op;
 
@@ -83,6 +114,8 @@ class Op<R(Args...)> : public OpBase {
       fn = reference_[int(dtype)];
     if (fn == nullptr) [[unlikely]]
       throw_missing(device, dtype);
+    if (KernelCallCounter::any_alive()) [[unlikely]]
+      KernelCallCounter::count(name_, device, dtype);
     return reinterpret_cast<Fn>(fn);
   }
   Fn reference(DType dtype) const {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/allocator.h"
+#include "core/autocast.h"
 #include "core/device.h"
 #include "core/dispatch.h"
 #include "core/dtype.h"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The benchmark run behind bench/RESULTS.md: a Release build with the libtorch
 # comparison in build-bench/, then bench_gemm, bench_elementwise,
-# bench_reduction and compare_libtorch at 1 and 2 threads. Outputs (console
-# text and JSON) go to bench/results/ (gitignored). Run it on a quiet machine:
+# bench_reduction, compare_libtorch and bench_mixed_precision at 1 and 2
+# threads. Outputs (console text and JSON) go to bench/results/ (gitignored).
+# Run it on a quiet machine:
 # anything else on the cores skews every ratio.
 #   scripts/bench.sh                 the measured run
 #   scripts/bench.sh --quick         a smoke run: short timings, one comparison round
@@ -49,6 +50,14 @@ for threads in 1 2; do
   "$programs/compare_libtorch/compare_libtorch" --threads "$threads" "${compare_args[@]}" \
     --json-out "$results/compare_libtorch.threads$threads.json" | tee "$results/compare_libtorch.threads$threads.txt"
 done
+
+# Mixed precision: bf16 autocast against f32 on whole training steps, both
+# thread counts in one process (OMP_WAIT_POLICY is already passive).
+if ((kernels)); then
+  echo "== bench_mixed_precision"
+  if [[ "${1:-}" == "--quick" ]]; then mixed_args=(--rounds 1 --min-time 0.1); else mixed_args=(--rounds 9 --min-time 1); fi
+  "$programs/bench_mixed_precision" --threads 1,2 "${mixed_args[@]}" | tee "$results/bench_mixed_precision.txt"
+fi
 
 # Distributed: every rank is a process started by the launcher, one OpenMP
 # thread each (two ranks fill the two cores).

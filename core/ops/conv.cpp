@@ -3,6 +3,7 @@
 // Kernels: kernels/{reference,cpu}/conv.cpp. Tests: tests/core/test_conv.cpp.
 #include "core/ops/conv.h"
 
+#include "core/autocast_ops.h"
 #include "core/grad_hook.h"
 #include "core/ops/conv_kernels.h"
 #include "core/ops/creation.h"
@@ -131,6 +132,9 @@ Tensor compute_conv2d(const Tensor& input, const Tensor& weight, const Tensor& b
 }  // namespace
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  constexpr AutocastKind lower = AutocastKind::lower_precision;  // Note [Autocast]
+  if (autocast_wants(lower, {&input, &weight, &bias})) [[unlikely]]
+    return conv2d(autocast_input(input, lower), autocast_input(weight, lower), autocast_input(bias, lower), options);
   Tensor out;
   {
     NoGradGuard no_grad;  // the empty-channel path fills and copies into its output

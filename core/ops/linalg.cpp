@@ -3,6 +3,7 @@
 // Kernels: kernels/{reference,cpu}/matmul.cpp. Tests: tests/core/test_matmul.cpp.
 #include "core/ops/linalg.h"
 
+#include "core/autocast_ops.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/linalg_kernels.h"
@@ -122,9 +123,14 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
 
 bool is_one(const Scalar& s) { return s.to_double() == 1.0; }
 
+// The products run in the autocast dtype (Note [Autocast]).
+constexpr AutocastKind kLower = AutocastKind::lower_precision;
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast_wants(kLower, {&a, &b})) [[unlikely]]
+    return matmul(autocast_input(a, kLower), autocast_input(b, kLower));
   check_pair(a, b, "matmul");
   EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need to be at least 1-d, got shapes {} and {}",
               a.shape(), b.shape());
@@ -140,6 +146,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  if (autocast_wants(kLower, {&a, &b})) [[unlikely]]
+    return mm(autocast_input(a, kLower), autocast_input(b, kLower));
   check_pair(a, b, "mm");
   EMBER_CHECK(a.dim() == 2 && b.dim() == 2, "mm: expected 2-d tensors, got shapes {} and {}", a.shape(), b.shape());
   check_inner(a, b, a.size(1), b.size(0), "mm");
@@ -147,6 +155,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (autocast_wants(kLower, {&a, &b})) [[unlikely]]
+    return bmm(autocast_input(a, kLower), autocast_input(b, kLower));
   check_pair(a, b, "bmm");
   EMBER_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-d tensors, got shapes {} and {}", a.shape(), b.shape());
   EMBER_CHECK(a.size(0) == b.size(0), "bmm: batch sizes of shapes {} and {} differ ({} != {})", a.shape(), b.shape(),
@@ -156,6 +166,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  if (autocast_wants(kLower, {&input, &a, &b})) [[unlikely]]
+    return addmm(autocast_input(input, kLower), autocast_input(a, kLower), autocast_input(b, kLower), beta, alpha);
   check_pair(a, b, "addmm");
   check_pair(input, a, "addmm");
   EMBER_CHECK(a.dim() == 2 && b.dim() == 2, "addmm: expected 2-d matrices, got shapes {} and {}", a.shape(),

@@ -5,6 +5,7 @@
 // Tests: tests/core/test_loss.cpp, tests/nn/test_loss.cpp.
 #include "core/ops/loss.h"
 
+#include "core/autocast_ops.h"
 #include "core/ops/creation.h"
 #include "core/ops/loss_kernels.h"
 #include "core/ops/views.h"
@@ -111,6 +112,12 @@ CrossEntropyResult cross_entropy_forward(const Tensor& input, const Tensor& targ
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
+  constexpr AutocastKind f32 = AutocastKind::f32;  // losses run in f32 (Note [Autocast])
+  if (autocast_wants(f32, {&input, &target, &options.weight})) [[unlikely]] {
+    CrossEntropyOptions cast_options = options;
+    cast_options.weight = autocast_input(options.weight, f32);
+    return cross_entropy(autocast_input(input, f32), autocast_input(target, f32), cast_options);
+  }
   CrossEntropyResult result = cross_entropy_forward(input, target, options);
   CrossEntropyParams params{target, options, result.logsumexp, result.total_weight};
   return with_grad(cross_entropy_grad, result.loss, {&input}, &params);

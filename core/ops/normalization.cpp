@@ -7,6 +7,7 @@
 
 #include <limits>
 
+#include "core/autocast_ops.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/normalization_kernels.h"
@@ -22,6 +23,9 @@ Op<void(const BatchNormBackwardProblem&)> batch_norm_backward_op("batch_norm_bac
 GradSlot layer_norm_grad("layer_norm"), rms_norm_grad("rms_norm"), batch_norm_grad("batch_norm");
 
 namespace {
+
+// Normalisations run in f32 under autocast (Note [Autocast]).
+constexpr AutocastKind kF32 = AutocastKind::f32;
 
 // Statistics are kept in the type kernels compute in: f64 for f64, f32 otherwise.
 DType statistics_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
@@ -168,12 +172,17 @@ NormalizationResult rms_norm_forward(const Tensor& input, const Shape& normalize
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  if (autocast_wants(kF32, {&input, &weight, &bias})) [[unlikely]]
+    return layer_norm(autocast_input(input, kF32), normalized_shape, autocast_input(weight, kF32),
+                      autocast_input(bias, kF32), eps);
   NormalizationResult result = layer_norm_forward(input, normalized_shape, weight, bias, eps);
   NormalizationParams params{normalized_shape, result.mean, result.rstd, true};
   return with_grad(layer_norm_grad, result.output, {&input, &weight, &bias}, &params);
 }
 
 Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps) {
+  if (autocast_wants(kF32, {&input, &weight})) [[unlikely]]
+    return rms_norm(autocast_input(input, kF32), normalized_shape, autocast_input(weight, kF32), eps);
   check_floating_input(input, "rms_norm");
   NormalizationResult result =
       rms_norm_forward(input, normalized_shape, weight, eps ? *eps : machine_epsilon(input.dtype()));
@@ -234,6 +243,10 @@ NormalizationResult batch_norm_forward(const Tensor& input, const Tensor& mean, 
 
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
+  // The running statistics are updated in place: they keep their own dtype.
+  if (autocast_wants(kF32, {&input, &weight, &bias})) [[unlikely]]
+    return batch_norm(autocast_input(input, kF32), running_mean, running_var, autocast_input(weight, kF32),
+                      autocast_input(bias, kF32), training, momentum, eps);
   BatchShape shape = batch_shape(input, "batch_norm");
   check_running_statistic(running_mean, shape.channels, "running_mean");
   check_running_statistic(running_var, shape.channels, "running_var");

@@ -1,11 +1,14 @@
 // Entry points of the fused optimizer updates (core/ops/optimizer.h): check
 // that every operand matches the parameter, make the grad contiguous, run the
-// kernel, and bump the versions of everything written.
+// kernel, and bump the versions of everything written. Also the unscaling pass
+// of loss scaling, which checks its gradient and flag the same way.
 #include "core/ops/optimizer.h"
 
 #include <initializer_list>
 
+#include "core/grad_hook.h"
 #include "core/ops/optimizer_kernels.h"
+#include "core/ops/views.h"
 
 namespace ember {
 
@@ -16,6 +19,7 @@ Op<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor
     rmsprop_update_op("rmsprop_update");
 Op<void(const Tensor&, const Tensor&, const Tensor&, const AdagradUpdate&)> adagrad_update_op("adagrad_update");
 Op<void(const Tensor&, const Tensor&, const Tensor&, const LionUpdate&)> lion_update_op("lion_update");
+Op<void(const Tensor&, const Tensor&, double)> unscale_and_check_op("unscale_and_check");
 
 namespace {
 
@@ -106,6 +110,30 @@ void lion_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg
   Tensor dense_grad = check_operands("lion_update_", param, grad, {{"exp_avg", &exp_avg, true}});
   if (param.numel() > 0) lion_update_op(param.device().type, param.dtype(), param, dense_grad, exp_avg, hyper);
   bump_versions({&param, &exp_avg});
+}
+
+void unscale_and_check_(const Tensor& grad, const Tensor& found_inf, double inv_scale) {
+  EMBER_CHECK(grad.defined(), "unscale_and_check_: the gradient is undefined");
+  EMBER_CHECK(is_floating(grad.dtype()), "unscale_and_check_: the gradient must be floating point, got {}",
+              grad.dtype());
+  EMBER_CHECK(found_inf.defined(), "unscale_and_check_: found_inf is undefined");
+  EMBER_CHECK(found_inf.numel() == 1 && found_inf.dtype() == DType::f32,
+              "unscale_and_check_: found_inf must be a one-element float32 tensor, got shape {} of {}",
+              found_inf.shape(), found_inf.dtype());
+  EMBER_CHECK(found_inf.device() == grad.device(), "unscale_and_check_: found_inf on {} but the gradient (shape {}) on {}",
+              found_inf.device(), grad.shape(), grad.device());
+  EMBER_CHECK(found_inf.storage() != grad.storage(), "unscale_and_check_: found_inf shares memory with the gradient");
+  if (grad.numel() > 0) {
+    if (grad.is_contiguous()) {
+      unscale_and_check_op(grad.device().type, grad.dtype(), grad, found_inf, inv_scale);
+    } else {
+      Tensor dense = grad.contiguous();
+      unscale_and_check_op(grad.device().type, grad.dtype(), dense, found_inf, inv_scale);
+      NoGradGuard no_grad;  // gradients are data here, not part of a graph
+      copy_(grad, dense);
+    }
+  }
+  bump_versions({&grad, &found_inf});
 }
 
 }  // namespace ember

@@ -1,6 +1,7 @@
 // Fused optimizer updates: each call updates one parameter and its state
 // buffers in place, in one pass over memory, as PyTorch's single-tensor
-// optimizers define the update (torch/optim/*.py, 1.13). The optim layer
+// optimizers define the update (torch/optim/*.py, 1.13), and the unscaling
+// pass of loss scaling. The optim layer
 // (optim/*.cpp) calls these once per parameter per step; they are not
 // differentiable and record nothing. Kernels: kernels/{reference,cpu}/optimizer.cpp;
 // tests: tests/optim/test_update_kernels.cpp and the golden optimizer tests.
@@ -92,5 +93,14 @@ struct LionUpdate {
   bool maximize = false;
 };
 void lion_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const LionUpdate& hyper);
+
+// Loss scaling (distributed/amp/grad_scaler.h), as PyTorch's
+// _amp_foreach_non_finite_check_and_unscale_: grad *= inv_scale in place
+// (f16/bf16 computed in f32), and found_inf, a one-element f32 tensor on the
+// gradient's device, is set to 1 when any element of grad was inf or NaN
+// before scaling; it is never cleared, so one flag collects every gradient of
+// a step. One pass over a contiguous grad; a strided one is staged through a
+// contiguous copy.
+void unscale_and_check_(const Tensor& grad, const Tensor& found_inf, double inv_scale);
 
 }  // namespace ember

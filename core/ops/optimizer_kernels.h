@@ -19,5 +19,7 @@ extern Op<void(const Tensor& param, const Tensor& grad, const Tensor& square_avg
     rmsprop_update_op;
 extern Op<void(const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradUpdate&)> adagrad_update_op;
 extern Op<void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const LionUpdate&)> lion_update_op;
+// Keyed by the gradient's dtype; grad is contiguous and non-empty, found_inf one f32 element.
+extern Op<void(const Tensor& grad, const Tensor& found_inf, double inv_scale)> unscale_and_check_op;
 
 }  // namespace ember

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/autocast_ops.h"
 #include "core/ops/reduction_kernels.h"
 #include "core/ops/views.h"
 
@@ -21,6 +22,9 @@ GradSlot sum_grad("sum"), mean_grad("mean"), prod_grad("prod"), extreme_grad("am
     norm_grad("norm"), softmax_grad("softmax"), log_softmax_grad("log_softmax");
 
 namespace {
+
+// Sums, products, moments, norms and softmax run in f32 under autocast (Note [Autocast]).
+constexpr AutocastKind kF32 = AutocastKind::f32;
 
 // Which dims of the input a reduction folds, and the shape of its result.
 struct Reduction {
@@ -178,18 +182,24 @@ Tensor softmax_like(const Op<SoftmaxKernel>& op, const Tensor& t, int64_t dim) {
 }  // namespace
 
 Tensor sum(const Tensor& t, const Dims& dims, bool keepdim) {
+  if (autocast_wants(kF32, {&t})) [[unlikely]]
+    return sum(autocast_input(t, kF32), dims, keepdim);
   Reduction plan = plan_reduction(t, dims, keepdim, "sum");
   ReduceParams params{dims, keepdim};
   return with_grad(sum_grad, reduce(sum_op, t, plan, widened(t.dtype())), {&t}, &params);
 }
 
 Tensor mean(const Tensor& t, const Dims& dims, bool keepdim) {
+  if (autocast_wants(kF32, {&t})) [[unlikely]]
+    return mean(autocast_input(t, kF32), dims, keepdim);
   require_floating(t, "mean");
   ReduceParams params{dims, keepdim};
   return with_grad(mean_grad, reduce(mean_op, t, plan_reduction(t, dims, keepdim, "mean"), t.dtype()), {&t}, &params);
 }
 
 Tensor prod(const Tensor& t, const Dims& dims, bool keepdim) {
+  if (autocast_wants(kF32, {&t})) [[unlikely]]
+    return prod(autocast_input(t, kF32), dims, keepdim);
   Reduction plan = plan_reduction(t, dims, keepdim, "prod");
   ReduceParams params{dims, keepdim};
   return with_grad(prod_grad, reduce(prod_op, t, plan, widened(t.dtype())), {&t}, &params);
@@ -237,6 +247,8 @@ Tensor argmin(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
 }
 
 Tensor var(const Tensor& t, const Dims& dims, bool unbiased, bool keepdim) {
+  if (autocast_wants(kF32, {&t})) [[unlikely]]
+    return var(autocast_input(t, kF32), dims, unbiased, keepdim);
   require_floating(t, "var");
   MomentParams params{dims, keepdim, unbiased};
   return with_grad(var_grad, reduce(var_op, t, plan_reduction(t, dims, keepdim, "var"), t.dtype(), unbiased), {&t},
@@ -244,6 +256,8 @@ Tensor var(const Tensor& t, const Dims& dims, bool unbiased, bool keepdim) {
 }
 
 Tensor std(const Tensor& t, const Dims& dims, bool unbiased, bool keepdim) {
+  if (autocast_wants(kF32, {&t})) [[unlikely]]
+    return std(autocast_input(t, kF32), dims, unbiased, keepdim);
   require_floating(t, "std");
   MomentParams params{dims, keepdim, unbiased};
   return with_grad(std_grad, reduce(std_op, t, plan_reduction(t, dims, keepdim, "std"), t.dtype(), unbiased), {&t},
@@ -251,6 +265,8 @@ Tensor std(const Tensor& t, const Dims& dims, bool unbiased, bool keepdim) {
 }
 
 Tensor logsumexp(const Tensor& t, const Dims& dims, bool keepdim) {
+  if (autocast_wants(kF32, {&t})) [[unlikely]]
+    return logsumexp(autocast_input(t, kF32), dims, keepdim);
   require_floating(t, "logsumexp");
   ReduceParams params{dims, keepdim};
   return with_grad(logsumexp_grad, reduce(logsumexp_op, t, plan_reduction(t, dims, keepdim, "logsumexp"), t.dtype()),
@@ -258,6 +274,8 @@ Tensor logsumexp(const Tensor& t, const Dims& dims, bool keepdim) {
 }
 
 Tensor norm(const Tensor& t, double p, const Dims& dims, bool keepdim) {
+  if (autocast_wants(kF32, {&t})) [[unlikely]]
+    return norm(autocast_input(t, kF32), p, dims, keepdim);
   require_floating(t, "norm");
   EMBER_CHECK(!std::isnan(p), "norm: p must be a number, got nan");
   Reduction plan = plan_reduction(t, dims, keepdim, "norm");
@@ -267,9 +285,13 @@ Tensor norm(const Tensor& t, double p, const Dims& dims, bool keepdim) {
 }
 
 Tensor softmax(const Tensor& t, int64_t dim) {
+  if (autocast_wants(kF32, {&t})) [[unlikely]]
+    return softmax(autocast_input(t, kF32), dim);
   return with_grad(softmax_grad, softmax_like(softmax_op, t, dim), {&t}, &dim);
 }
 Tensor log_softmax(const Tensor& t, int64_t dim) {
+  if (autocast_wants(kF32, {&t})) [[unlikely]]
+    return log_softmax(autocast_input(t, kF32), dim);
   return with_grad(log_softmax_grad, softmax_like(log_softmax_op, t, dim), {&t}, &dim);
 }
 

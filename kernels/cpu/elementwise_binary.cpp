@@ -35,8 +35,7 @@ template <class T> void pow(const ElementwiseLoop& loop) {
 // where selects stored bits, so it runs on the unsigned integer of T's size:
 // no conversion, and one loop body serves dtypes of equal size.
 template <class T> void where(const ElementwiseLoop& loop) {
-  using Bits = std::conditional_t<sizeof(T) == 1, uint8_t,
-               std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+  using Bits = StoredBits<T>;
   parallel_rows(loop, [](char** p, const int64_t* s, int64_t n) {
     Bits* out = reinterpret_cast<Bits*>(p[0]);
     const bool* condition = reinterpret_cast<const bool*>(p[1]);

@@ -17,7 +17,9 @@
 #include "core/arithmetic.h"
 #include "core/ops/elementwise_kernels.h"
 #include "kernels/cpu/binary_loop.h"
+#include "kernels/cpu/convert_run.h"
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/vector_gelu.h"
 
 namespace ember::cpu {
 namespace {
@@ -42,11 +44,18 @@ void floating_rows(const ElementwiseLoop& loop, Row row, int64_t grain) {
       if (s[0] == 1 && s[1] == 1) return row(in, out, n);
     }
     C buffer[kBlock];
+    const bool dense = s[0] == 1 && s[1] == 1;
     for (int64_t start = 0; start < n; start += kBlock) {
       const int64_t m = std::min(kBlock, n - start);
-      for (int64_t i = 0; i < m; ++i) buffer[i] = C(in[(start + i) * s[1]]);
+      if (dense)
+        convert_run(in + start, buffer, m);
+      else
+        for (int64_t i = 0; i < m; ++i) buffer[i] = C(in[(start + i) * s[1]]);
       row(buffer, buffer, m);
-      for (int64_t i = 0; i < m; ++i) out[(start + i) * s[0]] = T(buffer[i]);
+      if (dense)
+        convert_run(buffer, out + start, m);
+      else
+        for (int64_t i = 0; i < m; ++i) out[(start + i) * s[0]] = T(buffer[i]);
     }
   }, grain);
 }
@@ -131,8 +140,13 @@ struct SiluRow {
     Out<F>(out, n) = x / (F(1) + (-x).exp());
   }
 };
+// Floats take the AVX2 GELU of vector_gelu.cpp where the CPU has it (Eigen's
+// SSE2 erf is four lanes wide).
 struct GeluRow {
   template <class F> void operator()(const F* in, F* out, int64_t n) const {
+    if constexpr (std::is_same_v<F, float>) {
+      if (vector_gelu_available()) return gelu_run(in, out, n);
+    }
     In<F> x(in, n);
     Out<F>(out, n) = F(0.5) * x * (F(1) + (x * F(std::numbers::sqrt2 / 2)).erf());
   }

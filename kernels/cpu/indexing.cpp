@@ -8,6 +8,7 @@
 
 #include "core/arithmetic.h"
 #include "core/ops/indexing_kernels.h"
+#include "kernels/cpu/convert_run.h"
 #include "kernels/cpu/families.h"
 
 namespace ember::cpu {
@@ -86,16 +87,27 @@ void scatter_add(const AlongDim& a) {
   });
 }
 
+// The dense loop vectorises (a blend) because it moves stored bits rather
+// than 16-bit float structs, loads the input unconditionally, reads the mask
+// as bytes (GCC 12 vectorises no select on bool) and keeps the fill value in
+// a local (one read through the closure would be repeated after every store
+// that might alias it).
 template <class T>
 void masked_fill(const ElementwiseLoop& loop, const Scalar& value) {
-  const T v = value.to<T>();
-  parallel_rows(loop, [&](char** p, const int64_t* s, int64_t n) {
-    T* out = reinterpret_cast<T*>(p[0]);
-    const T* in = reinterpret_cast<const T*>(p[1]);
-    const bool* mask = reinterpret_cast<const bool*>(p[2]);
+  using Bits = StoredBits<T>;
+  const Bits fill = std::bit_cast<Bits>(value.to<T>());
+  parallel_rows(loop, [fill](char** p, const int64_t* s, int64_t n) {
+    const Bits v = fill;
+    Bits* out = reinterpret_cast<Bits*>(p[0]);
+    const Bits* in = reinterpret_cast<const Bits*>(p[1]);
     if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
-      for (int64_t i = 0; i < n; ++i) out[i] = mask[i] ? v : in[i];
+      const uint8_t* mask_bytes = reinterpret_cast<const uint8_t*>(p[2]);
+      for (int64_t i = 0; i < n; ++i) {
+        const Bits kept = in[i];
+        out[i] = mask_bytes[i] ? v : kept;
+      }
     } else {
+      const bool* mask = reinterpret_cast<const bool*>(p[2]);
       for (int64_t i = 0; i < n; ++i) out[i * s[0]] = mask[i * s[2]] ? v : in[i * s[1]];
     }
   });

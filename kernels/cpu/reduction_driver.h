@@ -27,6 +27,7 @@
 #include "core/cpu_features.h"
 #include "core/ops/reduction_kernels.h"
 #include "core/parallel.h"
+#include "kernels/cpu/target_isa.h"
 
 namespace ember::cpu {
 
@@ -40,11 +41,6 @@ inline constexpr int64_t kColumnTile = std::max<int64_t>(16, int64_t(2048 / size
 
 // The vectorised leaves below are compiled twice: for the x86-64 baseline
 // (SSE2) and, picked at run time, for AVX2 (twice the vector width).
-#if defined(__x86_64__)
-#define EMBER_TARGET_AVX2 __attribute__((target("avx2")))
-#else
-#define EMBER_TARGET_AVX2
-#endif
 
 // Folds n <= kDenseBlock elements `stride` apart (1 when kDense, known at
 // compile time so the lanes vectorise) into kLanes independent accumulators.

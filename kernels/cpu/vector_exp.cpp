@@ -2,11 +2,12 @@
 // the exp inside softmax (kernels/cpu/softmax.cpp; tests: test_softmax.cpp).
 // Compilers do not vectorise std::exp, and Eigen's SSE2 exp measured slower here
 // than a scalar loop, so this is Cephes' expf written with intrinsics: SSE2 (the
-// x86-64 baseline) and an AVX2+FMA copy picked at run time. -inf maps to exactly
+// x86-64 baseline) and an AVX2+FMA copy (exp_avx2.h) picked at run time. -inf maps to exactly
 // 0, nan stays nan; other results are within ~2 ulp of expf.
 #include "kernels/cpu/vector_exp.h"
 
 #include "core/cpu_features.h"
+#include "kernels/cpu/exp_avx2.h"
 
 #include <cmath>
 
@@ -17,13 +18,6 @@
 
 namespace ember::cpu {
 namespace {
-
-// Cephes expf: exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln 2 / 2.
-// Arguments above kHigh are clamped to it (softmax's are <= 0); below kLow the result is 0.
-constexpr float kHigh = 88.0f, kLow = -87.3365447504f;
-constexpr float kLog2e = 1.44269504088896341f, kLn2High = 0.693359375f, kLn2Low = -2.12194440e-4f;
-constexpr float kPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
-                            4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 
 float exp_shifted_sum_scalar(const float* x, float* y, int64_t n, float shift) {
   float sum = 0;
@@ -36,8 +30,8 @@ float exp_shifted_sum_scalar(const float* x, float* y, int64_t n, float shift) {
 
 #ifdef EMBER_X86_SIMD
 float exp_shifted_sum_sse2(const float* x, float* y, int64_t n, float shift) {
-  const __m128 high = _mm_set1_ps(kHigh), low = _mm_set1_ps(kLow), log2e = _mm_set1_ps(kLog2e);
-  const __m128 ln2_high = _mm_set1_ps(kLn2High), ln2_low = _mm_set1_ps(kLn2Low), one = _mm_set1_ps(1.0f);
+  const __m128 high = _mm_set1_ps(kExpHigh), low = _mm_set1_ps(kExpLow), log2e = _mm_set1_ps(kExpLog2e);
+  const __m128 ln2_high = _mm_set1_ps(kExpLn2High), ln2_low = _mm_set1_ps(kExpLn2Low), one = _mm_set1_ps(1.0f);
   const __m128 s = _mm_set1_ps(shift);
   __m128 sum = _mm_setzero_ps();
   int64_t i = 0;
@@ -48,8 +42,8 @@ float exp_shifted_sum_sse2(const float* x, float* y, int64_t n, float shift) {
     __m128i n_int = _mm_cvtps_epi32(_mm_mul_ps(clamped, log2e));  // rounds to nearest
     __m128 n_float = _mm_cvtepi32_ps(n_int);
     __m128 r = _mm_sub_ps(_mm_sub_ps(clamped, _mm_mul_ps(n_float, ln2_high)), _mm_mul_ps(n_float, ln2_low));
-    __m128 p = _mm_set1_ps(kPoly[0]);
-    for (int k = 1; k < 6; ++k) p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(kPoly[k]));
+    __m128 p = _mm_set1_ps(kExpPoly[0]);
+    for (int k = 1; k < 6; ++k) p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(kExpPoly[k]));
     p = _mm_add_ps(_mm_add_ps(_mm_mul_ps(p, _mm_mul_ps(r, r)), r), one);
     __m128 scale = _mm_castsi128_ps(_mm_slli_epi32(_mm_add_epi32(n_int, _mm_set1_epi32(127)), 23));
     __m128 result = _mm_andnot_ps(underflow, _mm_mul_ps(p, scale));
@@ -63,24 +57,11 @@ float exp_shifted_sum_sse2(const float* x, float* y, int64_t n, float shift) {
 }
 
 __attribute__((target("avx2,fma"))) float exp_shifted_sum_avx2(const float* x, float* y, int64_t n, float shift) {
-  const __m256 high = _mm256_set1_ps(kHigh), low = _mm256_set1_ps(kLow), log2e = _mm256_set1_ps(kLog2e);
-  const __m256 ln2_high = _mm256_set1_ps(kLn2High), ln2_low = _mm256_set1_ps(kLn2Low), one = _mm256_set1_ps(1.0f);
   const __m256 s = _mm256_set1_ps(shift);
   __m256 sum = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + i), s);
-    __m256 underflow = _mm256_cmp_ps(v, low, _CMP_LT_OQ), is_nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-    __m256 clamped = _mm256_max_ps(_mm256_min_ps(v, high), low);
-    __m256i n_int = _mm256_cvtps_epi32(_mm256_mul_ps(clamped, log2e));
-    __m256 n_float = _mm256_cvtepi32_ps(n_int);
-    __m256 r = _mm256_fnmadd_ps(n_float, ln2_low, _mm256_fnmadd_ps(n_float, ln2_high, clamped));
-    __m256 p = _mm256_set1_ps(kPoly[0]);
-    for (int k = 1; k < 6; ++k) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kPoly[k]));
-    p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), one);
-    __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n_int, _mm256_set1_epi32(127)), 23));
-    __m256 result = _mm256_andnot_ps(underflow, _mm256_mul_ps(p, scale));
-    result = _mm256_blendv_ps(result, v, is_nan);
+    __m256 result = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
     _mm256_storeu_ps(y + i, result);
     sum = _mm256_add_ps(sum, result);
   }

@@ -1,7 +1,7 @@
-// Reference optimizer updates: the formulas of core/ops/optimizer.h written
-// out per element, in the order PyTorch's single-tensor optimizers apply them,
-// with the arithmetic in the compute type (f32 for 16-bit parameters). The
-// oracle of kernels/cpu/optimizer.cpp (tests/optim/test_update_kernels.cpp).
+// Reference optimizer updates (and loss scaling's unscale pass): the formulas
+// of core/ops/optimizer.h written out per element, in the order PyTorch's
+// single-tensor optimizers apply them, with the arithmetic in the compute type
+// (f32 for 16-bit parameters). The oracle of kernels/cpu/optimizer.cpp (tests/optim/test_update_kernels.cpp).
 #include <cmath>
 
 #include "core/ops/optimizer_kernels.h"
@@ -124,6 +124,19 @@ void lion(const Tensor& param_t, const Tensor& grad_t, const Tensor& exp_avg_t, 
   }
 }
 
+template <class T>
+void unscale_and_check(const Tensor& grad_t, const Tensor& found_inf_t, double inv_scale) {
+  using C = ComputeType<T>;
+  T* grad = data<T>(grad_t);
+  bool found = false;
+  for (int64_t i = 0; i < grad_t.numel(); ++i) {
+    const C g = C(grad[i]);
+    if (!std::isfinite(g)) found = true;
+    grad[i] = T(g * C(inv_scale));
+  }
+  if (found) *data<float>(found_inf_t) = 1;
+}
+
 }  // namespace
 
 void register_optimizer_kernels() {
@@ -134,6 +147,8 @@ void register_optimizer_kernels() {
   register_reference_for<float, double, Half, BFloat16>(adagrad_update_op,
                                                         [](auto tag) { return &adagrad<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16>(lion_update_op, [](auto tag) { return &lion<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16>(unscale_and_check_op,
+                                                        [](auto tag) { return &unscale_and_check<decltype(tag)>; });
 }
 
 }  // namespace ember::reference

@@ -18,10 +18,9 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   EMBER_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)),
               "linear: bias shape {} does not match out_features {}", bias.shape().str(), weight.size(0));
   // weight.t() is a view: the GEMM reads the transposed layout directly.
-  if (input.dim() == 1) {
-    Tensor out = matmul(input, weight.t());  // [in] x [in, out] -> [out]
-    return bias.defined() ? out + bias : out;
-  }
+  // [in] -> [1, in] -> [1, out] -> [out]: the bias goes through addmm as in
+  // the batched case, so autocast casts it with the product's operands.
+  if (input.dim() == 1) return linear(input.unsqueeze(0), weight, bias).squeeze(0);
   if (input.dim() == 2) return bias.defined() ? addmm(bias, input, weight.t()) : mm(input, weight.t());
   // [..., in] -> [rows, in] (a view for contiguous inputs) -> [rows, out] -> [..., out]
   Shape out_shape = input.shape();

@@ -3,6 +3,7 @@
 // need no code of their own. Tests: tests/nn/test_loss.cpp.
 #include "nn/functional/loss.h"
 
+#include "core/autocast_ops.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/indexing.h"
@@ -22,6 +23,11 @@ Tensor reduce(const Tensor& loss, Reduction reduction) {
   return loss;
 }
 
+// Losses run in f32 under autocast (Note [Autocast] in core/README.md).
+constexpr AutocastKind kF32 = AutocastKind::f32;
+
+Tensor f32(const Tensor& t) { return autocast_input(t, kF32); }
+
 void check_same_shape(const Tensor& input, const Tensor& target, std::string_view op) {
   EMBER_CHECK(input.defined() && target.defined(), "{}: undefined input or target", op);
   EMBER_CHECK(input.shape() == target.shape(), "{}: input of shape {} and target of shape {} must have the same shape",
@@ -37,6 +43,11 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 
 // loss_i = -w_{t_i} x_{i, t_i} (0 where t_i == ignore_index); the mean divides by sum_i w_{t_i}.
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options) {
+  if (autocast_wants(kF32, {&input, &options.weight})) [[unlikely]] {
+    NllLossOptions cast_options = options;
+    cast_options.weight = f32(options.weight);
+    return nll_loss(f32(input), target, cast_options);
+  }
   EMBER_CHECK(input.defined() && target.defined(), "nll_loss: undefined input or target");
   EMBER_CHECK(is_floating(input.dtype()), "nll_loss: expected floating point log-probabilities, got {}",
               input.dtype());
@@ -76,17 +87,23 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions&
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (autocast_wants(kF32, {&input, &target})) [[unlikely]]
+    return mse_loss(f32(input), f32(target), reduction);
   check_same_shape(input, target, "mse_loss");
   Tensor difference = input - target;
   return reduce(difference * difference, reduction);
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (autocast_wants(kF32, {&input, &target})) [[unlikely]]
+    return l1_loss(f32(input), f32(target), reduction);
   check_same_shape(input, target, "l1_loss");
   return reduce(abs(input - target), reduction);
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+  if (autocast_wants(kF32, {&input, &target})) [[unlikely]]
+    return smooth_l1_loss(f32(input), f32(target), reduction, beta);
   check_same_shape(input, target, "smooth_l1_loss");
   EMBER_CHECK(beta >= 0, "smooth_l1_loss: beta must be non-negative, got {}", beta);
   if (beta == 0) return l1_loss(input, target, reduction);
@@ -98,6 +115,11 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
 // log(1 + e^-x) = log1p(e^-|x|) + max(-x, 0) never overflows; PyTorch's form.
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BceWithLogitsOptions& options) {
+  if (autocast_wants(kF32, {&input, &target, &options.weight, &options.pos_weight})) [[unlikely]] {
+    BceWithLogitsOptions cast_options = options;
+    cast_options.weight = f32(options.weight), cast_options.pos_weight = f32(options.pos_weight);
+    return binary_cross_entropy_with_logits(f32(input), f32(target), cast_options);
+  }
   check_same_shape(input, target, "binary_cross_entropy_with_logits");
   Tensor softplus_negative = log1p(exp(-abs(input))) + clamp_min(-input, 0);
   Tensor loss;

@@ -306,6 +306,16 @@ const std::map<std::string, Case>& cases() {
            return cat({p, s});
          };
        }},
+      {"unscale_and_check", [](DType dtype) {
+         Tensor grad = random_tensor({7, 5}, dtype, -100, 100);
+         return [=] {
+           Tensor g = grad.clone(), found_inf = zeros({1});
+           unscale_and_check_(g, found_inf, 0.125);
+           unscale_and_check_(g, found_inf, std::numeric_limits<double>::infinity());  // the flag's path
+           unscale_and_check_(g, found_inf, 0.5);
+           return cat({g.flatten(), found_inf.to(dtype)});
+         };
+       }},
       {"lion_update", [](DType dtype) {
          Tensor param = random_tensor({33}, dtype), grad = random_tensor({33}, dtype);
          Tensor exp_avg = random_tensor({33}, dtype);

@@ -94,6 +94,98 @@ TEST(UpdateKernels, FastMatchesReference) {
   set_num_threads(threads);
 }
 
+// A copy of `grad` with inf, -inf and NaN written: the first in the last
+// element (the last block of the last thread), the others at random positions.
+Tensor with_non_finite(const Tensor& grad, int count) {
+  std::vector<double> values = grad.to(DType::f64).to_vector<double>();
+  const double specials[] = {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                             std::numeric_limits<double>::quiet_NaN()};
+  for (int i = 0; i < count && !values.empty(); ++i)
+    values[i == 0 ? values.size() - 1 : rng()() % values.size()] = specials[i % 3];
+  return from_vector(values, grad.shape()).to(grad.dtype());
+}
+
+// The unscale pass, fast against reference: the scaled gradient and the flag,
+// for clean gradients, gradients with inf/NaN somewhere (also far into the
+// threaded path), and a flag that is already set (never cleared).
+TEST(UpdateKernels, UnscaleAndCheckMatchesReference) {
+  const int threads = get_num_threads();
+  set_num_threads(2);
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    for (int64_t n : {int64_t(0), int64_t(1), int64_t(7), int64_t(255), int64_t(257), int64_t(70001)}) {
+      Tensor clean = random_tensor({n}, dtype, -1000, 1000);
+      for (int non_finite : {0, 1, 3}) {
+        for (float initial_flag : {0.0f, 1.0f}) {
+          const std::string what = std::string(dtype_name(dtype)) + " n=" + std::to_string(n) +
+                                   " non-finite=" + std::to_string(non_finite) +
+                                   " flag=" + std::to_string(initial_flag);
+          Tensor grad = with_non_finite(clean, non_finite);
+          Tensor fast_grad = grad.clone(), fast_flag = full({1}, initial_flag);
+          Tensor slow_grad = grad.clone(), slow_flag = full({1}, initial_flag);
+          unscale_and_check_(fast_grad, fast_flag, 1.0 / 1024);
+          reference([&] { unscale_and_check_(slow_grad, slow_flag, 1.0 / 1024); });
+          EXPECT_TRUE(all_close(fast_grad, slow_grad, 0, 0)) << what;
+          EXPECT_TRUE(all_close(fast_flag, slow_flag, 0, 0)) << what;
+          const bool expect_flag = initial_flag == 1 || (non_finite > 0 && n > 0);
+          EXPECT_EQ(fast_flag.item<float>(), expect_flag ? 1.0f : 0.0f) << what;
+        }
+      }
+    }
+  }
+  set_num_threads(threads);
+}
+
+// A hand case: the values divided by the scale, the flag set by the inf only
+// (the finite elements are still scaled), and one flag shared by two calls.
+TEST(UpdateKernels, UnscaleAndCheckScalesAndFlags) {
+  Tensor grad = from_vector<float>({2, -4, 1e30f}), found_inf = zeros({1});
+  unscale_and_check_(grad, found_inf, 0.5);
+  EXPECT_EQ(grad.to_vector<float>(), (std::vector<float>{1, -2, 5e29f}));
+  EXPECT_EQ(found_inf.item<float>(), 0.0f);
+  Tensor overflowed = from_vector<float>({8, std::numeric_limits<float>::infinity(), 6});
+  unscale_and_check_(overflowed, found_inf, 0.5);
+  EXPECT_EQ(found_inf.item<float>(), 1.0f);
+  std::vector<float> values = overflowed.to_vector<float>();
+  EXPECT_EQ(values[0], 4.0f);
+  EXPECT_TRUE(std::isinf(values[1]));
+  EXPECT_EQ(values[2], 3.0f);
+  unscale_and_check_(grad, found_inf, 2.0);  // clean: the flag stays set
+  EXPECT_EQ(found_inf.item<float>(), 1.0f);
+  EXPECT_EQ(grad.to_vector<float>(), (std::vector<float>{2, -4, 1e30f}));
+}
+
+TEST(UpdateKernels, UnscaleAndCheckWritesAStridedGradientInPlace) {
+  Tensor storage = random_tensor({5, 4}, DType::bf16);
+  Tensor grad = storage.t();  // [4, 5], not contiguous
+  Tensor expected = grad.contiguous().to(DType::f32) * 0.25;
+  Tensor found_inf = zeros({1});
+  const uint64_t version = grad.version();
+  unscale_and_check_(grad, found_inf, 0.25);
+  EXPECT_TRUE(all_close(grad, expected.to(DType::bf16), 0, 0));
+  EXPECT_TRUE(all_close(storage.t(), grad, 0, 0));  // written through the view
+  EXPECT_GT(grad.version(), version);
+  EXPECT_EQ(found_inf.item<float>(), 0.0f);
+}
+
+TEST(UpdateKernels, UnscaleAndCheckOfAnEmptyGradientLeavesTheFlag) {
+  Tensor found_inf = zeros({1});
+  unscale_and_check_(zeros({0, 3}), found_inf, 0.5);
+  EXPECT_EQ(found_inf.item<float>(), 0.0f);
+}
+
+TEST(UpdateKernels, UnscaleAndCheckChecksItsOperands) {
+  Tensor grad = zeros({2, 3}), found_inf = zeros({1});
+  EXPECT_EMBER_ERROR(unscale_and_check_(Tensor(), found_inf, 0.5), "unscale_and_check_: the gradient is undefined");
+  EXPECT_EMBER_ERROR(unscale_and_check_(zeros({2}, {.dtype = DType::i64}), found_inf, 0.5),
+                     "must be floating point, got int64");
+  EXPECT_EMBER_ERROR(unscale_and_check_(grad, Tensor(), 0.5), "found_inf is undefined");
+  EXPECT_EMBER_ERROR(unscale_and_check_(grad, zeros({2}), 0.5), "one-element float32 tensor, got shape [2] of float32");
+  EXPECT_EMBER_ERROR(unscale_and_check_(grad, zeros({1}, {.dtype = DType::f64}), 0.5), "got shape [1] of float64");
+  EXPECT_EMBER_ERROR(unscale_and_check_(grad, grad.view({6}).narrow(0, 0, 1), 0.5),
+                     "found_inf shares memory with the gradient");
+  EXPECT_EQ(grad.to_vector<float>(), std::vector<float>(6, 0.0f));
+}
+
 // A hand case: one Adam step from zero state moves each element by about lr
 // against its gradient's sign (m / sqrt(v) = g / |g| after bias correction).
 TEST(UpdateKernels, FirstAdamStepMovesByTheLearningRate) {

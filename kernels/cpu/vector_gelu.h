@@ -1,0 +1,17 @@
+// GELU (erf form) and its gradient on float runs with AVX2+FMA, for the
+// activation kernels (elementwise_unary.cpp, elementwise_backward.cpp); see
+// vector_gelu.cpp. Where these are unavailable the kernels use Eigen's rows.
+#pragma once
+
+#include <cstdint>
+
+namespace ember::cpu {
+
+// Whether this CPU runs the functions below (AVX2 and FMA).
+bool vector_gelu_available();
+// out[i] = x[i] Phi(x[i]), Phi the standard normal CDF; out may equal x.
+void gelu_run(const float* x, float* out, int64_t n);
+// out[i] = grad[i] (Phi(x[i]) + x[i] phi(x[i])), phi the normal density; out may equal grad or x.
+void gelu_backward_run(const float* grad, const float* x, float* out, int64_t n);
+
+}  // namespace ember::cpu

@@ -1,0 +1,267 @@
+// GradScaler (distributed/amp/grad_scaler.h) in one process: the exact scale
+// sequence over a scripted run of clean and overflowing steps, unscaled
+// gradient values, skipped steps, several optimizers, the disabled scaler,
+// state_dict round trips with PyTorch's keys, and every error. Then two real
+// ranks (workers/grad_scaler_scenarios.cpp) where only one rank overflows and
+// both skip the step.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "distributed/amp/grad_scaler.h"
+#include "distributed/process_runner.h"
+#include "support/test_support.h"
+
+namespace ember::test {
+namespace {
+
+using distributed::GradScaler;
+using distributed::GradScalerOptions;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+
+// One parameter p = [1, 2] trained on sum(p * x): its gradient is x, scaled
+// by the scaler's scale after backward.
+struct OneParameter {
+  Tensor parameter = from_vector<float>({1, 2}).requires_grad_();
+  optim::SGD optimizer{std::vector<Tensor>{parameter}, {.lr = 0.25}};
+
+  void backward(GradScaler& scaler, const Tensor& x) {
+    optimizer.zero_grad();
+    scaler.scale(sum(parameter * x)).backward();
+  }
+};
+
+TEST(GradScaler, ScaleFollowsCleanAndOverflowingSteps) {
+  OneParameter trained;
+  GradScaler scaler({.init_scale = 8, .growth_interval = 3});
+  // Each step's input, and what the scaler must do with it.
+  struct Step {
+    std::vector<float> x;
+    bool steps;
+    double scale_after;
+    int64_t tracker_after;
+  };
+  const std::vector<Step> script = {
+      {{1, 1}, true, 8, 1},     {{1, -1}, true, 8, 2},   {{2, 1}, true, 16, 0},  // the third clean step grows
+      {{kInf, 1}, false, 8, 0},                                                   // overflow: back off, reset
+      {{1, 1}, true, 8, 1},     {{1, 1}, true, 8, 2},    {{kNan, 1}, false, 4, 0},
+      {{1, 1}, true, 4, 1},     {{1, 1}, true, 4, 2},    {{1, 1}, true, 8, 0},
+  };
+  for (size_t i = 0; i < script.size(); ++i) {
+    const Step& step = script[i];
+    std::vector<float> before = trained.parameter.to_vector<float>();
+    trained.backward(scaler, from_vector(step.x));
+    EXPECT_EQ(scaler.step(trained.optimizer), step.steps) << "step " << i;
+    scaler.update();
+    EXPECT_EQ(scaler.get_scale(), step.scale_after) << "step " << i;
+    EXPECT_EQ(scaler.growth_tracker(), step.tracker_after) << "step " << i;
+    std::vector<float> after = trained.parameter.to_vector<float>();
+    if (step.steps) {
+      // SGD with lr 0.25 on the unscaled gradient x.
+      EXPECT_EQ(after, (std::vector<float>{before[0] - 0.25f * step.x[0], before[1] - 0.25f * step.x[1]}))
+          << "step " << i;
+    } else {
+      EXPECT_EQ(after, before) << "step " << i << " was skipped and must leave the parameter alone";
+    }
+  }
+  EXPECT_EQ(trained.optimizer.steps_taken(), 8);
+}
+
+TEST(GradScaler, UnscaleLeavesTheTrueGradients) {
+  OneParameter trained;
+  GradScaler scaler;
+  EXPECT_EQ(scaler.get_scale(), 65536.0);
+  Tensor loss = sum(trained.parameter * from_vector<float>({0.75, -3}));
+  Tensor scaled = scaler.scale(loss);
+  EXPECT_EQ(scaled.item<float>(), loss.item<float>() * 65536.0f);
+  scaled.backward();
+  EXPECT_EQ(trained.parameter.grad().to_vector<float>(), (std::vector<float>{0.75f * 65536, -3.0f * 65536}));
+  EXPECT_FALSE(scaler.is_unscaled(trained.optimizer));
+  scaler.unscale_(trained.optimizer);
+  EXPECT_TRUE(scaler.is_unscaled(trained.optimizer));
+  EXPECT_FALSE(scaler.found_inf(trained.optimizer));
+  EXPECT_EQ(trained.parameter.grad().to_vector<float>(), (std::vector<float>{0.75f, -3.0f}));
+  EXPECT_TRUE(scaler.step(trained.optimizer));  // no second unscale
+  EXPECT_EQ(trained.parameter.to_vector<float>(), (std::vector<float>{1 - 0.25f * 0.75f, 2 + 0.25f * 3}));
+  scaler.update();
+  EXPECT_FALSE(scaler.is_unscaled(trained.optimizer));
+}
+
+TEST(GradScaler, ScalesLowPrecisionLossesInF32) {
+  GradScaler scaler({.init_scale = 1e6});
+  Tensor loss = full({}, 100, {.dtype = DType::f16});
+  Tensor scaled = scaler.scale(loss);  // 1e8 is far beyond f16's 65504
+  EXPECT_EQ(scaled.dtype(), DType::f32);
+  EXPECT_EQ(scaled.item<float>(), 1e8f);
+  EXPECT_EQ(scaler.scale(full({}, 2, {.dtype = DType::f64})).dtype(), DType::f64);
+}
+
+TEST(GradScaler, ParametersWithoutGradientsAreSkipped) {
+  Tensor used = from_vector<float>({1}).requires_grad_(), unused = from_vector<float>({5}).requires_grad_();
+  optim::SGD optimizer(std::vector<Tensor>{used, unused}, {.lr = 1});
+  GradScaler scaler({.init_scale = 4});
+  scaler.scale(sum(used * 2)).backward();
+  EXPECT_TRUE(scaler.step(optimizer));
+  EXPECT_EQ(used.item<float>(), -1.0f);
+  EXPECT_EQ(unused.item<float>(), 5.0f);
+  EXPECT_FALSE(unused.grad().defined());
+}
+
+TEST(GradScaler, AnyOptimizersOverflowBacksOffOnce) {
+  OneParameter first, second;
+  GradScaler scaler({.init_scale = 64, .growth_interval = 1});
+  first.backward(scaler, from_vector<float>({1, 1}));
+  second.backward(scaler, from_vector<float>({1, kInf}));
+  EXPECT_TRUE(scaler.step(first.optimizer));
+  EXPECT_FALSE(scaler.step(second.optimizer));
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 32.0);
+  EXPECT_EQ(second.parameter.to_vector<float>(), (std::vector<float>{1, 2}));
+}
+
+TEST(GradScaler, TheScaleNeverGrowsToInfinity) {
+  const double largest = std::ldexp(1.0, 127);  // the largest power of two below f32's max
+  OneParameter trained;
+  GradScaler scaler({.init_scale = largest, .growth_interval = 1});
+  trained.backward(scaler, from_vector<float>({0, 0}));
+  scaler.step(trained.optimizer);
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), largest);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+}
+
+TEST(GradScaler, ADisabledScalerOnlySteps) {
+  OneParameter trained;
+  GradScaler scaler({.enabled = false});
+  EXPECT_FALSE(scaler.is_enabled());
+  Tensor loss = sum(trained.parameter * from_vector<float>({1, kInf}));
+  EXPECT_TRUE(scaler.scale(loss).is_same(loss));
+  loss.backward();
+  scaler.unscale_(trained.optimizer);
+  EXPECT_FALSE(scaler.is_unscaled(trained.optimizer));
+  EXPECT_TRUE(scaler.step(trained.optimizer));  // no inf check: it steps
+  EXPECT_EQ(trained.optimizer.steps_taken(), 1);
+  scaler.update();
+  EXPECT_EQ(scaler.state_dict(), nlohmann::json::object());
+  scaler.load_state_dict({{"scale", "anything"}});  // ignored, as PyTorch's
+}
+
+TEST(GradScaler, StateDictHasPyTorchsKeysAndRoundTrips) {
+  OneParameter trained;
+  GradScaler scaler({.init_scale = 16, .growth_factor = 4, .backoff_factor = 0.25, .growth_interval = 5});
+  for (int i = 0; i < 2; ++i) {
+    trained.backward(scaler, from_vector<float>({1, 1}));
+    scaler.step(trained.optimizer);
+    scaler.update();
+  }
+  nlohmann::json state = scaler.state_dict();
+  EXPECT_EQ(state, (nlohmann::json{{"scale", 16.0},
+                                   {"growth_factor", 4.0},
+                                   {"backoff_factor", 0.25},
+                                   {"growth_interval", 5},
+                                   {"_growth_tracker", 2}}));
+  GradScaler restored;
+  restored.load_state_dict(nlohmann::json::parse(state.dump()));
+  EXPECT_EQ(restored.state_dict(), state);
+  // Both continue alike: three more clean steps grow the scale by 4 on the fifth.
+  OneParameter other;
+  for (int i = 0; i < 3; ++i) {
+    trained.backward(scaler, from_vector<float>({1, 1}));
+    other.backward(restored, from_vector<float>({1, 1}));
+    scaler.step(trained.optimizer), restored.step(other.optimizer);
+    scaler.update(), restored.update();
+    EXPECT_EQ(restored.get_scale(), scaler.get_scale());
+    EXPECT_EQ(restored.growth_tracker(), scaler.growth_tracker());
+  }
+  EXPECT_EQ(restored.get_scale(), 64.0);
+}
+
+TEST(GradScaler, UnscalingTwiceBeforeUpdateIsAnError) {
+  OneParameter trained;
+  GradScaler scaler;
+  trained.backward(scaler, from_vector<float>({1, 1}));
+  scaler.unscale_(trained.optimizer);
+  EXPECT_EMBER_ERROR(scaler.unscale_(trained.optimizer),
+                     "unscale_() has already been called on this optimizer (SGD) since the last update()");
+  scaler.step(trained.optimizer);
+  EXPECT_EMBER_ERROR(scaler.unscale_(trained.optimizer), "has already been called");
+  scaler.update();
+  trained.backward(scaler, from_vector<float>({1, 1}));
+  scaler.unscale_(trained.optimizer);  // a new step: allowed again
+}
+
+TEST(GradScaler, FoundInfAndUpdateNeedAnUnscaleFirst) {
+  OneParameter trained;
+  GradScaler scaler;
+  EXPECT_EMBER_ERROR(scaler.found_inf(trained.optimizer), "unscale_() has not been called on this optimizer (SGD)");
+  EXPECT_EMBER_ERROR(scaler.update(), "no inf checks were recorded since the last update()");
+  EXPECT_EQ(scaler.get_scale(), 65536.0);
+}
+
+TEST(GradScaler, BadOptionsAreErrors) {
+  EXPECT_EMBER_ERROR(GradScaler({.init_scale = 0}), "the scale must be positive and finite, got 0");
+  EXPECT_EMBER_ERROR(GradScaler({.init_scale = -2}), "got -2");
+  EXPECT_EMBER_ERROR(GradScaler({.init_scale = kInf}), "got inf");
+  EXPECT_EMBER_ERROR(GradScaler({.init_scale = kNan}), "got nan");
+  EXPECT_EMBER_ERROR(GradScaler({.growth_factor = 1}), "growth_factor must be greater than 1, got 1");
+  EXPECT_EMBER_ERROR(GradScaler({.growth_factor = -2}), "growth_factor must be greater than 1, got -2");
+  EXPECT_EMBER_ERROR(GradScaler({.backoff_factor = 0}), "backoff_factor must be in (0, 1), got 0");
+  EXPECT_EMBER_ERROR(GradScaler({.backoff_factor = 1}), "backoff_factor must be in (0, 1), got 1");
+  EXPECT_EMBER_ERROR(GradScaler({.backoff_factor = -0.5}), "got -0.5");
+  EXPECT_EMBER_ERROR(GradScaler({.growth_interval = 0}), "growth_interval must be at least 1, got 0");
+}
+
+TEST(GradScaler, ScalingANonFloatingLossIsAnError) {
+  GradScaler scaler;
+  EXPECT_EMBER_ERROR(scaler.scale(full({}, 1, {.dtype = DType::i64})), "expected a floating point loss, got int64");
+  EXPECT_EMBER_ERROR(scaler.scale(Tensor()), "got an undefined tensor");
+}
+
+TEST(GradScaler, LoadStateDictChecksEverythingBeforeChangingAnything) {
+  GradScaler scaler({.init_scale = 32, .growth_interval = 7});
+  const nlohmann::json original = scaler.state_dict();
+  auto with = [&](const std::string& key, const nlohmann::json& value) {
+    nlohmann::json state = original;
+    state[key] = value;
+    return state;
+  };
+  auto without = [&](const std::string& key) {
+    nlohmann::json state = original;
+    state.erase(key);
+    return state;
+  };
+  EXPECT_EMBER_ERROR(scaler.load_state_dict(nlohmann::json::object()), "the state is empty");
+  EXPECT_EMBER_ERROR(scaler.load_state_dict(nlohmann::json::array()), "the state is empty or not an object");
+  for (const char* key : {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"})
+    EXPECT_EMBER_ERROR(scaler.load_state_dict(without(key)), std::string("missing key \"") + key + "\"");
+  EXPECT_EMBER_ERROR(scaler.load_state_dict(with("scale", "big")), "\"scale\" must be a number, got \"big\"");
+  EXPECT_EMBER_ERROR(scaler.load_state_dict(with("growth_interval", 2.5)),
+                     "\"growth_interval\" must be an integer, got 2.5");
+  EXPECT_EMBER_ERROR(scaler.load_state_dict(with("_growth_tracker", nullptr)), "\"_growth_tracker\" must be an integer");
+  EXPECT_EMBER_ERROR(scaler.load_state_dict(with("backoff_factor", 2.0)), "backoff_factor must be in (0, 1), got 2");
+  EXPECT_EMBER_ERROR(scaler.load_state_dict(with("scale", -1.0)), "the scale must be positive and finite, got -1");
+  EXPECT_EMBER_ERROR(scaler.load_state_dict(with("_growth_tracker", 7)),
+                     "_growth_tracker must be in [0, growth_interval = 7), got 7");
+  // A valid scale with a bad tracker changed nothing either.
+  nlohmann::json half_valid = with("scale", 4.0);
+  half_valid["_growth_tracker"] = -1;
+  EXPECT_EMBER_ERROR(scaler.load_state_dict(half_valid), "got -1");
+  EXPECT_EQ(scaler.state_dict(), original);
+}
+
+// Two ranks, only rank 1's gradient overflows: the all-reduced flag makes both
+// skip the step and halve the scale (the checks run in the workers).
+TEST(GradScaler, AllRanksSkipWhenOneOverflows) {
+  ProcessResult result = launch({"--nproc-per-node", "2"}, "grad_scaler_skips_together", {"auto"},
+                                std::chrono::seconds(60));
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("rank 0: found the other rank's inf: ok"), std::string::npos) << result.output;
+  EXPECT_TRUE(leftover_workers().empty());
+  EXPECT_TRUE(leftover_segments().empty());
+}
+
+}  // namespace
+}  // namespace ember::test
