@@ -154,8 +154,10 @@ Settings ask_config_questions(std::istream& in, std::ostream& out) {
   settings["use_cpu"] = cpu ? "true" : "false";
   settings["mixed_precision"] =
       *ask_value(prompt, "Do you wish to use mixed precision (no, fp16 or bf16)?", key("mixed_precision"), "no");
-  settings["gradient_accumulation_steps"] = std::to_string(
-      ask_integer(prompt, "How many batches should be accumulated per optimizer step?", 1, 1, std::numeric_limits<int>::max()));
+  long long accumulation =
+      ask_integer(prompt, "How many batches should be accumulated per optimizer step?", 1, 1, std::numeric_limits<int>::max());
+  // Note [Launcher configuration]: Accelerate refuses a file with this key, so it is written only when it matters.
+  if (accumulation > 1) settings["gradient_accumulation_steps"] = std::to_string(accumulation);
   if (ask_yes_no(prompt,
                  "Do you want to set ember's other Accelerator options (split_batches, even_batches, seed, project_dir, "
                  "checkpoint naming)?",
