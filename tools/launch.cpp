@@ -327,6 +327,8 @@ int run_launch(const LaunchOptions& given) {
   const LaunchOptions options = with_config_file(given);
   validate(options);
   std::string program = resolve_program(options.command.front());
+  // Checks the inherited Accelerator variables: before anything is created.
+  std::vector<std::string> base = inherited_environment(options.accelerator);
 
   std::string token;
   if (options.nnodes > 1) {
@@ -350,7 +352,6 @@ int run_launch(const LaunchOptions& given) {
   if (!options.log_dir.empty()) logs.emplace(options.log_dir, first_rank, local_ranks);
 
   OmpSettings omp = omp_settings(local_ranks);
-  std::vector<std::string> base = inherited_environment(options.accelerator);
   base.insert(base.end(), omp.added.begin(), omp.added.end());
   std::vector<std::string> accelerator = accelerator_variables(options.accelerator);
   base.insert(base.end(), accelerator.begin(), accelerator.end());

@@ -126,6 +126,19 @@ TEST_F(LaunchConfigTest, FlagsBeatTheFile) {
                  {{"EMBER_MIXED_PRECISION", "bf16"}, {"EMBER_GRADIENT_ACCUMULATION_STEPS", "8"}, {"EMBER_USE_CPU", "true"}});
 }
 
+// The file describes node 1 of 2 with its store on 10.9.9.9 (where this
+// machine cannot host one); the flags make it a single-node job on loopback,
+// which runs only if each of them beats its key.
+TEST_F(LaunchConfigTest, LaunchFlagsBeatTheFilesLaunchKeys) {
+  std::string file = config(
+      "num_processes: 4\nnum_machines: 2\nmachine_rank: 1\nmain_process_ip: 10.9.9.9\nmain_process_port: 1\n");
+  ProcessResult result = launch_in({no_default_file}, {"--config-file", file, "--nnodes", "1", "--node-rank", "0",
+                                                        "--master-addr", "127.0.0.1", "--master-port", "0"});
+  expect_workers(result, 4, {});
+  EXPECT_TRUE(contains(result.output, "ember launch: 4 workers, ")) << result.output;
+  EXPECT_TRUE(contains(result.output, ", store 127.0.0.1:")) << result.output;
+}
+
 // What neither a flag nor the file sets passes through as it was (even
 // spelled "007"); what they set replaces the inherited value.
 TEST_F(LaunchConfigTest, FileBeatsTheInheritedEnvironment) {
