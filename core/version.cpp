@@ -8,6 +8,7 @@ std::string_view version() { return "0.1.0"; }
 namespace cuda {
 __attribute__((weak)) int device_count() { return 0; }
 __attribute__((weak)) bool is_available() { return device_count() > 0; }
+__attribute__((weak)) std::string device_description(int) { return ""; }
 }  // namespace cuda
 
 bool built_with_cuda() {

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 
+#include "config_file.h"
 #include "core/error.h"
 #include "distributed/store/tcp_store.h"
 #include "output_prefixer.h"
@@ -55,6 +56,44 @@ void validate(const LaunchOptions& options) {
     EMBER_CHECK(options.max_restarts == 0, "--max-restarts works on a single node only (--nnodes {} given)",
                 options.nnodes);
   }
+}
+
+// Note [Launcher configuration]: what a flag sets beats the config file,
+// which beats the defaults (and, for the Accelerator's options, the inherited
+// environment). num_processes counts every machine's processes, as in
+// Accelerate; the launcher starts its share of them.
+LaunchOptions with_config_file(const LaunchOptions& flags) {
+  LaunchOptions options = flags;
+  for (auto& [name, value] : options.accelerator) value = canonical_value(*find_config_key(name), value, flag_name(name));
+  std::optional<ConfigFile> config = active_config_file(flags.config_file);
+  if (!config) return options;
+  for (const std::string& warning : config->warnings) say("warning: " + warning);
+  say(fmt::format("config file '{}'", config->path));
+  const Settings& file = config->settings;
+  auto from_file = [&](const char* flag, const char* key) {
+    return flags.flags_given.count(flag) ? std::nullopt : integer_setting(file, key);
+  };
+  if (auto machines = from_file("--nnodes", "num_machines")) options.nnodes = int(*machines);
+  if (auto rank = from_file("--node-rank", "machine_rank")) options.node_rank = int(*rank);
+  if (auto port = from_file("--master-port", "main_process_port")) options.master_port = int(*port);
+  if (!flags.flags_given.count("--master-addr") && file.count("main_process_ip")) {
+    options.master_addr = file.at("main_process_ip");
+  }
+  if (auto total = from_file("--nproc-per-node", "num_processes")) {
+    EMBER_CHECK(*total % options.nnodes == 0,
+                "config file '{}': num_processes {} (the processes of every machine together) is not divisible by "
+                "{} {}",
+                config->path, *total, flags.flags_given.count("--nnodes") ? "--nnodes" : "num_machines",
+                options.nnodes);
+    options.nproc_per_node = int(*total / options.nnodes);
+  }
+  for (const ConfigKey& key : config_keys()) {
+    std::string name(key.name);
+    if (!key.variable.empty() && !options.accelerator.count(name) && file.count(name)) {
+      options.accelerator[name] = file.at(name);
+    }
+  }
+  return options;
 }
 
 bool is_executable_file(const std::string& path) {
@@ -106,16 +145,39 @@ int usable_cores() {
   return std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN)));
 }
 
-std::vector<std::string> inherited_environment() {
+// The launcher's environment without the variables it sets: its own, and
+// those of the Accelerator's options that a flag or the config file sets.
+// An Accelerator variable that stays is checked like a flag, so that no
+// worker starts with a value the Accelerator would refuse.
+std::vector<std::string> inherited_environment(const Settings& accelerator) {
   std::vector<std::string> environment;
   for (char** entry = environ; *entry; ++entry) {
     std::string_view text(*entry);
-    std::string_view name = text.substr(0, text.find('='));
+    size_t equals = text.find('=');
+    std::string_view name = text.substr(0, equals);
     bool ours = std::any_of(std::begin(kLauncherVariables), std::end(kLauncherVariables),
                             [&](const char* variable) { return name == variable; });
+    for (const ConfigKey& key : config_keys()) {
+      if (key.variable.empty() || key.variable != name) continue;
+      if (accelerator.count(std::string(key.name))) {
+        ours = true;
+      } else if (equals != std::string_view::npos) {
+        canonical_value(key, text.substr(equals + 1), fmt::format("{} in the environment", name));
+      }
+    }
     if (!ours) environment.emplace_back(text);
   }
   return environment;
+}
+
+// "EMBER_MIXED_PRECISION=bf16", ... in the order of the contract.
+std::vector<std::string> accelerator_variables(const Settings& accelerator) {
+  std::vector<std::string> variables;
+  for (const ConfigKey& key : config_keys()) {
+    auto found = accelerator.find(std::string(key.name));
+    if (found != accelerator.end()) variables.push_back(fmt::format("{}={}", key.variable, found->second));
+  }
+  return variables;
 }
 
 // Lines like "OMP_NUM_THREADS=1 (2 cores / 2 local ranks)" for the summary.
@@ -227,24 +289,46 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
       ->capture_default_str();
   launch->add_option("--log-dir", options.log_dir, "Write each rank's output to DIR/rank_N.log");
   launch->add_option("--local-addr", options.local_addr, "Address this node's workers give Gloo peers");
+  launch->add_option("--config-file", options.config_file,
+                     "YAML config written by ember config (or accelerate config); default: $EMBER_CONFIG_FILE, else "
+                     "$XDG_CACHE_HOME/ember/default_config.yaml, else ~/.cache/ember/default_config.yaml, if it exists");
+  launch->add_option_function<std::string>(
+      "--mixed-precision", [&options](const std::string& value) { options.accelerator["mixed_precision"] = value; },
+      "The Accelerator's mixed precision: no, fp16 or bf16 (EMBER_MIXED_PRECISION)");
+  launch->add_option_function<std::string>(
+      "--gradient-accumulation-steps",
+      [&options](const std::string& value) { options.accelerator["gradient_accumulation_steps"] = value; },
+      "Batches per optimizer step (EMBER_GRADIENT_ACCUMULATION_STEPS)");
+  launch->add_flag_callback(
+      "--cpu", [&options] { options.accelerator["use_cpu"] = "true"; }, "Train on the CPU even with a GPU (EMBER_USE_CPU)");
+  launch->parse_complete_callback([launch, &options] {
+    for (const CLI::Option* option : launch->get_options()) {
+      if (option->count() > 0) options.flags_given.insert(option->get_name());
+    }
+  });
   // Everything from the first positional on is the program's: flags after it are its own.
   launch->prefix_command();
   launch->footer(
       "Run as: ember launch [OPTIONS] -- program [args...]\n"
       "Each worker gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT\n"
       "and EMBER_STORE_TOKEN, EMBER_TIMEOUT, EMBER_JOB_ID, EMBER_RESTART_COUNT (distributed/README.md).\n"
-      "--nnodes > 1: the same EMBER_STORE_TOKEN must be in every launcher's environment.");
+      "--nnodes > 1: the same EMBER_STORE_TOKEN must be in every launcher's environment.\n"
+      "The Accelerator's options reach the workers as EMBER_MIXED_PRECISION, EMBER_GRADIENT_ACCUMULATION_STEPS,\n"
+      "EMBER_USE_CPU, ...: from the flags, else the config file, else the environment (tools/README.md).");
   return launch;
 }
 
-int run_launch(const LaunchOptions& options) {
+int run_launch(const LaunchOptions& given) {
   // A launcher started with 0, 1 or 2 closed would hand those numbers to its
   // pipes, and then write its messages into them.
   for (int fd = 0; fd <= 2; ++fd) {
     if (fcntl(fd, F_GETFD) == -1) EMBER_CHECK(open("/dev/null", O_RDWR) == fd, "cannot open /dev/null");
   }
+  const LaunchOptions options = with_config_file(given);
   validate(options);
   std::string program = resolve_program(options.command.front());
+  // Checks the inherited Accelerator variables: before anything is created.
+  std::vector<std::string> base = inherited_environment(options.accelerator);
 
   std::string token;
   if (options.nnodes > 1) {
@@ -268,8 +352,10 @@ int run_launch(const LaunchOptions& options) {
   if (!options.log_dir.empty()) logs.emplace(options.log_dir, first_rank, local_ranks);
 
   OmpSettings omp = omp_settings(local_ranks);
-  std::vector<std::string> base = inherited_environment();
   base.insert(base.end(), omp.added.begin(), omp.added.end());
+  std::vector<std::string> accelerator = accelerator_variables(options.accelerator);
+  base.insert(base.end(), accelerator.begin(), accelerator.end());
+  if (!accelerator.empty()) say(fmt::format("{}", fmt::join(accelerator, ", ")));
 
   // Before the store server's thread exists, so that it inherits the mask.
   int signal_fd = block_launcher_signals();

@@ -1,13 +1,18 @@
 // `ember launch`: starts a job's workers on this node with the environment of
 // a distributed job (RANK, WORLD_SIZE, MASTER_ADDR, EMBER_STORE_TOKEN, ...),
 // hosts the job's store on node 0, prefixes or logs their output, and stops
-// every worker when one fails (Note [Launcher supervision]). tools/main.cpp
-// parses the command line into LaunchOptions.
-// Tests: tests/distributed/test_launch.cpp.
+// every worker when one fails (Note [Launcher supervision]). It also passes
+// the Accelerator's options on as EMBER_* variables, from its flags, else the
+// config file, else the inherited environment (Note [Launcher configuration]
+// in tools/README.md). tools/main.cpp parses the command line into LaunchOptions.
+// Tests: tests/distributed/test_launch.cpp, tests/tools/test_launch_config.cpp.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
+
+#include "config_keys.h"
 
 namespace CLI {
 class App;
@@ -22,11 +27,14 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free port (single node only)
   int max_restarts = 0;
-  int timeout_seconds = 300;         // EMBER_TIMEOUT; also bounds the wait after a failure
-  double grace_period_seconds = 5;   // from SIGTERM to SIGKILL when stopping workers
-  std::string log_dir;               // "": prefixed lines on the terminal; else D/rank_N.log
-  std::string local_addr;            // EMBER_GLOO_ADDR, when given
-  std::vector<std::string> command;  // the program and its arguments
+  int timeout_seconds = 300;          // EMBER_TIMEOUT; also bounds the wait after a failure
+  double grace_period_seconds = 5;    // from SIGTERM to SIGKILL when stopping workers
+  std::string log_dir;                // "": prefixed lines on the terminal; else D/rank_N.log
+  std::string local_addr;             // EMBER_GLOO_ADDR, when given
+  std::vector<std::string> command;   // the program and its arguments
+  std::string config_file;            // --config-file; "": the default one, when it exists
+  Settings accelerator;               // by config key: the Accelerator's options from the flags
+  std::set<std::string> flags_given;  // "--nproc-per-node", ...: they beat the config file
 };
 
 // Adds the `launch` subcommand and its flags, parsed into `options`.

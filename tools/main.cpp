@@ -1,15 +1,34 @@
 // The `ember` command line. Subcommands: launch (tools/launch.cpp), which
-// starts and supervises a distributed job's workers.
-// Tests: tests/distributed/test_launch.cpp.
+// starts and supervises a distributed job's workers; config
+// (tools/config_command.cpp), which writes the config file launch reads; env
+// (tools/env_command.cpp), which prints what a bug report needs.
+// Tests: tests/distributed/test_launch.cpp, tests/tools/.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "config_command.h"
 #include "core/error.h"
+#include "env_command.h"
 #include "launch.h"
+
+namespace {
+
+// Runs a subcommand, turning its errors into "ember <name>: message" and exit code 1.
+int run_reporting_errors(const char* name, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ember %s: %s\n", name, error.what());
+    return 1;
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Everything after the first "--" is the program and its arguments, never
@@ -24,16 +43,28 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   ember::launch::LaunchOptions launch_options;
   CLI::App* launch = ember::launch::add_launch_command(app, launch_options);
+  ember::launch::ConfigCommandOptions config_options;
+  CLI::App* config = ember::launch::add_config_command(app, config_options);
+  ember::launch::EnvCommandOptions env_options;
+  CLI::App* env = ember::launch::add_env_command(app, env_options);
   try {
     std::reverse(ours.begin(), ours.end());  // CLI11 takes a vector in reverse order
     app.parse(ours);
   } catch (const CLI::CallForHelp& help) {
     return app.exit(help);
   } catch (const CLI::ParseError& error) {
-    std::fprintf(stderr, "ember: %s\nRun 'ember --help' or 'ember launch --help' for usage.\n", error.what());
+    std::fprintf(stderr, "ember: %s\nRun 'ember --help' or 'ember <command> --help' for usage.\n", error.what());
     return 2;
   }
 
+  if (config->parsed()) return run_reporting_errors("config", [&] { return ember::launch::run_config(config_options); });
+  if (env->parsed()) {
+    return run_reporting_errors("env", [&] {
+      std::printf("Copy and paste the text below into your bug report.\n\n");
+      for (const std::string& line : ember::launch::environment_report(env_options)) std::printf("%s\n", line.c_str());
+      return 0;
+    });
+  }
   if (launch->parsed()) {
     // Without "--", prefix_command() leaves the program and its arguments here.
     std::vector<std::string> rest = launch->remaining();
@@ -46,15 +77,7 @@ int main(int argc, char** argv) {
     launch_options.command = rest;
     if (!rest.empty() && separator != args.end()) launch_options.command.push_back("--");
     launch_options.command.insert(launch_options.command.end(), program.begin(), program.end());
-    try {
-      return ember::launch::run_launch(launch_options);
-    } catch (const ember::Error& error) {
-      std::fprintf(stderr, "ember launch: %s\n", error.what());
-      return 1;
-    } catch (const std::exception& error) {
-      std::fprintf(stderr, "ember launch: %s\n", error.what());
-      return 1;
-    }
+    return run_reporting_errors("launch", [&] { return ember::launch::run_launch(launch_options); });
   }
   return 0;
 }

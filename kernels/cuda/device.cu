@@ -3,6 +3,8 @@
 // start and run their CPU paths on machines without a GPU.
 #include <cuda_runtime.h>
 
+#include <cstdio>
+
 #include "core/version.h"
 
 namespace ember::cuda {
@@ -17,5 +19,17 @@ int device_count() {
 }
 
 bool is_available() { return device_count() > 0; }
+
+std::string device_description(int index) {
+  cudaDeviceProp properties{};
+  if (cudaGetDeviceProperties(&properties, index) != cudaSuccess) {
+    cudaGetLastError();
+    return "unknown (cudaGetDeviceProperties failed)";
+  }
+  char text[512];
+  std::snprintf(text, sizeof text, "%s, %.1f GiB, compute capability %d.%d", properties.name,
+                double(properties.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), properties.major, properties.minor);
+  return text;
+}
 
 }  // namespace ember::cuda

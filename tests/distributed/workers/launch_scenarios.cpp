@@ -1,6 +1,7 @@
-// Worker scenarios for tests/distributed/test_launch.cpp: what `ember launch`
-// gives a worker (environment, descriptors, store), how its output and exits
-// reach the launcher, and a two-launcher Gloo job. Each prints what it saw;
+// Worker scenarios for tests/distributed/test_launch.cpp and
+// tests/tools/test_launch_config.cpp: what `ember launch` gives a worker
+// (environment, the Accelerator's variables, descriptors, store), how its
+// output and exits reach the launcher, and a two-launcher Gloo job. Each prints what it saw;
 // "ready pid N" tells a test that the worker runs and which process it is.
 #include <dirent.h>
 #include <fcntl.h>
@@ -168,6 +169,18 @@ EMBER_SCENARIO(launch_env) {
   store.wait(keys);
   std::printf("rank %d: env %s\n", rank, failures == 0 ? "ok" : "BAD");
   return failures == 0 ? 0 : 1;
+}
+
+// The Accelerator's variables (Note [Launcher configuration]) as this rank
+// sees them, on one line: "rank R: EMBER_MIXED_PRECISION=bf16 ... EMBER_TOTAL_LIMIT=<unset>".
+EMBER_SCENARIO(launch_accelerator_env) {
+  const char* variables[] = {"EMBER_MIXED_PRECISION", "EMBER_GRADIENT_ACCUMULATION_STEPS", "EMBER_USE_CPU",
+                             "EMBER_SPLIT_BATCHES", "EMBER_EVEN_BATCHES", "EMBER_SEED", "EMBER_PROJECT_DIR",
+                             "EMBER_AUTOMATIC_CHECKPOINT_NAMING", "EMBER_TOTAL_LIMIT"};
+  std::string line = "rank " + env_or("RANK") + ":";
+  for (const char* variable : variables) line += std::string(" ") + variable + "=" + env_or(variable);
+  std::printf("%s\n", line.c_str());
+  return 0;
 }
 
 // args: lines. Many long lines, stdout and stderr mixed, written through

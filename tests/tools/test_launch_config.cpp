@@ -1,0 +1,235 @@
+// `ember launch` and the Accelerator's variables (Note [Launcher
+// configuration]), on real processes: the flags and the config file set
+// exactly the contract's EMBER_* variables in every worker; flags beat the
+// file, the file beats the inherited environment, which passes through
+// unchanged otherwise; the file's launch keys choose the workers; every bad
+// value stops the launcher before a worker starts. The worker side is the
+// launch_accelerator_env scenario in tests/distributed/workers/launch_scenarios.cpp.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "distributed/process_runner.h"
+#include "tools/tools_test_support.h"
+
+namespace ember::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The contract's variables in the order the scenario prints them.
+const std::vector<std::string> kVariables = {
+    "EMBER_MIXED_PRECISION", "EMBER_GRADIENT_ACCUMULATION_STEPS", "EMBER_USE_CPU",
+    "EMBER_SPLIT_BATCHES",   "EMBER_EVEN_BATCHES",                "EMBER_SEED",
+    "EMBER_PROJECT_DIR",     "EMBER_AUTOMATIC_CHECKPOINT_NAMING", "EMBER_TOTAL_LIMIT",
+};
+
+// The scenario's line for `rank` when the variables in `set` have those
+// values and all others are unset.
+std::string expected_line(int rank, const std::map<std::string, std::string>& set) {
+  std::string line = "[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) + ":";
+  for (const std::string& variable : kVariables) {
+    auto found = set.find(variable);
+    line += " " + variable + "=" + (found == set.end() ? "<unset>" : found->second);
+  }
+  return line + "\n";
+}
+
+// `ember launch <flags> -- distributed_worker launch_accelerator_env` in a
+// clean environment plus `assignments`.
+ProcessResult launch_in(const std::vector<std::string>& assignments, const std::vector<std::string>& flags) {
+  return run_process(clean_command(assignments, launch_command(flags, "launch_accelerator_env")), 60s);
+}
+
+void expect_workers(const ProcessResult& result, int workers, const std::map<std::string, std::string>& set) {
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  for (int rank = 0; rank < workers; ++rank) {
+    EXPECT_TRUE(contains(result.output, expected_line(rank, set))) << "expected " << expected_line(rank, set) << "in:\n"
+                                                                   << result.output;
+  }
+  EXPECT_FALSE(contains(result.output, "[rank " + std::to_string(workers) + "]")) << result.output;
+  EXPECT_EQ(leftover_workers(), std::vector<pid_t>{});
+}
+
+class LaunchConfigTest : public ::testing::Test {
+ protected:
+  std::filesystem::path directory = fresh_temp_dir("launch_config");
+  std::string no_default_file = "EMBER_CONFIG_FILE=" + (directory / "absent.yaml").string();
+  void TearDown() override { std::filesystem::remove_all(directory); }
+
+  std::string config(const std::string& text, const std::string& name = "config.yaml") {
+    write_text(directory / name, text);
+    return (directory / name).string();
+  }
+};
+
+TEST_F(LaunchConfigTest, WithoutFlagsOrFileNothingIsSet) {
+  expect_workers(launch_in({no_default_file}, {"--nproc-per-node", "2"}), 2, {});
+}
+
+TEST_F(LaunchConfigTest, FlagsSetTheContractsVariables) {
+  ProcessResult result = launch_in(
+      {no_default_file},
+      {"--nproc-per-node", "2", "--mixed-precision", "bf16", "--gradient-accumulation-steps", "4", "--cpu"});
+  expect_workers(result, 2,
+                 {{"EMBER_MIXED_PRECISION", "bf16"}, {"EMBER_GRADIENT_ACCUMULATION_STEPS", "4"}, {"EMBER_USE_CPU", "true"}});
+  EXPECT_TRUE(contains(result.output,
+                       "ember launch: EMBER_MIXED_PRECISION=bf16, EMBER_GRADIENT_ACCUMULATION_STEPS=4, EMBER_USE_CPU=true\n"))
+      << result.output;
+}
+
+// Every key of the file reaches the workers, and num_processes (all machines
+// together, one machine here) chooses how many start.
+TEST_F(LaunchConfigTest, ConfigFileSetsTheContractsVariables) {
+  std::string file = config(
+      "num_processes: 3\n"
+      "mixed_precision: fp16\n"
+      "gradient_accumulation_steps: 2\n"
+      "use_cpu: false\n"
+      "split_batches: true\n"
+      "even_batches: false\n"
+      "seed: 1234\n"
+      "project_dir: /tmp/ember project\n"
+      "automatic_checkpoint_naming: yes\n"
+      "total_limit: 5\n");
+  ProcessResult result = launch_in({no_default_file}, {"--config-file", file});
+  expect_workers(result, 3,
+                 {{"EMBER_MIXED_PRECISION", "fp16"},
+                  {"EMBER_GRADIENT_ACCUMULATION_STEPS", "2"},
+                  {"EMBER_USE_CPU", "false"},
+                  {"EMBER_SPLIT_BATCHES", "true"},
+                  {"EMBER_EVEN_BATCHES", "false"},
+                  {"EMBER_SEED", "1234"},
+                  {"EMBER_PROJECT_DIR", "/tmp/ember project"},
+                  {"EMBER_AUTOMATIC_CHECKPOINT_NAMING", "true"},
+                  {"EMBER_TOTAL_LIMIT", "5"}});
+  EXPECT_TRUE(contains(result.output, "ember launch: config file '" + file + "'\n")) << result.output;
+  EXPECT_TRUE(contains(result.output, "ember launch: 3 workers")) << result.output;
+}
+
+// Accelerate's own file for a 2-process CPU job runs as one.
+TEST_F(LaunchConfigTest, AccelerateConfigRuns) {
+  ProcessResult result =
+      launch_in({no_default_file}, {"--config-file", std::string(EMBER_TEST_DATA_DIR) + "/accelerate_multi_cpu_config.yaml"});
+  expect_workers(result, 2, {{"EMBER_MIXED_PRECISION", "no"}, {"EMBER_USE_CPU", "true"}});
+  EXPECT_FALSE(contains(result.output, "warning")) << result.output;
+}
+
+TEST_F(LaunchConfigTest, FlagsBeatTheFile) {
+  std::string file = config("num_processes: 3\nmixed_precision: fp16\ngradient_accumulation_steps: 2\nuse_cpu: false\n");
+  ProcessResult result = launch_in({no_default_file}, {"--config-file", file, "--nproc-per-node", "2", "--mixed-precision",
+                                                        "bf16", "--gradient-accumulation-steps", "8", "--cpu"});
+  expect_workers(result, 2,
+                 {{"EMBER_MIXED_PRECISION", "bf16"}, {"EMBER_GRADIENT_ACCUMULATION_STEPS", "8"}, {"EMBER_USE_CPU", "true"}});
+}
+
+// The file describes node 1 of 2 with its store on 10.9.9.9 (where this
+// machine cannot host one); the flags make it a single-node job on loopback,
+// which runs only if each of them beats its key.
+TEST_F(LaunchConfigTest, LaunchFlagsBeatTheFilesLaunchKeys) {
+  std::string file = config(
+      "num_processes: 4\nnum_machines: 2\nmachine_rank: 1\nmain_process_ip: 10.9.9.9\nmain_process_port: 1\n");
+  ProcessResult result = launch_in({no_default_file}, {"--config-file", file, "--nnodes", "1", "--node-rank", "0",
+                                                        "--master-addr", "127.0.0.1", "--master-port", "0"});
+  expect_workers(result, 4, {});
+  EXPECT_TRUE(contains(result.output, "ember launch: 4 workers, ")) << result.output;
+  EXPECT_TRUE(contains(result.output, ", store 127.0.0.1:")) << result.output;
+}
+
+// What neither a flag nor the file sets passes through as it was (even
+// spelled "007"); what they set replaces the inherited value.
+TEST_F(LaunchConfigTest, FileBeatsTheInheritedEnvironment) {
+  std::string file = config("mixed_precision: bf16\n");
+  ProcessResult result = launch_in(
+      {no_default_file, "EMBER_MIXED_PRECISION=fp16", "EMBER_SEED=007", "EMBER_USE_CPU=false", "EMBER_PROJECT_DIR=/p"},
+      {"--config-file", file, "--nproc-per-node", "2", "--cpu"});
+  expect_workers(result, 2,
+                 {{"EMBER_MIXED_PRECISION", "bf16"}, {"EMBER_SEED", "007"}, {"EMBER_USE_CPU", "true"},
+                  {"EMBER_PROJECT_DIR", "/p"}});
+}
+
+// Without --config-file: $EMBER_CONFIG_FILE, else $XDG_CACHE_HOME/ember/default_config.yaml.
+TEST_F(LaunchConfigTest, DefaultConfigFileIsUsedWhenItExists) {
+  std::string file = config("num_processes: 2\nseed: 5\n", "named.yaml");
+  expect_workers(launch_in({"EMBER_CONFIG_FILE=" + file}, {}), 2, {{"EMBER_SEED", "5"}});
+  std::filesystem::create_directories(directory / "cache" / "ember");
+  config("total_limit: 4\n", "cache/ember/default_config.yaml");
+  expect_workers(launch_in({"XDG_CACHE_HOME=" + (directory / "cache").string()}, {}), 1, {{"EMBER_TOTAL_LIMIT", "4"}});
+}
+
+TEST_F(LaunchConfigTest, UnknownKeyWarnsAndTheJobRuns) {
+  std::string file = config("num_processes: 2\nfuture_accelerate_option: 3\n");
+  ProcessResult result = launch_in({no_default_file}, {"--config-file", file});
+  expect_workers(result, 2, {});
+  EXPECT_TRUE(contains(result.output, "ember launch: warning: config file '" + file +
+                                          "', line 2: unknown key 'future_accelerate_option' ignored\n"))
+      << result.output;
+}
+
+// The file's total of processes is shared between the machines; flags that
+// change the machines change the share. (Node 1 of 2: no store to host, so
+// the workers print and exit without meeting node 0.)
+TEST_F(LaunchConfigTest, NumProcessesIsSharedBetweenMachines) {
+  std::string file = config("num_processes: 4\nnum_machines: 2\nmachine_rank: 1\nmain_process_port: 1\n");
+  ProcessResult result = launch_in({no_default_file, "EMBER_STORE_TOKEN=launch-config-test-token"}, {"--config-file", file});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(contains(result.output, "ember launch: 2 workers (ranks 2-3 of 4, node 1 of 2)")) << result.output;
+  EXPECT_TRUE(contains(result.output, "[rank 3] rank 3:")) << result.output;
+
+  std::string uneven = config("num_processes: 3\nnum_machines: 2\nmain_process_port: 1\n", "uneven.yaml");
+  result = launch_in({no_default_file}, {"--config-file", uneven});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_TRUE(contains(result.output, "ember launch: config file '" + uneven +
+                                          "': num_processes 3 (the processes of every machine together) is not "
+                                          "divisible by num_machines 2\n"))
+      << result.output;
+  result = launch_in({no_default_file}, {"--config-file", file, "--nnodes", "3", "--node-rank", "0"});
+  EXPECT_TRUE(contains(result.output, "num_processes 4 (the processes of every machine together) is not divisible by "
+                                      "--nnodes 3"))
+      << result.output;
+  EXPECT_EQ(leftover_workers(), std::vector<pid_t>{});
+}
+
+// Bad values from any source stop the launcher before a worker starts, and
+// the message names the flag, the file and key, or the variable, and the value.
+TEST_F(LaunchConfigTest, BadValuesAreErrorsBeforeAnyWorkerStarts) {
+  std::string bad_value = config("gradient_accumulation_steps: many\n", "bad_value.yaml");
+  std::string bad_yaml = config("mixed_precision: [bf16\n", "bad_yaml.yaml");
+  std::string missing = (directory / "missing.yaml").string();
+  struct Case {
+    std::vector<std::string> assignments;
+    std::vector<std::string> flags;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{}, {"--mixed-precision", "fp8"}, "ember launch: --mixed-precision: 'fp8' is not one of no, fp16 or bf16\n"},
+      {{}, {"--gradient-accumulation-steps", "0"},
+       "ember launch: --gradient-accumulation-steps: '0' is not an integer of at least 1\n"},
+      {{}, {"--config-file", bad_value},
+       "ember launch: config file '" + bad_value +
+           "', line 1, gradient_accumulation_steps: 'many' is not an integer of at least 1\n"},
+      {{}, {"--config-file", bad_yaml},
+       "ember launch: cannot parse config file '" + bad_yaml + "': end of sequence flow not found at line 2, column 1\n"},
+      {{}, {"--config-file", missing}, "ember launch: config file '" + missing + "' does not exist\n"},
+      {{"EMBER_USE_CPU=1"}, {}, "ember launch: EMBER_USE_CPU in the environment: '1' is not true or false\n"},
+      {{"EMBER_TOTAL_LIMIT=0"}, {}, "ember launch: EMBER_TOTAL_LIMIT in the environment: '0' is not an integer of at least 1\n"},
+      {{"EMBER_CONFIG_FILE=" + bad_value}, {},
+       "ember launch: config file '" + bad_value +
+           "', line 1, gradient_accumulation_steps: 'many' is not an integer of at least 1\n"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> assignments = {no_default_file};
+    assignments.insert(assignments.end(), c.assignments.begin(), c.assignments.end());
+    ProcessResult result = launch_in(assignments, c.flags);
+    EXPECT_EQ(result.exit_code, 1) << result.output;
+    EXPECT_TRUE(contains(result.output, c.message)) << "expected '" << c.message << "' in: " << result.output;
+    EXPECT_FALSE(contains(result.output, "[rank")) << result.output;
+  }
+  EXPECT_EQ(leftover_workers(), std::vector<pid_t>{});
+}
+
+}  // namespace
+}  // namespace ember::test

@@ -1,0 +1,229 @@
+// See config_file.h.
+#include "config_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace ember::launch {
+namespace {
+
+// Accelerate's keys that ember has no use for (ClusterConfig and BaseConfig in
+// accelerate/commands/config/config_args.py): they choose Accelerate's
+// backends, plugins and TPU pods. Accepted without a word, so that a config
+// written by `accelerate config` works unchanged; any other key gets a warning.
+constexpr std::string_view kIgnoredAccelerateKeys[] = {
+    "command_file",      "commands",     "compute_environment", "debug",         "deepspeed_config",
+    "distributed_type",  "downcast_bf16", "dynamo_backend",      "dynamo_config", "enable_cpu_affinity",
+    "fp8_config",        "fsdp_config",  "gpu_ids",             "ipex_config",   "main_training_function",
+    "megatron_lm_config", "mpirun_config", "rdzv_backend",       "same_network",  "tp_config",
+    "tpu_env",           "tpu_name",     "tpu_use_cluster",     "tpu_use_sudo",  "tpu_vm",
+    "tpu_zone",
+};
+
+bool is_ignored_accelerate_key(std::string_view name) {
+  return std::find(std::begin(kIgnoredAccelerateKeys), std::end(kIgnoredAccelerateKeys), name) !=
+         std::end(kIgnoredAccelerateKeys);
+}
+
+std::string node_kind(const YAML::Node& node) {
+  if (node.IsSequence()) return "list";
+  if (node.IsMap()) return "mapping";
+  return "value";
+}
+
+// The text of a key's YAML value, or nullopt when the key is present but
+// empty or null (`main_process_ip: null`, as Accelerate writes it), which
+// leaves it unset. A quoted number or boolean is a string, not a number:
+// checked here because yaml-cpp hands both over as the same text.
+std::optional<std::string> value_text(const ConfigKey& key, const YAML::Node& value, const std::string& where) {
+  if (value.IsNull()) return std::nullopt;
+  EMBER_CHECK(value.IsScalar(), "{}: expected {}, got a {}", where, describe_kind(key.kind), node_kind(value));
+  const std::string& text = value.Scalar();
+  const bool quoted = value.Tag() == "!";
+  switch (key.kind) {
+    case ValueKind::text:
+      // Accelerate's launcher treats an empty main_process_ip as not given.
+      if (text.empty()) return std::nullopt;
+      return text;
+    case ValueKind::mixed_precision:
+      return text;  // 'no' is quoted by Accelerate, a plain no is meant the same
+    case ValueKind::boolean: {
+      EMBER_CHECK(!quoted, "{}: expected true or false, got the string '{}'", where, text);
+      bool flag = false;
+      EMBER_CHECK(YAML::convert<bool>::decode(value, flag), "{}: '{}' is not true or false", where, text);
+      return flag ? "true" : "false";
+    }
+    default:
+      EMBER_CHECK(!quoted, "{}: expected {}, got the string '{}'", where, describe_kind(key.kind), text);
+      return text;
+  }
+}
+
+YAML::Node parse_file(const std::string& path) {
+  std::error_code error;
+  EMBER_CHECK(std::filesystem::exists(path, error), "config file '{}' does not exist", path);
+  EMBER_CHECK(!std::filesystem::is_directory(path, error), "config file '{}' is a directory", path);
+  std::ifstream file(path);
+  EMBER_CHECK(file.good(), "cannot read config file '{}': {}", path, std::strerror(errno));
+  std::stringstream text;
+  text << file.rdbuf();
+  try {
+    return YAML::Load(text.str());
+  } catch (const YAML::ParserException& parse_error) {
+    EMBER_CHECK(false, "cannot parse config file '{}': {} at line {}, column {}", path, parse_error.msg,
+                parse_error.mark.line + 1, parse_error.mark.column + 1);
+  }
+  return YAML::Node();
+}
+
+// What YAML 1.1 (PyYAML, which Accelerate reads with) would take for a
+// boolean, a null or a number, and must therefore be quoted to stay a string.
+bool needs_quotes(const std::string& text) {
+  static const std::set<std::string> special = {"yes", "no", "true", "false", "on", "off", "y", "n", "null", "~"};
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  double number = 0;
+  auto [stop, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+  bool numeric = !text.empty() && error == std::errc() && stop == text.data() + text.size();
+  return text.empty() || special.count(lower) > 0 || numeric;
+}
+
+void emit_string(YAML::Emitter& out, const std::string& text) {
+  if (needs_quotes(text)) out << YAML::SingleQuoted;
+  out << text;
+}
+
+// Accelerate's name for the kind of job, which it requires in every config.
+std::string distributed_type(const Settings& settings) {
+  long long processes = integer_setting(settings, "num_processes").value_or(1);
+  long long machines = integer_setting(settings, "num_machines").value_or(1);
+  if (processes <= 1 && machines <= 1) return "NO";
+  auto cpu = settings.find("use_cpu");
+  return cpu != settings.end() && cpu->second == "true" ? "MULTI_CPU" : "MULTI_GPU";
+}
+
+}  // namespace
+
+std::string default_config_path() {
+  auto variable = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value && *value ? std::optional<std::string>(value) : std::nullopt;
+  };
+  if (auto path = variable("EMBER_CONFIG_FILE")) return *path;
+  if (auto cache = variable("XDG_CACHE_HOME")) return *cache + "/ember/default_config.yaml";
+  if (auto home = variable("HOME")) return *home + "/.cache/ember/default_config.yaml";
+  EMBER_CHECK(false, "no default config file: none of EMBER_CONFIG_FILE, XDG_CACHE_HOME and HOME is set");
+  return "";
+}
+
+ConfigFile read_config_file(const std::string& path) {
+  YAML::Node root = parse_file(path);
+  ConfigFile config{.path = path, .settings = {}, .warnings = {}};
+  if (root.IsNull()) return config;  // an empty file sets nothing
+  EMBER_CHECK(root.IsMap(), "config file '{}': expected a mapping of keys to values, got a {}", path, node_kind(root));
+  std::set<std::string> seen;
+  for (const auto& entry : root) {
+    int line = entry.first.Mark().line + 1;
+    EMBER_CHECK(entry.first.IsScalar(), "config file '{}', line {}: a key must be a name, got a {}", path, line,
+                node_kind(entry.first));
+    const std::string& name = entry.first.Scalar();
+    std::string where = fmt::format("config file '{}', line {}, {}", path, line, name);
+    EMBER_CHECK(seen.insert(name).second, "{}: the key appears twice", where);
+    if (const ConfigKey* key = find_config_key(name)) {
+      if (auto text = value_text(*key, entry.second, where)) config.settings[name] = canonical_value(*key, *text, where);
+    } else if (!is_ignored_accelerate_key(name)) {
+      config.warnings.push_back(fmt::format("config file '{}', line {}: unknown key '{}' ignored", path, line, name));
+    }
+  }
+  // Checked here, where the file can be named; ember launch checks them again
+  // against its flags (Note [Launcher configuration]).
+  long long machines = integer_setting(config.settings, "num_machines").value_or(1);
+  if (auto rank = integer_setting(config.settings, "machine_rank")) {
+    EMBER_CHECK(*rank < machines, "config file '{}': machine_rank {} is not a machine of num_machines {} (0 to {})",
+                path, *rank, machines, machines - 1);
+  }
+  return config;
+}
+
+std::optional<ConfigFile> active_config_file(const std::string& explicit_path) {
+  if (!explicit_path.empty()) return read_config_file(explicit_path);
+  std::string path = default_config_path();
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return std::nullopt;
+  return read_config_file(path);
+}
+
+std::string config_yaml(const Settings& settings) {
+  Settings all = settings;
+  all["compute_environment"] = "LOCAL_MACHINE";
+  all["distributed_type"] = distributed_type(settings);
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  for (const auto& [name, value] : all) {
+    out << YAML::Key << name << YAML::Value;
+    const ConfigKey* key = find_config_key(name);
+    bool is_string = !key || key->kind == ValueKind::text || key->kind == ValueKind::mixed_precision;
+    if (is_string) {
+      emit_string(out, value);
+    } else {
+      out << value;  // canonical numbers and booleans are plain YAML already
+    }
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+void write_config_file(const std::string& path, const Settings& settings) {
+  std::string text = config_yaml(settings);
+  std::filesystem::path target = std::filesystem::absolute(path);
+  std::error_code error;
+  std::filesystem::create_directories(target.parent_path(), error);
+  EMBER_CHECK(!error, "cannot write config file '{}': cannot create its directory: {}", path, error.message());
+
+  std::string temporary = target.string() + ".tmp-XXXXXX";
+  int fd = mkstemp(temporary.data());
+  EMBER_CHECK(fd >= 0, "cannot write config file '{}': cannot create a temporary file beside it: {}", path,
+              std::strerror(errno));
+  // mkstemp makes the file private; a config file is as readable as any other.
+  mode_t mask = umask(0);
+  umask(mask);
+  std::string failure;
+  if (fchmod(fd, 0666 & ~mask) != 0) failure = "chmod";
+  for (size_t done = 0; failure.empty() && done < text.size();) {
+    ssize_t count = write(fd, text.data() + done, text.size() - done);
+    if (count < 0 && errno == EINTR) continue;
+    if (count <= 0) failure = "write";
+    if (count > 0) done += size_t(count);
+  }
+  if (failure.empty() && fsync(fd) != 0) failure = "fsync";
+  close(fd);
+  if (failure.empty() && rename(temporary.c_str(), target.c_str()) != 0) failure = "rename";
+  if (!failure.empty()) {
+    std::string reason = std::strerror(errno);
+    unlink(temporary.c_str());
+    EMBER_CHECK(false, "cannot write config file '{}': {} of the temporary file failed: {}", path, failure, reason);
+  }
+  // The rename is durable once the directory's entry is on disk.
+  int directory = open(target.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (directory >= 0) {
+    fsync(directory);
+    close(directory);
+  }
+}
+
+}  // namespace ember::launch

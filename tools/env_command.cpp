@@ -1,0 +1,144 @@
+// See env_command.h. The build facts come from compile definitions that
+// tools/CMakeLists.txt sets on this file, and from core/version.h.
+#include "env_command.h"
+
+#include <fmt/format.h>
+#include <sched.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "config_command.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "core/version.h"
+
+extern char** environ;
+
+namespace ember::launch {
+namespace {
+
+struct CpuInfo {
+  std::string model = "unknown";
+  std::set<std::string> flags;
+};
+
+// The first processor's "model name" and "flags" in /proc/cpuinfo.
+CpuInfo read_cpu_info() {
+  CpuInfo info;
+  std::ifstream file("/proc/cpuinfo");
+  bool model_seen = false;
+  bool flags_seen = false;
+  for (std::string line; std::getline(file, line) && !(model_seen && flags_seen);) {
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (name == "model name" && !model_seen) {
+      info.model = value;
+      model_seen = true;
+    } else if (name == "flags" && !flags_seen) {
+      std::istringstream words(value);
+      for (std::string flag; words >> flag;) info.flags.insert(flag);
+      flags_seen = true;
+    }
+  }
+  return info;
+}
+
+std::string yes_no(bool value) { return value ? "yes" : "no"; }
+
+// The CPU flags that decide whether oneDNN has bf16 and fp16 GEMM kernels;
+// without them bf16 runs through f32 (kernels/cpu/onednn.h).
+constexpr const char* kLowPrecisionFlags[] = {"avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16"};
+
+// The variables a report shows: ember's, the launcher's (torchrun's names),
+// OpenMP's, and those of the libraries ember calls.
+bool is_reported_variable(std::string_view name) {
+  constexpr std::string_view kPrefixes[] = {"EMBER_", "OMP_", "KMP_", "MASTER_", "GLOO_", "NCCL_", "CUDA_", "ONEDNN_", "DNNL_"};
+  constexpr std::string_view kNames[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "XDG_CACHE_HOME"};
+  return std::any_of(std::begin(kPrefixes), std::end(kPrefixes), [&](std::string_view p) { return name.starts_with(p); }) ||
+         std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
+}
+
+// Secrets: a report says only whether they are set.
+bool is_secret_variable(std::string_view name) { return name == "EMBER_STORE_TOKEN"; }
+
+std::vector<std::string> environment_lines() {
+  std::vector<std::string> variables;
+  for (char** entry = environ; *entry; ++entry) {
+    std::string_view text(*entry);
+    size_t equals = text.find('=');
+    std::string_view name = text.substr(0, equals);
+    if (equals == std::string_view::npos || !is_reported_variable(name)) continue;
+    std::string_view value = is_secret_variable(name) ? "set" : text.substr(equals + 1);
+    variables.push_back(fmt::format("  - {}: {}", name, value));
+  }
+  std::sort(variables.begin(), variables.end());
+  if (variables.empty()) variables.push_back("  - (none of EMBER_*, OMP_*, MASTER_*, RANK, ... is set)");
+  return variables;
+}
+
+std::vector<std::string> gpu_lines() {
+  if (!built_with_cuda()) return {"- GPUs: CUDA not built"};
+  int count = cuda::device_count();
+  if (count == 0) return {"- GPUs: none (CUDA is built, but cudaGetDeviceCount finds no usable device)"};
+  std::vector<std::string> lines = {fmt::format("- GPUs: {}", count)};
+  for (int index = 0; index < count; ++index) {
+    lines.push_back(fmt::format("  - cuda:{}: {}", index, cuda::device_description(index)));
+  }
+  return lines;
+}
+
+}  // namespace
+
+CLI::App* add_env_command(CLI::App& app, EnvCommandOptions& options) {
+  CLI::App* env = app.add_subcommand("env", "Print the version, build, machine and config, for bug reports");
+  env->add_option("--config-file", options.config_file, "The config file to show instead of the default one");
+  return env;
+}
+
+std::vector<std::string> environment_report(const EnvCommandOptions& options) {
+  CpuInfo cpu = read_cpu_info();
+  utsname system{};
+  uname(&system);
+  cpu_set_t usable;
+  CPU_ZERO(&usable);
+  int usable_count = sched_getaffinity(0, sizeof usable, &usable) == 0 ? CPU_COUNT(&usable) : 0;
+  std::vector<std::string> flags;
+  for (const char* flag : kLowPrecisionFlags) flags.push_back(fmt::format("{} {}", flag, yes_no(cpu.flags.count(flag) > 0)));
+
+  std::vector<std::string> lines = {
+      fmt::format("- ember version: {}", version()),
+      fmt::format("- build type: {}", EMBER_BUILD_TYPE),
+      fmt::format("- compiler: {}", EMBER_COMPILER),
+      fmt::format("- sanitizers: {}", EMBER_SANITIZERS),
+      fmt::format("- CUDA backend: {}", built_with_cuda() ? "built" : "not built"),
+      // Gloo and the shared-memory backend are always part of distributed/;
+      // there is no NCCL backend yet.
+      "- distributed backends: shm built, gloo built, nccl not built",
+      fmt::format("- system: {} {} {}", system.sysname, system.release, system.machine),
+      fmt::format("- CPU: {}", cpu.model),
+      fmt::format("- CPU features ember's kernels use: avx2 {}, fma {}", yes_no(cpu_has_avx2()), yes_no(cpu_has_fma())),
+      fmt::format("- CPU features for bf16 and fp16 GEMM: {}", fmt::join(flags, ", ")),
+      fmt::format("- CPUs: {} usable, {} online", usable_count, sysconf(_SC_NPROCESSORS_ONLN)),
+      fmt::format("- OpenMP threads: {}", get_num_threads()),
+  };
+  for (std::string& line : gpu_lines()) lines.push_back(std::move(line));
+  lines.push_back("- environment:");
+  for (std::string& line : environment_lines()) lines.push_back(std::move(line));
+  try {
+    for (std::string& line : describe_active_config(options.config_file)) lines.push_back(std::move(line));
+  } catch (const Error& error) {
+    lines.push_back(fmt::format("- config file: cannot be used: {}", error.what()));
+  }
+  return lines;
+}
+
+}  // namespace ember::launch

@@ -1,0 +1,28 @@
+// `ember env`: what a bug report needs to know about this ember and this
+// machine, as `accelerate env` prints it: one "- key: value" line each for
+// the version, the build (type, compiler, sanitizers, CUDA), the
+// distributed backends, the CPU and its features, the threads, the GPUs, the
+// relevant environment variables (EMBER_STORE_TOKEN's value never: "set")
+// and the config file in force. tools/main.cpp calls it.
+// Tests: tests/tools/test_env_command.cpp.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace ember::launch {
+
+struct EnvCommandOptions {
+  std::string config_file;  // --config-file; "": the default one
+};
+
+CLI::App* add_env_command(CLI::App& app, EnvCommandOptions& options);
+
+// The report's lines.
+std::vector<std::string> environment_report(const EnvCommandOptions& options);
+
+}  // namespace ember::launch
