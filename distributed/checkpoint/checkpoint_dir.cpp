@@ -4,12 +4,12 @@
 // distributed/README.md.
 #include "distributed/checkpoint/checkpoint_dir.h"
 
+#include <fcntl.h>
 #include <stdio.h>  // renameat2 (glibc >= 2.28)
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <fcntl.h>
 #include <limits>
 #include <string_view>
 #include <system_error>

@@ -140,6 +140,21 @@ TEST(CheckpointDir, CommitErrors) {
   EXPECT_EMBER_ERROR(commit(staging, scratch.path() / "fresh"), "neither a file nor a directory");
 }
 
+// A rename cannot cross file systems; commit says so rather than copying.
+TEST(CheckpointDir, CommitAcrossFileSystemsIsAnError) {
+  Scratch scratch;
+  struct stat shm {}, tmp {};
+  if (::stat("/dev/shm", &shm) != 0 || ::stat(scratch.path().c_str(), &tmp) != 0 || shm.st_dev == tmp.st_dev)
+    GTEST_SKIP() << "needs /dev/shm on another file system than " << scratch.path();
+  const fs::path staging = fs::path("/dev/shm") / fmt::format(".ember_checkpoint_{}.staging", ::getpid());
+  begin_staging(staging);
+  write_text(staging / "model.safetensors", "weights");
+  EXPECT_EMBER_ERROR(commit(staging, scratch.path() / "fresh"), "cannot rename");
+  fs::create_directories(scratch.path() / "taken");
+  EXPECT_EMBER_ERROR(commit(staging, scratch.path() / "taken"), "cannot exchange");
+  fs::remove_all(staging);
+}
+
 // ---------------------------------------------------------------------------
 // The `latest` pointer.
 
@@ -192,6 +207,8 @@ TEST(CheckpointDir, NextCheckpointPathFollowsTheLargestNumberAndIgnoresForeignNa
   write_text(scratch.path() / "checkpoint_7", "a file also takes the name");
   write_text(scratch.path() / "latest", "checkpoint_2");
   EXPECT_EQ(next_checkpoint_path(scratch.path()), scratch.path() / "checkpoint_8");
+  fs::create_directories(scratch.path() / "checkpoint_9223372036854775807");
+  EXPECT_EMBER_ERROR(next_checkpoint_path(scratch.path()), "has the largest number");
 }
 
 TEST(CheckpointDir, TotalLimitRemovesTheOldestButNeverLatestAndClearsStaging) {
