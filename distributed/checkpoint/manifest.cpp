@@ -239,13 +239,16 @@ class ManifestParser {
       check(!tensor.param.empty(), "{}.param is empty", where);
       tensor.offset = int64_t(unsigned_field(entry, "offset", where));
       tensor.numel = int64_t(unsigned_field(entry, "numel", where));
+      // A tensor holds its range's elements, whole parameter or slice of one.
+      check(tensor.numel == tensor.shape.numel(), "{}: numel {} but shape {} holds {} elements", where, tensor.numel,
+            tensor.shape, tensor.shape.numel());
       check(tensor.numel <= std::numeric_limits<int64_t>::max() - tensor.offset,
             "{}: offset {} + numel {} overflows", where, tensor.offset, tensor.numel);
       manifest.tensors.push_back(std::move(tensor));
     }
   }
 
-  // The shape, and a check that its product is the stated numel.
+  // The shape, checked to have a product that fits in int64.
   Shape parse_shape(const Json& value, const std::string& where) const {
     check(value.is_array(), "{}.shape is {}, not an array", where, value.type_name());
     check(value.size() <= size_t(kMaxDims), "{}.shape has {} dims, more than ember's {}", where, value.size(),

@@ -369,13 +369,10 @@ TEST(Manifest, VerifyRefusesMalformedManifests) {
       {"shape of strings", [](Json& m) { m["tensors"][0]["shape"] = {"4"}; }, "not a non-negative 64-bit integer"},
       {"too many dims", [](Json& m) { m["tensors"][0]["shape"] = std::vector<int>(11, 1); }, "more than ember's 10"},
       {"shape overflow", [](Json& m) { m["tensors"][0]["shape"] = {int64_t(1) << 40, int64_t(1) << 40}; }, "overflows"},
+      {"numel not the shape's", [](Json& m) { m["tensors"][0]["numel"] = 5; }, "numel 5 but shape"},
       {"negative offset", [](Json& m) { m["tensors"][0]["offset"] = -1; }, "which is negative"},
       {"offset overflow",
-       [](Json& m) {
-         m["tensors"][0]["offset"] = std::numeric_limits<int64_t>::max();
-         m["tensors"][0]["numel"] = 2;
-       },
-       "overflows"},
+       [](Json& m) { m["tensors"][0]["offset"] = std::numeric_limits<int64_t>::max(); }, "overflows"},
       {"empty param", [](Json& m) { m["tensors"][0]["param"] = ""; }, "param is empty"},
       {"tensor field missing", [](Json& m) { m["tensors"][0].erase("numel"); }, "has no 'numel'"},
   };
