@@ -489,8 +489,9 @@ std::string last_phase(const std::string& output) {
 
 // A saver process is SIGKILLed at a random moment of its saves, over and
 // over, in the same directory. After every kill `latest` names a checkpoint
-// that verifies, and so does every directory with a final name: a kill leaves
-// only staging directories incomplete, and the next saver clears them. Half
+// that verifies, and so does every directory with a final name (the new
+// `checkpoint_N`s, and `best`, replaced by exchange on every save): a kill
+// leaves only staging directories incomplete, and the next saver clears them. Half
 // the kills come 0-50 ms after the saver starts; the other half 0-3 ms after
 // it announces a given phase, so that the short phases (commit, latest,
 // total_limit) are hit too. The histogram of the phases hit is printed.
@@ -502,10 +503,11 @@ TEST(CheckpointCrash, AKillAtAnyMomentLeavesTheLatestCheckpointLoadable) {
     test::Process first(saver);
     ASSERT_TRUE(first.wait_for_output("saved", 20s)) << "the saver never finished a checkpoint";
   }
-  const std::vector<std::string> phases = {"staging", "files", "manifest", "commit", "latest", "total_limit"};
+  const std::vector<std::string> phases = {"staging", "files",       "manifest",   "commit",
+                                           "latest",  "total_limit", "best files", "best commit"};
   std::mt19937 random(12345);
   std::map<std::string, int> kills_by_phase;
-  for (int iteration = 0; iteration < 36; ++iteration) {
+  for (int iteration = 0; iteration < 48; ++iteration) {
     SCOPED_TRACE(fmt::format("kill {}", iteration));
     test::Process process(saver);
     ASSERT_TRUE(process.wait_for_output("ready\n", 10s));
@@ -526,7 +528,7 @@ TEST(CheckpointCrash, AKillAtAnyMomentLeavesTheLatestCheckpointLoadable) {
     EXPECT_NO_THROW(verify_checkpoint(*newest, 2)) << newest->string();
     for (const auto& entry : fs::directory_iterator(checkpoints)) {
       const std::string name = entry.path().filename().string();
-      if (!name.starts_with("checkpoint_")) continue;
+      if (!name.starts_with("checkpoint_") && name != "best") continue;
       EXPECT_NO_THROW(verify_checkpoint(entry.path(), 2)) << name << " has a final name but is incomplete";
     }
   }

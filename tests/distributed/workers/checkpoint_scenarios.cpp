@@ -32,12 +32,31 @@ Tensor filled(int64_t numel, double value) {
   return tensor;
 }
 
+// One checkpoint written the way the Accelerator writes one: staging, the
+// ranks' files, the manifest, commit. `label` prefixes the phase markers.
+void save_checkpoint(const std::filesystem::path& final_dir, int64_t step, const std::string& label) {
+  const std::filesystem::path staging = checkpoint::staging_path(final_dir);
+  phase(label + "staging");
+  checkpoint::begin_staging(staging);
+  phase(label + "files");
+  save_safetensors(staging / "model.safetensors", {{"weight", filled(1 << 19, double(step))}});
+  save_safetensors(staging / "optimizer_rank1.safetensors", {{"exp_avg", filled(1 << 18, double(step) / 2)}});
+  std::filesystem::create_directories(staging / "rng");
+  std::FILE* json = std::fopen((staging / "rng" / "rank0.json").c_str(), "w");
+  EMBER_CHECK(json != nullptr, "checkpoint_saver: cannot write the JSON file");
+  std::fprintf(json, "{\"step\": %lld}\n", static_cast<long long>(step));
+  std::fclose(json);
+  phase(label + "manifest");
+  checkpoint::write_manifest(staging, 2, {{"step", step}});
+  phase(label + "commit");
+  checkpoint::commit(staging, final_dir);
+}
+
 }  // namespace
 
 // args: checkpoints directory, total_limit. Saves checkpoints of ~3 MB
-// (two "ranks'" tensor files, a JSON file, the manifest) forever, the way the
-// Accelerator does: next name, staging, files, manifest, commit, latest,
-// total_limit.
+// forever: a new `checkpoint_N` (then latest, then total_limit), and the same
+// state again over `best`, which commit replaces by exchange.
 EMBER_SCENARIO(checkpoint_saver) {
   EMBER_CHECK(args.size() == 2, "checkpoint_saver: usage: checkpoint_saver <checkpoints dir> <total_limit>");
   const std::filesystem::path directory = args[0];
@@ -45,25 +64,12 @@ EMBER_SCENARIO(checkpoint_saver) {
   phase("ready");
   for (int64_t step = 0;; ++step) {
     const std::filesystem::path final_dir = checkpoint::next_checkpoint_path(directory);
-    const std::filesystem::path staging = checkpoint::staging_path(final_dir);
-    phase("staging");
-    checkpoint::begin_staging(staging);
-    phase("files");
-    save_safetensors(staging / "model.safetensors", {{"weight", filled(1 << 19, double(step))}});
-    save_safetensors(staging / "optimizer_rank1.safetensors", {{"exp_avg", filled(1 << 18, double(step) / 2)}});
-    std::filesystem::create_directories(staging / "rng");
-    std::FILE* json = std::fopen((staging / "rng" / "rank0.json").c_str(), "w");
-    EMBER_CHECK(json != nullptr, "checkpoint_saver: cannot write the JSON file");
-    std::fprintf(json, "{\"step\": %lld}\n", static_cast<long long>(step));
-    std::fclose(json);
-    phase("manifest");
-    checkpoint::write_manifest(staging, 2, {{"step", step}});
-    phase("commit");
-    checkpoint::commit(staging, final_dir);
+    save_checkpoint(final_dir, step, "");
     phase("latest");
     checkpoint::set_latest(directory, final_dir.filename().string());
     phase("total_limit");
     checkpoint::enforce_total_limit(directory, total_limit);
+    save_checkpoint(directory / "best", step, "best ");
     phase("saved " + final_dir.filename().string());
   }
 }
