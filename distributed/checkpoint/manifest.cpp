@@ -41,8 +41,6 @@ constexpr int64_t kMaxManifestBytes = int64_t(64) << 20;
 constexpr size_t kMaxPathBytes = 4096;  // PATH_MAX
 constexpr size_t kHashChunkBytes = size_t(1) << 20;
 
-std::string shown(std::string_view text) { return shown_text(text); }
-
 // A relative path of non-empty components, none of them "." or "..": it names
 // something inside the directory it is relative to.
 bool is_confined_path(std::string_view name) {
@@ -141,7 +139,7 @@ class ManifestParser {
     check_keys(root, "the manifest", {"format", "version", "world_size", "metadata", "files", "tensors"});
     const Json& format = field(root, "format", "the manifest");
     check(format.is_string() && format.get<std::string>() == kFormat, "'format' is {}, not \"{}\"",
-          shown(format.dump()), kFormat);
+          shown_text(format.dump()), kFormat);
     const uint64_t version = unsigned_field(root, "version", "the manifest");
     check(version == uint64_t(kVersion), "version {} is not the version this ember reads ({})", version, kVersion);
     Manifest manifest;
@@ -169,7 +167,7 @@ class ManifestParser {
   void check_keys(const Json& object, std::string_view where, std::initializer_list<std::string_view> known) const {
     for (const auto& [key, value] : object.items())
       check(std::find(known.begin(), known.end(), key) != known.end(), "{} has the unknown field '{}'", where,
-            shown(key));
+            shown_text(key));
   }
 
   const Json& field(const Json& object, const char* key, std::string_view where) const {
@@ -181,8 +179,8 @@ class ManifestParser {
   uint64_t unsigned_field(const Json& object, const char* key, std::string_view where) const {
     const Json& value = field(object, key, where);
     check(!value.is_number_integer() || value.is_number_unsigned(), "{}.{} is {}, which is negative", where, key,
-          shown(value.dump()));
-    check(value.is_number_unsigned(), "{}.{} is {}, not a non-negative integer", where, key, shown(value.dump()));
+          shown_text(value.dump()));
+    check(value.is_number_unsigned(), "{}.{} is {}, not a non-negative integer", where, key, shown_text(value.dump()));
     const uint64_t number = value.get<uint64_t>();
     check(number <= uint64_t(std::numeric_limits<int64_t>::max()), "{}.{} is {}, which is too large", where, key,
           number);
@@ -198,7 +196,7 @@ class ManifestParser {
   void parse_files(const Json& files, Manifest& manifest) const {
     check(files.is_object(), "'files' is {}, not an object of file names", files.type_name());
     for (const auto& [name, entry] : files.items()) {
-      const std::string where = fmt::format("files['{}']", shown(name));
+      const std::string where = fmt::format("files['{}']", shown_text(name));
       check(is_confined_path(name),
             "{}: the name must be a relative path inside the checkpoint (no empty, '.' or '..' components, no "
             "leading '/')",
@@ -210,7 +208,7 @@ class ManifestParser {
                         .size = unsigned_field(entry, "size", where),
                         .sha256 = string_field(entry, "sha256", where)};
       check(is_sha256_hex(file.sha256), "{}.sha256 is '{}', not 64 lowercase hexadecimal digits", where,
-            shown(file.sha256));
+            shown_text(file.sha256));
       manifest.files.push_back(std::move(file));
     }
   }
@@ -227,13 +225,13 @@ class ManifestParser {
       ManifestTensor tensor;
       tensor.file = string_field(entry, "file", where);
       check(manifest.find_file(tensor.file) != nullptr, "{}: file '{}' is not among the manifest's files", where,
-            shown(tensor.file));
+            shown_text(tensor.file));
       tensor.name = string_field(entry, "name", where);
       check(seen.emplace(tensor.file, tensor.name).second, "{}: tensor '{}' of '{}' is listed twice", where,
-            shown(tensor.name), shown(tensor.file));
+            shown_text(tensor.name), shown_text(tensor.file));
       tensor.dtype = string_field(entry, "dtype", where);
       check(safetensors_dtype_from_name(tensor.dtype).has_value(), "{}.dtype '{}' is not a safetensors dtype ember reads",
-            where, shown(tensor.dtype));
+            where, shown_text(tensor.dtype));
       tensor.shape = parse_shape(field(entry, "shape", where), where);
       tensor.param = string_field(entry, "param", where);
       check(!tensor.param.empty(), "{}.param is empty", where);
@@ -256,7 +254,7 @@ class ManifestParser {
     Shape shape;
     for (const Json& size : value) {
       check(size.is_number_unsigned() && size.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()),
-            "{}.shape holds {}, not a non-negative 64-bit integer", where, shown(size.dump()));
+            "{}.shape holds {}, not a non-negative 64-bit integer", where, shown_text(size.dump()));
       shape.push_back(size.get<int64_t>());
     }
     int64_t numel = 1;
