@@ -44,6 +44,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/file_io.h"
 #include "core/ops/creation.h"
 
 namespace ember {
@@ -76,8 +77,6 @@ std::string shown(std::string_view name, size_t length = kShownNameLength) {
   if (name.size() <= length) return std::string(name);
   return fmt::format("{}... ({} bytes)", name.substr(0, length), name.size());
 }
-
-std::string errno_text() { return std::strerror(errno); }
 
 // ---------------------------------------------------------------------------
 // Header parsing: a SAX handler that accepts exactly the header's grammar
@@ -377,22 +376,6 @@ SafetensorsHeader parse_header(const std::string& path, std::string_view text, i
 // ---------------------------------------------------------------------------
 // Files.
 
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.release()) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
 // Opens `path` for reading and returns its size, which must hold the 8-byte length.
 FileDescriptor open_for_reading(const std::string& path, int64_t& file_size) {
   FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -404,30 +387,6 @@ FileDescriptor open_for_reading(const std::string& path, int64_t& file_size) {
   EMBER_CHECK(file_size >= 8, "safetensors: '{}': the file has {} bytes, fewer than the 8-byte header length", path,
               file_size);
   return file;
-}
-
-void read_exactly(int fd, void* buffer, size_t size, int64_t offset, const std::string& path) {
-  auto* out = static_cast<char*>(buffer);
-  while (size > 0) {
-    ssize_t got = ::pread(fd, out, size, offset);
-    if (got < 0 && errno == EINTR) continue;
-    EMBER_CHECK(got > 0, "safetensors: cannot read '{}' at byte {}: {}", path, offset,
-                got == 0 ? std::string("unexpected end of file") : errno_text());
-    out += got;
-    size -= size_t(got);
-    offset += got;
-  }
-}
-
-void write_exactly(int fd, const void* buffer, size_t size, const std::string& path) {
-  const auto* in = static_cast<const char*>(buffer);
-  while (size > 0) {
-    ssize_t put = ::write(fd, in, size);
-    if (put < 0 && errno == EINTR) continue;
-    EMBER_CHECK(put > 0, "safetensors: cannot write '{}': {}", path, errno_text());
-    in += put;
-    size -= size_t(put);
-  }
 }
 
 // A private, writable mapping of a whole file: pages are shared with the page
@@ -504,15 +463,6 @@ std::string header_text(const std::vector<const std::pair<std::string, Tensor>*>
   return text;
 }
 
-void sync_directory_of(const std::filesystem::path& path) {
-  std::filesystem::path directory = path.parent_path().empty() ? "." : path.parent_path();
-  FileDescriptor dir(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  EMBER_CHECK(dir.get() >= 0, "safetensors: cannot open directory '{}': {}", directory.string(), errno_text());
-  // EINVAL: a file system without directory sync, where the rename is as durable as it gets.
-  EMBER_CHECK(::fsync(dir.get()) == 0 || errno == EINVAL, "safetensors: cannot sync directory '{}': {}",
-              directory.string(), errno_text());
-}
-
 }  // namespace
 
 void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
@@ -531,30 +481,26 @@ void save_safetensors(const std::filesystem::path& path, const NamedTensors& ten
   const auto order = writer_order(tensors);
   const std::string header = header_text(order, all_metadata, target);
 
-  const std::string staging = target + ".tmp";
-  FileDescriptor file(::open(staging.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  EMBER_CHECK(file.get() >= 0, "save_safetensors: cannot create '{}': {}", staging, errno_text());
-  try {
+  write_file_atomically("save_safetensors", path, [&](int fd, const std::string& temporary) {
     uint64_t header_size = header.size();
     unsigned char length[8];
     std::memcpy(length, &header_size, 8);
-    write_exactly(file.get(), length, 8, staging);
-    write_exactly(file.get(), header.data(), header.size(), staging);
+    write_exactly("save_safetensors", fd, length, 8, temporary);
+    write_exactly("save_safetensors", fd, header.data(), header.size(), temporary);
     for (const auto* named : order) {
       Tensor data = named->second.device().is_cpu() ? named->second : named->second.to(kCPU);
       if (!data.is_contiguous()) data = data.contiguous();
-      write_exactly(file.get(), data.data_ptr(), size_t(data.nbytes()), staging);
+      write_exactly("save_safetensors", fd, data.data_ptr(), size_t(data.nbytes()), temporary);
     }
-    // The bytes reach the disk before the name does, so a crash leaves the old file or the new one.
-    EMBER_CHECK(::fsync(file.get()) == 0, "save_safetensors: cannot sync '{}': {}", staging, errno_text());
-    EMBER_CHECK(::close(file.release()) == 0, "save_safetensors: cannot close '{}': {}", staging, errno_text());
-    EMBER_CHECK(::rename(staging.c_str(), target.c_str()) == 0, "save_safetensors: cannot rename '{}' to '{}': {}",
-                staging, target, errno_text());
-  } catch (...) {
-    ::unlink(staging.c_str());
-    throw;
-  }
-  sync_directory_of(path);
+  });
+}
+
+std::string_view safetensors_dtype_name(DType dtype) { return code_of(dtype).code; }
+
+std::optional<DType> safetensors_dtype_from_name(std::string_view name) {
+  for (const DTypeCode& entry : kDTypeCodes)
+    if (entry.code == name) return entry.dtype;
+  return std::nullopt;
 }
 
 SafetensorsHeader read_safetensors_header(const std::filesystem::path& path) {
@@ -562,10 +508,10 @@ SafetensorsHeader read_safetensors_header(const std::filesystem::path& path) {
   int64_t file_size = 0;
   FileDescriptor file = open_for_reading(name, file_size);
   unsigned char length[8];
-  read_exactly(file.get(), length, 8, 0, name);
+  read_exactly("safetensors", file.get(), length, 8, 0, name);
   const int64_t header_size = header_size_of(name, length, file_size);
   std::string text(size_t(header_size), '\0');  // bounded by the limit and by the file's size
-  read_exactly(file.get(), text.data(), text.size(), 8, name);
+  read_exactly("safetensors", file.get(), text.data(), text.size(), 8, name);
   return parse_header(name, text, file_size);
 }
 

@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/named_tensors.h"
@@ -56,5 +58,10 @@ SafetensorsContents load_safetensors(const std::filesystem::path& path);
 // The validated header (names, dtypes, shapes, offsets, metadata) without
 // reading the data section: for checkpoint manifests.
 SafetensorsHeader read_safetensors_header(const std::filesystem::path& path);
+
+// A dtype's spelling in safetensors headers ("F32", "BF16", "I64", ...), and
+// back: none for a spelling ember does not read. For checkpoint manifests.
+std::string_view safetensors_dtype_name(DType dtype);
+std::optional<DType> safetensors_dtype_from_name(std::string_view name);
 
 }  // namespace ember

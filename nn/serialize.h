@@ -26,8 +26,9 @@ void save(const Module& module, const std::filesystem::path& path,
 // (load_state_dict, with its strictness and its error listing, prefixed by the path).
 LoadStateDictResult load(Module& module, const std::filesystem::path& path, bool strict = true);
 
-// Hugging Face's byte sizes: "10GB" (10^10 bytes), "500MB", "100KB", "5GiB"
-// (5 * 2^30), "1024" (bytes). An error names the text.
+// Hugging Face's byte sizes: "10GB" (10^10 bytes), "500MB", "100KB", "1.5GB",
+// "5GiB" (5 * 2^30), "1024" (bytes); units in any case, spaces allowed around
+// them. An error names the text.
 int64_t parse_byte_size(std::string_view text);
 
 // Writes `state` into `directory` (created if needed) as `model.safetensors`
@@ -36,11 +37,14 @@ int64_t parse_byte_size(std::string_view text);
 //   {"metadata": {"total_size": <bytes of all tensors>},
 //    "weight_map": {"<tensor name>": "model-00001-of-0000N.safetensors", ...}}
 // Tensors go to shards in order, a new shard starting when the next tensor
-// would overflow the current one (a tensor larger than the limit gets a shard
-// of its own), as transformers' shard_checkpoint does. Every file is written
-// atomically; files of an earlier save into the same directory that this one
-// does not write again are removed (a stale shard would confuse a loader).
-// Returns the files written.
+// would overflow the current one; a tensor larger than the limit gets a shard
+// of its own, placed before the shard being filled (huggingface_hub's
+// split_state_dict_into_shards_factory, which transformers and Accelerate
+// call). The index is written as transformers writes it (sorted keys, indent
+// 2, ASCII escapes, a final newline). Every file is written atomically; the
+// files an earlier save left (model.safetensors, model-*-of-*.safetensors, the
+// index) that this one does not write again are removed afterwards (a stale
+// shard would confuse a loader). Returns the files written.
 std::vector<std::filesystem::path> save_sharded(const NamedTensors& state, const std::filesystem::path& directory,
                                                 int64_t max_shard_size,
                                                 const std::map<std::string, std::string>& metadata = {});
@@ -49,6 +53,9 @@ std::vector<std::filesystem::path> save_sharded(const NamedTensors& state, const
 // load(). The index is validated before any shard is read: every weight_map
 // entry must name a plain file in `directory` (no "/", "..", absolute or empty
 // names), every shard must exist, and a tensor must be in the shard the index
-// says; errors name the directory, the entry and the reason.
+// says; errors name the directory, the entry and the reason. A tensor in a
+// shard that the index does not list, a name listed twice, or a directory
+// holding both layouts is an error too. The module changes only once every
+// shard has been read and checked.
 LoadStateDictResult load_sharded(Module& module, const std::filesystem::path& directory, bool strict = true);
 }  // namespace ember::nn

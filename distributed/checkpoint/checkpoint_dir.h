@@ -17,7 +17,8 @@
 namespace ember::distributed::checkpoint {
 
 // Where the checkpoint for `final_dir` is staged: a sibling directory
-// ".<name>.staging" (same filesystem, so the final move is a rename).
+// ".<name>.staging" (same filesystem, so the final move is a rename). An error
+// when `final_dir` does not end in a directory name ("/", "a/..").
 std::filesystem::path staging_path(const std::filesystem::path& final_dir);
 
 // Removes whatever an interrupted save left at `staging`, then creates it
@@ -27,7 +28,10 @@ void begin_staging(const std::filesystem::path& staging);
 // fsyncs every file under `staging` and the directories, then moves it to
 // `final_dir`: a rename when `final_dir` does not exist; otherwise an atomic
 // exchange of the two (renameat2 RENAME_EXCHANGE) followed by removing the old
-// one, so `final_dir` always holds a complete checkpoint. fsyncs the parent.
+// one, so `final_dir` always holds a complete checkpoint (a file system
+// without the exchange gets two renames, with `final_dir` briefly absent).
+// fsyncs the parent. Anything in `staging` but files and directories (a
+// symbolic link) is an error, as is a `final_dir` that is not a directory.
 void commit(const std::filesystem::path& staging, const std::filesystem::path& final_dir);
 
 // The `latest` file in `checkpoints_dir` names its newest complete checkpoint
@@ -35,15 +39,21 @@ void commit(const std::filesystem::path& staging, const std::filesystem::path& f
 // renames it over `latest` and fsyncs the directory.
 void set_latest(const std::filesystem::path& checkpoints_dir, const std::string& name);
 // The checkpoint `latest` names, or none when there is no `latest` file; an
-// error (naming the paths) when it names something that is not a directory there.
+// error (naming the paths) when it names something that is not a directory
+// there, or holds anything but one plain name (a trailing newline, from an
+// edit by hand, is accepted; the file is read only up to 4 KiB).
 std::optional<std::filesystem::path> latest(const std::filesystem::path& checkpoints_dir);
 
 // Automatic naming: `checkpoints_dir/checkpoint_N`, N one more than the
-// largest N already there (0 for the first).
+// largest N already there (0 for the first). Only names spelled exactly
+// `checkpoint_<decimal without leading zeros>` count (any entry, so the new
+// name is never taken); other names are foreign and ignored here and below.
 std::filesystem::path next_checkpoint_path(const std::filesystem::path& checkpoints_dir);
 // Deletes the oldest `checkpoint_N` directories (smallest N) until at most
-// `total_limit` remain; never the one `latest` names. Also removes staging
-// directories left by interrupted saves.
+// `total_limit` (>= 1) remain; never the one `latest` names (an error if
+// `latest` is broken: nothing is deleted on a guess). A victim is renamed to
+// its staging name before it is removed. Also removes every ".<name>.staging"
+// directory, so call it only when no save into `checkpoints_dir` is running.
 void enforce_total_limit(const std::filesystem::path& checkpoints_dir, int64_t total_limit);
 
 }  // namespace ember::distributed::checkpoint

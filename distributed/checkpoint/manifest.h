@@ -8,7 +8,7 @@
 //                 "shape": [16, 4], "param": "0.weight", "offset": 0, "numel": 64}, ...]}
 //
 // Every file of the checkpoint directory but the manifest is listed with its
-// size and SHA-256. Every tensor of every .safetensors file is listed with
+// size and SHA-256 (names relative, '/'-separated). Every tensor of every .safetensors file is listed with
 // the parameter it belongs to and the range [offset, offset + numel) of that
 // parameter's flattened elements it covers: today each tensor covers a whole
 // parameter, and a sharded (ZeRO) checkpoint will list one range per shard.
@@ -61,12 +61,17 @@ using ParamOf = std::function<std::string(const std::string& file, const std::st
 
 // Hashes every file under `directory` (recursively, the manifest excepted),
 // indexes the tensors of its .safetensors files, and writes manifest.json
-// there (fsynced). Returns what it wrote.
+// there (atomically, fsynced). Returns what it wrote. world_size >= 1 and
+// metadata must be an object; a symbolic link or other non-file is an error.
 Manifest write_manifest(const std::filesystem::path& directory, int64_t world_size, const nlohmann::json& metadata,
                         const ParamOf& param_of = {});
 
-// Parses `directory`/manifest.json; an error names the path and what is
-// malformed.
+// Parses `directory`/manifest.json (at most 64 MiB); an error names the path
+// and what is malformed: unknown, missing or mistyped fields, repeated keys,
+// negative or too large numbers, checksums that are not 64 lowercase hex
+// digits, file names that could leave the directory (absolute, "..", empty
+// components), tensors of unlisted files or listed twice, an unknown dtype, a
+// shape whose product overflows.
 Manifest read_manifest(const std::filesystem::path& directory);
 
 // read_manifest, then checks that every listed file exists with its size and
@@ -74,6 +79,9 @@ Manifest read_manifest(const std::filesystem::path& directory);
 // found is an ember::Error naming the checkpoint, the file and the expected
 // and found values ("checkpoint /x/checkpoint_3: optimizer.safetensors has
 // SHA-256 ab12... but the manifest says 9f86..."). Reads every file once.
+// Files are opened without following symbolic links at any component, so
+// verification never reads outside `directory`. Files the manifest does not
+// list are allowed (load_state reads only listed ones).
 Manifest verify_checkpoint(const std::filesystem::path& directory, std::optional<int64_t> world_size = std::nullopt);
 
 }  // namespace ember::distributed::checkpoint

@@ -1,0 +1,224 @@
+// Checkpoint directories: staging, commit by rename or exchange, the `latest`
+// pointer, automatic names and total_limit (checkpoint_dir.h). Why each step
+// and what a kill at each moment leaves: Note [Atomic checkpoints] in
+// distributed/README.md.
+#include "distributed/checkpoint/checkpoint_dir.h"
+
+#include <fcntl.h>
+#include <stdio.h>  // renameat2 (glibc >= 2.28)
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <limits>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "core/error.h"
+#include "core/file_io.h"
+
+namespace ember::distributed::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kLatestFile = "latest";
+constexpr std::string_view kCheckpointPrefix = "checkpoint_";
+constexpr std::string_view kStagingSuffix = ".staging";
+constexpr int64_t kMaxLatestBytes = 4096;  // a directory name (NAME_MAX is 255) and a newline
+
+// N for a name written as `checkpoint_N` (N in decimal, no sign, no leading
+// zeros); none for any other name, which this file then never touches.
+std::optional<int64_t> checkpoint_number(std::string_view name) {
+  if (!name.starts_with(kCheckpointPrefix)) return std::nullopt;
+  const std::string_view digits = name.substr(kCheckpointPrefix.size());
+  if (digits.empty() || (digits.size() > 1 && digits.front() == '0')) return std::nullopt;
+  int64_t number = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), number);
+  if (error != std::errc() || end != digits.data() + digits.size() || number < 0) return std::nullopt;
+  return number;
+}
+
+// `.<name>.staging`: a save in progress, or what an interrupted one (or a
+// removal) left.
+bool is_staging_name(std::string_view name) {
+  return name.size() > 1 + kStagingSuffix.size() && name.front() == '.' && name.ends_with(kStagingSuffix);
+}
+
+// `a/b/` names the directory `a/b`: without this its file name would be empty.
+fs::path without_trailing_separator(const fs::path& path) {
+  fs::path normal = path.lexically_normal();
+  return normal.has_filename() ? normal : normal.parent_path();
+}
+
+bool is_real_directory(const fs::path& path) {
+  std::error_code error;
+  return fs::symlink_status(path, error).type() == fs::file_type::directory;
+}
+
+// Removes `path` so that no partial directory is ever left under its own
+// name: it is renamed to its staging name first, which an interrupted removal
+// then leaves for begin_staging or enforce_total_limit to clear.
+void remove_checkpoint(const fs::path& path) {
+  const fs::path trash = staging_path(path);
+  std::error_code error;
+  fs::remove_all(trash, error);
+  EMBER_CHECK(!error, "checkpoint: cannot remove '{}': {}", trash.string(), error.message());
+  fs::rename(path, trash, error);
+  EMBER_CHECK(!error, "checkpoint: cannot rename '{}' to '{}' to remove it: {}", path.string(), trash.string(),
+              error.message());
+  fs::remove_all(trash, error);
+  EMBER_CHECK(!error, "checkpoint: cannot remove '{}': {}", trash.string(), error.message());
+}
+
+// fsyncs every file and directory under `root`, then `root` itself. Anything
+// that is neither (a link, a socket) has no place in a checkpoint.
+void sync_tree(const fs::path& root) {
+  std::error_code error;
+  for (fs::recursive_directory_iterator it(root, error), end; !error && it != end; it.increment(error)) {
+    const fs::file_type type = it->symlink_status().type();
+    EMBER_CHECK(type == fs::file_type::regular || type == fs::file_type::directory,
+                "checkpoint commit: '{}' is neither a file nor a directory; a checkpoint holds only those",
+                it->path().string());
+    if (type == fs::file_type::regular) {
+      sync_path("checkpoint commit", it->path());
+    } else {
+      sync_directory("checkpoint commit", it->path());
+    }
+  }
+  EMBER_CHECK(!error, "checkpoint commit: cannot list '{}': {}", root.string(), error.message());
+  sync_directory("checkpoint commit", root);
+}
+
+// Moves `staging` to `final_dir`, which exists: swaps the two atomically, so
+// `final_dir` always names a complete checkpoint, and returns where the old
+// one now is. A file system without RENAME_EXCHANGE (NFS, for one) gets two
+// renames, between which `final_dir` does not exist (the old checkpoint is
+// complete under its staging name meanwhile).
+fs::path replace_existing(const fs::path& staging, const fs::path& final_dir) {
+  if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0) return staging;
+  EMBER_CHECK(errno == EINVAL || errno == ENOSYS, "checkpoint commit: cannot exchange '{}' with '{}': {}",
+              staging.string(), final_dir.string(), errno_text());
+  const fs::path old = final_dir.parent_path() / fmt::format(".{}.old{}", final_dir.filename().string(), kStagingSuffix);
+  std::error_code error;
+  fs::remove_all(old, error);
+  EMBER_CHECK(!error, "checkpoint commit: cannot remove '{}': {}", old.string(), error.message());
+  fs::rename(final_dir, old, error);
+  EMBER_CHECK(!error, "checkpoint commit: cannot rename '{}' to '{}': {}", final_dir.string(), old.string(),
+              error.message());
+  fs::rename(staging, final_dir, error);
+  EMBER_CHECK(!error, "checkpoint commit: cannot rename '{}' to '{}': {}", staging.string(), final_dir.string(),
+              error.message());
+  return old;
+}
+
+}  // namespace
+
+fs::path staging_path(const fs::path& final_dir) {
+  const fs::path final_path = without_trailing_separator(final_dir);
+  const std::string name = final_path.filename().string();
+  EMBER_CHECK(is_plain_name(name), "checkpoint: '{}' does not end in a directory name", final_dir.string());
+  return final_path.parent_path() / fmt::format(".{}{}", name, kStagingSuffix);
+}
+
+void begin_staging(const fs::path& staging) {
+  std::error_code error;
+  fs::remove_all(staging, error);
+  EMBER_CHECK(!error, "begin_staging: cannot remove what an earlier save left at '{}': {}", staging.string(),
+              error.message());
+  fs::create_directories(staging, error);
+  EMBER_CHECK(!error, "begin_staging: cannot create '{}': {}", staging.string(), error.message());
+}
+
+void commit(const fs::path& staging, const fs::path& final_dir) {
+  const fs::path final_path = without_trailing_separator(final_dir);
+  EMBER_CHECK(is_real_directory(staging), "checkpoint commit: the staging directory '{}' does not exist",
+              staging.string());
+  sync_tree(staging);
+  std::error_code error;
+  const bool replacing = fs::exists(fs::symlink_status(final_path, error));
+  if (replacing) {
+    EMBER_CHECK(is_real_directory(final_path), "checkpoint commit: '{}' exists and is not a directory",
+                final_path.string());
+    const fs::path old = replace_existing(staging, final_path);
+    sync_directory("checkpoint commit", final_path.parent_path());
+    fs::remove_all(old, error);
+    EMBER_CHECK(!error, "checkpoint commit: cannot remove the replaced checkpoint at '{}': {}", old.string(),
+                error.message());
+    return;
+  }
+  fs::rename(staging, final_path, error);
+  EMBER_CHECK(!error, "checkpoint commit: cannot rename '{}' to '{}': {}", staging.string(), final_path.string(),
+              error.message());
+  sync_directory("checkpoint commit", final_path.parent_path());
+}
+
+void set_latest(const fs::path& checkpoints_dir, const std::string& name) {
+  EMBER_CHECK(is_plain_name(name), "set_latest: '{}' is not a directory name (no '/', not empty, '.' or '..')", name);
+  EMBER_CHECK(is_real_directory(checkpoints_dir / name), "set_latest: '{}' is not a directory",
+              (checkpoints_dir / name).string());
+  write_file_atomically("set_latest", checkpoints_dir / kLatestFile, name);
+}
+
+std::optional<fs::path> latest(const fs::path& checkpoints_dir) {
+  const fs::path pointer = checkpoints_dir / kLatestFile;
+  std::error_code error;
+  if (!fs::exists(fs::symlink_status(pointer, error))) return std::nullopt;
+  std::string name = read_small_file("checkpoint latest", pointer, kMaxLatestBytes);
+  if (name.ends_with('\n')) name.pop_back();  // an `echo checkpoint_3 > latest` by hand
+  EMBER_CHECK(is_plain_name(name), "checkpoint latest: '{}' holds '{}', which is not a directory name", pointer.string(),
+              name);
+  const fs::path checkpoint = checkpoints_dir / name;
+  EMBER_CHECK(fs::is_directory(checkpoint, error), "checkpoint latest: '{}' names '{}', which is not a directory",
+              pointer.string(), checkpoint.string());
+  return checkpoint;
+}
+
+fs::path next_checkpoint_path(const fs::path& checkpoints_dir) {
+  int64_t next = 0;
+  std::error_code error;
+  if (!fs::exists(checkpoints_dir, error)) return checkpoints_dir / fmt::format("{}0", kCheckpointPrefix);
+  for (fs::directory_iterator it(checkpoints_dir, error), end; !error && it != end; it.increment(error)) {
+    // Every entry so named counts, directory or not, so the new name is never taken.
+    const std::optional<int64_t> number = checkpoint_number(it->path().filename().string());
+    if (!number) continue;
+    EMBER_CHECK(*number < std::numeric_limits<int64_t>::max(), "next_checkpoint_path: '{}' has the largest number",
+                it->path().string());
+    next = std::max(next, *number + 1);
+  }
+  EMBER_CHECK(!error, "next_checkpoint_path: cannot list '{}': {}", checkpoints_dir.string(), error.message());
+  return checkpoints_dir / fmt::format("{}{}", kCheckpointPrefix, next);
+}
+
+void enforce_total_limit(const fs::path& checkpoints_dir, int64_t total_limit) {
+  EMBER_CHECK(total_limit >= 1, "enforce_total_limit: total_limit must be at least 1, got {}", total_limit);
+  const std::optional<fs::path> kept = latest(checkpoints_dir);
+  std::vector<std::pair<int64_t, fs::path>> checkpoints;
+  std::vector<fs::path> leftovers;
+  std::error_code error;
+  for (fs::directory_iterator it(checkpoints_dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (!is_real_directory(it->path())) continue;
+    if (is_staging_name(name)) {
+      leftovers.push_back(it->path());
+    } else if (std::optional<int64_t> number = checkpoint_number(name)) {
+      checkpoints.emplace_back(*number, it->path());
+    }
+  }
+  EMBER_CHECK(!error, "enforce_total_limit: cannot list '{}': {}", checkpoints_dir.string(), error.message());
+  for (const fs::path& leftover : leftovers) {
+    fs::remove_all(leftover, error);
+    EMBER_CHECK(!error, "enforce_total_limit: cannot remove '{}': {}", leftover.string(), error.message());
+  }
+  std::sort(checkpoints.begin(), checkpoints.end());
+  int64_t remaining = int64_t(checkpoints.size());
+  for (const auto& [number, path] : checkpoints) {
+    if (remaining <= total_limit) break;
+    if (kept && path.filename() == kept->filename()) continue;
+    remove_checkpoint(path);
+    --remaining;
+  }
+}
+
+}  // namespace ember::distributed::checkpoint
