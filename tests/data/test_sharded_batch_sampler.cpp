@@ -49,7 +49,8 @@ std::vector<std::shared_ptr<ShardedBatchSampler>> make_shards(const Config& c) {
   std::vector<std::shared_ptr<ShardedBatchSampler>> shards;
   for (int64_t shard = 0; shard < c.shards; ++shard)
     shards.push_back(std::make_shared<ShardedBatchSampler>(
-        make_inner(c), c.shards, shard, ShardingOptions{.split_batches = c.split_batches, .even_batches = c.even_batches}));
+        make_inner(c), c.shards, shard,
+        ShardingOptions{.split_batches = c.split_batches, .even_batches = c.even_batches}));
   return shards;
 }
 
