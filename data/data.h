@@ -10,3 +10,4 @@
 #include "data/idx.h"
 #include "data/mnist.h"
 #include "data/sampler.h"
+#include "data/sharded_batch_sampler.h"

@@ -63,6 +63,9 @@ class RandomSampler : public Sampler {
   int64_t size() const override { return num_samples_; }
   std::vector<int64_t> indices() const override;
   uint64_t seed() const { return seed_; }
+  // Replaces the seed, so that ranks that drew different ones can agree on
+  // rank 0's (the Accelerator broadcasts it at prepare).
+  void set_seed(uint64_t seed) { seed_ = seed; }
 
  private:
   int64_t data_size_;
@@ -102,9 +105,12 @@ class BatchSampler {
   virtual std::vector<std::vector<int64_t>> batches() const;
   virtual void set_epoch(int64_t epoch);
   const std::shared_ptr<Sampler>& sampler() const { return sampler_; }
+  // 0 for a custom batch sampler, whose batches have no one size.
+  int64_t batch_size() const { return options_.batch_size; }
+  bool drop_last() const { return options_.drop_last; }
 
  protected:
-  BatchSampler() = default;
+  BatchSampler() : options_{.batch_size = 0, .drop_last = false} {}
 
  private:
   std::shared_ptr<Sampler> sampler_;

@@ -65,6 +65,11 @@ class ShardedBatchSampler : public BatchSampler {
   const ShardingOptions& options() const { return options_; }
 
  private:
+  using Batches = std::vector<std::vector<int64_t>>;
+  Batches split(Batches epoch) const;
+  Batches round_robin(Batches epoch) const;
+  void complete_last_round(Batches& epoch) const;
+
   std::shared_ptr<BatchSampler> inner_;
   int64_t num_shards_;
   int64_t shard_;

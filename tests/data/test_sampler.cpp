@@ -84,6 +84,19 @@ TEST(Sampler, RandomSamplerSeedsFromTheGenerator) {
   EXPECT_NE(a.seed(), d.seed());
 }
 
+TEST(Sampler, RandomSamplerWithAnotherSeedFollowsThatSeed) {
+  // What the Accelerator does at prepare: every rank takes rank 0's seed.
+  RandomSampler rank0(30, {.seed = 7}), rank1(30, {.seed = 8});
+  ASSERT_NE(rank0.indices(), rank1.indices());
+  rank1.set_seed(rank0.seed());
+  EXPECT_EQ(rank1.seed(), 7u);
+  for (int64_t epoch : {0, 1, 4}) {
+    rank0.set_epoch(epoch);
+    rank1.set_epoch(epoch);
+    EXPECT_EQ(rank1.indices(), rank0.indices()) << "epoch " << epoch;
+  }
+}
+
 TEST(Sampler, RandomSamplerNumSamplesWithoutReplacementChainsPermutations) {
   // As PyTorch: num_samples // n whole permutations, then part of another.
   RandomSampler sampler(4, {.num_samples = 10, .seed = 1});
@@ -149,6 +162,21 @@ TEST(Sampler, BatchSamplerGroupsAndDropsTheLastPartialBatch) {
   EXPECT_EQ(batches_of(2, 3, false), (Batches{{0, 1}}));
   EXPECT_EQ(batches_of(0, 3, false), Batches{});
   EXPECT_THROW(BatchSampler(std::make_shared<SequentialSampler>(3), {.batch_size = 0}), Error);
+}
+
+TEST(Sampler, BatchSamplerSaysItsBatchSizeAndDropLast) {
+  BatchSampler sampler(std::make_shared<SequentialSampler>(3), {.batch_size = 4, .drop_last = true});
+  EXPECT_EQ(sampler.batch_size(), 4);
+  EXPECT_TRUE(sampler.drop_last());
+  // A custom batch sampler has no one batch size.
+  class Custom : public BatchSampler {
+   public:
+    int64_t size() const override { return 1; }
+    std::vector<std::vector<int64_t>> batches() const override { return {{0, 1}}; }
+  };
+  Custom custom;
+  EXPECT_EQ(custom.batch_size(), 0);
+  EXPECT_FALSE(custom.drop_last());
 }
 
 TEST(Sampler, BatchSamplerForwardsTheEpoch) {
