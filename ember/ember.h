@@ -31,3 +31,4 @@
 #include "optim/optim.h"
 #include "core/grad_hook.h"
 #include "data/data.h"
+#include "distributed/accelerator/accelerator.h"

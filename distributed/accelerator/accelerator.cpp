@@ -245,19 +245,24 @@ Accelerator::SyncGuard::SyncGuard(std::vector<std::unique_ptr<Suspended>> suspen
 Accelerator::SyncGuard::SyncGuard(SyncGuard&&) noexcept = default;
 Accelerator::SyncGuard::~SyncGuard() = default;
 
+static detail::PreparedModel& prepared_model(detail::AcceleratorState& state, const nn::Module* model) {
+  auto prepared = std::find_if(state.models.begin(), state.models.end(),
+                               [model](const detail::PreparedModel& p) { return p.module.get() == model; });
+  EMBER_CHECK(prepared != state.models.end(), "Accelerator: the {} was not prepared",
+              model ? model->type_name() : "null model");
+  return *prepared;
+}
+
 Accelerator::SyncGuard Accelerator::suspend_sync(const std::vector<nn::Module*>& models) {
   std::vector<std::unique_ptr<SyncGuard::Suspended>> suspended;
-  for (nn::Module* model : models) {
-    auto prepared = std::find_if(state_->models.begin(), state_->models.end(),
-                                 [model](const detail::PreparedModel& p) { return p.module.get() == model; });
-    EMBER_CHECK(prepared != state_->models.end(), "Accelerator: the {} was not prepared",
-                model ? model->type_name() : "null model");
-    if (prepared->ddp) suspended.push_back(std::make_unique<SyncGuard::Suspended>(*prepared->ddp));
-  }
+  for (nn::Module* model : models)
+    if (detail::PreparedModel& prepared = prepared_model(*state_, model); prepared.ddp)
+      suspended.push_back(std::make_unique<SyncGuard::Suspended>(*prepared.ddp));
   return SyncGuard(std::move(suspended));
 }
 
 Accelerator::SyncGuard Accelerator::accumulate_models(std::vector<nn::Module*> models) {
+  for (nn::Module* model : models) prepared_model(*state_, model);
   // Note [Gradient accumulation]: sync on every k-th batch, and on the data's
   // last batch so an epoch never ends with gradients left unapplied.
   detail::GradientState& gradient = state_->gradient;
@@ -268,11 +273,9 @@ Accelerator::SyncGuard Accelerator::accumulate_models(std::vector<nn::Module*> m
     ++gradient.step;
     gradient.sync_gradients = gradient.step % state_->options.gradient_accumulation_steps == 0;
   }
-  if (gradient.sync_gradients) {
-    gradient.step = 0;
-    return suspend_sync({});
-  }
-  return suspend_sync(models);
+  if (!gradient.sync_gradients) return suspend_sync(models);
+  gradient.step = 0;
+  return SyncGuard({});
 }
 
 AutocastGuard Accelerator::autocast() const {

@@ -254,9 +254,10 @@ class Accelerator {
 
   // --- Trackers (main process only) -----------------------------------------
   // Starts the trackers named by options().log_with under
-  // project_dir/<project_name>; `config` goes into each tracker's configuration.
+  // project_dir/<project_name>; `config` goes into each tracker's config.json.
+  // On the other processes these three do nothing.
   void init_trackers(const std::string& project_name, const nlohmann::json& config = nlohmann::json::object());
-  void log(const std::map<std::string, TrackerValue>& values, std::optional<int64_t> step = std::nullopt);
+  void log(const distributed::TrackerValues& values, std::optional<int64_t> step = std::nullopt);
   void end_training();
 
   // --- Checkpoints (Note [Accelerator checkpoints]) --------------------------

@@ -73,6 +73,9 @@ ResolvedAcceleratorOptions resolve_accelerator_options(const AcceleratorOptions&
   EMBER_CHECK(!resolved.total_limit || *resolved.total_limit >= 1,
               "Accelerator: total_limit must be at least 1, got {} (from AcceleratorOptions)", *resolved.total_limit);
 
+  for (const std::string& tracker : options.log_with)
+    EMBER_CHECK(tracker == "jsonl" || tracker == "csv", "Accelerator: unknown tracker '{}' in log_with (use jsonl or csv)",
+                tracker);
   resolved.log_with = options.log_with;
   resolved.ddp = options.ddp;
   resolved.scaler = options.scaler;

@@ -20,26 +20,26 @@ namespace ember {
 
 struct AcceleratorOptions {
   // "no", "fp16" or "bf16" (EMBER_MIXED_PRECISION; default "no").
-  std::optional<std::string> mixed_precision;
+  std::optional<std::string> mixed_precision = std::nullopt;
   // Batches whose gradients add up before each optimizer step (EMBER_GRADIENT_ACCUMULATION_STEPS; default 1).
-  std::optional<int64_t> gradient_accumulation_steps;
+  std::optional<int64_t> gradient_accumulation_steps = std::nullopt;
   // Run on the CPU even when a GPU is there (EMBER_USE_CPU; default false).
-  std::optional<bool> cpu;
+  std::optional<bool> cpu = std::nullopt;
   // A prepared loader's batch size is the global one, split across processes
   // (EMBER_SPLIT_BATCHES; default false: it is each process's).
-  std::optional<bool> split_batches;
+  std::optional<bool> split_batches = std::nullopt;
   // Pad the end of each epoch by recycling samples so that every process gets
   // the same number of full batches (EMBER_EVEN_BATCHES; default true).
-  std::optional<bool> even_batches;
+  std::optional<bool> even_batches = std::nullopt;
   // set_seed(seed) at construction (EMBER_SEED; default: none).
-  std::optional<uint64_t> seed;
+  std::optional<uint64_t> seed = std::nullopt;
   // Where checkpoints (with automatic naming) and trackers write (EMBER_PROJECT_DIR; default ".").
-  std::optional<std::string> project_dir;
+  std::optional<std::string> project_dir = std::nullopt;
   // save_state() without a path writes project_dir/checkpoints/checkpoint_N
   // (EMBER_AUTOMATIC_CHECKPOINT_NAMING; default false).
-  std::optional<bool> automatic_checkpoint_naming;
+  std::optional<bool> automatic_checkpoint_naming = std::nullopt;
   // Automatic naming keeps at most this many checkpoints (EMBER_TOTAL_LIMIT; default: all).
-  std::optional<int64_t> total_limit;
+  std::optional<int64_t> total_limit = std::nullopt;
   // Trackers for init_trackers/log: "jsonl", "csv".
   std::vector<std::string> log_with = {};
   // How prepare() wraps models in DistributedDataParallel when there is more than one process.

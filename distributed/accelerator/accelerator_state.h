@@ -88,7 +88,7 @@ struct AcceleratorState {
   std::vector<std::unique_ptr<PreparedScheduler>> schedulers;
   std::vector<std::unique_ptr<PreparedLoader>> loaders;
   std::vector<Checkpointable> checkpointables;
-  std::vector<std::unique_ptr<Tracker>> trackers;
+  std::vector<std::unique_ptr<distributed::Tracker>> trackers;
 };
 
 // Runs `write` on this process, then all processes learn whether every one of

@@ -207,7 +207,7 @@ TEST(AcceleratorCheckpoints, RegisteredObjectsTravelWithTheCheckpoint) {
   EXPECT_TRUE(fs::exists(directory.path / "state" / "custom_checkpoint_0.json"));
   EXPECT_TRUE(fs::exists(directory.path / "state" / "custom_checkpoint_1.safetensors"));
   counter.value = 0;
-  for (const Tensor& p : extra->parameters()) {
+  for (Tensor p : extra->parameters()) {
     NoGradGuard no_grad;
     p.fill_(0);
   }

@@ -170,7 +170,7 @@ EMBER_SCENARIO(accelerator_gather_for_metrics_counts_each_sample_once) {
       std::vector<int64_t> gathered = accelerator.gather_for_metrics(indices).to_vector<int64_t>();
       seen.insert(seen.end(), gathered.begin(), gathered.end());
     }
-    std::vector<int64_t> expected(size_t(size));
+    std::vector<int64_t> expected(static_cast<size_t>(size));
     for (int64_t i = 0; i < size; ++i) expected[size_t(i)] = i;
     failures += check(seen == expected, rank,
                       fmt::format("gathered {} samples over {} processes: {}", seen.size(), world, fmt::join(seen, " ")));
