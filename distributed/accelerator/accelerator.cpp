@@ -38,6 +38,14 @@ Device choose_device(const ResolvedAcceleratorOptions&) { return kCPU; }
 
 bool is_low_precision(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16; }
 
+detail::PreparedModel& prepared_model(detail::AcceleratorState& state, const nn::Module* model) {
+  auto prepared = std::find_if(state.models.begin(), state.models.end(),
+                               [model](const detail::PreparedModel& p) { return p.module.get() == model; });
+  EMBER_CHECK(prepared != state.models.end(), "Accelerator: the {} was not prepared",
+              model ? model->type_name() : "null model");
+  return *prepared;
+}
+
 }  // namespace
 
 // --- Construction -------------------------------------------------------------
@@ -244,14 +252,6 @@ Accelerator::SyncGuard::SyncGuard(std::vector<std::unique_ptr<Suspended>> suspen
     : suspended_(std::move(suspended)) {}
 Accelerator::SyncGuard::SyncGuard(SyncGuard&&) noexcept = default;
 Accelerator::SyncGuard::~SyncGuard() = default;
-
-static detail::PreparedModel& prepared_model(detail::AcceleratorState& state, const nn::Module* model) {
-  auto prepared = std::find_if(state.models.begin(), state.models.end(),
-                               [model](const detail::PreparedModel& p) { return p.module.get() == model; });
-  EMBER_CHECK(prepared != state.models.end(), "Accelerator: the {} was not prepared",
-              model ? model->type_name() : "null model");
-  return *prepared;
-}
 
 Accelerator::SyncGuard Accelerator::suspend_sync(const std::vector<nn::Module*>& models) {
   std::vector<std::unique_ptr<SyncGuard::Suspended>> suspended;

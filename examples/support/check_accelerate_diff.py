@@ -9,8 +9,12 @@ Rules, line by line of a difflib comparison:
 - a removed (or changed-from) line must be a device line (it mentions `device`),
   or be replaced in the same hunk by Accelerator lines (and nothing else new).
 
-Usage: check_accelerate_diff.py BASE ACCELERATED; exits 1 and prints the
-offending lines when a rule is broken."""
+With README, also checks that the README's ```diff block is this diff
+(unified, the opening comments left out), so the README cannot drift from
+the examples; --print-readme-diff prints that block.
+
+Usage: check_accelerate_diff.py BASE ACCELERATED [README | --print-readme-diff];
+exits 1 and prints the offending lines when a rule is broken."""
 import difflib
 import sys
 
@@ -28,7 +32,20 @@ def mentions_accelerator(line):
     return "accelerator" in line.lower()
 
 
-def main(base_path, accelerated_path):
+def readme_diff(base_path, accelerated_path):
+    lines = difflib.unified_diff(body(base_path), body(accelerated_path), fromfile="examples/train_fashion_mnist.cpp",
+                                 tofile="examples/accelerate_fashion_mnist.cpp", lineterm="")
+    return "\n".join(lines)
+
+
+def readme_block(readme_path):
+    with open(readme_path, encoding="utf-8") as file:
+        text = file.read()
+    start = text.index("```diff\n") + len("```diff\n")
+    return text[start:text.index("\n```", start)]
+
+
+def main(base_path, accelerated_path, readme_path=None):
     base, accelerated = body(base_path), body(accelerated_path)
     problems, added_count, removed_count = [], 0, 0
     matcher = difflib.SequenceMatcher(a=base, b=accelerated, autojunk=False)
@@ -48,12 +65,18 @@ def main(base_path, accelerated_path):
             if not ("device" in line or replaced_by_accelerator):
                 problems.append(f"removed line is neither a device move nor replaced by the Accelerator: {line.strip()}")
     print(f"{added_count} lines added or changed, {removed_count} removed")
+    if readme_path and readme_block(readme_path) != readme_diff(base_path, accelerated_path):
+        problems.append(f"the diff block in {readme_path} is not the examples' diff: regenerate it with "
+                        "--print-readme-diff")
     for problem in problems:
         print(problem)
     return 1 if problems else 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    if sys.argv[3:] == ["--print-readme-diff"]:
+        print(readme_diff(sys.argv[1], sys.argv[2]))
+        sys.exit(0)
+    sys.exit(main(*sys.argv[1:]))

@@ -13,25 +13,11 @@
 #include <fstream>
 #include <string>
 
+#include "support/test_support.h"
+
 namespace ember::testing {
 
 // A fresh directory under the system temp dir, removed at the end of the test.
-class ScratchDirectory {
- public:
-  ScratchDirectory() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() / ("ember_data_" + std::string(info->test_suite_name()) + "_" +
-                                                      info->name() + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDirectory() { std::filesystem::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
 inline void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
   out.write(bytes.data(), std::streamsize(bytes.size()));

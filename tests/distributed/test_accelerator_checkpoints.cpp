@@ -28,17 +28,6 @@ using std::chrono::seconds;
 using test::launch;
 using test::ProcessResult;
 
-// A fresh directory, removed with the object.
-struct TemporaryDirectory {
-  fs::path path;
-  explicit TemporaryDirectory(const std::string& name)
-      : path(fs::temp_directory_path() / fmt::format("ember-accelerator-{}-{}", name, ::getpid())) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TemporaryDirectory() { fs::remove_all(path); }
-};
-
 std::string read_bytes(const fs::path& path) {
   std::ifstream file(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
@@ -52,11 +41,11 @@ void expect_nothing_left() {
 // 2N batches straight equal N batches, kill -9, a new process, load_state, N
 // more; the cut falls mid-epoch and mid-accumulation.
 void check_exact_resume(int processes, int64_t before, int64_t total) {
-  TemporaryDirectory directory("resume");
+  testing::ScratchDirectory directory;
   const std::vector<std::string> launch_args{"--nproc-per-node", std::to_string(processes)};
   auto run = [&](const std::string& mode) {
     return launch(launch_args, "accelerator_resume",
-                  {mode, directory.path.string(), std::to_string(before), std::to_string(total)}, seconds(120));
+                  {mode, directory.path().string(), std::to_string(before), std::to_string(total)}, seconds(120));
   };
   ProcessResult straight = run("straight");
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
@@ -67,15 +56,15 @@ void check_exact_resume(int processes, int64_t before, int64_t total) {
   ProcessResult resumed = run("resume");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   for (int rank = 0; rank < processes; ++rank) {
-    const std::string expected = read_bytes(directory.path / fmt::format("straight_{}.safetensors", rank));
+    const std::string expected = read_bytes(directory.path() / fmt::format("straight_{}.safetensors", rank));
     ASSERT_FALSE(expected.empty());
-    EXPECT_TRUE(expected == read_bytes(directory.path / fmt::format("resume_{}.safetensors", rank)))
+    EXPECT_TRUE(expected == read_bytes(directory.path() / fmt::format("resume_{}.safetensors", rank)))
         << "process " << rank << ": the resumed run's parameters differ from the uninterrupted run's";
   }
   if (processes > 1) {
     ProcessResult other_world =
         launch({"--nproc-per-node", "1"}, "accelerator_resume",
-               {"resume", directory.path.string(), std::to_string(before), std::to_string(total)}, seconds(60));
+               {"resume", directory.path().string(), std::to_string(before), std::to_string(total)}, seconds(60));
     EXPECT_EQ(other_world.exit_code, 2) << other_world.output;
     EXPECT_NE(other_world.output.find("world size"), std::string::npos) << other_world.output;
   }
@@ -87,15 +76,15 @@ TEST(AcceleratorCheckpoints, ExactResumeAfterKillOnOneProcess) { check_exact_res
 TEST(AcceleratorCheckpoints, ExactResumeAfterKillOnThreeProcesses) { check_exact_resume(3, 26, 30); }
 
 TEST(AcceleratorCheckpoints, AKillWhileSavingLeavesThePreviousCheckpointLoadable) {
-  TemporaryDirectory directory("kill");
+  testing::ScratchDirectory directory;
   ProcessResult killed =
-      launch({"--nproc-per-node", "2"}, "accelerator_kill_during_save", {directory.path.string()}, seconds(60));
+      launch({"--nproc-per-node", "2"}, "accelerator_kill_during_save", {directory.path().string()}, seconds(60));
   EXPECT_EQ(killed.exit_code, 128 + 9) << killed.output;
   expect_nothing_left();
-  EXPECT_TRUE(fs::exists(directory.path / "checkpoints" / "checkpoint_0"));
-  EXPECT_FALSE(fs::exists(directory.path / "checkpoints" / "checkpoint_1"));
+  EXPECT_TRUE(fs::exists(directory.path() / "checkpoints" / "checkpoint_0"));
+  EXPECT_FALSE(fs::exists(directory.path() / "checkpoints" / "checkpoint_1"));
   ProcessResult loaded =
-      launch({"--nproc-per-node", "2"}, "accelerator_load_latest", {directory.path.string()}, seconds(60));
+      launch({"--nproc-per-node", "2"}, "accelerator_load_latest", {directory.path().string()}, seconds(60));
   EXPECT_EQ(loaded.exit_code, 0) << loaded.output;
   expect_nothing_left();
 }
@@ -149,11 +138,11 @@ void expect_equal(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
 }
 
 TEST(AcceleratorCheckpoints, SaveThenLoadRestoresEveryObject) {
-  TemporaryDirectory directory("roundtrip");
+  testing::ScratchDirectory directory;
   Training training;
   training.train(3);
-  const fs::path saved = training.accelerator.save_state(directory.path / "state");
-  EXPECT_EQ(saved, directory.path / "state");
+  const fs::path saved = training.accelerator.save_state(directory.path() / "state");
+  EXPECT_EQ(saved, directory.path() / "state");
   for (const char* file : {"manifest.json", "model.safetensors", "optimizer.safetensors", "optimizer.json",
                            "scheduler.json", "process_0.json"})
     EXPECT_TRUE(fs::exists(saved / file)) << file;
@@ -170,28 +159,28 @@ TEST(AcceleratorCheckpoints, SaveThenLoadRestoresEveryObject) {
   // Saving again over the same directory replaces it whole.
   training.train(1);
   training.accelerator.save_state(saved);
-  EXPECT_FALSE(fs::exists(directory.path / ".state.staging"));
+  EXPECT_FALSE(fs::exists(directory.path() / ".state.staging"));
 }
 
 TEST(AcceleratorCheckpoints, AutomaticNamingKeepsTotalLimitAndLoadsTheLatest) {
-  TemporaryDirectory directory("automatic");
-  Training training({.project_dir = directory.path.string(), .automatic_checkpoint_naming = true, .total_limit = 2});
+  testing::ScratchDirectory directory;
+  Training training({.project_dir = directory.path().string(), .automatic_checkpoint_naming = true, .total_limit = 2});
   std::vector<std::vector<Tensor>> states;
   for (int i = 0; i < 3; ++i) {
     training.train(1);
-    EXPECT_EQ(training.accelerator.save_state(), directory.path / "checkpoints" / fmt::format("checkpoint_{}", i));
+    EXPECT_EQ(training.accelerator.save_state(), directory.path() / "checkpoints" / fmt::format("checkpoint_{}", i));
     states.push_back(clones(training.model->parameters()));
   }
-  EXPECT_FALSE(fs::exists(directory.path / "checkpoints" / "checkpoint_0"));  // beyond total_limit
-  EXPECT_TRUE(fs::exists(directory.path / "checkpoints" / "checkpoint_1"));
+  EXPECT_FALSE(fs::exists(directory.path() / "checkpoints" / "checkpoint_0"));  // beyond total_limit
+  EXPECT_TRUE(fs::exists(directory.path() / "checkpoints" / "checkpoint_1"));
   training.train(2);
   training.accelerator.load_state();  // the latest: checkpoint_2
   expect_equal(training.model->parameters(), states[2]);
-  EXPECT_EMBER_ERROR(training.accelerator.save_state(directory.path / "elsewhere"), "automatic_checkpoint_naming is on");
+  EXPECT_EMBER_ERROR(training.accelerator.save_state(directory.path() / "elsewhere"), "automatic_checkpoint_naming is on");
 }
 
 TEST(AcceleratorCheckpoints, RegisteredObjectsTravelWithTheCheckpoint) {
-  TemporaryDirectory directory("registered");
+  testing::ScratchDirectory directory;
   struct Counter {
     int64_t value = 0;
     nlohmann::json state_dict() const { return {{"value", value}}; }
@@ -203,15 +192,15 @@ TEST(AcceleratorCheckpoints, RegisteredObjectsTravelWithTheCheckpoint) {
   training.accelerator.register_for_checkpointing(*extra);
   counter.value = 41;
   const std::vector<Tensor> extra_parameters = clones(extra->parameters());
-  training.accelerator.save_state(directory.path / "state");
-  EXPECT_TRUE(fs::exists(directory.path / "state" / "custom_checkpoint_0.json"));
-  EXPECT_TRUE(fs::exists(directory.path / "state" / "custom_checkpoint_1.safetensors"));
+  training.accelerator.save_state(directory.path() / "state");
+  EXPECT_TRUE(fs::exists(directory.path() / "state" / "custom_checkpoint_0.json"));
+  EXPECT_TRUE(fs::exists(directory.path() / "state" / "custom_checkpoint_1.safetensors"));
   counter.value = 0;
   for (Tensor p : extra->parameters()) {
     NoGradGuard no_grad;
     p.fill_(0);
   }
-  training.accelerator.load_state(directory.path / "state");
+  training.accelerator.load_state(directory.path() / "state");
   EXPECT_EQ(counter.value, 41);
   expect_equal(extra->parameters(), extra_parameters);
 }
@@ -219,14 +208,14 @@ TEST(AcceleratorCheckpoints, RegisteredObjectsTravelWithTheCheckpoint) {
 // A damaged checkpoint is refused with the file and the reason, and the
 // objects keep their state.
 TEST(AcceleratorCheckpoints, DamagedCheckpointsAreRefusedBeforeAnythingChanges) {
-  TemporaryDirectory directory("damaged");
+  testing::ScratchDirectory directory;
   Training training;
   training.train(2);
-  const fs::path saved = training.accelerator.save_state(directory.path / "good");
+  const fs::path saved = training.accelerator.save_state(directory.path() / "good");
   training.train(2);
   const std::vector<Tensor> parameters = clones(training.model->parameters());
   auto damaged = [&](const std::string& name, auto&& damage) {
-    const fs::path copy = directory.path / name;
+    const fs::path copy = directory.path() / name;
     fs::copy(saved, copy, fs::copy_options::recursive);
     damage(copy);
     return copy;
@@ -244,7 +233,7 @@ TEST(AcceleratorCheckpoints, DamagedCheckpointsAreRefusedBeforeAnythingChanges) 
   EXPECT_EMBER_ERROR(training.accelerator.load_state(missing), "scheduler.json");
   const fs::path no_manifest = damaged("no-manifest", [](const fs::path& d) { fs::remove(d / "manifest.json"); });
   EXPECT_EMBER_ERROR(training.accelerator.load_state(no_manifest), "manifest.json");
-  EXPECT_EMBER_ERROR(training.accelerator.load_state(directory.path / "absent"), "absent");
+  EXPECT_EMBER_ERROR(training.accelerator.load_state(directory.path() / "absent"), "absent");
   expect_equal(training.model->parameters(), parameters);
 
   // A checkpoint of another model shape, or of other objects, is refused by name.
@@ -259,22 +248,22 @@ TEST(AcceleratorCheckpoints, DamagedCheckpointsAreRefusedBeforeAnythingChanges) 
 }
 
 TEST(AcceleratorCheckpoints, SaveModelWritesShardsThatLoadStrictlyIntoAFreshModel) {
-  TemporaryDirectory directory("model");
+  testing::ScratchDirectory directory;
   Accelerator accelerator({.mixed_precision = "bf16"});
   auto model = make_model(64);
   accelerator.prepare(model);
-  accelerator.save_model(*model, directory.path / "sharded", "2KB");
-  EXPECT_TRUE(fs::exists(directory.path / "sharded" / "model.safetensors.index.json"));
-  EXPECT_TRUE(fs::exists(directory.path / "sharded" / "model-00001-of-00002.safetensors"));
-  accelerator.save_model(*model, directory.path / "whole");
-  EXPECT_TRUE(fs::exists(directory.path / "whole" / "model.safetensors"));
+  accelerator.save_model(*model, directory.path() / "sharded", "2KB");
+  EXPECT_TRUE(fs::exists(directory.path() / "sharded" / "model.safetensors.index.json"));
+  EXPECT_TRUE(fs::exists(directory.path() / "sharded" / "model-00001-of-00002.safetensors"));
+  accelerator.save_model(*model, directory.path() / "whole");
+  EXPECT_TRUE(fs::exists(directory.path() / "whole" / "model.safetensors"));
   for (const char* layout : {"sharded", "whole"}) {
     manual_seed(99);
     auto fresh = std::make_shared<nn::Sequential>(nn::Linear(6, 64), nn::ReLU(), nn::Linear(64, 3));
-    nn::load_sharded(*fresh, directory.path / layout, /*strict=*/true);
+    nn::load_sharded(*fresh, directory.path() / layout, /*strict=*/true);
     expect_equal(fresh->parameters(), model->parameters());
   }
-  EXPECT_EMBER_ERROR(accelerator.save_model(*model, directory.path / "bad", "ten gigabytes"), "ten gigabytes");
+  EXPECT_EMBER_ERROR(accelerator.save_model(*model, directory.path() / "bad", "ten gigabytes"), "ten gigabytes");
 }
 
 }  // namespace

@@ -37,23 +37,6 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 
-// A fresh directory for one test, removed at its end.
-class Scratch {
- public:
-  Scratch() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            fmt::format("ember_checkpoint_{}_{}_{}", info->test_suite_name(), info->name(), ::getpid());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~Scratch() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 void write_text(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
   std::ofstream out(path, std::ios::binary);
@@ -92,7 +75,7 @@ TEST(CheckpointDir, StagingIsAHiddenSiblingOfTheFinalDirectory) {
 }
 
 TEST(CheckpointDir, CommitMovesExactlyTheStagedFilesToTheFinalName) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   const fs::path final_dir = scratch.path() / "checkpoint_0";
   const fs::path staging = staging_path(final_dir);
   begin_staging(staging);
@@ -105,7 +88,7 @@ TEST(CheckpointDir, CommitMovesExactlyTheStagedFilesToTheFinalName) {
 }
 
 TEST(CheckpointDir, CommitOverAnExistingCheckpointReplacesItWhole) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   const fs::path final_dir = scratch.path() / "best";
   write_text(final_dir / "old_only.json", "old");
   write_text(final_dir / "model.safetensors", "old weights");
@@ -120,7 +103,7 @@ TEST(CheckpointDir, CommitOverAnExistingCheckpointReplacesItWhole) {
 }
 
 TEST(CheckpointDir, BeginStagingClearsWhatAnInterruptedSaveLeft) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   const fs::path staging = staging_path(scratch.path() / "checkpoint_1");
   write_text(staging / "half_written.safetensors.tmp", "partial");
   begin_staging(staging);
@@ -129,7 +112,7 @@ TEST(CheckpointDir, BeginStagingClearsWhatAnInterruptedSaveLeft) {
 }
 
 TEST(CheckpointDir, CommitErrors) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   EXPECT_EMBER_ERROR(commit(scratch.path() / ".absent.staging", scratch.path() / "absent"),
                      "staging directory");
   const fs::path staging = staging_path(scratch.path() / "taken");
@@ -142,7 +125,7 @@ TEST(CheckpointDir, CommitErrors) {
 
 // A rename cannot cross file systems; commit says so rather than copying.
 TEST(CheckpointDir, CommitAcrossFileSystemsIsAnError) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   struct stat shm {}, tmp {};
   if (::stat("/dev/shm", &shm) != 0 || ::stat(scratch.path().c_str(), &tmp) != 0 || shm.st_dev == tmp.st_dev)
     GTEST_SKIP() << "needs /dev/shm on another file system than " << scratch.path();
@@ -159,7 +142,7 @@ TEST(CheckpointDir, CommitAcrossFileSystemsIsAnError) {
 // The `latest` pointer.
 
 TEST(CheckpointDir, LatestRoundTrip) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   EXPECT_FALSE(latest(scratch.path()).has_value());
   fs::create_directories(scratch.path() / "checkpoint_0");
   fs::create_directories(scratch.path() / "checkpoint_1");
@@ -174,7 +157,7 @@ TEST(CheckpointDir, LatestRoundTrip) {
 }
 
 TEST(CheckpointDir, LatestErrors) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   fs::create_directories(scratch.path() / "checkpoint_0");
   for (const std::string name : {"../checkpoint_0", "a/b", "", ".", ".."})
     EXPECT_EMBER_ERROR(set_latest(scratch.path(), name), "is not a directory name");
@@ -197,7 +180,7 @@ TEST(CheckpointDir, LatestErrors) {
 // Automatic naming and total_limit.
 
 TEST(CheckpointDir, NextCheckpointPathFollowsTheLargestNumberAndIgnoresForeignNames) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   EXPECT_EQ(next_checkpoint_path(scratch.path() / "absent"), scratch.path() / "absent" / "checkpoint_0");
   EXPECT_EQ(next_checkpoint_path(scratch.path()), scratch.path() / "checkpoint_0");
   for (const char* name : {"checkpoint_0", "checkpoint_2", "checkpoint_x", "checkpoint_010", "checkpoint_-3",
@@ -212,7 +195,7 @@ TEST(CheckpointDir, NextCheckpointPathFollowsTheLargestNumberAndIgnoresForeignNa
 }
 
 TEST(CheckpointDir, TotalLimitRemovesTheOldestButNeverLatestAndClearsStaging) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   for (int i = 0; i < 5; ++i) write_text(scratch.path() / fmt::format("checkpoint_{}", i) / "model.safetensors", "w");
   fs::create_directories(scratch.path() / ".checkpoint_5.staging");
   fs::create_directories(scratch.path() / ".best.old.staging");
@@ -226,7 +209,7 @@ TEST(CheckpointDir, TotalLimitRemovesTheOldestButNeverLatestAndClearsStaging) {
 }
 
 TEST(CheckpointDir, TotalLimitKeepsTheNewest) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   for (int i = 0; i < 4; ++i) fs::create_directories(scratch.path() / fmt::format("checkpoint_{}", i));
   set_latest(scratch.path(), "checkpoint_3");
   enforce_total_limit(scratch.path(), 3);
@@ -263,7 +246,7 @@ void write_checkpoint_files(const fs::path& directory) {
 }
 
 TEST(Manifest, RoundTripsEveryFileAndEveryTensor) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   write_checkpoint_files(scratch.path());
   const ParamOf param_of = [](const std::string& file, const std::string& tensor) {
     return file == "optimizer.safetensors" && tensor == "0.weight.exp_avg" ? std::string("0.weight") : tensor;
@@ -308,7 +291,7 @@ TEST(Manifest, RoundTripsEveryFileAndEveryTensor) {
 
 // A committed checkpoint and its manifest's JSON, to break in one way per case.
 struct CheckpointFixture {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   fs::path directory = scratch.path() / "checkpoint_3";
   Json manifest;
   CheckpointFixture() {
@@ -468,7 +451,7 @@ TEST(Manifest, AFifoInPlaceOfTheManifestIsAnErrorNotAHang) {
 }
 
 TEST(Manifest, WriteErrors) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   EXPECT_EMBER_ERROR(write_manifest(scratch.path(), 0, Json::object()), "world_size must be at least 1");
   EXPECT_EMBER_ERROR(write_manifest(scratch.path(), 1, Json::array()), "metadata must be a JSON object");
   fs::create_symlink("/etc/passwd", scratch.path() / "link");
@@ -496,7 +479,7 @@ std::string last_phase(const std::string& output) {
 // it announces a given phase, so that the short phases (commit, latest,
 // total_limit) are hit too. The histogram of the phases hit is printed.
 TEST(CheckpointCrash, AKillAtAnyMomentLeavesTheLatestCheckpointLoadable) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   const fs::path checkpoints = scratch.path() / "checkpoints";
   const std::vector<std::string> saver = {EMBER_WORKER, "checkpoint_saver", checkpoints.string(), "2"};
   {

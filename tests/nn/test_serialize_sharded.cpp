@@ -23,21 +23,6 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 using testing::all_close;
 
-class Scratch {
- public:
-  Scratch() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() / fmt::format("ember_sharded_{}_{}", info->name(), ::getpid());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~Scratch() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -141,7 +126,7 @@ const fs::path kFixtures = fs::path(EMBER_TEST_DATA_DIR) / "sharded";
 // 256-byte "big" in a shard of its own ahead of the one being filled), the
 // index's sorting, indentation, escapes and final newline.
 TEST(SaveSharded, WritesHuggingFacesLayoutByteForByte) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   const std::vector<fs::path> written = nn::save_sharded(fixture_state(), scratch.path(), 200);
   EXPECT_EQ(file_names(written),
             (std::vector<std::string>{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
@@ -152,7 +137,7 @@ TEST(SaveSharded, WritesHuggingFacesLayoutByteForByte) {
 }
 
 TEST(SaveSharded, WritesOneFileWhenTheStateFits) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   const std::vector<fs::path> written = nn::save_sharded(fixture_state(), scratch.path(), nn::parse_byte_size("1MB"));
   EXPECT_EQ(file_names(written), std::vector<std::string>{"model.safetensors"});
   EXPECT_EQ(entries(scratch.path()), std::set<std::string>{"model.safetensors"});
@@ -160,7 +145,7 @@ TEST(SaveSharded, WritesOneFileWhenTheStateFits) {
 }
 
 TEST(SaveSharded, Errors) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   EXPECT_EMBER_ERROR(nn::save_sharded(fixture_state(), scratch.path(), 0), "max_shard_size must be positive, got 0");
   EXPECT_EMBER_ERROR(nn::save_sharded({{"a", zeros({2})}, {"a", zeros({3})}}, scratch.path(), 100),
                      "the tensor name 'a' is given twice");
@@ -185,7 +170,7 @@ void expect_same_state(const nn::Module& actual, const nn::Module& expected) {
 }
 
 TEST(LoadSharded, ThreeShardsLoadStrictlyIntoAFreshModel) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   nn::Sequential model = three_layers();
   const std::vector<fs::path> written = nn::save_sharded(model.state_dict(), scratch.path(), kThreeShardLimit);
   ASSERT_EQ(written.size(), 4u);
@@ -216,7 +201,7 @@ TEST(LoadSharded, ThreeShardsLoadStrictlyIntoAFreshModel) {
 }
 
 TEST(LoadSharded, OneFileLoadsToo) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   nn::Sequential model = three_layers();
   nn::save_sharded(model.state_dict(), scratch.path(), nn::parse_byte_size("10GB"));
   nn::Sequential fresh = three_layers();
@@ -225,7 +210,7 @@ TEST(LoadSharded, OneFileLoadsToo) {
 }
 
 TEST(LoadSharded, NonStrictReportsMissingAndUnexpectedKeys) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   nn::Sequential model = three_layers();
   NamedTensors state = model.state_dict();
   state.erase(state.begin() + 1);  // 0.bias
@@ -240,7 +225,7 @@ TEST(LoadSharded, NonStrictReportsMissingAndUnexpectedKeys) {
 }
 
 TEST(SaveSharded, ASaveWithFewerShardsRemovesTheStaleOnes) {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   nn::Sequential model = three_layers();
   write_text(scratch.path() / "config.json", "{}");
   write_text(scratch.path() / "model-00001-of-00003.safetensors.bak", "a user's copy");
@@ -265,7 +250,7 @@ TEST(SaveSharded, ASaveWithFewerShardsRemovesTheStaleOnes) {
 // model left as it was.
 
 struct ShardedFixture {
-  Scratch scratch;
+  testing::ScratchDirectory scratch;
   nn::Sequential model = three_layers();
   fs::path index_path = scratch.path() / "model.safetensors.index.json";
   Json index;

@@ -1,6 +1,8 @@
 // Helpers for the test suites (see test_support.h).
 #include "support/test_support.h"
 
+#include <unistd.h>
+
 #include <cmath>
 
 namespace ember::testing {
@@ -87,5 +89,15 @@ double tolerance(DType dtype) {
   }
   return ::testing::AssertionSuccess();
 }
+
+ScratchDirectory::ScratchDirectory() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  path_ = std::filesystem::temp_directory_path() /
+          fmt::format("ember_{}_{}_{}", info->test_suite_name(), info->name(), ::getpid());
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+ScratchDirectory::~ScratchDirectory() { std::filesystem::remove_all(path_); }
 
 }  // namespace ember::testing
