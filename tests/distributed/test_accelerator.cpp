@@ -6,7 +6,10 @@
 // the low-precision GEMM, the fp16 scaler, clipping, lifetimes and errors.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "distributed/accelerator/accelerator.h"
 #include "distributed/amp/grad_scaler.h"
@@ -240,6 +243,26 @@ TEST(Accelerator, PrepareRejectsObjectsPreparedTwice) {
   EXPECT_EMBER_ERROR(accelerator.prepare(loader), "was prepared already");
   auto other = make_model();
   EXPECT_EMBER_ERROR((void)accelerator.accumulate(other), "was not prepared");
+}
+
+TEST(Accelerator, TrackersWriteUnderTheProjectDirectory) {
+  testing::ScratchDirectory scratch;
+  Accelerator accelerator({.project_dir = scratch.path().string(), .log_with = {"jsonl", "csv"}});
+  accelerator.init_trackers("run", {{"lr", 0.1}});
+  accelerator.log({{"loss", 0.5}, {"split", "train"}}, 3);
+  accelerator.end_training();
+  std::ifstream jsonl(scratch.path() / "run" / "metrics.jsonl"), csv(scratch.path() / "run" / "metrics.csv");
+  std::string json_line, csv_header, csv_row;
+  ASSERT_TRUE(std::getline(jsonl, json_line));
+  nlohmann::json record = nlohmann::json::parse(json_line);
+  EXPECT_EQ(record["step"], 3);
+  EXPECT_EQ(record["loss"], 0.5);
+  EXPECT_EQ(record["split"], "train");
+  ASSERT_TRUE(std::getline(csv, csv_header) && std::getline(csv, csv_row));
+  EXPECT_EQ(csv_header, "step,time,loss,split");
+  EXPECT_TRUE(csv_row.starts_with("3,")) << csv_row;
+  EXPECT_TRUE(std::filesystem::exists(scratch.path() / "run" / "config.json"));
+  EXPECT_EMBER_ERROR(Accelerator({.log_with = {"wandb"}}), "unknown tracker 'wandb'");
 }
 
 // free_memory removes every hook: the optimizer steps on every call again.

@@ -265,6 +265,23 @@ EMBER_SCENARIO(accelerator_collectives) {
   accelerator.wait_for_everyone();
   if (accelerator.is_main_process()) std::filesystem::remove(marker);
 
+  // Trackers write on the main process only.
+  const std::filesystem::path project = std::filesystem::temp_directory_path() /
+      fmt::format("ember-trackers-{}", std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT") : "0");
+  {
+    Accelerator tracked({.project_dir = project.string(), .log_with = {"jsonl"}});
+    tracked.init_trackers("run");
+    tracked.log({{"rank", int64_t(rank)}});
+    tracked.end_training();  // ends with a barrier: every process has logged
+    if (tracked.is_main_process()) {
+      std::ifstream file(project / "run" / "metrics.jsonl");
+      int lines = 0;
+      for (std::string line; std::getline(file, line);) ++lines;
+      failures += check(lines == 1, rank, fmt::format("the metrics file has {} record(s)", lines));
+      std::filesystem::remove_all(project);
+    }
+  }
+
   // Mismatched shapes are an error naming each process's tensor, on every process.
   try {
     accelerator.gather(zeros({rank + 1}));
