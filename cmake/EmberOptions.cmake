@@ -14,3 +14,12 @@ if(EMBER_SANITIZE)
   endif()
   add_link_options(-fsanitize=${EMBER_SANITIZE})
 endif()
+
+# Fuzzing (tests/fuzz): every object carries libFuzzer's coverage
+# instrumentation; only the fuzz targets link its driver (-fsanitize=fuzzer).
+if(EMBER_BUILD_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "EMBER_BUILD_FUZZ needs clang (libFuzzer), got ${CMAKE_CXX_COMPILER_ID}")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()

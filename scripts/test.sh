@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Quick start, step 2: the same set-up, then the whole test suite through ctest,
 # twice: (1) the Release build (CUDA included when nvcc is found), (2) clang-14
-# with AddressSanitizer and UndefinedBehaviorSanitizer (CUDA and examples off).
+# with AddressSanitizer and UndefinedBehaviorSanitizer (CUDA and examples off),
+# which also builds the libFuzzer targets and runs each for 10 seconds.
 # Tests labelled `slow` (long accuracy and soak runs) are left to scripts.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -15,7 +16,8 @@ echo "== Release done after $((SECONDS - start)) s"
 
 echo "== ASan+UBSan build (clang-14) and tests"
 CC=clang-14 CXX=clang++-14 ember_build "$EMBER_ROOT/build-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DEMBER_SANITIZE=address,undefined -DEMBER_CUDA=OFF -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_BENCH=OFF
+  -DEMBER_SANITIZE=address,undefined -DEMBER_CUDA=OFF -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_BENCH=OFF \
+  -DEMBER_BUILD_FUZZ=ON
 # The system allocator lets ASan see every block; leak checking stays on.
 (cd "$EMBER_ROOT/build-sanitize" && EMBER_ALLOCATOR=system ASAN_OPTIONS=detect_leaks=1 \
   UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$EMBER_JOBS" -LE slow)
