@@ -132,18 +132,18 @@ ProcessResult launch(const std::vector<std::string>& launch_args, const std::str
 std::vector<pid_t> leftover_workers() {
   // Give processes that are exiting a moment to be reaped by their parents.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // This build's worker only: another checkout's test run on the same machine is not ours.
+  const std::filesystem::path worker = std::filesystem::weakly_canonical(EMBER_WORKER);
   std::vector<pid_t> found;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream cmdline(entry.path() / "cmdline");
-    std::string text((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    std::error_code error;
+    const std::filesystem::path program = std::filesystem::read_symlink(entry.path() / "exe", error);
+    if (error || program != worker) continue;
     std::ifstream stat(entry.path() / "stat");
     std::string stat_text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    bool zombie = stat_text.find(") Z ") != std::string::npos;
-    // argv[0] only: builds and compilers name the worker in their arguments too.
-    std::string program = std::filesystem::path(text.substr(0, text.find('\0'))).filename();
-    if (!zombie && program == "distributed_worker") found.push_back(pid_t(std::stoi(name)));
+    if (stat_text.find(") Z ") == std::string::npos) found.push_back(pid_t(std::stoi(name)));
   }
   return found;
 }

@@ -56,7 +56,7 @@ ProcessResult launch(const std::vector<std::string>& launch_args, const std::str
                      std::chrono::milliseconds timeout = std::chrono::seconds(120),
                      const std::vector<std::string>& extra_env = {});
 
-// Processes still running whose command line names distributed_worker.
+// Processes still running this build's distributed_worker (EMBER_WORKER), by their /proc/<pid>/exe.
 std::vector<pid_t> leftover_workers();
 // Shared-memory segments of ember jobs (/dev/shm/ember-*).
 std::vector<std::string> leftover_segments();
