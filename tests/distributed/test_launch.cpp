@@ -226,6 +226,33 @@ TEST(Launch, WorkerKilledBySignalGives128PlusSignal) {
   expect_nothing_left();
 }
 
+// The launcher learns of exits in passes (SIGCHLDs coalesce), and when it
+// was busy, or stopped as here, one pass finds both the rank killed by a
+// signal and the survivor that exited because it noticed. The report must
+// name the cause, not whichever rank comes first.
+TEST(Launch, AKilledRankIsReportedBeforeTheSurvivorThatNoticedIt) {
+  std::filesystem::path root = fresh_temp_dir("report_order");
+  const std::string go = (root / "go").string();
+  Process process(launch_command({"--nproc-per-node", "2", "--grace-period", "1"}, "launch_kill_on_go", {"1", go}),
+                  kOmpEnv);
+  ASSERT_TRUE(wait_for_ready(process, 2, 30s));
+  process.signal(SIGSTOP);
+  std::ofstream(go) << "go\n";
+  // Both workers end (as zombies, which leftover_workers does not count)
+  // while their launcher cannot reap them.
+  Clock::time_point deadline = Clock::now() + 30s;
+  while (!leftover_workers().empty() && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  process.signal(SIGCONT);
+  ProcessResult result = process.wait(30s);
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL) << result.output;
+  EXPECT_TRUE(contains(result.output, "ember launch: rank 1 (pid ")) << result.output;
+  EXPECT_TRUE(contains(result.output, "was killed by signal 9 (SIGKILL)")) << result.output;
+  EXPECT_TRUE(contains(result.output, "[rank 0] ember::Error: ")) << "the survivor noticed:\n" << result.output;
+  EXPECT_EQ(count_of(result.output, "exited with code"), 0u) << result.output;
+  std::filesystem::remove_all(root);
+  expect_nothing_left();
+}
+
 // A stopped worker is not detected as such: the other ranks' allreduce times
 // out (EMBER_TIMEOUT from --timeout), they fail, and the stop sequence
 // continues the stopped one after SIGTERM (or SIGKILLs it).
