@@ -286,5 +286,100 @@ TEST(Faults, NanLossEveryStepStopsAtTheScalersFloor) {
   expect_nothing_left();
 }
 
+// --- Jobs that must not meet ---------------------------------------------------------
+
+// The environment of one multi-node job's launchers: its token.
+std::vector<std::string> job_env(const std::string& token) {
+  std::vector<std::string> env = kOmpEnv;
+  env.push_back("EMBER_STORE_TOKEN=" + token);
+  return env;
+}
+
+std::vector<std::string> node(int rank, int port, int nproc = 1) {
+  return {"--nnodes", "2", "--node-rank", std::to_string(rank), "--nproc-per-node", std::to_string(nproc),
+          "--master-port", std::to_string(port), "--timeout", std::to_string(kTimeoutSeconds)};
+}
+
+// A launcher that must stop before starting any worker: within the bound,
+// non-zero, with `message`.
+void expect_refused(const ProcessResult& result, const std::string& message) {
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_LT(result.seconds, kBoundSeconds) << result.output;
+  EXPECT_TRUE(contains(result.output, message)) << "expected '" << message << "' in:\n" << result.output;
+  EXPECT_FALSE(contains(result.output, "[rank")) << "a worker started:\n" << result.output;
+}
+
+// Launchers that disagree on --nproc-per-node would give two processes rank
+// 1 (node 0's second, node 1's first) and let them read each other's Gloo
+// addresses. They meet at the store first, and both refuse.
+TEST(Faults, LaunchersThatDisagreeOnTheWorldSizeStartNoWorker) {
+  const int port = free_port();
+  const std::vector<std::string> env = job_env("faults-" + std::to_string(getpid()) + "-disagree");
+  Process first(launch_command(node(0, port, 2), "fault_hold_job", {"/nonexistent"}), env);
+  ASSERT_TRUE(first.wait_for_output("(hosted here)", 60s));
+  const ProcessResult second = run_process(launch_command(node(1, port, 1), "fault_hold_job", {"/nonexistent"}), 60s, env);
+  expect_refused(second, "ember launch: node 0 was launched with --nnodes 2 --nproc-per-node 2, this node (1) with "
+                         "--nnodes 2 --nproc-per-node 1: every node's launcher needs the same");
+  const ProcessResult result = first.wait(60s);
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(contains(result.output, "ember launch: node 1 was launched with --nnodes 2 --nproc-per-node 1, node 0 "
+                                      "with --nnodes 2 --nproc-per-node 2"))
+      << result.output;
+  EXPECT_FALSE(contains(result.output, "[rank")) << result.output;
+  expect_nothing_left();
+}
+
+// A running two-node job holds port P. Another job there finds the port
+// taken or its token refused, and the same job's node started twice finds its
+// node rank taken; the running job carries on and its collectives still work.
+TEST(Faults, ASecondJobOnTheSamePortIsRefusedAndTheFirstCarriesOn) {
+  testing::ScratchDirectory directory;
+  const int port = free_port();
+  const std::string token = "faults-" + std::to_string(getpid()) + "-first-job";
+  const std::string go = (directory.path() / "go").string();
+  Process node0(launch_command(node(0, port), "fault_hold_job", {go}), job_env(token));
+  ASSERT_TRUE(node0.wait_for_output("(hosted here)", 60s));
+  Process node1(launch_command(node(1, port), "fault_hold_job", {go}), job_env(token));
+  ASSERT_TRUE(node0.wait_for_output("[rank 0] rank 0: holding", 60s));
+  ASSERT_TRUE(node1.wait_for_output("[rank 1] rank 1: holding", 60s));
+
+  const std::string taken = fmt::format("ember launch: cannot host the store on 127.0.0.1:{}", port);
+  const std::vector<std::string> single_node = {"--nproc-per-node", "2", "--master-port", std::to_string(port)};
+  expect_refused(run_process(launch_command(single_node, "fault_hold_job", {go}), 60s, kOmpEnv), taken);
+  expect_refused(run_process(launch_command(node(0, port), "fault_hold_job", {go}), 60s, job_env(token)), taken);
+  expect_refused(run_process(launch_command(node(1, port), "fault_hold_job", {go}), 60s, job_env(token + "-other")),
+                 fmt::format("ember launch: node 1 cannot join the job: store: the store at 127.0.0.1:{} refused the token",
+                             port));
+  expect_refused(run_process(launch_command(node(1, port), "fault_hold_job", {go}), 60s, job_env(token)),
+                 fmt::format("ember launch: node rank 1 of this job (store 127.0.0.1:{}) has a launcher already", port));
+
+  std::ofstream(go) << "go\n";
+  const ProcessResult result1 = node1.wait(60s);
+  const ProcessResult result0 = node0.wait(60s);
+  EXPECT_EQ(result0.exit_code, 0) << result0.output;
+  EXPECT_EQ(result1.exit_code, 0) << result1.output;
+  EXPECT_TRUE(contains(result0.output, "[rank 0] rank 0: allreduce after the intruder: 6: ok")) << result0.output;
+  EXPECT_TRUE(contains(result1.output, "[rank 1] rank 1: allreduce after the intruder: 6: ok")) << result1.output;
+  EXPECT_TRUE(contains(result0.output, "ember store: refused connection from 127.0.0.1:")) << result0.output;
+  expect_nothing_left();
+}
+
+// No store at the address (nothing listens there; 192.0.2.1 is a
+// documentation address, never routed): the launcher gives up after the
+// timeout, naming the address, and starts no worker.
+TEST(Faults, UnreachableStoreIsAnErrorWithinTheTimeout) {
+  const int port = free_port();
+  for (const std::string address : {"127.0.0.1", "192.0.2.1"}) {
+    std::vector<std::string> flags = node(1, port);
+    flags.insert(flags.end(), {"--master-addr", address});
+    expect_refused(run_process(launch_command(flags, "fault_hold_job", {"/nonexistent"}), 60s, job_env("faults-unreachable")),
+                   fmt::format("ember launch: node 1 cannot join the job: store: cannot connect to the store at {}:{} "
+                               "within {} s",
+                               address, port, kTimeoutSeconds));
+  }
+  expect_nothing_left();
+}
+
 }  // namespace
 }  // namespace ember::test

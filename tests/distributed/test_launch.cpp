@@ -87,19 +87,6 @@ bool wait_for_ready(Process& process, int ranks, std::chrono::milliseconds timeo
   return true;
 }
 
-// A port that was free a moment ago: bind port 0, read it, close.
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 int usable_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
