@@ -174,6 +174,29 @@ INSTANTIATE_TEST_SUITE_P(
                       Kill{"kill_in_save", 0, 8, "in save_state", "Accelerator::save_state"}),
     [](const ::testing::TestParamInfo<Kill>& info) { return info.param.fault; });
 
+// A job resumed with another number of processes than its checkpoint's
+// (automatic naming finds checkpoint_1 of a 2-process job) is refused at
+// load_state on every process, before anything changes.
+TEST(Faults, ResumingWithAnotherWorldSizeIsRefused) {
+  testing::ScratchDirectory directory;
+  const std::vector<std::string> args = {directory.path().string(), "none", "0", "0"};
+  const ProcessResult first = launch(two_ranks(), "fault_train", args, 120s, kOmpEnv);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  for (const int processes : {1, 3}) {
+    const std::vector<std::string> flags = {"--nproc-per-node", std::to_string(processes), "--timeout",
+                                            std::to_string(kTimeoutSeconds)};
+    const ProcessResult result = launch(flags, "fault_train", args, 120s, kOmpEnv);
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    const std::string message = fmt::format("ember::Error: checkpoint {}: saved by 2 processes, but this job has {}",
+                                            (directory.path() / "project" / "checkpoints" / "checkpoint_1").string(),
+                                            processes);
+    for (int rank = 0; rank < processes; ++rank)
+      EXPECT_TRUE(contains(result.output, fmt::format("[rank {}] {}", rank, message))) << result.output;
+    EXPECT_FALSE(contains(result.output, "resumed from")) << result.output;
+  }
+  expect_nothing_left();
+}
+
 // --- A stopped rank ----------------------------------------------------------------
 
 // A stopped rank is alive, so nothing notices it but the deadline: the
