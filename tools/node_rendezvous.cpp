@@ -26,6 +26,7 @@ constexpr const char* kAgreed = "ok";
 
 std::string settings_key(int node) { return fmt::format("launch/node/{}", node); }
 std::string claim_key(int node) { return fmt::format("launch/claim/{}", node); }
+std::string seen_key(int node) { return fmt::format("launch/seen/{}", node); }
 
 // What every node must agree on: together they make WORLD_SIZE and RANK.
 std::string settings_of(const LaunchOptions& options) {
@@ -83,6 +84,49 @@ std::string verdict_of_node_zero(distributed::TcpStore& store, const LaunchOptio
   return kAgreed;
 }
 
+void join_as_node_zero(distributed::TcpStore& store, const LaunchOptions& options, Clock::time_point deadline) {
+  const std::string mine = settings_of(options);
+  store.set(settings_key(0), mine);
+  const std::string verdict = verdict_of_node_zero(store, options, deadline);
+  store.set(kVerdictKey, verdict);
+  if (verdict == kAgreed) return;
+  // The store ends with this launcher: first let the nodes that joined as
+  // they should read why the job will not start.
+  std::vector<std::string> readers;
+  for (int node = 1; node < options.nnodes; ++node)
+    if (store.check({settings_key(node)}) && get_text(store, settings_key(node), deadline) == mine)
+      readers.push_back(seen_key(node));
+  try {
+    if (!readers.empty()) store.wait(readers, left_until(deadline));
+  } catch (const Error&) {
+    // A node that has gone meanwhile learns it from the lost connection.
+  }
+  EMBER_CHECK(false, "{}", verdict);
+}
+
+void join_as_other_node(distributed::TcpStore& store, const LaunchOptions& options, Clock::time_point deadline) {
+  const int node = options.node_rank;
+  const std::string mine = settings_of(options);
+  // Node 0 publishes its settings as soon as it hosts the store.
+  auto node_zero_says = [&](const std::string& key) {
+    try {
+      return get_text(store, key, deadline);
+    } catch (const Error& error) {
+      EMBER_CHECK(false, "node {} cannot join the job: {}", node, error.what());
+      return std::string();
+    }
+  };
+  // Compared before this node's settings are out: node 0 may end the job
+  // (and its store) as soon as it has seen them.
+  const std::string first = node_zero_says(settings_key(0));
+  store.set(settings_key(node), mine);
+  EMBER_CHECK(first == mine, "node 0 was launched with {}, this node ({}) with {}: every node's launcher needs the same",
+              first, node, mine);
+  const std::string verdict = node_zero_says(kVerdictKey);
+  store.set(seen_key(node), "1");
+  EMBER_CHECK(verdict == kAgreed, "node 0 did not start the job: {}", verdict);
+}
+
 }  // namespace
 
 void meet_other_nodes(const LaunchOptions& options, const std::string& token) {
@@ -101,29 +145,11 @@ void meet_other_nodes(const LaunchOptions& options, const std::string& token) {
               "node rank {} of this job (store {}:{}) has a launcher already: is the job started twice, or another "
               "node given --node-rank {} too?",
               node, options.master_addr, options.master_port, node);
-  store->set(settings_key(node), settings_of(options));
   if (node == 0) {
-    const std::string verdict = verdict_of_node_zero(*store, options, deadline);
-    store->set(kVerdictKey, verdict);
-    EMBER_CHECK(verdict == kAgreed, "{}", verdict);
-    return;
+    join_as_node_zero(*store, options, deadline);
+  } else {
+    join_as_other_node(*store, options, deadline);
   }
-  // Node 0 publishes its settings as soon as it hosts the store; its verdict
-  // comes once every node has joined.
-  auto node_zero_says = [&](const std::string& key) {
-    try {
-      return get_text(*store, key, deadline);
-    } catch (const Error& error) {
-      EMBER_CHECK(false, "node {} cannot join the job: {}", node, error.what());
-      return std::string();
-    }
-  };
-  const std::string first = node_zero_says(settings_key(0));
-  EMBER_CHECK(first == settings_of(options),
-              "node 0 was launched with {}, this node ({}) with {}: every node's launcher needs the same", first, node,
-              settings_of(options));
-  const std::string verdict = node_zero_says(kVerdictKey);
-  EMBER_CHECK(verdict == kAgreed, "node 0 did not start the job: {}", verdict);
 }
 
 }  // namespace ember::launch
