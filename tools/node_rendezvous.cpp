@@ -89,19 +89,22 @@ void join_as_node_zero(distributed::TcpStore& store, const LaunchOptions& option
   store.set(settings_key(0), mine);
   const std::string verdict = verdict_of_node_zero(store, options, deadline);
   store.set(kVerdictKey, verdict);
-  if (verdict == kAgreed) return;
-  // The store ends with this launcher: first let the nodes that joined as
-  // they should read why the job will not start.
-  std::vector<std::string> readers;
+  // Every node that joined as it should reads the verdict before this
+  // launcher goes on: a refused job's store ends with it, and so may an
+  // agreed one's, if its own workers finish first.
+  std::vector<int> readers;
   for (int node = 1; node < options.nnodes; ++node)
     if (store.check({settings_key(node)}) && get_text(store, settings_key(node), deadline) == mine)
-      readers.push_back(seen_key(node));
+      readers.push_back(node);
+  std::vector<std::string> keys;
+  for (int node : readers) keys.push_back(seen_key(node));
   try {
-    if (!readers.empty()) store.wait(readers, left_until(deadline));
+    if (!keys.empty()) store.wait(keys, left_until(deadline));
   } catch (const Error&) {
-    // A node that has gone meanwhile learns it from the lost connection.
+    EMBER_CHECK(verdict != kAgreed, "node(s) {} joined but went away before the job could start",
+                fmt::join(readers, ", "));
   }
-  EMBER_CHECK(false, "{}", verdict);
+  EMBER_CHECK(verdict == kAgreed, "{}", verdict);
 }
 
 void join_as_other_node(distributed::TcpStore& store, const LaunchOptions& options, Clock::time_point deadline) {
