@@ -15,13 +15,11 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "distributed/checkpoint/checkpoint_dir.h"
@@ -38,8 +36,9 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kTimeoutSeconds = 3;
-// From the fault to the launcher's exit: twice the timeout, and a second for
-// the processes' teardown on a loaded machine.
+// From the fault to the launcher's exit (from the start, for a job that
+// fails at once or soon): twice the timeout, and a second for the processes'
+// start and teardown on a loaded machine. Only a bound against hangs.
 constexpr double kBoundSeconds = 2.0 * kTimeoutSeconds + 1.0;
 const std::vector<std::string> kOmpEnv = {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=passive"};
 
@@ -187,6 +186,7 @@ TEST(Faults, ResumingWithAnotherWorldSizeIsRefused) {
                                             std::to_string(kTimeoutSeconds)};
     const ProcessResult result = launch(flags, "fault_train", args, 120s, kOmpEnv);
     EXPECT_EQ(result.exit_code, 2) << result.output;
+    EXPECT_LT(result.seconds, kBoundSeconds) << "the whole job, start-up included:\n" << result.output;
     const std::string message = fmt::format("ember::Error: checkpoint {}: saved by 2 processes, but this job has {}",
                                             (directory.path() / "project" / "checkpoints" / "checkpoint_1").string(),
                                             processes);
@@ -264,6 +264,7 @@ TEST_P(DiskFullWhileSaving, FailsOnEveryRankAndKeepsThePreviousCheckpoint) {
              {directory.path().string(), std::to_string(full.rank), std::to_string(full.limit_bytes)}, 120s, kOmpEnv);
   const std::string& output = result.output;
   EXPECT_EQ(result.exit_code, 0) << output;
+  EXPECT_LT(result.seconds, kBoundSeconds) << "the whole job, start-up included:\n" << output;
   const fs::path staging = directory.path() / "project" / "checkpoints" / ".checkpoint_1.staging";
   EXPECT_TRUE(contains(output, fmt::format("[rank {}] rank {}: the save on a full disk failed with: ", full.rank,
                                            full.rank) +
@@ -299,6 +300,7 @@ TEST(Faults, NanLossEveryStepStopsAtTheScalersFloor) {
                                       {directory.path().string()}, 120s, kOmpEnv);
   const std::string& output = result.output;
   EXPECT_EQ(result.exit_code, 2) << output;
+  EXPECT_LT(result.seconds, kBoundSeconds) << "the whole job, start-up included:\n" << output;
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_TRUE(contains(output, fmt::format("[rank {}] rank {}: training stopped at step 17 with the scale at 1: "
                                              "GradScaler::update: inf/NaN gradients with the scale at its floor "
@@ -346,6 +348,7 @@ TEST(Faults, LaunchersThatDisagreeOnTheWorldSizeStartNoWorker) {
                          "--nnodes 2 --nproc-per-node 1: every node's launcher needs the same");
   const ProcessResult result = first.wait(60s);
   EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_LT(result.seconds, kBoundSeconds) << result.output;
   EXPECT_TRUE(contains(result.output, "ember launch: node 1 was launched with --nnodes 2 --nproc-per-node 1, node 0 "
                                       "with --nnodes 2 --nproc-per-node 2"))
       << result.output;
