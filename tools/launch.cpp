@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "config_file.h"
+#include "node_rendezvous.h"
 #include "core/error.h"
 #include "distributed/store/tcp_store.h"
 #include "output_prefixer.h"
@@ -378,6 +379,7 @@ int run_launch(const LaunchOptions& given) {
                            world_size, options.node_rank, options.nnodes);
       }
       say(fmt::format("{}, {}, store {}", who, omp.summary, store));
+      if (options.nnodes > 1) meet_other_nodes(options, token);
     } else {
       std::string notice = fmt::format("restarting ({} of {}), store {}", attempt, options.max_restarts, store);
       say(notice);

@@ -291,6 +291,8 @@ class Attempt {
 
   // Every iteration rather than only on SIGCHLD: signals coalesce.
   void reap() {
+    const Worker* first_failure = nullptr;
+    int first_status = 0;
     for (Worker& worker : workers_) {
       if (!worker.running) continue;
       int status = 0;
@@ -299,14 +301,22 @@ class Attempt {
       bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       // Exits after the stop began are its consequences, not failures to report.
       if (!failed || stopping_) continue;
-      say(describe_exit(worker, status));
-      result_ = {AttemptResult::Kind::worker_failed, exit_code_of(status)};
-      std::string others = rank_list(workers_);
-      if (!others.empty()) {
-        say(fmt::format("stopping rank(s) {} (SIGTERM, then SIGKILL after {} ms)", others, options_.grace.count()));
+      // Failures found in one pass came in an order the pass cannot see. A
+      // worker killed by a signal (kill -9, the OOM killer, a crash) is the
+      // cause, and one that exited with an error most likely noticed it.
+      if (!first_failure || (WIFSIGNALED(status) && !WIFSIGNALED(first_status))) {
+        first_failure = &worker;
+        first_status = status;
       }
-      begin_stop(SIGTERM);
     }
+    if (!first_failure) return;
+    say(describe_exit(*first_failure, first_status));
+    result_ = {AttemptResult::Kind::worker_failed, exit_code_of(first_status)};
+    std::string others = rank_list(workers_);
+    if (!others.empty()) {
+      say(fmt::format("stopping rank(s) {} (SIGTERM, then SIGKILL after {} ms)", others, options_.grace.count()));
+    }
+    begin_stop(SIGTERM);
   }
 
   void signal_all(int signal_number) {

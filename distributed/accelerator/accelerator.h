@@ -22,7 +22,8 @@
 //     there is more than one process, and its forward runs under autocast in
 //     the mixed-precision dtype, its floating outputs returned in f32;
 //   - an optimizer's step()/zero_grad() do nothing on accumulation steps, and
-//     step() is skipped when the fp16 scaler finds inf/NaN gradients;
+//     step() is skipped when the fp16 scaler finds inf/NaN gradients (and
+//     throws when it finds them with the scale at its floor, min_scale);
 //   - a data loader is sharded across processes and its batches moved to device();
 //   - a scheduler steps only after optimizer steps that really happened, so
 //     a schedule's length counts optimizer steps whatever the world size.

@@ -77,7 +77,16 @@ void run_on_every_process(AcceleratorState& state, const char* op, const std::fu
     std::vector<int32_t> failed(size_t(state.num_processes), 0);
     failed[size_t(state.process_index)] = error ? 1 : 0;
     Tensor flags = from_vector(failed);
-    state.group->allreduce(flags, distributed::ReduceOp::sum)->wait();
+    try {
+      state.group->allreduce(flags, distributed::ReduceOp::sum)->wait();
+    } catch (const Error& lost) {
+      // A process died or stopped in the middle (a kill during save_state):
+      // its own error comes first if this process had one, else say which
+      // operation this was, not only which collective.
+      if (error) std::rethrow_exception(error);
+      EMBER_CHECK(false, "Accelerator::{}: the processes could not tell each other whether they succeeded: {}", op,
+                  lost.what());
+    }
     failed = flags.to_vector<int32_t>();
     if (!error) {
       std::vector<int> ranks;

@@ -94,7 +94,8 @@ struct AcceleratorState {
 // Runs `write` on this process, then all processes learn whether every one of
 // them succeeded: a failure is rethrown where it happened, and everywhere else
 // becomes an error naming `op` and the failed process indices, so no process
-// waits forever on one that failed (save_state, save_model).
+// waits forever on one that failed (save_state, save_model). A process that
+// dies meanwhile makes the others' error name `op` and the dead process.
 void run_on_every_process(AcceleratorState& state, const char* op, const std::function<void()>& work);
 
 }  // namespace ember::detail

@@ -4,6 +4,7 @@
 // scales, and the state dicts, are the same numbers.
 #include "distributed/amp/grad_scaler.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/ops/creation.h"
@@ -23,6 +24,10 @@ void check_options(const GradScalerOptions& options, std::string_view where) {
               "{}: backoff_factor must be in (0, 1), got {}", where, options.backoff_factor);
   EMBER_CHECK(options.growth_interval >= 1, "{}: growth_interval must be at least 1, got {}", where,
               options.growth_interval);
+  EMBER_CHECK(options.min_scale >= 0 && std::isfinite(options.min_scale),
+              "{}: min_scale must be zero or positive and finite, got {}", where, options.min_scale);
+  EMBER_CHECK(options.init_scale >= options.min_scale, "{}: the scale {} is below min_scale {}", where,
+              options.init_scale, options.min_scale);
 }
 
 // The value as PyTorch's float32 scale tensor holds it.
@@ -98,10 +103,21 @@ void GradScaler::update() {
   for (const auto& [optimizer, found] : found_inf_) any_found = any_found || found;
   found_inf_.clear();
   if (any_found) {
-    scale_ = as_f32(scale_ * options_.backoff_factor);
     growth_tracker_ = 0;
+    ++skipped_in_a_row_;
+    // Note [Loss scaling across ranks]: at the floor a smaller scale cannot
+    // help, and skipping on would never step again without a word. Every rank
+    // has the same flag, so every rank throws at the same step.
+    EMBER_CHECK(scale_ > options_.min_scale,
+                "GradScaler::update: inf/NaN gradients with the scale at its floor (min_scale = {}), {} step{} in a "
+                "row skipped. The loss or the gradients are inf/NaN whatever the scale (a NaN loss, "
+                "a diverging model, too high a learning rate), so training stops here instead of skipping every "
+                "step; lower GradScalerOptions::min_scale only if the gradients really need a smaller scale",
+                options_.min_scale, skipped_in_a_row_, skipped_in_a_row_ == 1 ? "" : "s");
+    scale_ = std::max(as_f32(scale_ * options_.backoff_factor), as_f32(options_.min_scale));
     return;
   }
+  skipped_in_a_row_ = 0;
   if (++growth_tracker_ < options_.growth_interval) return;
   growth_tracker_ = 0;
   // As PyTorch: the scale never grows past f32's range into inf.
@@ -147,6 +163,7 @@ void GradScaler::load_state_dict(const nlohmann::json& state) {
   options_ = loaded;
   scale_ = as_f32(loaded.init_scale);
   growth_tracker_ = growth_tracker;
+  skipped_in_a_row_ = 0;
 }
 
 }  // namespace ember::distributed

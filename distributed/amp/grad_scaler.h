@@ -5,6 +5,9 @@
 // gradient is inf or NaN the step is skipped and S halves; after
 // growth_interval clean steps in a row S doubles. With a process group, the
 // inf/NaN flag is all-reduced (max) so that every rank skips the same steps.
+// S never backs off below min_scale, and inf/NaN gradients with S already
+// there are an error: a loss that is NaN at every scale would otherwise be
+// skipped silently forever (Note [Loss scaling across ranks]).
 //
 //   GradScaler scaler;
 //   scaler.scale(loss).backward();
@@ -34,6 +37,11 @@ struct GradScalerOptions {
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;  // clean steps in a row before the scale grows
+  // The floor: backing off stops here, and inf/NaN gradients at this scale
+  // make update() throw. 1 as DeepSpeed's min_loss_scale; 0 turns the floor
+  // off (PyTorch's scaler, which has none), leaving only a scale that
+  // underflowed to zero as an error.
+  double min_scale = 1.0;
   bool enabled = true;             // disabled: scale() returns the loss, step() just steps
 };
 
@@ -61,12 +69,14 @@ class GradScaler {
   // unscale_ unless done, then optimizer.step() unless found_inf; returns
   // whether it stepped.
   bool step(optim::Optimizer& optimizer);
-  // Backs the scale off if any optimizer unscaled since the last update found
-  // inf/NaN, else counts a clean step and grows it every growth_interval;
-  // forgets which optimizers were unscaled.
+  // Backs the scale off (not below min_scale) if any optimizer unscaled since
+  // the last update found inf/NaN, else counts a clean step and grows it every
+  // growth_interval; forgets which optimizers were unscaled. An error when
+  // inf/NaN was found with the scale already at min_scale.
   void update();
 
-  // PyTorch's keys: scale, growth_factor, backoff_factor, growth_interval, _growth_tracker.
+  // PyTorch's keys: scale, growth_factor, backoff_factor, growth_interval,
+  // _growth_tracker (min_scale is not saved: it is set in code, as `enabled`).
   nlohmann::json state_dict() const;
   void load_state_dict(const nlohmann::json& state);
 
@@ -75,6 +85,7 @@ class GradScaler {
   ProcessGroup* group_;
   double scale_;
   int64_t growth_tracker_ = 0;
+  int64_t skipped_in_a_row_ = 0;  // for the floor's error message
   std::map<const optim::Optimizer*, bool> found_inf_;  // optimizers unscaled since the last update
 };
 

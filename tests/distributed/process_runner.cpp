@@ -3,8 +3,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -127,6 +129,20 @@ ProcessResult launch(const std::vector<std::string>& launch_args, const std::str
                      const std::vector<std::string>& args, std::chrono::milliseconds timeout,
                      const std::vector<std::string>& extra_env) {
   return run_process(launch_command(launch_args, scenario, args), timeout, extra_env);
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error("socket failed");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+                     getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  close(fd);
+  if (!bound) throw std::runtime_error("no free loopback port");
+  return ntohs(address.sin_port);
 }
 
 std::vector<pid_t> leftover_workers() {

@@ -56,6 +56,9 @@ ProcessResult launch(const std::vector<std::string>& launch_args, const std::str
                      std::chrono::milliseconds timeout = std::chrono::seconds(120),
                      const std::vector<std::string>& extra_env = {});
 
+// A loopback port that was free a moment ago (bound to port 0, read, closed).
+int free_port();
+
 // Processes still running this build's distributed_worker (EMBER_WORKER), by their /proc/<pid>/exe.
 std::vector<pid_t> leftover_workers();
 // Shared-memory segments of ember jobs (/dev/shm/ember-*).

@@ -1,6 +1,7 @@
 // GradScaler (distributed/amp/grad_scaler.h) in one process: the exact scale
 // sequence over a scripted run of clean and overflowing steps, unscaled
 // gradient values, skipped steps, several optimizers, the disabled scaler,
+// the floor (min_scale) that stops a run whose loss is NaN at every scale,
 // state_dict round trips with PyTorch's keys, and every error. Then two real
 // ranks (workers/grad_scaler_scenarios.cpp) where only one rank overflows and
 // both skip the step.
@@ -132,6 +133,62 @@ TEST(GradScaler, TheScaleNeverGrowsToInfinity) {
   EXPECT_EQ(scaler.growth_tracker(), 0);
 }
 
+// Note [Loss scaling across ranks]: a loss that is NaN at every scale backs
+// the scale off to its floor (65536 -> 1: 16 skipped steps), and the next
+// overflow there is an error instead of an eternity of skipped steps.
+TEST(GradScaler, NanEveryStepBacksOffToTheFloorThenStops) {
+  OneParameter trained;
+  GradScaler scaler;
+  EXPECT_EQ(scaler.get_scale(), 65536.0);
+  double expected = 65536.0;
+  for (int step = 1; step <= 16; ++step) {
+    trained.backward(scaler, from_vector<float>({kNan, 1}));
+    EXPECT_FALSE(scaler.step(trained.optimizer)) << "step " << step;
+    scaler.update();
+    expected /= 2;
+    EXPECT_EQ(scaler.get_scale(), expected) << "step " << step;
+  }
+  EXPECT_EQ(scaler.get_scale(), 1.0);
+  trained.backward(scaler, from_vector<float>({kNan, 1}));
+  EXPECT_FALSE(scaler.step(trained.optimizer));
+  EXPECT_EMBER_ERROR(scaler.update(),
+                     "GradScaler::update: inf/NaN gradients with the scale at its floor (min_scale = 1), 17 steps in "
+                     "a row skipped");
+  EXPECT_EQ(scaler.get_scale(), 1.0);
+  EXPECT_EQ(trained.optimizer.steps_taken(), 0);
+  EXPECT_EQ(trained.parameter.to_vector<float>(), (std::vector<float>{1, 2}));
+}
+
+// The back-off stops at min_scale even when a factor overshoots it; clean
+// steps at the floor are fine, and any overflow there is the error.
+TEST(GradScaler, BackOffStopsAtMinScale) {
+  OneParameter trained;
+  GradScaler scaler({.init_scale = 10, .backoff_factor = 0.25, .growth_interval = 100, .min_scale = 2});
+  const std::vector<std::pair<std::vector<float>, double>> script = {
+      {{kInf, 1}, 2.5}, {{kInf, 1}, 2}, {{1, 1}, 2}, {{1, 1}, 2}};
+  for (const auto& [x, scale_after] : script) {
+    trained.backward(scaler, from_vector(x));
+    scaler.step(trained.optimizer);
+    scaler.update();
+    EXPECT_EQ(scaler.get_scale(), scale_after);
+  }
+  trained.backward(scaler, from_vector<float>({1, kInf}));
+  scaler.step(trained.optimizer);
+  EXPECT_EMBER_ERROR(scaler.update(), "(min_scale = 2), 1 step in a row skipped");
+}
+
+// min_scale = 0 is PyTorch's scaler: the scale falls below 1 and on.
+TEST(GradScaler, MinScaleZeroTurnsTheFloorOff) {
+  OneParameter trained;
+  GradScaler scaler({.init_scale = 4, .min_scale = 0});
+  for (int step = 0; step < 6; ++step) {
+    trained.backward(scaler, from_vector<float>({kNan, 1}));
+    scaler.step(trained.optimizer);
+    scaler.update();
+  }
+  EXPECT_EQ(scaler.get_scale(), 1.0 / 16);
+}
+
 TEST(GradScaler, ADisabledScalerOnlySteps) {
   OneParameter trained;
   GradScaler scaler({.enabled = false});
@@ -211,6 +268,9 @@ TEST(GradScaler, BadOptionsAreErrors) {
   EXPECT_EMBER_ERROR(GradScaler({.backoff_factor = 1}), "backoff_factor must be in (0, 1), got 1");
   EXPECT_EMBER_ERROR(GradScaler({.backoff_factor = -0.5}), "got -0.5");
   EXPECT_EMBER_ERROR(GradScaler({.growth_interval = 0}), "growth_interval must be at least 1, got 0");
+  EXPECT_EMBER_ERROR(GradScaler({.min_scale = -1}), "min_scale must be zero or positive and finite, got -1");
+  EXPECT_EMBER_ERROR(GradScaler({.min_scale = kInf}), "min_scale must be zero or positive and finite, got inf");
+  EXPECT_EMBER_ERROR(GradScaler({.init_scale = 0.5}), "the scale 0.5 is below min_scale 1");
 }
 
 TEST(GradScaler, ScalingANonFloatingLossIsAnError) {
@@ -242,6 +302,7 @@ TEST(GradScaler, LoadStateDictChecksEverythingBeforeChangingAnything) {
   EXPECT_EMBER_ERROR(scaler.load_state_dict(with("_growth_tracker", nullptr)), "\"_growth_tracker\" must be an integer");
   EXPECT_EMBER_ERROR(scaler.load_state_dict(with("backoff_factor", 2.0)), "backoff_factor must be in (0, 1), got 2");
   EXPECT_EMBER_ERROR(scaler.load_state_dict(with("scale", -1.0)), "the scale must be positive and finite, got -1");
+  EXPECT_EMBER_ERROR(scaler.load_state_dict(with("scale", 0.25)), "the scale 0.25 is below min_scale 1");
   EXPECT_EMBER_ERROR(scaler.load_state_dict(with("_growth_tracker", 7)),
                      "_growth_tracker must be in [0, growth_interval = 7), got 7");
   // A valid scale with a bad tracker changed nothing either.

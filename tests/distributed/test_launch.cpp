@@ -87,19 +87,6 @@ bool wait_for_ready(Process& process, int ranks, std::chrono::milliseconds timeo
   return true;
 }
 
-// A port that was free a moment ago: bind port 0, read it, close.
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 int usable_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -223,6 +210,33 @@ TEST(Launch, WorkerKilledBySignalGives128PlusSignal) {
   EXPECT_TRUE(contains(result.output, "ember launch: removed 1 shared-memory segment(s) the workers left"))
       << result.output;
   EXPECT_LT(result.seconds, 10);
+  expect_nothing_left();
+}
+
+// The launcher learns of exits in passes (SIGCHLDs coalesce), and when it
+// was busy, or stopped as here, one pass finds both the rank killed by a
+// signal and the survivor that exited because it noticed. The report must
+// name the cause, not whichever rank comes first.
+TEST(Launch, AKilledRankIsReportedBeforeTheSurvivorThatNoticedIt) {
+  std::filesystem::path root = fresh_temp_dir("report_order");
+  const std::string go = (root / "go").string();
+  Process process(launch_command({"--nproc-per-node", "2", "--grace-period", "1"}, "launch_kill_on_go", {"1", go}),
+                  kOmpEnv);
+  ASSERT_TRUE(wait_for_ready(process, 2, 30s));
+  process.signal(SIGSTOP);
+  std::ofstream(go) << "go\n";
+  // Both workers end (as zombies, which leftover_workers does not count)
+  // while their launcher cannot reap them.
+  Clock::time_point deadline = Clock::now() + 30s;
+  while (!leftover_workers().empty() && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  process.signal(SIGCONT);
+  ProcessResult result = process.wait(30s);
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL) << result.output;
+  EXPECT_TRUE(contains(result.output, "ember launch: rank 1 (pid ")) << result.output;
+  EXPECT_TRUE(contains(result.output, "was killed by signal 9 (SIGKILL)")) << result.output;
+  EXPECT_TRUE(contains(result.output, "[rank 0] ember::Error: ")) << "the survivor noticed:\n" << result.output;
+  EXPECT_EQ(count_of(result.output, "exited with code"), 0u) << result.output;
+  std::filesystem::remove_all(root);
   expect_nothing_left();
 }
 

@@ -1,7 +1,8 @@
 // The TCP store (distributed/store/tcp_store.h): one server and many clients
 // over real loopback TCP inside this test process. Raw sockets play the
-// misbehaving peers: silent, half a frame, garbage, oversized, wrong token, a
-// fake server that does not know the token.
+// misbehaving peers: silent, half a frame, garbage, oversized, every
+// malformed field, wrong token, 64 of them at once, a fake server that does
+// not know the token.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -363,6 +364,131 @@ TEST(TcpStore, SilentHalfFrameGarbageAndOversizedPeersDoNotStopTheServer) {
   EXPECT_NE(log.find("key of 4097 bytes (limit 4096)"), std::string::npos) << log;
   EXPECT_EQ(server.refused_connections(), 0);
   for (const int fd : {silent, half_frame, oversized, long_key, garbage}) close(fd);
+}
+
+// One authenticated peer per malformed frame that the others' tests do not
+// send: a field running past the frame's end, too many wait keys, bytes left
+// after a request, a frame too short for its header, a value's size field of
+// 4 GiB inside a small frame. Each loses its own connection (logged, naming
+// the fault); the server answers the honest client throughout.
+TEST(TcpStore, EveryMalformedFrameClosesOnlyItsConnection) {
+  TcpStoreServer server({.token = kToken});
+  TcpStore store(client_options(server));
+  struct Case {
+    Bytes frame;
+    std::string logged;
+  };
+  std::vector<Case> cases;
+  {
+    wire::Encoder get(uint8_t(wire::Op::kGet), 1);
+    get.u64(1000);
+    get.u32(50);  // a key of 50 bytes, and none follow
+    cases.push_back({std::move(get).finish(), "a field needs 50 more"});
+  }
+  {
+    wire::Encoder wait(uint8_t(wire::Op::kWait), 2);
+    wait.u64(1000);
+    wait.u32(uint32_t(kMaxWaitKeys + 1));
+    cases.push_back({std::move(wait).finish(), "1025 keys in one request (limit 1024)"});
+  }
+  {
+    wire::Encoder num_keys(uint8_t(wire::Op::kNumKeys), 3);
+    num_keys.u8(0);
+    cases.push_back({std::move(num_keys).finish(), "1 unexpected bytes at the end of a frame"});
+  }
+  cases.push_back({Bytes{3, 0, 0, 0, 1, 2, 3}, "frame of 3 bytes has no header"});
+  {
+    wire::Encoder set(uint8_t(wire::Op::kSet), 4);
+    set.string("k");
+    set.u32(0xffffffffu);
+    cases.push_back({std::move(set).finish(), "value of 4294967295 bytes (limit 1073741824)"});
+  }
+  ::testing::internal::CaptureStderr();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const int peer = raw_connect(server.port());
+    raw_authenticate(peer);
+    ASSERT_EQ(send(peer, cases[i].frame.data(), cases[i].frame.size(), 0), ssize_t(cases[i].frame.size()));
+    EXPECT_TRUE(closed_by_peer(peer)) << "case " << i;
+    close(peer);
+    EXPECT_EQ(store.add("honest", 1), int64_t(i + 1));
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  for (const Case& c : cases) EXPECT_NE(log.find(c.logged), std::string::npos) << c.logged << " in:\n" << log;
+  EXPECT_EQ(server.refused_connections(), 0);
+  EXPECT_EQ(store.num_keys(), 1);
+}
+
+// 64 hostile peers at once, eight of each kind: silent, a wrong proof, half a
+// proof and gone, and, after authenticating, silence, half a frame, an
+// oversized length, a field past the frame's end, an unknown request. Eight
+// honest clients meanwhile add to one counter: every add counts, only the
+// wrong proofs are counted as refused, and the server is still up afterwards.
+TEST(TcpStore, SixtyFourHostilePeersAtOnceWhileHonestClientsWork) {
+  TcpStoreServer server({.token = kToken});
+  constexpr int kKinds = 8, kEach = 8, kHonest = 8, kAdds = 50;
+  ::testing::internal::CaptureStderr();
+  std::vector<std::thread> honest;
+  for (int c = 0; c < kHonest; ++c) {
+    honest.emplace_back([&server] {
+      TcpStore store(client_options(server));
+      for (int i = 0; i < kAdds; ++i) store.add("counter", 1);
+    });
+  }
+  std::vector<int> refused;  // told so, then closed
+  std::vector<int> closes;   // closed for a malformed frame
+  std::vector<int> others;
+  for (int i = 0; i < kKinds * kEach; ++i) {
+    const int peer = raw_connect(server.port());
+    const int kind = i % kKinds;
+    if (kind == 0) {
+      others.push_back(peer);  // says nothing
+      continue;
+    }
+    std::array<uint8_t, auth::kHelloBytes> hello{};
+    ASSERT_TRUE(read_exactly(peer, hello.data(), hello.size()));
+    if (kind == 1 || kind == 2) {
+      const std::vector<uint8_t> answer(kind == 1 ? auth::kAnswerBytes : auth::kAnswerBytes / 2, uint8_t(i));
+      ASSERT_EQ(send(peer, answer.data(), answer.size(), 0), ssize_t(answer.size()));
+      if (kind == 1) refused.push_back(peer);
+      if (kind == 2) ::close(peer);
+      continue;
+    }
+    // raw_authenticate reads the hello itself: answer this one by hand.
+    auth::Nonce server_nonce;
+    std::copy(hello.begin() + auth::kMagic.size(), hello.end(), server_nonce.begin());
+    const auth::Proof proof = auth::client_proof(kToken, server_nonce);
+    std::vector<uint8_t> answer(proof.begin(), proof.end());
+    answer.resize(auth::kAnswerBytes, 7);
+    ASSERT_EQ(send(peer, answer.data(), answer.size(), 0), ssize_t(answer.size()));
+    std::array<uint8_t, 1 + auth::kProofBytes> verdict{};
+    ASSERT_TRUE(read_exactly(peer, verdict.data(), verdict.size()));
+    Bytes frame;
+    if (kind == 4) frame = {100, 0, 0, 0, 1, 2, 3};
+    if (kind == 5) frame = {0xff, 0xff, 0xff, 0xff};
+    if (kind == 6) frame = {13, 0, 0, 0, uint8_t(wire::Op::kDelete), 1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0};
+    if (kind == 7) frame = {9, 0, 0, 0, 0x7f, 1, 2, 3, 4, 5, 6, 7, 8};
+    if (!frame.empty()) {
+      ASSERT_EQ(send(peer, frame.data(), frame.size(), 0), ssize_t(frame.size()));
+    }
+    (kind == 5 || kind == 6 || kind == 7 ? closes : others).push_back(peer);
+  }
+  for (auto& thread : honest) thread.join();
+  for (const int peer : refused) {
+    uint8_t verdict = auth::kAccepted;
+    EXPECT_EQ(recv(peer, &verdict, 1, 0), 1);
+    EXPECT_EQ(verdict, auth::kRefused);
+    EXPECT_TRUE(closed_by_peer(peer));
+  }
+  for (const int peer : closes) EXPECT_TRUE(closed_by_peer(peer));
+  TcpStore later(client_options(server));
+  EXPECT_EQ(later.get_string("counter"), std::to_string(kHonest * kAdds));
+  EXPECT_EQ(server.refused_connections(), kEach);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("frame of 4294967295 bytes announced"), std::string::npos) << log;
+  EXPECT_NE(log.find("a field needs 9 more"), std::string::npos) << log;
+  EXPECT_NE(log.find("unknown request type 127"), std::string::npos) << log;
+  for (const std::vector<int>* peers : {&refused, &closes, &others})
+    for (const int peer : *peers) ::close(peer);
 }
 
 long resident_kib() {

@@ -170,11 +170,18 @@ TEST_F(LaunchConfigTest, UnknownKeyWarnsAndTheJobRuns) {
 }
 
 // The file's total of processes is shared between the machines; flags that
-// change the machines change the share. (Node 1 of 2: no store to host, so
-// the workers print and exit without meeting node 0.)
+// change the machines change the share. Node 1 of 2 starts its workers only
+// once it has met node 0 at the store: a second launcher here, the same file
+// with --node-rank 0.
 TEST_F(LaunchConfigTest, NumProcessesIsSharedBetweenMachines) {
-  std::string file = config("num_processes: 4\nnum_machines: 2\nmachine_rank: 1\nmain_process_port: 1\n");
-  ProcessResult result = launch_in({no_default_file, "EMBER_STORE_TOKEN=launch-config-test-token"}, {"--config-file", file});
+  const std::string port = std::to_string(free_port());
+  std::string file = config("num_processes: 4\nnum_machines: 2\nmachine_rank: 1\nmain_process_port: " + port + "\n");
+  const std::vector<std::string> job = {no_default_file, "EMBER_STORE_TOKEN=launch-config-test-token"};
+  Process node0(clean_command(job, launch_command({"--config-file", file, "--node-rank", "0"}, "launch_accelerator_env")));
+  ProcessResult result = launch_in(job, {"--config-file", file});
+  ProcessResult first = node0.wait(60s);
+  EXPECT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_TRUE(contains(first.output, "ember launch: 2 workers (ranks 0-1 of 4, node 0 of 2)")) << first.output;
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_TRUE(contains(result.output, "ember launch: 2 workers (ranks 2-3 of 4, node 1 of 2)")) << result.output;
   EXPECT_TRUE(contains(result.output, "[rank 3] rank 3:")) << result.output;

@@ -271,6 +271,24 @@ EMBER_SCENARIO(launch_stop_allreduce) {
   return 1;
 }
 
+// args: victim_rank go_file. Every rank joins a shared-memory group, does one
+// allreduce, says ready and waits (polling, at most a minute) until go_file
+// exists; then the victim SIGKILLs itself and the others' next allreduce
+// fails naming it (exit 2).
+EMBER_SCENARIO(launch_kill_on_go) {
+  dist::ProcessGroup& group = dist::init_process_group({.backend = "shm", .timeout = std::nullopt});
+  Tensor value = full({1}, Scalar(1.0));
+  group.allreduce(value)->wait();
+  say_ready();
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (access(args.at(1).c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  if (group.rank() == std::stoi(args.at(0))) raise(SIGKILL);
+  group.allreduce(value)->wait();
+  std::printf("rank %d: the allreduce after the kill completed, which it should not have\n", group.rank());
+  return 1;
+}
+
 // args: ("local" | "peer") address. A Gloo allreduce of the ranks' values
 // across launchers; then this rank must hold a Gloo connection whose local
 // end ("local") or far end ("peer") is `address`.
