@@ -62,7 +62,9 @@ V exp_shifted(const V* x, V* y, int64_t n, V shift) {
 template <class V>
 V row_logsumexp(const V* x, int64_t n, V* scratch) {
   const V m = Eigen::Map<const Eigen::Array<V, Eigen::Dynamic, 1>>(x, n).maxCoeff();  // vectorised, unlike std::max
-  if (std::isinf(m)) return m;  // all -inf (or a +inf): log-sum-exp is that extreme
+  // All -inf, or a +inf: exp(x - m) is nan at inf - inf, and so is the row's
+  // log-softmax and loss, as in PyTorch (log_softmax, then nll_loss) and the reference.
+  if (std::isinf(m)) return std::numeric_limits<V>::quiet_NaN();
   return m + std::log(exp_shifted(x, scratch, n, m));
 }
 
