@@ -280,6 +280,8 @@ Tensor triangle(const Op<void(const Tensor&, const Tensor&, int64_t)>& op, const
   check_defined(t, op.name(), "input");
   EMBER_CHECK(t.dim() >= 2, "{}: input must have at least 2 dims, got shape {}", op.name(), t.shape());
   Tensor out = make_tensor(t.shape(), t.dtype(), t.device());
+  // Diagonals past the matrix change nothing: clamped, row + diagonal cannot overflow in a kernel.
+  diagonal = std::clamp<int64_t>(diagonal, -t.size(-2), t.size(-1));
   if (out.numel() > 0) op(t.device().type, t.dtype(), out, t.contiguous(), diagonal);
   return out;
 }

@@ -1,6 +1,8 @@
 // The indexing family: tiny exact hand cases, every kernel op against the
 // reference kernels for every dtype and memory layout, the composed ops
 // (cat, stack, split, chunk, repeat, pad) on edge shapes, and bad inputs.
+#include <limits>
+
 #include "support/test_support.h"
 
 namespace ember::testing {
@@ -202,6 +204,23 @@ TEST(Indexing, EdgeShapes) {
                 .item<float>(),
             many.select(0, 1).select(0, 0).select(0, 0).select(0, 0).select(0, 1).select(0, 0).select(0, 1)
                 .item<float>());
+}
+
+// Any int64 diagonal is valid: past the matrix's extent it keeps or zeroes
+// everything (found by the op fuzzer, tests/fuzz/README_ops.md: the fast
+// kernel's row + diagonal overflowed for diagonals near the int64 limits).
+TEST(Indexing, TrilAndTriuTakeAnyDiagonal) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  Tensor square = floats({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3});
+  const std::vector<float> all = values_of(square), none(9, 0.0f);
+  EXPECT_EQ(values_of(tril(square, kMax)), all);
+  EXPECT_EQ(values_of(tril(square, kMax - 1)), all);
+  EXPECT_EQ(values_of(tril(square, kMin)), none);
+  EXPECT_EQ(values_of(triu(square, kMax)), none);
+  EXPECT_EQ(values_of(triu(square, kMin)), all);
+  EXPECT_EQ(values_of(triu(square, kMin + 1)), all);
+  EXPECT_EQ(values_of(reference([&] { return tril(square, kMax); })), all);
+  EXPECT_EQ(values_of(reference([&] { return triu(square, kMin); })), all);
 }
 
 TEST(Indexing, BadIndicesAreErrorsNamingOpValueAndSize) {
