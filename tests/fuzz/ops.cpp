@@ -168,7 +168,7 @@ void execute(Reader& in, Pool& pool) {
   Expectation expected{.accuracy = call.accuracy, .power = call.power};
   for (const Tensor& t : call.inputs)
     if (t.defined()) expected.terms = std::max(expected.terms, t.numel());
-  Outputs scales = call.accuracy == Accuracy::accumulation ? magnitudes(call) : Outputs{};
+  Outputs scales = call.accuracy == Accuracy::scaled ? magnitudes(call) : Outputs{};
 
   // The fast run works on the pool's own tensors (an in-place op changes them
   // for later ops, as in a program); the reference run on copies made first.
@@ -200,7 +200,7 @@ void execute(Reader& in, Pool& pool) {
   }
   // Whatever the op wrote into its inputs (in place, or running statistics) must agree too.
   Expectation written = expected;
-  if (written.accuracy == Accuracy::accumulation) written.accuracy = Accuracy::rounding;
+  if (written.accuracy == Accuracy::scaled) written.accuracy = Accuracy::rounding;
   for (size_t i = 0; i < call.inputs.size(); ++i)
     if (call.inputs[i].defined())
       check(call, fmt::format("the storage of input {}", i), whole_storage(fast_inputs[i]),

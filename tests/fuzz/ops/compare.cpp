@@ -80,7 +80,7 @@ std::string difference(const Tensor& fast, const Tensor& reference, const Expect
   }
   std::vector<double> a = fast.to_vector<double>(), e = reference.to_vector<double>();
   std::vector<double> magnitude;
-  if (expected.accuracy == Accuracy::accumulation && expected.magnitude.defined() &&
+  if (expected.accuracy == Accuracy::scaled && expected.magnitude.defined() &&
       expected.magnitude.numel() == fast.numel())
     magnitude = expected.magnitude.to_vector<double>();
   const double tol = tolerance(dtype);

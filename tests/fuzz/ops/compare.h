@@ -14,9 +14,9 @@ double tolerance(DType dtype);
 
 struct Expectation {
   Accuracy accuracy = Accuracy::exact;
-  // accumulation: the reference result of the op on the inputs' absolute
-  // values (f64), the sum of |terms| behind each output element; undefined
-  // when not computable, which falls back to `rounding`.
+  // scaled: the reference result of the op on the inputs' absolute values
+  // (f64), the scale of each output element's error; undefined when not
+  // computable, which falls back to `rounding`.
   Tensor magnitude;
   int64_t terms = 1;  // an upper bound on the terms summed into one element
   double power = 1;   // Call::power

@@ -18,7 +18,10 @@ namespace ember::fuzz {
 enum class Accuracy {
   exact,         // both sides evaluate the same formula in the same type: equal, nan matching nan
   rounding,      // another evaluation order or approximation: tolerance(dtype), relative and absolute
-  accumulation,  // long sums (reductions, products, convolutions): tolerance scaled by the sum of |terms|
+  // a result whose error scales with something other than itself: the tolerance
+  // times the op on the inputs' absolute values (for sums, reductions, products
+  // and convolutions the sum of |terms|; for activation gradients |grad|)
+  scaled,
 };
 
 using Outputs = std::vector<Tensor>;
@@ -29,7 +32,7 @@ struct Call {
   // The op on (copies of) `inputs`, in the same order; may write into them.
   std::function<Outputs(const std::vector<Tensor>&)> run;
   Accuracy accuracy = Accuracy::rounding;
-  // accumulation: the fast kernels' accumulator holds sum |term|^power (norm's p; 1 for sums).
+  // scaled sums: the fast kernels' accumulator holds sum |term|^power (norm's p; 1 for sums).
   double power = 1;
 };
 

@@ -132,7 +132,7 @@ OpEntry activation_backward() {
                             case 2: return Outputs{gelu_backward(t[0], t[1], GeluApproximation::tanh)};
                             default: return Outputs{silu_backward(t[0], t[1])};
                           }
-                        }, which == 0 ? Accuracy::exact : Accuracy::rounding};
+                        }, which == 0 ? Accuracy::exact : Accuracy::scaled};
           }};
 }
 
@@ -233,7 +233,7 @@ OpEntry norm_op() {
             Dims dims = read_dims(in, x.dim());
             const bool keepdim = in.flag();
             return Call{fmt::format("norm p {} dims {} keepdim {}", p, dims, keepdim), {x},
-                        [=](const Inputs& t) { return Outputs{norm(t[0], p, dims, keepdim)}; }, Accuracy::accumulation,
+                        [=](const Inputs& t) { return Outputs{norm(t[0], p, dims, keepdim)}; }, Accuracy::scaled,
                         std::isfinite(p) && p > 0 ? p : 1};
           }};
 }
@@ -260,13 +260,13 @@ OpEntry products() {
                             if (which == 0) return Outputs{matmul(t[0], t[1])};
                             if (which == 1) return Outputs{mm(t[0], t[1])};
                             return Outputs{bmm(t[0], t[1])};
-                          }, Accuracy::accumulation};
+                          }, Accuracy::scaled};
             Tensor input = in.flag() ? operand(in, pool) : read_tensor_of(in, addmm_bias_shape(in, a, b), a.dtype());
             Scalar beta = in.scalar();
             Scalar alpha = in.scalar();
             return Call{fmt::format("addmm beta {} alpha {}", scalar_name(beta), scalar_name(alpha)), {input, a, b},
                         [beta, alpha](const Inputs& t) { return Outputs{addmm(t[0], t[1], t[2], beta, alpha)}; },
-                        Accuracy::accumulation};
+                        Accuracy::scaled};
           }};
 }
 
@@ -292,7 +292,7 @@ OpEntry convolution() {
             if (which == 0)
               return Call{name, {input, weight, bias}, [options](const Inputs& t) {
                             return Outputs{conv2d(t[0], t[1], t[2], options)};
-                          }, Accuracy::accumulation};
+                          }, Accuracy::scaled};
             // The gradients need a grad_output of the forward's output shape.
             Shape out_shape = shape_or_empty([&] { return conv2d(input, weight, bias, options); });
             Tensor grad_output = read_tensor_of(in, out_shape, input.dtype());
@@ -300,11 +300,11 @@ OpEntry convolution() {
               return Call{"conv2d_backward_input " + name, {grad_output, weight}, [options, shape = input.shape()](
                                                                                      const Inputs& t) {
                             return Outputs{conv2d_backward_input(t[0], t[1], shape, options)};
-                          }, Accuracy::accumulation};
+                          }, Accuracy::scaled};
             return Call{"conv2d_backward_weight " + name, {grad_output, input}, [options, weight_shape](
                                                                                   const Inputs& t) {
                           return Outputs{conv2d_backward_weight(t[0], t[1], weight_shape, options)};
-                        }, Accuracy::accumulation};
+                        }, Accuracy::scaled};
           }};
 }
 
@@ -327,12 +327,12 @@ OpEntry pooling() {
             if (which == 1)
               return Call{"avg_pool2d " + name, {input},
                           [options](const Inputs& t) { return Outputs{avg_pool2d(t[0], options)}; },
-                          Accuracy::accumulation};
+                          Accuracy::scaled};
             Shape out_shape = shape_or_empty([&] { return max_pool2d(input, options); });
             Tensor grad_output = read_tensor_of(in, out_shape, input.dtype());
             return Call{"max_pool2d_backward " + name, {grad_output, input}, [options](const Inputs& t) {
                           return Outputs{max_pool2d_backward(t[0], t[1], options)};
-                        }, Accuracy::accumulation};
+                        }, Accuracy::scaled};
           }};
 }
 
@@ -415,7 +415,7 @@ OpEntry class_losses() {
                           return Outputs{cross_entropy(t[0], t[1], {.weight = t[2], .ignore_index = ignore_index,
                                                                     .reduction = reduction,
                                                                     .label_smoothing = smoothing})};
-                        }, Accuracy::accumulation};
+                        }, Accuracy::scaled};
           }};
 }
 
@@ -445,7 +445,7 @@ OpEntry pair_losses() {
                               return Outputs{F::binary_cross_entropy_with_logits(
                                   t[0], t[1], {.weight = t[2], .pos_weight = t[3], .reduction = reduction})};
                           }
-                        }, Accuracy::accumulation};
+                        }, Accuracy::scaled};
           }};
 }
 
@@ -520,7 +520,7 @@ OpEntry optimizer_updates() {
 }  // namespace
 
 std::vector<OpEntry> math_entries() {
-  const Accuracy exact = Accuracy::exact, rounding = Accuracy::rounding, accumulation = Accuracy::accumulation;
+  const Accuracy exact = Accuracy::exact, rounding = Accuracy::rounding, scaled = Accuracy::scaled;
   return {
       unary("neg", [](const Tensor& a) { return neg(a); }, exact),
       unary("abs", [](const Tensor& a) { return abs(a); }, exact),
@@ -563,8 +563,8 @@ std::vector<OpEntry> math_entries() {
       where_op(),
       clamp_op(),
       addcmul_op(),
-      reduction("sum", [](const Tensor& t, const Dims& d, bool k) { return sum(t, d, k); }, accumulation),
-      reduction("mean", [](const Tensor& t, const Dims& d, bool k) { return mean(t, d, k); }, accumulation),
+      reduction("sum", [](const Tensor& t, const Dims& d, bool k) { return sum(t, d, k); }, scaled),
+      reduction("mean", [](const Tensor& t, const Dims& d, bool k) { return mean(t, d, k); }, scaled),
       reduction("prod", [](const Tensor& t, const Dims& d, bool k) { return prod(t, d, k); }, rounding),
       reduction("amax", [](const Tensor& t, const Dims& d, bool k) { return amax(t, d, k); }, exact),
       reduction("amin", [](const Tensor& t, const Dims& d, bool k) { return amin(t, d, k); }, exact),

@@ -168,7 +168,7 @@ OpEntry select_rows() {
             Tensor src = read_tensor_of(in, src_shape, in.flag() ? x.dtype() : in.dtype());
             return Call{fmt::format("scatter_add dim {}", dim), {x, index, src},
                         [=](const Inputs& t) { return Outputs{scatter_add(t[0], dim, t[1], t[2])}; },
-                        Accuracy::accumulation};
+                        Accuracy::scaled};
           }};
 }
 
