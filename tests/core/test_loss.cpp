@@ -142,6 +142,22 @@ TEST(CrossEntropy, InfiniteMaximumGivesNanLikeTheReference) {
   }
 }
 
+// The loss sum_c a_c (lse - x_c) is computed as sum_c a_c (max - x_c) + A
+// log(sum): for logits of large magnitude, lse = max + log(sum) rounds to max
+// and lse - x_t loses the loss (equal logits of 1e8 gave 0 instead of log 3 in
+// f32; found by the op fuzzer, tests/fuzz/README_ops.md).
+TEST(CrossEntropy, LargeLogitsKeepTheirPrecision) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor x = full({2, 3}, 1e8, {.dtype = dtype});
+    Tensor classes = from_vector<int64_t>({0, 2});
+    Tensor probabilities = full({2, 3}, 1.0 / 3, {.dtype = dtype});
+    for (const Tensor& target : {classes, probabilities})
+      for (double smoothing : {0.0, 0.1})
+        EXPECT_NEAR(cross_entropy(x, target, {.label_smoothing = smoothing}).item<double>(), std::log(3.0), 1e-6)
+            << dtype_name(dtype) << " smoothing " << smoothing;
+  }
+}
+
 TEST(CrossEntropy, GradientIsSoftmaxMinusOneHotOverN) {
   Tensor x = from_vector<double>({0, std::log(3.0), 0, 0}, {2, 2});
   x.requires_grad_(true);
