@@ -67,6 +67,20 @@ TEST(Indexing, SplitAndChunkAreViews) {
   EXPECT_EQ(t.to_vector<int64_t>()[3], 7);
 }
 
+// Any positive split size or chunk count is valid: past the dim's size it
+// gives one piece, or pieces of one element (found by the op fuzzer,
+// tests/fuzz/README_ops.md: size + split_size - 1 overflowed near the int64 limit).
+TEST(Indexing, SplitAndChunkTakeSizesUpToTheInt64Limit) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  Tensor t = arange(10).reshape({5, 2});
+  std::vector<Tensor> whole = split(t, kMax);
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].shape(), t.shape());
+  std::vector<Tensor> ones = chunk(t, kMax);
+  ASSERT_EQ(ones.size(), 5u);
+  EXPECT_EQ(ones[4].to_vector<int64_t>(), (std::vector<int64_t>{8, 9}));
+}
+
 TEST(Indexing, CatPromotesAndSkipsLegacyEmpty) {
   Tensor ints = ones({2}, {.dtype = DType::i32}), halfs = ones({1}, {.dtype = DType::f16});
   EXPECT_EQ(cat({ints, halfs}).dtype(), DType::f16);
