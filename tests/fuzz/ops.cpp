@@ -125,8 +125,10 @@ Outputs magnitudes(const Call& call) {
   NoGradGuard no_grad;
   try {
     std::vector<Tensor> absolute;
-    for (const Tensor& t : call.inputs)
-      absolute.push_back(t.defined() && is_floating(t.dtype()) ? abs(t.to(DType::f64)) : t);
+    for (const Tensor& t : call.inputs) {
+      if (!t.defined() || t.dtype() == DType::boolean) absolute.push_back(t);
+      else absolute.push_back(abs(is_floating(t.dtype()) ? t.to(DType::f64) : t));  // valid indices stay themselves
+    }
     return call.run(absolute);
   } catch (const Error&) {
     return {};

@@ -38,6 +38,9 @@ double accumulator_epsilon(DType dtype) {
 double accumulator_max(DType dtype) {
   return dtype == DType::f64 ? std::numeric_limits<double>::max() : double(std::numeric_limits<float>::max());
 }
+double accumulator_min(DType dtype) {
+  return dtype == DType::f64 ? std::numeric_limits<double>::min() : double(std::numeric_limits<float>::min());
+}
 
 // The flat index as a multi-index, for reports.
 std::string position(const Shape& shape, int64_t flat) {
@@ -88,6 +91,10 @@ std::string difference(const Tensor& fast, const Tensor& reference, const Expect
   // any order and grows like sqrt(n) eps sum|terms| in practice; the larger of
   // that and the dtype's tolerance, times sum|terms|.
   const double sum_scale = std::max(tol, std::sqrt(double(expected.terms)) * accumulator_epsilon(dtype));
+  // Terms below the accumulator's smallest normal number lose their digits
+  // (a p-norm's |x|^p underflows in f32 where the reference's f64 keeps it):
+  // an absolute allowance of n such terms, in the result's units.
+  const double underflow = std::pow(accumulator_min(dtype) * double(expected.terms), 1 / expected.power);
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i] == e[i] || (std::isnan(a[i]) && std::isnan(e[i]))) continue;
     double allowed = 0;
@@ -103,7 +110,7 @@ std::string difference(const Tensor& fast, const Tensor& reference, const Expect
             std::pow(std::abs(magnitude[i]), expected.power) * double(expected.terms) > accumulator_max(dtype))
           continue;
       } else {
-        allowed = tol * std::abs(e[i]) + (magnitude.empty() ? tol : sum_scale * std::abs(magnitude[i]));
+        allowed = tol * std::abs(e[i]) + (magnitude.empty() ? tol : sum_scale * std::abs(magnitude[i]) + underflow);
         if (std::abs(a[i] - e[i]) <= allowed) continue;
       }
     }

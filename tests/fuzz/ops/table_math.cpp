@@ -565,7 +565,7 @@ std::vector<OpEntry> math_entries() {
       addcmul_op(),
       reduction("sum", [](const Tensor& t, const Dims& d, bool k) { return sum(t, d, k); }, scaled),
       reduction("mean", [](const Tensor& t, const Dims& d, bool k) { return mean(t, d, k); }, scaled),
-      reduction("prod", [](const Tensor& t, const Dims& d, bool k) { return prod(t, d, k); }, rounding),
+      reduction("prod", [](const Tensor& t, const Dims& d, bool k) { return prod(t, d, k); }, scaled),
       reduction("amax", [](const Tensor& t, const Dims& d, bool k) { return amax(t, d, k); }, exact),
       reduction("amin", [](const Tensor& t, const Dims& d, bool k) { return amin(t, d, k); }, exact),
       reduction("logsumexp", [](const Tensor& t, const Dims& d, bool k) { return logsumexp(t, d, k); }, rounding),
