@@ -71,6 +71,9 @@ AlongDim along_dim(const Tensor& out, const Tensor& index, const Tensor& other, 
 // A 0-d tensor as 1-d of one element (gather and scatter_add treat them alike).
 Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
 
+// ceil(n / d) for n >= 0 and d > 0, without the n + d - 1 that overflows for d near the int64 limit.
+int64_t ceil_div(int64_t n, int64_t d) { return n / d + (n % d != 0); }
+
 }  // namespace
 
 static Tensor compute_cat(const std::vector<Tensor>& tensors, int64_t dim) {
@@ -140,7 +143,7 @@ std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
   EMBER_CHECK(split_size > 0 || (split_size == 0 && size == 0),
               "split: split_size must be positive (or 0 for an empty dim), got {} for dim {} of size {}", split_size, d,
               size);
-  int64_t count = split_size == 0 ? 1 : std::max<int64_t>((size + split_size - 1) / split_size, 1);
+  int64_t count = split_size == 0 ? 1 : std::max<int64_t>(ceil_div(size, split_size), 1);
   std::vector<Tensor> pieces;
   for (int64_t i = 0; i < count; ++i) {
     int64_t start = i * split_size;
@@ -176,7 +179,7 @@ std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
   int d = int(wrap_dim(dim, t.dim(), "chunk"));
   int64_t size = t.shape()[d];
   if (size == 0) return split(t, std::vector<int64_t>(size_t(chunks), 0), d);
-  return split(t, (size + chunks - 1) / chunks, d);
+  return split(t, ceil_div(size, chunks), d);
 }
 
 static Tensor compute_index_select(const Tensor& t, int64_t dim, const Tensor& index) {
@@ -280,6 +283,8 @@ Tensor triangle(const Op<void(const Tensor&, const Tensor&, int64_t)>& op, const
   check_defined(t, op.name(), "input");
   EMBER_CHECK(t.dim() >= 2, "{}: input must have at least 2 dims, got shape {}", op.name(), t.shape());
   Tensor out = make_tensor(t.shape(), t.dtype(), t.device());
+  // Diagonals past the matrix change nothing: clamped, row + diagonal cannot overflow in a kernel.
+  diagonal = std::clamp<int64_t>(diagonal, -t.size(-2), t.size(-1));
   if (out.numel() > 0) op(t.device().type, t.dtype(), out, t.contiguous(), diagonal);
   return out;
 }

@@ -173,11 +173,13 @@ Tensor expand(const Tensor& t, const Shape& shape) {
   for (int d = 0; d < shape.ndim(); ++d) {
     int source = d - lead;
     if (source < 0) {
-      EMBER_CHECK(shape[d] >= 0, "expand: size -1 is not allowed in a new leading dim ({})", shape);
+      EMBER_CHECK(shape[d] >= 0, "expand: size {} is not allowed in a new leading dim ({})", shape[d], shape);
       continue;
     }
     int64_t have = t.shape()[source];
     if (shape[d] == -1) out_shape[d] = have;
+    EMBER_CHECK(out_shape[d] >= 0, "expand: invalid size {} at dim {} (shape {} to {})", out_shape[d], d, t.shape(),
+                shape);
     EMBER_CHECK(out_shape[d] == have || have == 1,
                 "expand: the expanded size {} must match the existing size {} at dim {} (shape {} to {})", out_shape[d],
                 have, d, t.shape(), shape);

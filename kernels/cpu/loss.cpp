@@ -1,7 +1,7 @@
 // CPU cross-entropy, forward and backward (the formulas of
 // core/ops/loss_kernels.h). Rows split across threads; each row is a few dense
 // vectorised passes: max, sum of exp(x - max) (the SIMD exp of vector_exp.cpp
-// for float), then the loss from sum_c a_c and sum_c a_c x_c, or the gradient
+// for float), then the loss from sum_c a_c and sum_c a_c (x_c - max), or the gradient
 // A p - a. Per-row losses and weights are summed in row order after the
 // parallel loop, so the result does not depend on the thread count. f16/bf16
 // rows are converted to float first. Tests: tests/core/test_loss.cpp.
@@ -59,22 +59,33 @@ V exp_shifted(const V* x, V* y, int64_t n, V shift) {
   }
 }
 
+// A row's log-sum-exp as its maximum m and log(sum_c exp(x_c - m)), kept
+// apart: the loss sum_c a_c (lse - x_c) = sum_c a_c (m - x_c) + A log_sum
+// keeps its precision for logits of large magnitude, where m + log_sum rounds to m.
 template <class V>
-V row_logsumexp(const V* x, int64_t n, V* scratch) {
+struct RowLogSumExp {
+  V max, log_sum;
+  V value() const { return max + log_sum; }
+};
+
+template <class V>
+RowLogSumExp<V> row_logsumexp(const V* x, int64_t n, V* scratch) {
   const V m = Eigen::Map<const Eigen::Array<V, Eigen::Dynamic, 1>>(x, n).maxCoeff();  // vectorised, unlike std::max
-  if (std::isinf(m)) return m;  // all -inf (or a +inf): log-sum-exp is that extreme
-  return m + std::log(exp_shifted(x, scratch, n, m));
+  // All -inf, or a +inf: exp(x - m) is nan at inf - inf, and so is the row's
+  // log-softmax and loss, as in PyTorch (log_softmax, then nll_loss) and the reference.
+  if (std::isinf(m)) return {std::numeric_limits<V>::quiet_NaN(), std::numeric_limits<V>::quiet_NaN()};
+  return {m, std::log(exp_shifted(x, scratch, n, m))};
 }
 
-// A_i = sum_c a_c and sum_c a_c x_c of a probability row q.
+// A_i = sum_c a_c and sum_c a_c (x_c - shift) of a probability row q.
 template <class V>
-void probability_sums(const Shared<V>& s, const V* x, const V* q, int64_t n, V& total, V& dot) {
+void probability_sums(const Shared<V>& s, const V* x, const V* q, int64_t n, V shift, V& total, V& dot) {
   V a_sum = 0, ax_sum = 0;
 #pragma omp simd reduction(+ : a_sum, ax_sum)
   for (int64_t i = 0; i < n; ++i) {
     const V a = (s.weight ? s.weight[i] : V(1)) * ((1 - s.smoothing) * q[i] + s.smoothing_per_class);
     a_sum += a;
-    ax_sum += a * x[i];
+    ax_sum += a * (x[i] - shift);
   }
   total = a_sum, dot = ax_sum;
 }
@@ -108,25 +119,25 @@ void cross_entropy(const CrossEntropyProblem& p) {
     std::vector<V> x_buffer, q_buffer, scratch(static_cast<size_t>(n));
     for (int64_t row = begin; row < end; ++row) {
       const V* x = row_in_compute_type<T>(p.input, row, n, x_buffer);
-      const V lse = row_logsumexp(x, n, scratch.data());
-      logsumexps[row] = lse;
+      const RowLogSumExp<V> lse = row_logsumexp(x, n, scratch.data());
+      logsumexps[row] = lse.value();
       V loss = 0, weight = 1;
       if (p.probabilities) {
         V total, dot;
-        probability_sums(s, x, row_in_compute_type<T>(p.target, row, n, q_buffer), n, total, dot);
-        loss = total * lse - dot;
+        probability_sums(s, x, row_in_compute_type<T>(p.target, row, n, q_buffer), n, lse.max, total, dot);
+        loss = total * lse.log_sum - dot;
       } else {
         const int64_t target = class_index(p, row);
         if (target == p.ignore_index) {
           weight = 0;
         } else {
           weight = s.weight ? s.weight[target] : V(1);
-          loss = (1 - s.smoothing) * weight * (lse - x[target]);
+          loss = (1 - s.smoothing) * weight * ((lse.max - x[target]) + lse.log_sum);
           if (p.label_smoothing > 0) {  // + eps / C sum_c w_c (lse - x_c)
             V weighted = 0;
 #pragma omp simd reduction(+ : weighted)
-            for (int64_t i = 0; i < n; ++i) weighted += (s.weight ? s.weight[i] : V(1)) * x[i];
-            loss += s.smoothing_per_class * (s.weight_sum * lse - weighted);
+            for (int64_t i = 0; i < n; ++i) weighted += (s.weight ? s.weight[i] : V(1)) * (x[i] - lse.max);
+            loss += s.smoothing_per_class * (s.weight_sum * lse.log_sum - weighted);
           }
         }
       }
@@ -179,7 +190,7 @@ void cross_entropy_backward(const CrossEntropyBackwardProblem& b) {
         if (p.probabilities) {
           const V* q = row_in_compute_type<T>(p.target, row, n, q_buffer);
           V total, dot;
-          probability_sums(Shared<V>{weight, 0, smoothing, per_class}, x, q, n, total, dot);
+          probability_sums(Shared<V>{weight, 0, smoothing, per_class}, x, q, n, V(0), total, dot);
 #pragma omp simd
           for (int64_t i = 0; i < n; ++i)
             y[i] = g * (total * y[i] - (weight ? weight[i] : V(1)) * ((1 - smoothing) * q[i] + per_class));

@@ -199,7 +199,9 @@ void batch_norm(const BatchNormProblem& p) {
         });
         const double shifted_mean = sum / count;
         mean = V(double(shift) + shifted_mean);
-        var = V(std::max(0.0, squares / count - shifted_mean * shifted_mean));
+        // Rounding can take the difference below 0; an infinite input makes it
+        // nan, which max(difference, 0) keeps (max(0, nan) would give 0).
+        var = V(std::max(squares / count - shifted_mean * shifted_mean, 0.0));
         if (p.var) static_cast<V*>(p.var)[c] = var;
       } else {
         mean = static_cast<const V*>(p.running_mean)[c], var = static_cast<const V*>(p.running_var)[c];

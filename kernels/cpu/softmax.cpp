@@ -58,11 +58,13 @@ V exp_and_sum(const V* x, V* y, int64_t n, V m) {
   return V(total);
 }
 
-// out = softmax or log_softmax of a dense line, given its max m and sum s of exp(x - m).
+// out = softmax or log_softmax of a dense line, given its max m and sum s of
+// exp(x - m). log_softmax is (x - m) - log(s): for logits of large magnitude
+// m + log(s) rounds to m, and x - (m + log(s)) would lose the result.
 template <bool kLog, class V>
 void finish_line(const V* x, V* y, int64_t n, V m, V s) {
   Eigen::Map<Array<V>> out(y, n);
-  if constexpr (kLog) out = Eigen::Map<const Array<V>>(x, n) - (m + std::log(s));
+  if constexpr (kLog) out = (Eigen::Map<const Array<V>>(x, n) - m) - std::log(s);
   else out *= V(1) / s;
 }
 
@@ -129,11 +131,11 @@ void column_tile(const SoftmaxLoop& loop, int64_t outer, int64_t k0, int64_t wid
     for (int64_t i = 0; i < size; ++i)
       for (int64_t k = 0; k < width; ++k) s[k] += std::exp(V(x[i * inner + k]) - m[k]);
   }
-  for (int64_t k = 0; k < width; ++k) s[k] = kLog ? m[k] + std::log(s[k]) : V(1) / s[k];
+  for (int64_t k = 0; k < width; ++k) s[k] = kLog ? std::log(s[k]) : V(1) / s[k];
   for (int64_t i = 0; i < size; ++i)
     for (int64_t k = 0; k < width; ++k) {
       V v = V(x[i * inner + k]);
-      if constexpr (kLog) y[i * inner + k] = T(v - s[k]);
+      if constexpr (kLog) y[i * inner + k] = T((v - m[k]) - s[k]);  // as finish_line
       else if constexpr (std::is_same_v<T, float>) y[i * inner + k] *= s[k];
       else y[i * inner + k] = T(std::exp(v - m[k]) * s[k]);
     }

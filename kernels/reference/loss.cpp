@@ -75,7 +75,12 @@ void cross_entropy(const CrossEntropyProblem& p) {
     const double lse = row_logsumexp<T>(p, row);
     double loss = 0;
     if (coefficients<T>(p, row, a))
-      for (int64_t c = 0; c < p.classes; ++c) loss += a[size_t(c)] * (lse - at<T>(p.input, row * p.classes + c));
+      for (int64_t c = 0; c < p.classes; ++c) {
+        // Without smoothing a class index selects one class; the others (a_c = 0)
+        // take no part, so a masked -inf logit there does not make 0 * inf = nan.
+        if (!p.probabilities && p.label_smoothing == 0 && c != class_index(p, row)) continue;
+        loss += a[size_t(c)] * (lse - at<T>(p.input, row * p.classes + c));
+      }
     static_cast<S*>(p.logsumexp)[row] = S(lse);
     if (p.reduction == Reduction::none) static_cast<T*>(p.loss)[row] = convert<T>(loss);
     total += loss;

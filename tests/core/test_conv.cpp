@@ -147,6 +147,27 @@ TEST(Pool2d, MaxPoolBackwardMatchesReferenceWithTiesAndNans) {
   }
 }
 
+// A window holding a nan gives nan, wherever the nan sits in it, as in PyTorch
+// and the reference (found by the op fuzzer, tests/fuzz/README_ops.md: oneDNN's
+// max instruction returned the window's other values).
+TEST(Pool2d, MaxPoolPropagatesNansFromAnyPositionInTheWindow) {
+  const Pool2dOptions kOptions[] = {{.kernel_size = {2, 2}},
+                                    {.kernel_size = {3, 2}, .stride = {1, 2}},
+                                    {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}};
+  for (DType dtype : kFloatDTypes) {
+    Tensor input = random_tensor({2, 3, 6, 6}, dtype);
+    input.select(0, 0).select(0, 0).select(0, 0).select(0, 0).fill_(std::nan(""));  // a window's first element
+    input.select(0, 0).select(0, 1).select(0, 3).select(0, 3).fill_(std::nan(""));  // a window's last element
+    input.select(0, 1).select(0, 2).select(0, 4).select(0, 1).fill_(std::nan(""));
+    for (const Pool2dOptions& options : kOptions) {
+      Tensor expected = reference([&] { return max_pool2d(input, options); });
+      EXPECT_GT(sum(isnan(expected)).item<int64_t>(), 0);
+      EXPECT_TRUE(all_close(max_pool2d(input, options), expected, 0, 0))
+          << dtype_name(dtype) << " kernel " << options.kernel_size[0] << "x" << options.kernel_size[1];
+    }
+  }
+}
+
 TEST(Pool2d, PaddingIsMinusInfinityForMaxAndCountedOnlyWhenAskedForAverage) {
   for (DType dtype : kFloatDTypes) {
     Tensor input = full({1, 1, 2, 2}, -3.0, {.dtype = dtype});

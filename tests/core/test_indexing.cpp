@@ -1,6 +1,8 @@
 // The indexing family: tiny exact hand cases, every kernel op against the
 // reference kernels for every dtype and memory layout, the composed ops
 // (cat, stack, split, chunk, repeat, pad) on edge shapes, and bad inputs.
+#include <limits>
+
 #include "support/test_support.h"
 
 namespace ember::testing {
@@ -63,6 +65,20 @@ TEST(Indexing, SplitAndChunkAreViews) {
   EXPECT_EQ(split(zeros({0}), 2).size(), 1u);
   pieces[0].fill_(7);
   EXPECT_EQ(t.to_vector<int64_t>()[3], 7);
+}
+
+// Any positive split size or chunk count is valid: past the dim's size it
+// gives one piece, or pieces of one element (found by the op fuzzer,
+// tests/fuzz/README_ops.md: size + split_size - 1 overflowed near the int64 limit).
+TEST(Indexing, SplitAndChunkTakeSizesUpToTheInt64Limit) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  Tensor t = arange(10).reshape({5, 2});
+  std::vector<Tensor> whole = split(t, kMax);
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].shape(), t.shape());
+  std::vector<Tensor> ones = chunk(t, kMax);
+  ASSERT_EQ(ones.size(), 5u);
+  EXPECT_EQ(ones[4].to_vector<int64_t>(), (std::vector<int64_t>{8, 9}));
 }
 
 TEST(Indexing, CatPromotesAndSkipsLegacyEmpty) {
@@ -202,6 +218,23 @@ TEST(Indexing, EdgeShapes) {
                 .item<float>(),
             many.select(0, 1).select(0, 0).select(0, 0).select(0, 0).select(0, 1).select(0, 0).select(0, 1)
                 .item<float>());
+}
+
+// Any int64 diagonal is valid: past the matrix's extent it keeps or zeroes
+// everything (found by the op fuzzer, tests/fuzz/README_ops.md: the fast
+// kernel's row + diagonal overflowed for diagonals near the int64 limits).
+TEST(Indexing, TrilAndTriuTakeAnyDiagonal) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  Tensor square = floats({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3});
+  const std::vector<float> all = values_of(square), none(9, 0.0f);
+  EXPECT_EQ(values_of(tril(square, kMax)), all);
+  EXPECT_EQ(values_of(tril(square, kMax - 1)), all);
+  EXPECT_EQ(values_of(tril(square, kMin)), none);
+  EXPECT_EQ(values_of(triu(square, kMax)), none);
+  EXPECT_EQ(values_of(triu(square, kMin)), all);
+  EXPECT_EQ(values_of(triu(square, kMin + 1)), all);
+  EXPECT_EQ(values_of(reference([&] { return tril(square, kMax); })), all);
+  EXPECT_EQ(values_of(reference([&] { return triu(square, kMin); })), all);
 }
 
 TEST(Indexing, BadIndicesAreErrorsNamingOpValueAndSize) {

@@ -114,6 +114,50 @@ TEST(CrossEntropy, ExactHandValues) {
   EXPECT_EQ(cross_entropy(rows, from_vector<int64_t>({-100, -100}), {.reduction = Reduction::sum}).item<double>(), 0);
 }
 
+// A row with a +inf logit, or with every logit -inf, has a nan log-softmax
+// (inf - inf), so its loss is nan, as PyTorch's log_softmax + nll_loss give,
+// with any target. A -inf logit in another row is a masked class: with a
+// class-index target and no smoothing it takes no part in the loss, which
+// stays finite (PyTorch's nll_loss reads the target's log-probability only).
+// Found by the op fuzzer (tests/fuzz/README_ops.md): the fast kernels gave
+// inf for the +inf row, the reference nan (0 * inf) for the masked one.
+TEST(CrossEntropy, InfiniteMaximumGivesNanLikeTheReference) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  for (DType dtype : kFloatingDTypes) {
+    Tensor x = from_vector<double>({0.5, 1, kInf, -kInf, -kInf, -kInf, -kInf, 2, 1}, {3, 3}).to(dtype);
+    Tensor classes = from_vector<int64_t>({0, 1, 2});
+    Tensor probabilities = from_vector<double>({0.5, 0.25, 0.25, 0.5, 0.25, 0.25, 0, 0.5, 0.5}, {3, 3}).to(dtype);
+    for (const Tensor& target : {classes, probabilities}) {
+      for (double smoothing : {0.0, 0.1}) {
+        CrossEntropyOptions options{.reduction = Reduction::none, .label_smoothing = smoothing};
+        Tensor loss = cross_entropy(x, target, options);
+        std::vector<double> values = loss.to_vector<double>();
+        const bool masked_row_counts = target.is_same(classes) && smoothing == 0;
+        EXPECT_TRUE(std::isnan(values[0]) && std::isnan(values[1]) && (!masked_row_counts || std::isfinite(values[2])))
+            << dtype_name(dtype) << " smoothing " << smoothing << ": " << loss.str();
+        EXPECT_TRUE(all_close(loss, reference([&] { return cross_entropy(x, target, options); })))
+            << dtype_name(dtype) << " smoothing " << smoothing;
+      }
+    }
+  }
+}
+
+// The loss sum_c a_c (lse - x_c) is computed as sum_c a_c (max - x_c) + A
+// log(sum): for logits of large magnitude, lse = max + log(sum) rounds to max
+// and lse - x_t loses the loss (equal logits of 1e8 gave 0 instead of log 3 in
+// f32; found by the op fuzzer, tests/fuzz/README_ops.md).
+TEST(CrossEntropy, LargeLogitsKeepTheirPrecision) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor x = full({2, 3}, 1e8, {.dtype = dtype});
+    Tensor classes = from_vector<int64_t>({0, 2});
+    Tensor probabilities = full({2, 3}, 1.0 / 3, {.dtype = dtype});
+    for (const Tensor& target : {classes, probabilities})
+      for (double smoothing : {0.0, 0.1})
+        EXPECT_NEAR(cross_entropy(x, target, {.label_smoothing = smoothing}).item<double>(), std::log(3.0), 1e-6)
+            << dtype_name(dtype) << " smoothing " << smoothing;
+  }
+}
+
 TEST(CrossEntropy, GradientIsSoftmaxMinusOneHotOverN) {
   Tensor x = from_vector<double>({0, std::log(3.0), 0, 0}, {2, 2});
   x.requires_grad_(true);

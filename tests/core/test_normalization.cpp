@@ -4,6 +4,7 @@
 // exact hand values; running-statistic updates; error messages. Golden values
 // from PyTorch are checked in tests/nn/test_loss.cpp.
 #include <cmath>
+#include <limits>
 
 #include "core/ops/normalization.h"
 #include "support/test_support.h"
@@ -173,6 +174,24 @@ TEST(Normalization, BatchNormRunningStatisticsFollowPyTorch) {
       eval,
       from_vector<float>({(1 - 0.2f) * s0, (10 - 1.5f) * s1 + 1, (3 - 0.2f) * s0, (20 - 1.5f) * s1 + 1}, {2, 2})));
   EXPECT_TRUE(all_close(running_mean, from_vector<float>({0.2f, 1.5f})));  // eval leaves them alone
+}
+
+// An infinite input makes its channel's batch variance nan (inf - inf), and
+// the channel's outputs and running variance nan, as in PyTorch and the
+// reference; the other channels are untouched. (Found by the op fuzzer,
+// tests/fuzz/README_ops.md: max(0, nan) made the variance 0 and the outputs inf.)
+TEST(Normalization, BatchNormWithAnInfiniteInputGivesNanInItsChannel) {
+  for (DType dtype : kFloatingDTypes) {
+    Tensor x = random_tensor({2, 3, 4}, dtype);
+    x.select(0, 1).select(0, 1).select(0, 2).fill_(-std::numeric_limits<double>::infinity());
+    Tensor running_mean = zeros({3}), running_var = ones({3});
+    Tensor y = batch_norm(x, running_mean, running_var, {}, {}, true);
+    EXPECT_EQ(sum(isnan(y.select(1, 1))).item<int64_t>(), 8) << dtype_name(dtype);
+    EXPECT_EQ(sum(isnan(y)).item<int64_t>(), 8) << dtype_name(dtype);
+    EXPECT_TRUE(std::isnan(running_var.to_vector<double>()[1])) << dtype_name(dtype);
+    Tensor expected = reference([&] { return batch_norm(x, {}, {}, {}, {}, true); });
+    EXPECT_TRUE(all_close(batch_norm(x, {}, {}, {}, {}, true), expected)) << dtype_name(dtype);
+  }
 }
 
 TEST(Normalization, ErrorsNameTheOffendingValues) {

@@ -104,6 +104,24 @@ TEST(Softmax, AllMinusInfinityLineIsNanAndNanPropagates) {
   for (float v : softmax(with_nan, 0).to_vector<float>()) EXPECT_TRUE(std::isnan(v));
 }
 
+// log_softmax subtracts the maximum before the log of the sum: with logits of
+// large magnitude, m + log(s) rounds to m and x - (m + log(s)) loses the
+// log-probabilities, which (x - m) - log(s) keeps. Equal logits give -log(n)
+// along any dim (found by the op fuzzer, tests/fuzz/README_ops.md, with -1e30;
+// 1e8 is enough in f32).
+TEST(Softmax, LogSoftmaxOfLargeLogitsKeepsItsPrecision) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (double logit : {1e8, -1e30}) {
+      Tensor x = full({4, 7}, logit, {.dtype = dtype});
+      for (int64_t dim : {0, 1}) {
+        const double expected = -std::log(double(x.size(dim)));
+        for (double v : log_softmax(x, dim).to_vector<double>())
+          EXPECT_NEAR(v, expected, 1e-6) << dtype_name(dtype) << " logit " << logit << " dim " << dim;
+      }
+    }
+  }
+}
+
 TEST(Softmax, BadInputsNameTheOpAndValues) {
   EXPECT_EMBER_ERROR(softmax(ones({2}, {.dtype = DType::i64}), 0), "softmax: expected a floating point input, got int64");
   EXPECT_EMBER_ERROR(log_softmax(ones({2}, {.dtype = DType::boolean}), 0), "log_softmax: expected a floating point input, got bool");

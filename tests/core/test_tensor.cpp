@@ -49,6 +49,18 @@ TEST(Tensor, ExpandSqueezePermute) {
   EXPECT_EMBER_ERROR(zeros({2, 3}).transpose(0, 2), "dim 2 out of range");
 }
 
+// A size-1 dim expands to any size >= 0, never to a negative one; -1 keeps
+// it (found by the op fuzzer, tests/fuzz/README_ops.md: expand made a view of
+// shape [1, 0, -2, 7], which later ops could not copy).
+TEST(Tensor, ExpandRefusesNegativeSizes) {
+  Tensor a = zeros({2, 1});
+  EXPECT_EQ(a.expand({2, 0}).shape(), (Shape{2, 0}));
+  EXPECT_EQ(a.expand({-1, -1}).shape(), (Shape{2, 1}));
+  EXPECT_EMBER_ERROR(a.expand({2, -2}), "expand: invalid size -2 at dim 1");
+  EXPECT_EMBER_ERROR(a.expand({3, 2, -3}), "expand: invalid size -3 at dim 2");
+  EXPECT_EMBER_ERROR(a.expand({-2, 2, 1}), "expand: size -2 is not allowed in a new leading dim");
+}
+
 TEST(Tensor, DiagonalFlattenUnflatten) {
   Tensor a = arange(0, 9, 1, {.dtype = DType::f32}).view({3, 3});
   EXPECT_EQ(a.diagonal().to_vector<float>(), (std::vector<float>{0, 4, 8}));

@@ -1,0 +1,30 @@
+// The op fuzzer's comparison of a fast result with the reference one
+// (tests/fuzz/README_ops.md, "Tolerances"). Used by tests/fuzz/ops.cpp.
+#pragma once
+
+#include <string>
+
+#include "fuzz/ops/table.h"
+
+namespace ember::fuzz {
+
+// The per-dtype tolerance of the test suites (tests/support/test_support.cpp's
+// `tolerance`, mirrored: that file needs GoogleTest, which a fuzz target does not link).
+double tolerance(DType dtype);
+
+struct Expectation {
+  Accuracy accuracy = Accuracy::exact;
+  // scaled: the reference result of the op on the inputs' absolute values
+  // (f64), the scale of each output element's error; undefined when not
+  // computable, which falls back to `rounding`.
+  Tensor magnitude;
+  int64_t terms = 1;  // an upper bound on the terms summed into one element
+  double power = 1;   // Call::power
+};
+
+// Where `fast` and `reference` differ beyond `expected`: shape, dtype or the
+// first differing element with both values and the allowed difference. Empty
+// when they agree.
+std::string difference(const Tensor& fast, const Tensor& reference, const Expectation& expected);
+
+}  // namespace ember::fuzz

@@ -1,0 +1,47 @@
+// The op fuzzer's op table (tests/fuzz/README_ops.md, "Ops"): each entry reads
+// its operands and arguments from the program and returns a Call, which
+// tests/fuzz/ops.cpp runs twice, with the fast kernels and with the reference
+// ones, and compares. Entries: ops/table.cpp.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fuzz/ops/program.h"
+
+namespace ember::fuzz {
+
+// How closely the fast kernels must match the reference (README_ops.md, "Tolerances").
+enum class Accuracy {
+  exact,         // both sides evaluate the same formula in the same type: equal, nan matching nan
+  rounding,      // another evaluation order or approximation: tolerance(dtype), relative and absolute
+  // a result whose error scales with something other than itself: the tolerance
+  // times the op on the inputs' absolute values (for sums, reductions, products
+  // and convolutions the sum of |terms|; for activation gradients |grad|)
+  scaled,
+};
+
+using Outputs = std::vector<Tensor>;
+
+struct Call {
+  std::string name;            // the op and its non-tensor arguments, for reports
+  std::vector<Tensor> inputs;  // every tensor the op reads or writes
+  // The op on (copies of) `inputs`, in the same order; may write into them.
+  std::function<Outputs(const std::vector<Tensor>&)> run;
+  Accuracy accuracy = Accuracy::rounding;
+  // scaled sums: the fast kernels' accumulator holds sum |term|^power (norm's p; 1 for sums).
+  double power = 1;
+};
+
+struct OpEntry {
+  std::string_view name;
+  // Null for the `grad` prefix, which runs the next op with gradients (ops.cpp).
+  std::function<Call(Reader&, Pool&)> decode;
+};
+
+std::span<const OpEntry> op_table();
+
+}  // namespace ember::fuzz
