@@ -4,19 +4,35 @@
 # while this script counts /dev/shm segments; then every checkpoint left is
 # verified, the latest loaded, and scripts/plot_soak.py draws resident memory
 # per process over time (soak.png) and checks that memory and descriptors
-# stayed flat after warm-up. With --flake N it instead runs the distributed
-# and fault tests N times over (`ctest --repeat until-fail:N`), to find flakes.
-#   scripts/soak.sh [seconds]        default 1800
-#   scripts/soak.sh --flake 50
+# stayed flat after warm-up. With --repeat N it instead runs the same job N
+# times, each for a few seconds with a checkpoint every 40 steps, to find
+# flakes: every run must end cleanly and leave no segment behind.
+#   scripts/soak.sh [seconds]                 default 1800
+#   scripts/soak.sh --repeat 50 [seconds]     default 10 s a run
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 ember_install_packages
 ember_build "$EMBER_ROOT/build" -DCMAKE_BUILD_TYPE=Release
 export OMP_WAIT_POLICY=passive
 
-if [[ "${1:-}" == "--flake" ]]; then
-  (cd "$EMBER_ROOT/build" && ctest -L distributed --repeat until-fail:"${2:-50}" --output-on-failure)
-  exit
+segments() { find /dev/shm -maxdepth 1 -name 'ember-*' | wc -l; }
+
+if [[ "${1:-}" == "--repeat" ]]; then
+  runs="${2:-50}" seconds="${3:-10}" failed=0
+  for ((run = 1; run <= runs; ++run)); do
+    out="$EMBER_ROOT/build/soak-repeat"
+    rm -rf "$out" && mkdir -p "$out"
+    if ! timeout 300 "$EMBER_ROOT/build/bin/ember" launch --nproc-per-node 4 -- \
+        "$EMBER_ROOT/build/tests/distributed_worker" accelerator_soak "$out" "$seconds" 40 > "$out/soak.log" 2>&1; then
+      echo "run $run failed:" && tail -20 "$out/soak.log" && failed=$((failed + 1))
+      cp -r "$out" "$EMBER_ROOT/build/soak-failed-$run"
+    fi
+    left=$(segments)
+    ((left == 0)) || { echo "run $run left $left segments"; failed=$((failed + 1)); }
+    echo "run $run/$runs: $(grep -c 'the latest loaded' "$out/soak.log") of 4 processes verified their checkpoints"
+  done
+  echo "$runs runs, $failed failed"
+  exit $((failed > 0))
 fi
 
 seconds="${1:-1800}"
@@ -25,7 +41,7 @@ rm -rf "$out"
 mkdir -p "$out"
 # /dev/shm segments of ember jobs, every 10 s while the job runs.
 (while true; do
-   echo "$SECONDS,$(find /dev/shm -maxdepth 1 -name 'ember-*' | wc -l)" >> "$out/segments.csv"
+   echo "$SECONDS,$(segments)" >> "$out/segments.csv"
    sleep 10
  done) &
 watcher=$!
@@ -33,5 +49,5 @@ trap 'kill $watcher 2>/dev/null' EXIT
 "$EMBER_ROOT/build/bin/ember" launch --nproc-per-node 4 -- \
   "$EMBER_ROOT/build/tests/distributed_worker" accelerator_soak "$out" "$seconds" | tee "$out/soak.log"
 kill $watcher
-echo "segments left after the job: $(find /dev/shm -maxdepth 1 -name 'ember-*' | wc -l)"
+echo "segments left after the job: $(segments)"
 /usr/bin/python3 "$EMBER_ROOT/scripts/plot_soak.py" "$out" "$out/soak.png"
