@@ -29,9 +29,13 @@ class Allocator {
   virtual void empty_cache() = 0;
 };
 
-// The allocator of a device type. A backend installs its own with set_allocator.
-Allocator& allocator_for(DeviceType type);
-void set_allocator(DeviceType type, Allocator* allocator);
+// The allocator of a device: one for the CPU, one per GPU (each GPU has its
+// own memory and its own cache). A backend installs its own with
+// set_allocator; the CUDA backend does so on first use (Note [Allocator
+// registry] in core/README.md).
+Allocator& allocator_for(Device device);
+void set_allocator(Device device, Allocator* allocator);
+inline constexpr int kMaxDevicesPerType = 64;
 
 // Alignment of every block: a full cache line, enough for AVX-512 loads.
 inline constexpr size_t kAllocationAlignment = 64;
