@@ -30,11 +30,20 @@ function(ember_check_layer_includes layer allowed files)
   endforeach()
 endfunction()
 
+# CUDA_SOURCES: the layer's .cpp files that include CUDA headers. Without the
+# CUDA backend they and every .cu file are left out, and the rest of the layer
+# (plain C++, such as the CUDA caching allocator's policy) is still built and tested.
 function(ember_add_layer layer)
-  cmake_parse_arguments(ARG "" "" "DEPENDS;SOURCES" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "DEPENDS;SOURCES;CUDA_SOURCES" ${ARGN})
   ember_layer_target(${layer} target)
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${layer}/*.cpp ${PROJECT_SOURCE_DIR}/${layer}/*.cu)
   list(APPEND sources ${ARG_SOURCES})
+  if(NOT EMBER_WITH_CUDA)
+    list(FILTER sources EXCLUDE REGEX [[\.cu$]])
+    foreach(file IN LISTS ARG_CUDA_SOURCES)
+      list(REMOVE_ITEM sources ${PROJECT_SOURCE_DIR}/${layer}/${file})
+    endforeach()
+  endif()
   if(NOT sources)  # a layer folder not written yet
     return()
   endif()

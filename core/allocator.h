@@ -1,8 +1,9 @@
-// Memory: one Allocator per device type. The CPU one caches blocks in size
+// Memory: one Allocator per device. The CPU one caches blocks in size
 // classes and never returns pages to the OS until empty_cache(): fresh pages
 // cost 12-17 us each on these machines (DESIGN.md), which would dominate a
 // training step. EMBER_ALLOCATOR=system bypasses the cache (the sanitizer build
-// uses it so ASan sees every block).
+// uses it so ASan sees every block). Each GPU's allocator caches too (Note
+// [CUDA caching allocator] in kernels/cuda/README.md).
 #pragma once
 
 #include <cstddef>
@@ -29,9 +30,12 @@ class Allocator {
   virtual void empty_cache() = 0;
 };
 
-// The allocator of a device type. A backend installs its own with set_allocator.
-Allocator& allocator_for(DeviceType type);
-void set_allocator(DeviceType type, Allocator* allocator);
+// The allocator of a device: one for the CPU, one per GPU (each GPU has its
+// own memory and its own cache). The CUDA backend's are installed on first
+// use; set_allocator replaces a GPU's (Note [Allocator registry] in core/README.md).
+Allocator& allocator_for(Device device);
+void set_allocator(Device device, Allocator* allocator);
+inline constexpr int kMaxDevicesPerType = 64;  // GPU indices 0..63
 
 // Alignment of every block: a full cache line, enough for AVX-512 loads.
 inline constexpr size_t kAllocationAlignment = 64;

@@ -4,6 +4,7 @@
 // classes per power of two, so at most 25% is wasted) and kept in a free list
 // per class when released. After a warm-up iteration a training loop finds
 // every block it needs in the lists and asks the system for nothing.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -13,8 +14,14 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/version.h"
 
 namespace ember {
+
+// Defined by the CUDA backend (kernels/cuda/cuda_allocator.cpp), absent from a
+// build without it: the caching allocator of GPU `index`.
+__attribute__((weak)) Allocator* make_cuda_allocator(int index);
+
 namespace {
 
 size_t size_class(size_t nbytes) {
@@ -97,31 +104,49 @@ bool caching_requested() {
   return !(mode && std::strcmp(mode, "system") == 0);
 }
 
-Allocator*& slot(DeviceType type) {
-  static Allocator* slots[kNumDeviceTypes] = {};
-  return slots[int(type)];
+Allocator*& slot(Device device) {
+  static Allocator* slots[kNumDeviceTypes][kMaxDevicesPerType] = {};
+  EMBER_CHECK(device.index >= 0 && device.index < kMaxDevicesPerType,
+              "allocator: device {} is beyond the {} devices of a type that ember supports", device, kMaxDevicesPerType);
+  return slots[int(device.type)][device.index];
+}
+
+// Before the first read or write of a GPU's slot (Note [Allocator registry]).
+void ensure_backend_allocators_installed() {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    if (!make_cuda_allocator) return;
+    for (int index = 0; index < std::min(cuda::device_count(), kMaxDevicesPerType); ++index)
+      slot(Device(DeviceType::cuda, index)) = make_cuda_allocator(index);
+  });
 }
 
 }  // namespace
 
-Allocator& allocator_for(DeviceType type) {
-  if (type == DeviceType::cpu) {
+Allocator& allocator_for(Device device) {
+  if (device.is_cpu()) {
     // Leaked on purpose: tensors in static objects may outlive any destructor order.
     static Allocator* cpu = new CpuAllocator(caching_requested());
     return *cpu;
   }
-  Allocator* allocator = slot(type);
-  EMBER_CHECK(allocator != nullptr, "allocator: no backend for device type {} in this build", int(type));
+  ensure_backend_allocators_installed();
+  Allocator* allocator = slot(device);
+  EMBER_CHECK(allocator != nullptr, "allocator: no allocator for {} (this build has no CUDA backend, or no such GPU)",
+              device);
   return *allocator;
 }
 
-void set_allocator(DeviceType type, Allocator* allocator) { slot(type) = allocator; }
+void set_allocator(Device device, Allocator* allocator) {
+  EMBER_CHECK(!device.is_cpu(), "set_allocator: the CPU allocator is built in (EMBER_ALLOCATOR=system bypasses its cache)");
+  ensure_backend_allocators_installed();
+  slot(device) = allocator;
+}
 
-MemoryStats memory_stats(Device device) { return allocator_for(device.type).stats(); }
+MemoryStats memory_stats(Device device) { return allocator_for(device).stats(); }
 int64_t memory_allocated(Device device) { return memory_stats(device).allocated; }
 int64_t memory_reserved(Device device) { return memory_stats(device).reserved; }
 int64_t max_memory_allocated(Device device) { return memory_stats(device).peak_allocated; }
-void reset_peak_memory_stats(Device device) { allocator_for(device.type).reset_peak(); }
-void empty_cache(Device device) { allocator_for(device.type).empty_cache(); }
+void reset_peak_memory_stats(Device device) { allocator_for(device).reset_peak(); }
+void empty_cache(Device device) { allocator_for(device).empty_cache(); }
 
 }  // namespace ember

@@ -6,7 +6,7 @@
 namespace ember {
 
 Storage::Storage(size_t nbytes, Device device)
-    : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device.type)) {
+    : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device)) {
   data_ = allocator_->allocate(nbytes);
 }
 

@@ -1,5 +1,5 @@
 // The CPU caching allocator: counters, reuse, and no system allocations in a
-// steady-state loop of ops.
+// steady-state loop of ops. The registry of allocators per device.
 #include "support/test_support.h"
 
 #include <cstdlib>
@@ -55,6 +55,47 @@ TEST(Allocator, BlocksAreAlignedForVectorLoads) {
     Tensor t = empty({n});
     EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % kAllocationAlignment, 0u) << n;
   }
+}
+
+// Hands out host memory and counts, standing in for a GPU's allocator.
+class CountingAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    stats_.allocated += int64_t(nbytes);
+    return std::malloc(nbytes);
+  }
+  void deallocate(void* ptr, size_t nbytes) override {
+    stats_.allocated -= int64_t(nbytes);
+    std::free(ptr);
+  }
+  MemoryStats stats() const override { return stats_; }
+  void reset_peak() override {}
+  void empty_cache() override {}
+
+ private:
+  MemoryStats stats_;
+};
+
+TEST(AllocatorRegistry, EachGpuHasItsOwnAllocator) {
+  // The last index ember supports: no machine has that GPU, so no real allocator is replaced.
+  const Device device(DeviceType::cuda, kMaxDevicesPerType - 1);
+  CountingAllocator counting;
+  set_allocator(device, &counting);
+  {
+    Tensor t = empty({10}, {.dtype = DType::f32, .device = device});
+    EXPECT_EQ(memory_allocated(device), 40);
+    EXPECT_EMBER_ERROR(memory_allocated(Device("cuda:62")), "no allocator for cuda:62");  // another GPU's slot
+  }
+  EXPECT_EQ(memory_allocated(device), 0);
+  set_allocator(device, nullptr);
+  EXPECT_EMBER_ERROR(memory_allocated(device), "allocator: no allocator for cuda:63");
+}
+
+TEST(AllocatorRegistry, MissingGpuAndBadIndexAreErrors) {
+  if (!cuda::is_available()) EXPECT_EMBER_ERROR(empty({2}, {.device = Device("cuda:0")}), "no allocator for cuda:0");
+  EXPECT_EMBER_ERROR(memory_allocated(Device("cuda:64")), "cuda:64 is beyond the 64 devices");
+  CountingAllocator counting;
+  EXPECT_EMBER_ERROR(set_allocator(kCPU, &counting), "set_allocator: the CPU allocator is built in");
 }
 
 }  // namespace
