@@ -1,4 +1,4 @@
-// The CUDA caching allocator on a real GPU (ctest label `gpu`): cudaMalloc
+// The CUDA caching allocator on a real GPU (ctest label `cuda`): cudaMalloc
 // behind the policy that tests/core/test_caching_allocator.cpp checks on a
 // fake device. Skips, saying why, without a CUDA build or a GPU.
 #include "support/test_support.h"
