@@ -538,7 +538,7 @@ SafetensorsContents load_safetensors(const std::filesystem::path& path) {
     if (nbytes > 0 && file_offset % element_size(info.dtype) == 0) {
       // One storage per tensor (its own version counter), each holding the mapping alive.
       auto storage = std::make_shared<Storage>(data, nbytes, kCPU, [mapping](void*) {});
-      tensor = Tensor::make(std::move(storage), info.dtype, info.shape, contiguous_strides(info.shape), 0);
+      tensor = Tensor::make(std::move(storage), info.dtype, info.shape, contiguous_strides(info.shape, "safetensors"), 0);
     } else {
       tensor = make_tensor(info.shape, info.dtype);
       if (nbytes > 0) std::memcpy(tensor.data_ptr(), data, nbytes);
