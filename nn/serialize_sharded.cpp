@@ -128,8 +128,9 @@ std::map<std::string, std::string> read_weight_map(const fs::path& directory) {
                 "{}: weight_map entry '{}' names the file '{}', which is not a plain file name in the directory "
                 "(no '/', '..', absolute or empty names)",
                 context, shown_text(tensor), shown_text(name));
-    EMBER_CHECK(fs::is_regular_file(directory / name), "{}: weight_map entry '{}' names the shard '{}', which is not "
-                "a file in '{}'", context, shown_text(tensor), shown_text(name), directory.string());
+    std::error_code error;  // e.g. a name too long for the file system: not a file there either
+    EMBER_CHECK(fs::is_regular_file(directory / name, error), "{}: weight_map entry '{}' names the shard '{}', which "
+                "is not a file in '{}'", context, shown_text(tensor), shown_text(name), directory.string());
     files.emplace(tensor, name);
   }
   return files;

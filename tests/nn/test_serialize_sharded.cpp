@@ -293,6 +293,10 @@ TEST(LoadSharded, RefusesIndexesThatDisagreeWithTheShards) {
   with_index([](Json& index) { index["weight_map"]["0.bias"] = "model-00007-of-00009.safetensors"; });
   fixture.expect_refused("weight_map entry '0.bias' names the shard 'model-00007-of-00009.safetensors', which is not "
                          "a file in");
+  // A name longer than the file system allows (found by tests/fuzz/sharded_index.cpp: the check threw
+  // std::filesystem::filesystem_error, which no caller expects).
+  with_index([](Json& index) { index["weight_map"]["0.bias"] = std::string(300, 'a'); });
+  fixture.expect_refused("(300 bytes)', which is not a file in");
   // 0.bias is in shard 2; the index says shard 3.
   with_index([](Json& index) { index["weight_map"]["0.bias"] = "model-00003-of-00003.safetensors"; });
   fixture.expect_refused("shard 'model-00002-of-00003.safetensors' holds tensor '0.bias', which the index puts in "
