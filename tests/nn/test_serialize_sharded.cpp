@@ -272,7 +272,8 @@ struct ShardedFixture {
 TEST(LoadSharded, RefusesWeightMapEntriesOutsideTheDirectory) {
   ShardedFixture fixture;
   write_text(fixture.scratch.path().parent_path() / "x", "outside");
-  for (const std::string file : {"../x", "/etc/passwd", "a/b", "", ".", ".."}) {
+  for (const std::string file : {"../x", "/etc/passwd", "a/b", "", ".", "..", "..\\x",
+                                 "sub\\model-00002-of-00003.safetensors", "\\etc\\passwd"}) {
     SCOPED_TRACE(file);
     Json index = fixture.index;
     index["weight_map"]["0.bias"] = file;
@@ -280,6 +281,13 @@ TEST(LoadSharded, RefusesWeightMapEntriesOutsideTheDirectory) {
     fixture.expect_refused("weight_map entry '0.bias' names the file '" + file +
                            "', which is not a plain file name in the directory");
   }
+  // The name of a real shard, then a NUL: a C API would open that shard. The
+  // message shows the NUL, which would otherwise end it.
+  Json index = fixture.index;
+  index["weight_map"]["0.bias"] = std::string("model-00002-of-00003.safetensors\0", 33);
+  write_text(fixture.index_path, index.dump());
+  fixture.expect_refused("weight_map entry '0.bias' names the file 'model-00002-of-00003.safetensors\\0', which is not "
+                         "a plain file name in the directory");
   fs::remove(fixture.scratch.path().parent_path() / "x");
 }
 
