@@ -62,8 +62,11 @@ class Socket {
     address.sin_family = AF_INET;
     address.sin_port = htons(uint16_t(port));
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    FUZZ_REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0,
-                 "cannot connect to the store: {}", std::strerror(errno));
+    const auto connect = [&] { return ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address); };
+    // An interrupted connect goes on by itself; calling again waits for it (EALREADY) or finds it made (EISCONN).
+    int result = connect();
+    while (result != 0 && (errno == EINTR || errno == EALREADY)) result = connect();
+    FUZZ_REQUIRE(result == 0 || errno == EISCONN, "cannot connect to the store: {}", std::strerror(errno));
     timeval limit{.tv_sec = 5, .tv_usec = 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   }
@@ -76,11 +79,25 @@ class Socket {
   int fd_;
 };
 
+// libFuzzer's SIGALRM (its -timeout check, every few seconds) interrupts
+// blocking calls: a socket with a receive timeout returns EINTR even under
+// SA_RESTART (signal(7)), so every blocking call here retries on it.
+
 void receive_exactly(int fd, std::span<uint8_t> out, const char* what) {
   for (size_t got = 0; got < out.size();) {
     const ssize_t count = ::recv(fd, out.data() + got, out.size() - got, 0);
+    if (count < 0 && errno == EINTR) continue;
     FUZZ_REQUIRE(count > 0, "the server sent no {} ({})", what, count == 0 ? "closed" : std::strerror(errno));
     got += size_t(count);
+  }
+}
+
+void send_all(int fd, std::span<const uint8_t> bytes) {
+  for (size_t sent = 0; sent < bytes.size();) {
+    const ssize_t count = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (count < 0 && errno == EINTR) continue;
+    FUZZ_REQUIRE(count > 0, "send failed: {}", std::strerror(errno));
+    sent += size_t(count);
   }
 }
 
@@ -92,7 +109,7 @@ void authenticate(int fd) {
   const auth::Proof proof = auth::client_proof(kToken, server_nonce);
   std::array<uint8_t, auth::kAnswerBytes> answer{};
   std::copy(proof.begin(), proof.end(), answer.begin());
-  FUZZ_REQUIRE(::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL) == ssize_t(answer.size()), "send failed");
+  send_all(fd, answer);
   std::array<uint8_t, 1 + auth::kProofBytes> verdict{};
   receive_exactly(fd, verdict, "verdict");
   FUZZ_REQUIRE(verdict[0] == auth::kAccepted, "the server refused the right token");
@@ -113,8 +130,11 @@ void exchange(int fd, std::span<const uint8_t> payload) {
     }
     pollfd entry{.fd = fd, .events = short(POLLIN | (writing ? POLLOUT : 0)), .revents = 0};
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    FUZZ_REQUIRE(left > 0 && ::poll(&entry, 1, int(left)) >= 0,
-                 "the server neither closed the connection nor read the input within {} s", kDeadline.count());
+    FUZZ_REQUIRE(left > 0, "the server neither closed the connection nor read the input within {} s",
+                 kDeadline.count());
+    const int ready = ::poll(&entry, 1, int(left));
+    if (ready < 0 && errno == EINTR) continue;
+    FUZZ_REQUIRE(ready >= 0, "poll failed: {}", std::strerror(errno));
     if (entry.revents & POLLIN || entry.revents & (POLLERR | POLLHUP)) {
       const ssize_t count = ::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT);
       if (count == 0 || (count < 0 && errno == ECONNRESET)) return;  // closed by the server
