@@ -56,6 +56,13 @@ std::optional<std::string> value_text(const ConfigKey& key, const YAML::Node& va
   if (value.IsNull()) return std::nullopt;
   EMBER_CHECK(value.IsScalar(), "{}: expected {}, got a {}", where, describe_kind(key.kind), node_kind(value));
   const std::string& text = value.Scalar();
+  // No setting (a host, a path, a name, a number) holds a control character,
+  // and YAML readers disagree on them: yaml-cpp keeps a lone carriage return
+  // in a plain value, which PyYAML takes for a line break (and the value for
+  // null). Refused rather than read one way and written back another.
+  const auto control = std::find_if(text.begin(), text.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; });
+  EMBER_CHECK(control == text.end(), "{}: the value holds the control character {:#04x}", where,
+              int(static_cast<unsigned char>(*control)));
   const bool quoted = value.Tag() == "!";
   switch (key.kind) {
     case ValueKind::text:
