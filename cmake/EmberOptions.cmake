@@ -17,9 +17,16 @@ endif()
 
 # Fuzzing (tests/fuzz): every object carries libFuzzer's coverage
 # instrumentation; only the fuzz targets link its driver (-fsanitize=fuzzer).
+# The other programs (test suites, tools) resolve the coverage callbacks to
+# the sanitizer runtime's empty defaults, so a sanitizer is required: without
+# one they would not link, and linking libFuzzer's runtime into them instead
+# would make every comparison in the tests record itself.
 if(EMBER_BUILD_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
     message(FATAL_ERROR "EMBER_BUILD_FUZZ needs clang (libFuzzer), got ${CMAKE_CXX_COMPILER_ID}")
+  endif()
+  if(NOT EMBER_SANITIZE)
+    message(FATAL_ERROR "EMBER_BUILD_FUZZ needs EMBER_SANITIZE (e.g. address,undefined)")
   endif()
   add_compile_options(-fsanitize=fuzzer-no-link)
 endif()

@@ -17,7 +17,8 @@
 //
 // Loading validates what the reference's `read_metadata` and `validate` do:
 // 8-byte length at most 100,000,000 and within the file, UTF-8 JSON object,
-// each entry's dtype/shape/data_offsets, shape products without overflow,
+// each entry's dtype/shape/data_offsets, shape products without overflow
+// (and ember's strides, which count a zero dim as 1, too),
 // end - begin = numel * element size, and the tensors, sorted by offset,
 // tiling the data section from 0 to the end of the file. It is stricter in
 // that the header must start with '{' (the reference plans this check),
@@ -304,6 +305,13 @@ SafetensorsHeader validate(const std::string& path, std::vector<RawEntry> entrie
                   path, shown(info.name), info.shape);
       numel *= size;
     }
+    // A zero dim makes numel 0 whatever follows, but ember's strides are the
+    // products of the later dims (zeros counted as 1): those must fit too.
+    int64_t stride = 1;
+    for (int d = info.shape.ndim() - 1; d >= 1; --d)
+      EMBER_CHECK(!__builtin_mul_overflow(stride, std::max<int64_t>(info.shape[d], 1), &stride),
+                  "safetensors: '{}': tensor '{}': shape {} is too large for ember: its strides overflow 64 bits", path,
+                  shown(info.name), info.shape);
     const int64_t element_bytes = element_size(info.dtype);
     EMBER_CHECK(numel <= kMax / element_bytes, "safetensors: '{}': tensor '{}': shape {} of {} overflows in bytes", path,
                 shown(info.name), info.shape, code);
@@ -538,7 +546,7 @@ SafetensorsContents load_safetensors(const std::filesystem::path& path) {
     if (nbytes > 0 && file_offset % element_size(info.dtype) == 0) {
       // One storage per tensor (its own version counter), each holding the mapping alive.
       auto storage = std::make_shared<Storage>(data, nbytes, kCPU, [mapping](void*) {});
-      tensor = Tensor::make(std::move(storage), info.dtype, info.shape, contiguous_strides(info.shape), 0);
+      tensor = Tensor::make(std::move(storage), info.dtype, info.shape, contiguous_strides(info.shape, "safetensors"), 0);
     } else {
       tensor = make_tensor(info.shape, info.dtype);
       if (nbytes > 0) std::memcpy(tensor.data_ptr(), data, nbytes);

@@ -19,9 +19,11 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op) {
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
 }
 
-Strides contiguous_strides(const Shape& shape) {
+Strides contiguous_strides(const Shape& shape, std::string_view op) {
   Strides strides = Shape::filled(shape.ndim(), 1);
-  for (int i = shape.ndim() - 2; i >= 0; --i) strides[i] = strides[i + 1] * std::max<int64_t>(shape[i + 1], 1);
+  for (int i = shape.ndim() - 2; i >= 0; --i)
+    EMBER_CHECK(!__builtin_mul_overflow(strides[i + 1], std::max<int64_t>(shape[i + 1], 1), &strides[i]),
+                "{}: shape {} is too large: its strides overflow 64 bits", op, shape);
   return strides;
 }
 

@@ -90,8 +90,10 @@ using Dims = Shape;  // a list of dimension indices, e.g. the dims of a reductio
 // Wraps a possibly negative dim into [0, ndim); `op` names the caller in the error.
 int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op);
 
-// Row-major strides of a contiguous tensor of this shape.
-Strides contiguous_strides(const Shape& shape);
+// Row-major strides of a contiguous tensor of this shape. An error naming
+// `op` when they overflow int64, which a shape with a zero dim can do while
+// holding no elements ([0, 2^40, 2^40]): no tensor may have such a shape.
+Strides contiguous_strides(const Shape& shape, std::string_view op);
 
 // The broadcast of two shapes (NumPy rules), or an error naming `op`.
 Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op);

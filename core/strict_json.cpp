@@ -13,8 +13,10 @@ constexpr size_t kShownErrorLength = 300;  // a parse error quotes the text it s
 }  // namespace
 
 std::string shown_text(std::string_view text, size_t length) {
-  if (text.size() <= length) return std::string(text);
-  return fmt::format("{}... ({} bytes)", text.substr(0, length), text.size());
+  std::string shown;
+  for (char c : text.substr(0, length)) shown += c == '\0' ? std::string_view("\\0") : std::string_view(&c, 1);
+  if (text.size() <= length) return shown;
+  return fmt::format("{}... ({} bytes)", shown, text.size());
 }
 
 nlohmann::json parse_json_strictly(const std::string& text, std::string_view context) {

@@ -17,7 +17,8 @@ namespace ember {
 // or a repeated key.
 nlohmann::json parse_json_strictly(const std::string& text, std::string_view context);
 
-// `text` for an error message, cut to `length` bytes.
+// `text` for an error message, cut to `length` bytes, a NUL written `\0`:
+// what() is a C string, which would end the message at the NUL.
 std::string shown_text(std::string_view text, size_t length = 80);
 
 }  // namespace ember

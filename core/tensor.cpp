@@ -1,6 +1,8 @@
 // Tensor metadata queries, element access and make_tensor.
 #include "core/tensor.h"
 
+#include <algorithm>
+
 #include "core/ops/views.h"
 
 namespace ember {
@@ -19,10 +21,17 @@ Tensor Tensor::make(std::shared_ptr<Storage> storage, DType dtype, const Shape& 
 }
 
 Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
-  int64_t numel = shape.numel();
   for (int64_t d : shape) EMBER_CHECK(d >= 0, "empty: negative dimension in shape {}", shape);
-  auto storage = std::make_shared<Storage>(size_t(numel * element_size(dtype)), device);
-  return Tensor::make(std::move(storage), dtype, shape, contiguous_strides(shape), 0);
+  Strides strides = contiguous_strides(shape, "empty");
+  // The bytes, multiplied with overflow checks unless a zero makes them 0
+  // (the strides check bounded every dim but the first).
+  const bool no_elements = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  int64_t nbytes = no_elements ? 0 : element_size(dtype);
+  for (int64_t d : shape)
+    EMBER_CHECK(no_elements || !__builtin_mul_overflow(nbytes, d, &nbytes),
+                "empty: shape {} of {} is more bytes than 64 bits hold", shape, dtype);
+  auto storage = std::make_shared<Storage>(size_t(nbytes), device);
+  return Tensor::make(std::move(storage), dtype, shape, strides, 0);
 }
 
 int64_t Tensor::size(int64_t dim) const { return shape()[int(wrap_dim(dim, this->dim(), "size"))]; }

@@ -2,6 +2,7 @@
 // big-endian data straight into a tensor of the requested dtype.
 #include "data/idx.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -116,14 +117,17 @@ Tensor read_idx(const std::string& path, IdxOptions options) {
             fmt::format("truncated: the header of {} dims needs {} bytes, the file has {}", ndim, data_offset, length));
 
   // Every size fits in 32 bits, but their product may not fit in 64: check
-  // each multiplication, then compare with the bytes actually there.
+  // each multiplication, then compare with the bytes actually there. A zero
+  // size makes the count 0 whatever follows, but the tensor's strides are the
+  // products of the later sizes (zeros counted as 1): those must fit too.
   Shape shape;
-  int64_t count = 1;
+  int64_t count = 1, stride = 1;
   bool overflow = false;
   for (int d = 0; d < ndim; ++d) {
     int64_t size = int64_t(load_u32(bytes + 4 + 4 * d));
     shape.push_back(size);
     overflow = overflow || __builtin_mul_overflow(count, size, &count);
+    if (d > 0) overflow = overflow || __builtin_mul_overflow(stride, std::max<int64_t>(size, 1), &stride);
   }
   int64_t data_bytes = 0;
   overflow = overflow || __builtin_mul_overflow(count, type->element_size, &data_bytes);

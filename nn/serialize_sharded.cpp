@@ -124,12 +124,15 @@ std::map<std::string, std::string> read_weight_map(const fs::path& directory) {
     EMBER_CHECK(file.is_string(), "{}: weight_map entry '{}' is {}, not a file name", context, shown_text(tensor),
                 file.type_name());
     const std::string& name = file.get_ref<const std::string&>();
-    EMBER_CHECK(is_plain_name(name),
+    // A backslash is Windows' separator: an index that has one names a path
+    // elsewhere, never one of the shards Hugging Face's writers name.
+    EMBER_CHECK(is_plain_name(name) && name.find('\\') == std::string::npos,
                 "{}: weight_map entry '{}' names the file '{}', which is not a plain file name in the directory "
-                "(no '/', '..', absolute or empty names)",
+                "(no '/', '\\', '..', NUL, absolute or empty names)",
                 context, shown_text(tensor), shown_text(name));
-    EMBER_CHECK(fs::is_regular_file(directory / name), "{}: weight_map entry '{}' names the shard '{}', which is not "
-                "a file in '{}'", context, shown_text(tensor), shown_text(name), directory.string());
+    std::error_code error;  // e.g. a name too long for the file system: not a file there either
+    EMBER_CHECK(fs::is_regular_file(directory / name, error), "{}: weight_map entry '{}' names the shard '{}', which "
+                "is not a file in '{}'", context, shown_text(tensor), shown_text(name), directory.string());
     files.emplace(tensor, name);
   }
   return files;

@@ -6,6 +6,8 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -54,6 +56,13 @@ std::optional<std::string> value_text(const ConfigKey& key, const YAML::Node& va
   if (value.IsNull()) return std::nullopt;
   EMBER_CHECK(value.IsScalar(), "{}: expected {}, got a {}", where, describe_kind(key.kind), node_kind(value));
   const std::string& text = value.Scalar();
+  // No setting (a host, a path, a name, a number) holds a control character,
+  // and YAML readers disagree on them: yaml-cpp keeps a lone carriage return
+  // in a plain value, which PyYAML takes for a line break (and the value for
+  // null). Refused rather than read one way and written back another.
+  const auto control = std::find_if(text.begin(), text.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; });
+  EMBER_CHECK(control == text.end(), "{}: the value holds the control character {:#04x}", where,
+              int(static_cast<unsigned char>(*control)));
   const bool quoted = value.Tag() == "!";
   switch (key.kind) {
     case ValueKind::text:
@@ -74,6 +83,20 @@ std::optional<std::string> value_text(const ConfigKey& key, const YAML::Node& va
   }
 }
 
+// Accelerate writes its config files as UTF-8, and PyYAML (which it reads
+// them with) refuses bytes that are not Unicode text. yaml-cpp does not: it keeps invalid UTF-8 bytes of a
+// plain scalar as they are but turns them into U+FFFD in a quoted one, so a
+// value read from such a file would not survive being written back.
+void check_utf8(const std::string& text, const std::string& path) {
+  try {
+    (void)nlohmann::json(text).dump();  // nlohmann's serializer validates UTF-8 and says where it fails
+  } catch (const nlohmann::json::type_error& error) {
+    const std::string_view reason = error.what();
+    EMBER_CHECK(false, "config file '{}' is not UTF-8 text: {}", path,
+                reason.substr(reason.find("] ") + 2));
+  }
+}
+
 YAML::Node parse_file(const std::string& path) {
   std::error_code error;
   EMBER_CHECK(std::filesystem::exists(path, error), "config file '{}' does not exist", path);
@@ -82,6 +105,7 @@ YAML::Node parse_file(const std::string& path) {
   EMBER_CHECK(file.good(), "cannot read config file '{}': {}", path, std::strerror(errno));
   std::stringstream text;
   text << file.rdbuf();
+  check_utf8(text.str(), path);
   try {
     return YAML::Load(text.str());
   } catch (const YAML::ParserException& parse_error) {

@@ -70,7 +70,7 @@ Tensor eye(int64_t n, int64_t m, TensorOptions options) {
 }
 
 Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device) {
-  return from_blob(data, shape, contiguous_strides(shape), dtype, device);
+  return from_blob(data, shape, contiguous_strides(shape, "from_blob"), dtype, device);
 }
 
 Tensor from_blob(void* data, const Shape& shape, const Strides& strides, DType dtype, Device device) {

@@ -51,7 +51,7 @@ Shape infer_shape(const Shape& shape, int64_t numel, std::string_view op) {
 // to a run of new dims with the same number of elements.
 std::optional<Strides> view_strides(const Shape& shape, const Strides& strides, const Shape& target) {
   // An empty or 0-d tensor can take any layout of its (0 or 1) elements.
-  if (shape.numel() == 0 || shape.ndim() == 0) return contiguous_strides(target);
+  if (shape.numel() == 0 || shape.ndim() == 0) return contiguous_strides(target, "view");
   Strides out = Shape::filled(target.ndim(), 0);
   int view_d = target.ndim() - 1;
   int64_t chunk_base_stride = strides.empty() ? 1 : strides.back();

@@ -403,6 +403,9 @@ std::vector<MalformedCase> malformed_cases() {
       {"shape product overflow", with(entry("a", "F32", "[4294967296,4294967296]", 0, 8), eight),
        "the product of shape [4294967296, 4294967296] overflows"},
       {"byte count overflow", with(entry("a", "F64", "[2305843009213693952]", 0, 8), eight), "overflows in bytes"},
+      // No elements, but strides past 64 bits (the same fault tests/fuzz/idx.cpp found in the IDX reader).
+      {"zero dim with huge strides", with(entry("a", "F32", "[0,4294967296,4294967296]", 0, 0), ""),
+       "shape [0, 4294967296, 4294967296] is too large for ember: its strides overflow 64 bits"},
       {"too many dims", with(entry("a", "F32", "[1,1,1,1,1,1,1,1,1,1,2]", 0, 8), eight), "more than 10 dims"},
       {"overlapping offsets", with(f32x2 + "," + entry("b", "F32", "[2]", 4, 12), twelve),
        "tensor 'b' (data_offsets [4, 12]) overlaps tensor 'a', which ends at 8"},

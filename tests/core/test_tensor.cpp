@@ -95,6 +95,26 @@ TEST(Tensor, CreationOps) {
   EXPECT_EQ(data[4], 0.0f);
 }
 
+// A shape with a zero dim holds no elements whatever its other dims, but its
+// strides are products of them: [0, 2^40, 2^40] overflowed int64 there, which
+// tests/fuzz/idx.cpp found through an IDX header (undefined behaviour, caught
+// by UBSan). Too large a shape is an error, never a wrapped size.
+TEST(Tensor, ShapesWhoseSizesOverflowAreErrors) {
+  const int64_t huge = int64_t(1) << 40;
+  EXPECT_EMBER_ERROR(zeros({0, huge, huge}), "empty: shape [0, 1099511627776, 1099511627776] is too large: its strides "
+                                             "overflow 64 bits");
+  EXPECT_EMBER_ERROR(zeros({int64_t(1) << 32, int64_t(1) << 32}), "empty: shape [4294967296, 4294967296] of float32 is "
+                                                                  "more bytes than 64 bits hold");
+  EXPECT_EMBER_ERROR(zeros({int64_t(1) << 61}, {.dtype = DType::f64}), "more bytes than 64 bits hold");
+  EXPECT_EMBER_ERROR(zeros({0}).reshape({0, huge, huge}), "view: shape [0, 1099511627776, 1099511627776] is too large");
+  float data[1] = {};
+  EXPECT_EMBER_ERROR(from_blob(data, {0, huge, huge}, DType::f32), "from_blob: shape");
+  // The largest empty shapes whose strides fit still work.
+  const Tensor empty = zeros({huge, 0, huge});
+  EXPECT_EQ(empty.numel(), 0);
+  EXPECT_EQ(empty.strides(), (Strides{huge, huge, 1}));
+}
+
 TEST(Tensor, ItemAndErrors) {
   EXPECT_EQ(full({1, 1}, 2.5).item<float>(), 2.5f);
   EXPECT_EMBER_ERROR(zeros({2}).item<float>(), "item: a tensor with 2 elements");

@@ -141,6 +141,9 @@ TEST(Idx, MalformedFilesGiveErrorsWithPathAndOffset) {
                "needs 1152921504606846976 bytes of data from byte 12, the file has 4");
   expect_error("overflow.idx", idx_bytes(0x0E, {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, "x"),
                "at byte 4: sizes [4294967295, 4294967295, 4294967295] of f64 overflow 64 bits");
+  // No elements (a zero size), but strides past 64 bits: found by tests/fuzz/idx.cpp (corpus/idx/regression_zero_dim_huge_strides).
+  expect_error("zero_size_huge_strides.idx", idx_bytes(0x0B, {0, 0, 0x21000000u, 10, 0x80007FFFu}, ""),
+               "at byte 4: sizes [0, 0, 553648128, 10, 2147516415] of i16 overflow 64 bits");
 }
 
 TEST(Idx, MalformedGzipAndUnreadablePaths) {

@@ -272,7 +272,8 @@ struct ShardedFixture {
 TEST(LoadSharded, RefusesWeightMapEntriesOutsideTheDirectory) {
   ShardedFixture fixture;
   write_text(fixture.scratch.path().parent_path() / "x", "outside");
-  for (const std::string file : {"../x", "/etc/passwd", "a/b", "", ".", ".."}) {
+  for (const std::string file : {"../x", "/etc/passwd", "a/b", "", ".", "..", "..\\x",
+                                 "sub\\model-00002-of-00003.safetensors", "\\etc\\passwd"}) {
     SCOPED_TRACE(file);
     Json index = fixture.index;
     index["weight_map"]["0.bias"] = file;
@@ -280,6 +281,13 @@ TEST(LoadSharded, RefusesWeightMapEntriesOutsideTheDirectory) {
     fixture.expect_refused("weight_map entry '0.bias' names the file '" + file +
                            "', which is not a plain file name in the directory");
   }
+  // The name of a real shard, then a NUL: a C API would open that shard. The
+  // message shows the NUL, which would otherwise end it.
+  Json index = fixture.index;
+  index["weight_map"]["0.bias"] = std::string("model-00002-of-00003.safetensors\0", 33);
+  write_text(fixture.index_path, index.dump());
+  fixture.expect_refused("weight_map entry '0.bias' names the file 'model-00002-of-00003.safetensors\\0', which is not "
+                         "a plain file name in the directory");
   fs::remove(fixture.scratch.path().parent_path() / "x");
 }
 
@@ -293,6 +301,10 @@ TEST(LoadSharded, RefusesIndexesThatDisagreeWithTheShards) {
   with_index([](Json& index) { index["weight_map"]["0.bias"] = "model-00007-of-00009.safetensors"; });
   fixture.expect_refused("weight_map entry '0.bias' names the shard 'model-00007-of-00009.safetensors', which is not "
                          "a file in");
+  // A name longer than the file system allows (found by tests/fuzz/sharded_index.cpp: the check threw
+  // std::filesystem::filesystem_error, which no caller expects).
+  with_index([](Json& index) { index["weight_map"]["0.bias"] = std::string(300, 'a'); });
+  fixture.expect_refused("(300 bytes)', which is not a file in");
   // 0.bias is in shard 2; the index says shard 3.
   with_index([](Json& index) { index["weight_map"]["0.bias"] = "model-00003-of-00003.safetensors"; });
   fixture.expect_refused("shard 'model-00002-of-00003.safetensors' holds tensor '0.bias', which the index puts in "

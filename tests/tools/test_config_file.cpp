@@ -149,6 +149,17 @@ TEST_F(ConfigFileTest, FilesThatCannotBeReadAreErrors) {
   EXPECT_EQ(read_error("- num_processes\n- 2\n"),
             "config file '" + path() + "': expected a mapping of keys to values, got a list");
   EXPECT_EQ(read_error("? [a]\n: 1\n"), "config file '" + path() + "', line 1: a key must be a name, got a list");
+  // Not UTF-8: yaml-cpp took the bytes, and config_yaml wrote back a file that read as other text (found by
+  // tests/fuzz/config_yaml.cpp, corpus/config_yaml/regression_not_utf8).
+  EXPECT_EQ(read_error("main_process_ip: \x82\x82\x02\x82host\n"),
+            "config file '" + path() + "' is not UTF-8 text: invalid UTF-8 byte at index 17: 0x82");
+  EXPECT_EQ(read("main_process_ip: h\xc3\xb4te\n").settings.at("main_process_ip"), "h\xc3\xb4te");  // UTF-8 is fine
+  // A lone carriage return: yaml-cpp kept it as the value, config_yaml wrote it before the line's end, and the
+  // file read back without the setting (found by tests/fuzz/config_yaml.cpp, corpus/config_yaml/regression_lone_cr).
+  EXPECT_EQ(read_error("main_process_ip: \r"),
+            "config file '" + path() + "', line 1, main_process_ip: the value holds the control character 0x0d");
+  EXPECT_EQ(read_error("project_dir: a\x01" "b\n"),
+            "config file '" + path() + "', line 1, project_dir: the value holds the control character 0x01");
   std::string missing = (directory / "missing.yaml").string();
   EXPECT_EQ(error_of([&] { launch::read_config_file(missing); }), "config file '" + missing + "' does not exist");
   EXPECT_EQ(error_of([&] { launch::read_config_file(directory.string()); }),
