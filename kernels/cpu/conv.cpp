@@ -426,16 +426,21 @@ void pool_in_f32(const Pool2dProblem& p) {
 }
 
 // oneDNN's max pooling drops nans (its max instruction returns the other
-// operand), where PyTorch's and the reference's propagate them: a window
-// holding a nan gives nan. Inputs rarely hold one, so a scan of the input
-// decides whether any window needs that, and only then are they found.
+// operand) and starts from the lowest finite value, so a window of -infs gives
+// -FLT_MAX; PyTorch's and the reference's give nan and -inf. Inputs rarely
+// hold either, so a scan of the input decides whether any window needs
+// fixing, and only then are the windows found.
 template <class T>
-void propagate_nans(const Pool2dProblem& p) {
+void fix_non_finite_maxima(const Pool2dProblem& p) {
   const T* input = static_cast<const T*>(p.input);
   const int64_t in_h = p.in_size[0], in_w = p.in_size[1], out_h = p.out_size[0], out_w = p.out_size[1];
   const int64_t count = p.batch * p.channels * in_h * in_w;
+  const float minus_infinity = -std::numeric_limits<float>::infinity();
   bool any = false;
-  for (int64_t i = 0; i < count; ++i) any |= ComputeType<T>(input[i]) != ComputeType<T>(input[i]);
+  for (int64_t i = 0; i < count; ++i) {
+    const float value = float(ComputeType<T>(input[i]));
+    any |= value != value || value == minus_infinity;
+  }
   if (!any) return;
   T* out = static_cast<T*>(p.out);
   for (int64_t plane = 0; plane < p.batch * p.channels; ++plane) {
@@ -443,11 +448,16 @@ void propagate_nans(const Pool2dProblem& p) {
     for (int64_t y = 0; y < out_h; ++y)
       for (int64_t x = 0; x < out_w; ++x) {
         const int64_t y0 = y * p.stride[0] - p.padding[0], x0 = x * p.stride[1] - p.padding[1];
-        bool nan = false;
+        bool nan = false, all_minus_infinity = true;
         for (int64_t iy = std::max<int64_t>(y0, 0); iy < std::min(y0 + p.kernel[0], in_h); ++iy)
-          for (int64_t ix = std::max<int64_t>(x0, 0); ix < std::min(x0 + p.kernel[1], in_w); ++ix)
-            nan |= ComputeType<T>(source[iy * in_w + ix]) != ComputeType<T>(source[iy * in_w + ix]);
-        if (nan) out[(plane * out_h + y) * out_w + x] = T(std::numeric_limits<float>::quiet_NaN());
+          for (int64_t ix = std::max<int64_t>(x0, 0); ix < std::min(x0 + p.kernel[1], in_w); ++ix) {
+            const float value = float(ComputeType<T>(source[iy * in_w + ix]));
+            nan |= value != value;
+            all_minus_infinity &= value == minus_infinity;
+          }
+        T& result = out[(plane * out_h + y) * out_w + x];
+        if (nan) result = T(std::numeric_limits<float>::quiet_NaN());
+        else if (all_minus_infinity) result = T(minus_infinity);
       }
   }
 }
@@ -460,7 +470,7 @@ void pool2d(const Pool2dProblem& p) {
   } else if (!(std::is_same_v<T, BFloat16> && onednn_bf16_enabled() && run_pool(p, kind, DType::bf16))) {
     pool_in_f32<kind, T>(p);
   }
-  if constexpr (kind == PoolKind::max) propagate_nans<T>(p);
+  if constexpr (kind == PoolKind::max) fix_non_finite_maxima<T>(p);
 }
 
 // f64: each output element reduces its window directly; planes split over threads.

@@ -1,6 +1,8 @@
 // conv2d (and its gradient kernels), max_pool2d and avg_pool2d against the reference kernels: every float
 // dtype, stride / padding / dilation / groups, bias, non-contiguous inputs,
 // the forced bf16 fallback, tiny exact cases and bad input.
+#include <limits>
+
 #include "kernels/cpu/onednn.h"
 #include "support/test_support.h"
 
@@ -164,6 +166,24 @@ TEST(Pool2d, MaxPoolPropagatesNansFromAnyPositionInTheWindow) {
       EXPECT_GT(sum(isnan(expected)).item<int64_t>(), 0);
       EXPECT_TRUE(all_close(max_pool2d(input, options), expected, 0, 0))
           << dtype_name(dtype) << " kernel " << options.kernel_size[0] << "x" << options.kernel_size[1];
+    }
+  }
+}
+
+// A window of -infs gives -inf, as in PyTorch and the reference (found by the
+// op fuzzer: oneDNN starts its max from the lowest finite value and gave
+// -FLT_MAX); a window with one finite value among -infs gives that value.
+TEST(Pool2d, MaxPoolOfMinusInfinitiesIsMinusInfinity) {
+  for (DType dtype : kFloatDTypes) {
+    Tensor input = full({1, 2, 4, 4}, -std::numeric_limits<double>::infinity(), {.dtype = dtype});
+    input.select(1, 1).select(1, 0).select(1, 0).fill_(2.5);
+    for (const Pool2dOptions& options : {Pool2dOptions{.kernel_size = {1, 1}}, Pool2dOptions{.kernel_size = {2, 2}}}) {
+      Tensor expected = reference([&] { return max_pool2d(input, options); });
+      Tensor result = max_pool2d(input, options);
+      EXPECT_TRUE(all_close(result, expected, 0, 0)) << dtype_name(dtype);
+      EXPECT_EQ(result.select(1, 1).select(1, 0).select(1, 0).item<double>(), 2.5) << dtype_name(dtype);
+      EXPECT_EQ(result.select(1, 0).select(1, 0).select(1, 0).item<double>(), -std::numeric_limits<double>::infinity())
+          << dtype_name(dtype);
     }
   }
 }
