@@ -45,9 +45,8 @@ mkdir -p "$out"
    sleep 10
  done) &
 watcher=$!
-trap 'kill $watcher 2>/dev/null' EXIT
+trap 'kill $watcher 2>/dev/null || true' EXIT
 "$EMBER_ROOT/build/bin/ember" launch --nproc-per-node 4 -- \
   "$EMBER_ROOT/build/tests/distributed_worker" accelerator_soak "$out" "$seconds" | tee "$out/soak.log"
-kill $watcher
 echo "segments left after the job: $(segments)"
 /usr/bin/python3 "$EMBER_ROOT/scripts/plot_soak.py" "$out" "$out/soak.png"
