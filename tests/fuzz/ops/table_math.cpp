@@ -336,6 +336,16 @@ OpEntry pooling() {
           }};
 }
 
+// Whether the squares of `x`'s values, summed over groups of `group` elements,
+// can exceed the f32 accumulator of the fast norm kernels (f64 inputs sum in f64).
+bool squares_overflow_f32(const Tensor& x, int64_t group) {
+  if (x.dtype() == DType::f64 || !is_floating(x.dtype())) return false;
+  double largest = 0;
+  for (double v : x.to_vector<double>())
+    if (std::isfinite(v)) largest = std::max(largest, std::abs(v));
+  return largest * largest * double(std::max<int64_t>(group, 1)) > double(std::numeric_limits<float>::max());
+}
+
 double read_eps(Reader& in) {
   static const std::array<double, 4> values = {1e-5, 0, 1e-3, -1};
   return values[in.byte() % values.size()];
@@ -350,15 +360,17 @@ OpEntry row_norms() {
             Tensor bias = in.flag() ? read_tensor_of(in, normalized, x.dtype()) : Tensor();
             const double eps = read_eps(in);
             const bool default_eps = in.flag();
+            const Accuracy accuracy =
+                squares_overflow_f32(x, normalized.numel()) ? Accuracy::errors_only : Accuracy::rounding;
             if (rms)
               return Call{fmt::format("rms_norm {} eps {}", normalized, default_eps ? "default" : fmt::format("{}", eps)),
                           {x, weight}, [=](const Inputs& t) {
                             std::optional<double> e = default_eps ? std::nullopt : std::optional<double>(eps);
                             return Outputs{rms_norm(t[0], normalized, t[1], e)};
-                          }, Accuracy::rounding};
+                          }, accuracy};
             return Call{fmt::format("layer_norm {} eps {}", normalized, eps), {x, weight, bias},
                         [=](const Inputs& t) { return Outputs{layer_norm(t[0], normalized, t[1], t[2], eps)}; },
-                        Accuracy::rounding};
+                        accuracy};
           }};
 }
 
