@@ -189,6 +189,35 @@ OpEntry reduction(std::string_view name, Reduce fn, Accuracy accuracy) {
           }};
 }
 
+// prod: its partial products depend on the order of the factors, so where
+// they may leave the accumulator's range (the factors above 1 multiply past
+// its largest value, or those below 1 past its smallest normal one), one side
+// may overflow to inf or flush to 0 where the other does not (the fast
+// kernels accumulate f32 in f32, as PyTorch's do): only errors are compared.
+OpEntry prod_op() {
+  return {"prod", [](Reader& in, Pool& pool) {
+            Tensor x = operand(in, pool);
+            Dims dims = read_dims(in, x.dim());
+            bool keepdim = in.flag();
+            const bool f64 = x.dtype() == DType::f64;
+            using Limits = std::numeric_limits<float>;
+            const double largest = f64 ? std::numeric_limits<double>::max() : double(Limits::max());
+            const double smallest = f64 ? std::numeric_limits<double>::min() : double(Limits::min());
+            double growth = 1, shrinkage = 1;
+            if (is_floating(x.dtype()))
+              for (double v : x.to_vector<double>()) {
+                const double magnitude = std::abs(v);
+                if (!std::isfinite(magnitude) || magnitude == 0) continue;
+                if (magnitude > 1) growth = std::min(growth * magnitude, std::numeric_limits<double>::max());
+                else shrinkage *= magnitude;
+              }
+            const bool out_of_range = growth > largest || shrinkage < smallest;
+            return Call{fmt::format("prod dims {} keepdim {}", dims, keepdim), {x},
+                        [dims, keepdim](const Inputs& t) { return Outputs{prod(t[0], dims, keepdim)}; },
+                        out_of_range ? Accuracy::errors_only : Accuracy::scaled};
+          }};
+}
+
 // max/min over everything, max/min along a dim (values and indices), argmax/argmin.
 OpEntry extremes() {
   return {"extremes", [](Reader& in, Pool& pool) {
@@ -577,7 +606,7 @@ std::vector<OpEntry> math_entries() {
       addcmul_op(),
       reduction("sum", [](const Tensor& t, const Dims& d, bool k) { return sum(t, d, k); }, scaled),
       reduction("mean", [](const Tensor& t, const Dims& d, bool k) { return mean(t, d, k); }, scaled),
-      reduction("prod", [](const Tensor& t, const Dims& d, bool k) { return prod(t, d, k); }, scaled),
+      prod_op(),
       reduction("amax", [](const Tensor& t, const Dims& d, bool k) { return amax(t, d, k); }, exact),
       reduction("amin", [](const Tensor& t, const Dims& d, bool k) { return amin(t, d, k); }, exact),
       reduction("logsumexp", [](const Tensor& t, const Dims& d, bool k) { return logsumexp(t, d, k); }, rounding),
