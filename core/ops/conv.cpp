@@ -35,9 +35,18 @@ void check_non_negative(const Pair& pair, std::string_view op, std::string_view 
               pair[1]);
 }
 
-// Floor-mode output size of a sliding window along one dim.
-int64_t window_count(int64_t in, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation) {
-  int64_t span = in + 2 * padding - dilation * (kernel - 1) - 1;
+// Floor-mode output size of a sliding window along one dim: an error naming
+// `op` when the padded input or the dilated kernel does not fit in int64
+// (user options may be as large as they like; the arithmetic must not wrap).
+int64_t window_count(int64_t in, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation,
+                     std::string_view op) {
+  if (kernel <= 0) return 0;  // an empty weight: the caller's check names it
+  int64_t padded = 0, extent = 0;
+  const bool overflow = __builtin_mul_overflow(padding, 2, &padded) || __builtin_add_overflow(padded, in, &padded) ||
+                        __builtin_mul_overflow(dilation, kernel - 1, &extent);
+  EMBER_CHECK(!overflow, "{}: input size {} with padding {}, kernel {} and dilation {} overflows int64", op, in,
+              padding, kernel, dilation);
+  const int64_t span = padded - extent - 1;  // both sides non-negative: no overflow
   return span < 0 ? 0 : span / stride + 1;
 }
 
@@ -50,7 +59,7 @@ Pool2dProblem plan_pool(std::string_view name, const Tensor& input, const Pool2d
   Pair stride = options.stride[0] == 0 && options.stride[1] == 0 ? options.kernel_size : options.stride;
   check_positive(stride, name, "stride");
   for (int d = 0; d < 2; ++d)
-    EMBER_CHECK(options.padding[d] * 2 <= options.kernel_size[d],
+    EMBER_CHECK(options.padding[d] <= options.kernel_size[d] / 2,
                 "{}: padding [{}, {}] must be at most half of kernel_size [{}, {}]", name, options.padding[0],
                 options.padding[1], options.kernel_size[0], options.kernel_size[1]);
   Pool2dProblem p;
@@ -58,7 +67,7 @@ Pool2dProblem plan_pool(std::string_view name, const Tensor& input, const Pool2d
   p.in_size = {input.size(2), input.size(3)};
   p.kernel = options.kernel_size, p.stride = stride, p.padding = options.padding;
   p.count_include_pad = options.count_include_pad;
-  for (int d = 0; d < 2; ++d) p.out_size[d] = window_count(p.in_size[d], p.kernel[d], stride[d], p.padding[d], 1);
+  for (int d = 0; d < 2; ++d) p.out_size[d] = window_count(p.in_size[d], p.kernel[d], stride[d], p.padding[d], 1, name);
   EMBER_CHECK(p.out_size[0] > 0 && p.out_size[1] > 0,
               "{}: input {} with padding [{}, {}] is smaller than kernel_size [{}, {}]", name, input.shape(),
               p.padding[0], p.padding[1], p.kernel[0], p.kernel[1]);
@@ -110,7 +119,7 @@ Tensor compute_conv2d(const Tensor& input, const Tensor& weight, const Tensor& b
   p.kernel = {weight.size(2), weight.size(3)};
   p.stride = options.stride, p.padding = options.padding, p.dilation = options.dilation;
   for (int d = 0; d < 2; ++d)
-    p.out_size[d] = window_count(p.in_size[d], p.kernel[d], p.stride[d], p.padding[d], p.dilation[d]);
+    p.out_size[d] = window_count(p.in_size[d], p.kernel[d], p.stride[d], p.padding[d], p.dilation[d], "conv2d");
   EMBER_CHECK(p.kernel[0] > 0 && p.kernel[1] > 0 && p.out_size[0] > 0 && p.out_size[1] > 0,
               "conv2d: input {} with padding [{}, {}] is smaller than the dilated kernel of weight {}", input.shape(),
               p.padding[0], p.padding[1], weight.shape());
@@ -164,7 +173,7 @@ Conv2dProblem plan_conv_backward(std::string_view name, const Tensor& grad_outpu
   p.kernel = {weight_shape[2], weight_shape[3]};
   p.stride = options.stride, p.padding = options.padding, p.dilation = options.dilation;
   for (int d = 0; d < 2; ++d)
-    p.out_size[d] = window_count(p.in_size[d], p.kernel[d], p.stride[d], p.padding[d], p.dilation[d]);
+    p.out_size[d] = window_count(p.in_size[d], p.kernel[d], p.stride[d], p.padding[d], p.dilation[d], name);
   Shape expected{p.batch, p.out_channels, p.out_size[0], p.out_size[1]};
   EMBER_CHECK(grad_output.shape() == expected && grad_output.dtype() == known.dtype() &&
                   grad_output.device() == known.device() && is_floating(known.dtype()),

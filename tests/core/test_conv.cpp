@@ -196,6 +196,21 @@ TEST(Pool2d, MaxPoolOfMinusInfinitiesIsMinusInfinity) {
   }
 }
 
+// Options as large as int64 allows are errors, never wrapped arithmetic (the
+// op fuzzer found max_pool2d's padding check overflowing, UBSan).
+TEST(Pool2d, HugeOptionsAreErrorsNotOverflows) {
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  Tensor input = random_tensor({1, 1, 4, 4}, DType::f32);
+  EXPECT_EMBER_ERROR(max_pool2d(input, {.kernel_size = {2, 2}, .padding = {huge, 0}}),
+                     "max_pool2d: padding [9223372036854775807, 0] must be at most half of kernel_size [2, 2]");
+  EXPECT_EMBER_ERROR(max_pool2d(input, {.kernel_size = {huge, 1}, .padding = {huge / 2, 0}}),
+                     "max_pool2d: input size 4 with padding 4611686018427387903, kernel 9223372036854775807 and "
+                     "dilation 1 overflows int64");
+  Tensor weight = random_tensor({1, 1, 3, 3}, DType::f32);
+  EXPECT_EMBER_ERROR(conv2d(input, weight, {}, {.padding = {huge, 0}}), "conv2d: input size 4 with padding");
+  EXPECT_EMBER_ERROR(conv2d(input, weight, {}, {.dilation = {huge, 1}}), "dilation 9223372036854775807 overflows int64");
+}
+
 TEST(Pool2d, PaddingIsMinusInfinityForMaxAndCountedOnlyWhenAskedForAverage) {
   for (DType dtype : kFloatDTypes) {
     Tensor input = full({1, 1, 2, 2}, -3.0, {.dtype = dtype});
