@@ -389,8 +389,8 @@ OpEntry row_norms() {
             Tensor bias = in.flag() ? read_tensor_of(in, normalized, x.dtype()) : Tensor();
             const double eps = read_eps(in);
             const bool default_eps = in.flag();
-            const Accuracy accuracy =
-                squares_overflow_f32(x, normalized.numel()) ? Accuracy::errors_only : Accuracy::rounding;
+            const bool ill_conditioned = squares_overflow_f32(x, normalized.numel()) || (!rms && eps == 0);
+            const Accuracy accuracy = ill_conditioned ? Accuracy::errors_only : Accuracy::rounding;
             if (rms)
               return Call{fmt::format("rms_norm {} eps {}", normalized, default_eps ? "default" : fmt::format("{}", eps)),
                           {x, weight}, [=](const Inputs& t) {
@@ -423,7 +423,7 @@ OpEntry batch_norm_op() {
             return Call{fmt::format("batch_norm training {} momentum {} eps {}", training, momentum, eps),
                         {x, running_mean, running_var, weight, bias}, [=](const Inputs& t) {
                           return Outputs{batch_norm(t[0], t[1], t[2], t[3], t[4], training, momentum, eps)};
-                        }, Accuracy::rounding};
+                        }, training && eps == 0 ? Accuracy::errors_only : Accuracy::rounding};
           }};
 }
 
