@@ -53,6 +53,9 @@ int64_t window_count(int64_t in, int64_t kernel, int64_t stride, int64_t padding
 // Validates a pooling and describes it (out_size filled, data pointers not).
 Pool2dProblem plan_pool(std::string_view name, const Tensor& input, const Pool2dOptions& options) {
   check_floating_4d(input, name);
+  // As PyTorch: only the batch may be empty (a window of nothing but padding has no maximum).
+  EMBER_CHECK(input.size(1) > 0 && input.size(2) > 0 && input.size(3) > 0,
+              "{}: expected non-empty channel and spatial dims in input [N, C, H, W], got {}", name, input.shape());
   check_positive(options.kernel_size, name, "kernel_size");
   check_non_negative(options.stride, name, "stride");
   check_non_negative(options.padding, name, "padding");

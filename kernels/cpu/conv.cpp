@@ -441,7 +441,7 @@ void fix_non_finite_maxima(const Pool2dProblem& p) {
     const float value = float(ComputeType<T>(input[i]));
     any |= value != value || value == minus_infinity;
   }
-  if (!any && count > 0) return;  // an empty input's windows hold only padding: -inf
+  if (!any) return;
   T* out = static_cast<T*>(p.out);
   for (int64_t plane = 0; plane < p.batch * p.channels; ++plane) {
     const T* source = input + plane * in_h * in_w;
