@@ -76,14 +76,17 @@ Tensor arithmetic(const Op<ElementwiseKernel>& op, const Tensor& a, const Scalar
 }
 
 // In place: compute in the promoted dtype, write back into `a`'s dtype and memory.
+// The dtype is checked before recording too: a bool or integer `a` given a
+// floating result under autograd took a grad_fn it could never use, and the
+// node and the tensor then held each other (a leak the op fuzzer found).
 Tensor& arithmetic_(const Op<ElementwiseKernel>& op, Tensor& a, const Tensor& b) {
-  if (should_record({&a, &b})) [[unlikely]]
-    return assign_in_place(a, arithmetic(op, a, b));
   check_pair(a, b, op.name());
   DType dtype = promote_types(a.dtype(), b.dtype());
   if (&op == &div_op && !is_floating(dtype)) dtype = DType::f32;
   EMBER_CHECK(dtype == a.dtype() || (is_floating(a.dtype()) && is_floating(dtype)),
               "{}_: result type {} cannot be cast to the in-place output's dtype {}", op.name(), dtype, a.dtype());
+  if (should_record({&a, &b})) [[unlikely]]
+    return assign_in_place(a, arithmetic(op, a, b));
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op.name());
   EMBER_CHECK(shape == a.shape(), "{}_: output of shape {} does not match the broadcast shape {}", op.name(),
               a.shape(), shape);

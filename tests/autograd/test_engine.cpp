@@ -96,6 +96,19 @@ TEST(Engine, InPlaceChecks) {
   EXPECT_EQ(w.to_vector<double>()[0], 4);
 }
 
+// An in-place op whose floating result cannot go into a bool or integer
+// output is refused under autograd too, before any graph is recorded (the op
+// fuzzer found the recorded node and the bool tensor holding each other: a leak).
+TEST(Engine, InPlaceOpIntoAnIntegralTensorIsRefusedBeforeRecording) {
+  Tensor mask = zeros({5}, {.dtype = DType::boolean});
+  Tensor counts = zeros({5}, {.dtype = DType::i64});
+  Tensor x = leaf({1, 2, 3, 4, 5});
+  EXPECT_EMBER_ERROR(div_(mask, x), "div_: result type float64 cannot be cast to the in-place output's dtype bool");
+  EXPECT_EMBER_ERROR(mul_(counts, x), "mul_: result type float64 cannot be cast to the in-place output's dtype int64");
+  EXPECT_FALSE(mask.requires_grad());
+  EXPECT_FALSE(counts.requires_grad());
+}
+
 TEST(Engine, HooksCanReplaceGradientsAndPostAccumulateHooksFireInBackwardOrder) {
   Tensor a = leaf({1}), b = leaf({2}), c = leaf({3});
   std::vector<std::string> order;
