@@ -388,8 +388,9 @@ std::shared_ptr<CachedPrimitive> make_pool(const Pool2dProblem& p, PoolKind kind
                                      nchw(p.batch, p.channels, p.out_size, type), {p.stride[0], p.stride[1]},
                                      {p.kernel[0], p.kernel[1]}, {p.padding[0], p.padding[1]}, right);
     pd = dnnl::pooling_forward::primitive_desc(desc, onednn_engine());
-  } catch (const dnnl::error& error) {
-    if (error.status != dnnl_unimplemented) throw;
+  } catch (const dnnl::error&) {
+    // Unimplemented, or a geometry oneDNN refuses (a stride of 2^31 - 1 over
+    // 5 rows, found by the op fuzzer): the caller takes the direct loop.
     return nullptr;
   }
   if (is_reference_implementation(pd) && dtype != DType::f32) return nullptr;
@@ -414,15 +415,55 @@ bool run_pool(const Pool2dProblem& p, PoolKind kind, DType dtype) {
   return true;
 }
 
+// Each output element reduces its window directly, in double; planes split
+// over threads. The f64 kernel, and the fallback for windows oneDNN refuses.
 template <PoolKind kind, class T>
-void pool_in_f32(const Pool2dProblem& p) {
+void pool2d_direct(const Pool2dProblem& p) {
+  const T* input = static_cast<const T*>(p.input);
+  T* out = static_cast<T*>(p.out);
+  // Plain copies, not structured bindings: clang 14 cannot capture those in lambdas.
+  const int64_t in_h = p.in_size[0], in_w = p.in_size[1], out_h = p.out_size[0], out_w = p.out_size[1];
+  const int64_t plane_work = out_h * out_w * p.kernel[0] * p.kernel[1];
+  parallel_for(0, p.batch * p.channels, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, plane_work)),
+               [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const T* source = input + plane * in_h * in_w;
+      for (int64_t y = 0; y < out_h; ++y)
+        for (int64_t x = 0; x < out_w; ++x) {
+          int64_t y0 = y * p.stride[0] - p.padding[0], x0 = x * p.stride[1] - p.padding[1];
+          int64_t y_begin = std::max<int64_t>(y0, 0), y_end = std::min(y0 + p.kernel[0], in_h);
+          int64_t x_begin = std::max<int64_t>(x0, 0), x_end = std::min(x0 + p.kernel[1], in_w);
+          double value = kind == PoolKind::max ? -std::numeric_limits<double>::infinity() : 0.0;
+          for (int64_t iy = y_begin; iy < y_end; ++iy)
+            for (int64_t ix = x_begin; ix < x_end; ++ix) {
+              double v = double(ComputeType<T>(source[iy * in_w + ix]));
+              if constexpr (kind == PoolKind::max) {
+                if (v > value || v != v) value = v;  // nan wins and then stays, as in PyTorch
+              } else {
+                value += v;
+              }
+            }
+          if constexpr (kind == PoolKind::average) {
+            // With floor-mode sizes, a window never leaves the padded input.
+            int64_t count = p.count_include_pad ? p.kernel[0] * p.kernel[1] : (y_end - y_begin) * (x_end - x_begin);
+            value /= double(count);
+          }
+          if constexpr (std::is_same_v<T, double>) out[(plane * out_h + y) * out_w + x] = value;
+          else out[(plane * out_h + y) * out_w + x] = T(float(value));
+        }
+    }
+  });
+}
+
+template <PoolKind kind, class T>
+bool pool_in_f32(const Pool2dProblem& p) {
   Pool2dProblem wide = p;
   Tensor input = converted<float, T>(p.input, p.batch * p.channels * p.in_size[0] * p.in_size[1]);
   Tensor out = make_tensor({p.batch * p.channels * p.out_size[0] * p.out_size[1]}, DType::f32);
   wide.input = input.data_ptr(), wide.out = out.data_ptr();
-  bool done = run_pool(wide, kind, DType::f32);
-  EMBER_ASSERT(done, "oneDNN has no f32 pooling");
+  if (!run_pool(wide, kind, DType::f32)) return false;
   convert_into<T>(out, p.out);
+  return true;
 }
 
 // oneDNN's max pooling drops nans (its max instruction returns the other
@@ -464,52 +505,14 @@ void fix_non_finite_maxima(const Pool2dProblem& p) {
 
 template <PoolKind kind, class T>
 void pool2d(const Pool2dProblem& p) {
-  if constexpr (std::is_same_v<T, float>) {
-    bool done = run_pool(p, kind, DType::f32);
-    EMBER_ASSERT(done, "oneDNN has no f32 pooling");
-  } else if (!(std::is_same_v<T, BFloat16> && onednn_bf16_enabled() && run_pool(p, kind, DType::bf16))) {
-    pool_in_f32<kind, T>(p);
-  }
+  bool done = false;
+  if constexpr (std::is_same_v<T, float>) done = run_pool(p, kind, DType::f32);
+  else done = (std::is_same_v<T, BFloat16> && onednn_bf16_enabled() && run_pool(p, kind, DType::bf16)) ||
+              pool_in_f32<kind, T>(p);
+  if (!done) return pool2d_direct<kind, T>(p);  // exact for nan and -inf already
   if constexpr (kind == PoolKind::max) fix_non_finite_maxima<T>(p);
 }
 
-// f64: each output element reduces its window directly; planes split over threads.
-template <PoolKind kind>
-void pool2d_f64(const Pool2dProblem& p) {
-  const double* input = static_cast<const double*>(p.input);
-  double* out = static_cast<double*>(p.out);
-  // Plain copies, not structured bindings: clang 14 cannot capture those in lambdas.
-  const int64_t in_h = p.in_size[0], in_w = p.in_size[1], out_h = p.out_size[0], out_w = p.out_size[1];
-  const int64_t plane_work = out_h * out_w * p.kernel[0] * p.kernel[1];
-  parallel_for(0, p.batch * p.channels, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, plane_work)),
-               [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {
-      const double* source = input + plane * in_h * in_w;
-      for (int64_t y = 0; y < out_h; ++y)
-        for (int64_t x = 0; x < out_w; ++x) {
-          int64_t y0 = y * p.stride[0] - p.padding[0], x0 = x * p.stride[1] - p.padding[1];
-          int64_t y_begin = std::max<int64_t>(y0, 0), y_end = std::min(y0 + p.kernel[0], in_h);
-          int64_t x_begin = std::max<int64_t>(x0, 0), x_end = std::min(x0 + p.kernel[1], in_w);
-          double value = kind == PoolKind::max ? -std::numeric_limits<double>::infinity() : 0.0;
-          for (int64_t iy = y_begin; iy < y_end; ++iy)
-            for (int64_t ix = x_begin; ix < x_end; ++ix) {
-              double v = source[iy * in_w + ix];
-              if constexpr (kind == PoolKind::max) {
-                if (v > value || v != v) value = v;  // nan wins and then stays, as in PyTorch
-              } else {
-                value += v;
-              }
-            }
-          if constexpr (kind == PoolKind::average) {
-            // With floor-mode sizes, a window never leaves the padded input.
-            int64_t count = p.count_include_pad ? p.kernel[0] * p.kernel[1] : (y_end - y_begin) * (x_end - x_begin);
-            value /= double(count);
-          }
-          out[(plane * out_h + y) * out_w + x] = value;
-        }
-    }
-  });
-}
 
 // One plane of max-pool backward without padding, where every window lies
 // inside the input: max_pool_backward_plane's rule (the first maximum; the
@@ -567,8 +570,8 @@ void register_conv_kernels() {
                                       [](auto tag) { return &pool2d<PoolKind::max, decltype(tag)>; });
   register_for<float, Half, BFloat16>(avg_pool2d_op, DeviceType::cpu,
                                       [](auto tag) { return &pool2d<PoolKind::average, decltype(tag)>; });
-  max_pool2d_op.set(DeviceType::cpu, DType::f64, &pool2d_f64<PoolKind::max>);
-  avg_pool2d_op.set(DeviceType::cpu, DType::f64, &pool2d_f64<PoolKind::average>);
+  max_pool2d_op.set(DeviceType::cpu, DType::f64, &pool2d_direct<PoolKind::max, double>);
+  avg_pool2d_op.set(DeviceType::cpu, DType::f64, &pool2d_direct<PoolKind::average, double>);
 }
 
 }  // namespace ember::cpu

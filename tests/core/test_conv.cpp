@@ -205,6 +205,17 @@ TEST(Pool2d, HugeOptionsAreErrorsNotOverflows) {
   Tensor weight = random_tensor({1, 1, 3, 3}, DType::f32);
   EXPECT_EMBER_ERROR(conv2d(input, weight, {}, {.padding = {huge, 0}}), "conv2d: input size 4 with padding");
   EXPECT_EMBER_ERROR(conv2d(input, weight, {}, {.dilation = {huge, 1}}), "dilation 9223372036854775807 overflows int64");
+  // A stride far beyond the input gives one window, as a stride of 1 would
+  // (oneDNN refused such strides with its own exception).
+  const int64_t far = std::numeric_limits<int32_t>::max();
+  for (const Pool2dOptions& options : {Pool2dOptions{.kernel_size = {4, 4}, .stride = {4, far}, .padding = {2, 2}},
+                                       Pool2dOptions{.kernel_size = {4, 4}, .stride = {far, far}, .padding = {2, 2}}}) {
+    Tensor image = random_tensor({2, 3, 5, 1}, DType::f32);
+    EXPECT_TRUE(all_close(avg_pool2d(image, options), reference([&] { return avg_pool2d(image, options); })));
+    EXPECT_TRUE(all_close(max_pool2d(image, options), reference([&] { return max_pool2d(image, options); })));
+  }
+  EXPECT_TRUE(all_close(conv2d(input, weight, {}, {.stride = {far, far}}),
+                        reference([&] { return conv2d(input, weight, {}, {.stride = {far, far}}); })));
 }
 
 TEST(Pool2d, PaddingIsMinusInfinityForMaxAndCountedOnlyWhenAskedForAverage) {
