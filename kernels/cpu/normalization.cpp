@@ -183,8 +183,11 @@ void batch_norm(const BatchNormProblem& p) {
       if (p.training) {
         // One pass for both moments, of x - shift with the channel's first
         // element as the shift, so a large mean does not cancel the variance
-        // away; runs summed in V, runs added in double.
-        const V shift = V(in[c * spatial]);
+        // away; runs summed in V, runs added in double. An infinite or nan
+        // first element shifts by 0 instead: inf - inf would turn a mean of
+        // inf into nan (found by the op fuzzer).
+        const V first_element = V(in[c * spatial]);
+        const V shift = std::isfinite(double(first_element)) ? first_element : V(0);
         double sum = 0, squares = 0;
         for_each_run(p.batch, p.channels, spatial, c, [&](int64_t offset) {
           V run_sum = 0, run_squares = 0;

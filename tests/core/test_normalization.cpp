@@ -194,6 +194,21 @@ TEST(Normalization, BatchNormWithAnInfiniteInputGivesNanInItsChannel) {
   }
 }
 
+// An infinite first element of a channel (the one-pass moments' shift) still
+// gives that channel a mean of inf and a running mean of inf, as PyTorch and
+// the reference do; shifting by it gave nan (found by the op fuzzer).
+TEST(Normalization, BatchNormWithAnInfiniteFirstElementKeepsAnInfiniteMean) {
+  for (DType dtype : kFloatingDTypes) {
+    Tensor x = random_tensor({5, 2}, dtype);
+    x.select(0, 0).select(0, 1).fill_(std::numeric_limits<double>::infinity());
+    Tensor running_mean = zeros({2}), running_var = ones({2});
+    batch_norm(x, running_mean, running_var, {}, {}, true, 0.1);
+    EXPECT_EQ(running_mean.to_vector<double>()[1], std::numeric_limits<double>::infinity()) << dtype_name(dtype);
+    EXPECT_TRUE(std::isfinite(running_mean.to_vector<double>()[0])) << dtype_name(dtype);
+    EXPECT_TRUE(std::isnan(running_var.to_vector<double>()[1])) << dtype_name(dtype);
+  }
+}
+
 TEST(Normalization, ErrorsNameTheOffendingValues) {
   Tensor x = zeros({2, 3});
   EXPECT_EMBER_ERROR(layer_norm(x, {4}), "does not end with normalized_shape [4]");
