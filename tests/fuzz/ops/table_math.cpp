@@ -420,10 +420,12 @@ OpEntry batch_norm_op() {
             static const std::array<double, 4> momenta = {0.1, 0, 1, kNan};
             const double momentum = momenta[in.byte() % momenta.size()];
             const double eps = read_eps(in);
+            const int64_t group = channels > 0 ? x.numel() / channels : 0;
+            const bool ill_conditioned = training && (eps == 0 || squares_overflow_f32(x, group));
             return Call{fmt::format("batch_norm training {} momentum {} eps {}", training, momentum, eps),
                         {x, running_mean, running_var, weight, bias}, [=](const Inputs& t) {
                           return Outputs{batch_norm(t[0], t[1], t[2], t[3], t[4], training, momentum, eps)};
-                        }, training && eps == 0 ? Accuracy::errors_only : Accuracy::rounding};
+                        }, ill_conditioned ? Accuracy::errors_only : Accuracy::rounding};
           }};
 }
 
