@@ -59,16 +59,6 @@ Shape random_shape(int ndim, int64_t max_size) {
   return shape;
 }
 
-double tolerance(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return 1e-5;
-    case DType::f64: return 1e-10;
-    case DType::f16: return 2e-3;
-    case DType::bf16: return 1.6e-2;
-    default: return 0.0;
-  }
-}
-
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
   if (!actual.defined() || !expected.defined())
     return ::testing::AssertionFailure() << (actual.defined() ? "expected" : "actual") << " tensor is undefined";

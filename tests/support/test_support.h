@@ -12,6 +12,8 @@
 
 #include <ember/ember.h>
 
+#include "support/tolerance.h"
+
 namespace ember::testing {
 
 // Deterministic per-test random source.
@@ -31,9 +33,6 @@ std::vector<Layout> layouts_of(const Tensor& t);
 
 // Random shapes with `ndim` dims of size [0, max_size], biased toward small sizes and 1s.
 Shape random_shape(int ndim, int64_t max_size = 6);
-
-// Tolerances: exact for integers and bool, per precision for floats.
-double tolerance(DType dtype);
 
 // Asserts same shape and dtype and values within tolerance (nan matches nan).
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol = -1, double atol = -1);

@@ -7,16 +7,6 @@
 
 namespace ember::fuzz {
 
-double tolerance(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return 1e-5;
-    case DType::f64: return 1e-10;
-    case DType::f16: return 2e-3;
-    case DType::bf16: return 1.6e-2;
-    default: return 0.0;
-  }
-}
-
 namespace {
 
 double largest_finite(DType dtype) {

@@ -5,12 +5,11 @@
 #include <string>
 
 #include "fuzz/ops/table.h"
+#include "support/tolerance.h"
 
 namespace ember::fuzz {
 
-// The per-dtype tolerance of the test suites (tests/support/test_support.cpp's
-// `tolerance`, mirrored: that file needs GoogleTest, which a fuzz target does not link).
-double tolerance(DType dtype);
+using ember::testing::tolerance;  // the unit suites' per-dtype tolerance
 
 struct Expectation {
   Accuracy accuracy = Accuracy::exact;
