@@ -26,7 +26,7 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::mo
   // in backward order (DDP launches buckets from them).
   sequence_nr = UINT64_MAX;
   outlives_graph = true;
-  inputs.push_back({leaf_->shape, leaf_->dtype});
+  inputs.push_back({leaf_->shape, leaf_->dtype, leaf_->storage->device()});
 }
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {

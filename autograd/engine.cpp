@@ -34,6 +34,7 @@ Tensor fit_to_input(Tensor grad, const InputMeta& meta) {
     grad = dims.empty() ? grad : sum(grad, dims, true);
     grad = grad.reshape(meta.shape);
   }
+  if (grad.device() != meta.device) grad = grad.to(meta.device);  // a to(device) node's gradient goes back
   return grad.dtype() == meta.dtype ? grad : grad.to(meta.dtype);
 }
 

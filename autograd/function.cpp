@@ -41,7 +41,7 @@ void connect(const std::shared_ptr<Node>& node, std::span<const Tensor* const> i
   for (const Tensor* t : inputs) {
     bool present = t && t->defined();
     node->next.push_back(present ? gradient_edge(*t) : Edge{});
-    node->inputs.push_back(present ? InputMeta{t->shape(), t->dtype()} : InputMeta{});
+    node->inputs.push_back(present ? InputMeta{t->shape(), t->dtype(), t->device()} : InputMeta{});
   }
   int output_nr = 0;
   for (Tensor* out : outputs) {

@@ -29,6 +29,7 @@ struct Edge {
 struct InputMeta {
   Shape shape;
   DType dtype = DType::f32;
+  Device device;
 };
 
 // A saved tensor remembers its version, so a later in-place change is caught.

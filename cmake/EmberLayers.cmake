@@ -76,7 +76,7 @@ function(ember_layers_link)
   target_link_libraries(ember PUBLIC fmt::fmt nlohmann_json::nlohmann_json Threads::Threads
                               PRIVATE OpenMP::OpenMP_CXX DNNL::dnnl)
   if(EMBER_WITH_CUDA)
-    target_link_libraries(ember PRIVATE CUDA::cudart CUDA::cublas)
+    target_link_libraries(ember PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt ${EMBER_CUDNN_LIBRARY} ${EMBER_NCCL_LIBRARY})
     target_compile_definitions(ember_core PRIVATE EMBER_WITH_CUDA)
   endif()
   set_target_properties(ember PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/device_runtime.h"
 #include "core/ops/views.h"
 
 namespace ember {
@@ -58,6 +59,7 @@ T Tensor::item() const {
   EMBER_CHECK(defined(), "item: the tensor is undefined");
   EMBER_CHECK(numel() == 1, "item: a tensor with {} elements (shape {}) cannot be converted to a scalar", numel(),
               shape());
+  if (!device().is_cpu()) check_implicit_device_copy("item", device());
   Tensor host = to(kCPU).to(dtype_of<T>);
   return *static_cast<const T*>(host.data_ptr());
 }
@@ -65,6 +67,7 @@ T Tensor::item() const {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   EMBER_CHECK(defined(), "to_vector: the tensor is undefined");
+  if (!device().is_cpu()) check_implicit_device_copy("to_vector", device());
   Tensor host = to(kCPU).to(dtype_of<T>).contiguous();
   const T* data = static_cast<const T*>(host.data_ptr());
   return std::vector<T>(data, data + host.numel());

@@ -124,7 +124,7 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor to(DType dtype) const;
-  Tensor to(Device device) const;
+  Tensor to(Device device, bool non_blocking = false) const;
 
   // In-place arithmetic (core/ops/elementwise.h); each bumps the version.
   Tensor& operator+=(const Tensor& other);

@@ -1,6 +1,7 @@
 // Copies: contiguous, clone, dtype and device conversion, copy_ and fill_.
 // Kernels: kernels/{reference,cpu}/copy.cpp (copy_op, fill_op).
 #include "core/ops/creation.h"
+#include "core/device_runtime.h"
 #include "core/grad_hook.h"
 #include "core/ops/elementwise_kernels.h"
 #include "core/ops/views.h"
@@ -18,8 +19,13 @@ void copy_(const Tensor& out, const Tensor& source) {
     assign_in_place(target, expand(to(source, out.dtype()), out.shape()));
     return;
   }
-  EMBER_CHECK(out.device() == source.device(), "copy_: destination is on {} but source is on {}", out.device(),
-              source.device());
+  if (out.device() != source.device()) {  // convert and broadcast where the source is, then move the result
+    Shape shape = broadcast_shapes(out.shape(), source.shape(), "copy_");
+    EMBER_CHECK(shape == out.shape(), "copy_: source of shape {} cannot be broadcast to destination shape {}",
+                source.shape(), out.shape());
+    copy_(out, to(contiguous(expand(to(source, out.dtype()), out.shape())), out.device()));
+    return;
+  }
   Shape shape = broadcast_shapes(out.shape(), source.shape(), "copy_");
   EMBER_CHECK(shape == out.shape(), "copy_: source of shape {} cannot be broadcast to destination shape {}",
               source.shape(), out.shape());
@@ -49,17 +55,25 @@ Tensor clone(const Tensor& t) { return converted_copy(t, t.dtype()); }
 
 Tensor to(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : converted_copy(t, dtype); }
 
-Tensor to(const Tensor& t, Device device) {
+// A dense copy on `device` through the runtime of the device that is not the
+// CPU (the source's when both are GPUs); its gradient moves back (the engine
+// moves every gradient to its input's device).
+Tensor to(const Tensor& t, Device device, bool non_blocking) {
   if (t.device() == device) return t;
-  EMBER_CHECK(device.is_cpu() && t.device().is_cpu(), "to: cannot move a tensor from {} to {}: this build has no {} backend",
-              t.device(), device, device.is_cuda() ? "CUDA" : "such");
-  return t;
+  Tensor source = contiguous(t);
+  Tensor out = make_tensor(t.shape(), t.dtype(), device);
+  if (t.numel() > 0) {
+    DeviceRuntime& runtime = device_runtime(device.is_cpu() ? t.device().type : device.type);
+    runtime.copy(out.data_ptr(), device, source.data_ptr(), t.device(), size_t(t.numel() * element_size(t.dtype())),
+                 non_blocking);
+  }
+  return is_floating(t.dtype()) ? with_grad(to_grad, out, {&t}) : out;
 }
 
 Tensor Tensor::contiguous() const { return ember::contiguous(*this); }
 Tensor Tensor::clone() const { return ember::clone(*this); }
 Tensor Tensor::to(DType dtype) const { return ember::to(*this, dtype); }
-Tensor Tensor::to(Device device) const { return ember::to(*this, device); }
+Tensor Tensor::to(Device device, bool non_blocking) const { return ember::to(*this, device, non_blocking); }
 
 Tensor& Tensor::copy_(const Tensor& source) {
   ember::copy_(*this, source);

@@ -30,7 +30,10 @@ Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, i
 Tensor contiguous(const Tensor& t);
 Tensor clone(const Tensor& t);
 Tensor to(const Tensor& t, DType dtype);    // the same tensor when already of that dtype
-Tensor to(const Tensor& t, Device device);  // the same tensor when already there
+// The same tensor when already there. non_blocking: the copy is queued on the
+// device's current stream and the host goes on (a copy to the host is then
+// valid only after synchronize).
+Tensor to(const Tensor& t, Device device, bool non_blocking = false);
 // out = source, broadcasting source and converting dtype; out's version bumps.
 void copy_(const Tensor& out, const Tensor& source);
 

@@ -8,33 +8,11 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "kernels/cuda/caching_allocator.h"
+#include "kernels/cuda/runtime.h"
 
 namespace ember {
 namespace cuda {
 namespace {
-
-// Every tensor uses the default stream until ember has streams; blocks are
-// then reused across streams only through a record_stream-style hook.
-constexpr StreamId kDefaultStream = 0;
-
-void check(cudaError_t status, const char* call, int index) {
-  EMBER_CHECK(status == cudaSuccess, "CUDA allocator: {} failed on cuda:{}: {}", call, index, cudaGetErrorString(status));
-}
-
-// Makes GPU `index` current for a runtime call and restores the caller's device.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int index) {
-    check(cudaGetDevice(&previous_), "cudaGetDevice", index);
-    if (previous_ != index) check(cudaSetDevice(index), "cudaSetDevice", index);
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
 
 class CudaMemory final : public DeviceMemory {
  public:
@@ -48,13 +26,13 @@ class CudaMemory final : public DeviceMemory {
       cudaGetLastError();  // clear it, or the next runtime call would report it again
       return nullptr;
     }
-    check(status, "cudaMalloc", index_);
+    check(status, "cudaMalloc");
     return ptr;
   }
 
   void release(void* ptr) override {
     DeviceGuard guard(index_);
-    check(cudaFree(ptr), "cudaFree", index_);
+    EMBER_CUDA_CHECK(cudaFree(ptr));
   }
 
  private:
@@ -63,15 +41,18 @@ class CudaMemory final : public DeviceMemory {
 
 class CudaAllocator final : public Allocator {
  public:
-  explicit CudaAllocator(int index) : memory_(index), cache_(memory_, index) {}
+  explicit CudaAllocator(int index) : index_(index), memory_(index), cache_(memory_, index) {}
 
-  void* allocate(size_t nbytes) override { return cache_.allocate(nbytes, kDefaultStream); }
+  // A block serves the stream that was current when it was allocated; freed, it
+  // is reused only on that stream (Note [CUDA caching allocator]).
+  void* allocate(size_t nbytes) override { return cache_.allocate(nbytes, StreamId(current_stream(index_))); }
   void deallocate(void* ptr, size_t) override { cache_.deallocate(ptr); }
   MemoryStats stats() const override { return cache_.stats(); }
   void reset_peak() override { cache_.reset_peak(); }
   void empty_cache() override { cache_.empty_cache(); }
 
  private:
+  const int index_;
   CudaMemory memory_;
   CachingAllocator cache_;
 };
