@@ -16,5 +16,6 @@ void register_nn_functions();           // nn.cpp (convolution and pooling)
 void register_normalization_functions();  // normalization.cpp (layer/rms/batch norm)
 void register_dropout_functions();        // dropout.cpp
 void register_loss_functions();           // loss.cpp (cross-entropy)
+void register_attention_functions();      // attention.cpp (fused causal attention)
 void register_in_place();               // in_place.cpp
 }  // namespace ember::autograd

@@ -52,7 +52,7 @@ Gpt::Gpt(const GptSpec& spec) {
 
 // [B,T] tokens -> [B,T,V] logits
 Tensor Gpt::forward(const Tensor& tokens) {
-  Tensor positions = arange(0, tokens.size(1), 1, {.dtype = DType::i64});
+  Tensor positions = arange(0, tokens.size(1), 1, {.dtype = DType::i64, .device = tokens.device()});
   Tensor x = (*wte)(tokens) + (*wpe)(positions);  // [B,T,C] + [T,C]
   for (const auto& block : *h) x = (*block)(x);
   return nn::functional::linear((*ln_f)(x), wte->weight);  // tied head: [B,T,C] x [V,C]^T

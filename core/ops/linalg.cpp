@@ -3,6 +3,8 @@
 // Kernels: kernels/{reference,cpu}/matmul.cpp. Tests: tests/core/test_matmul.cpp.
 #include "core/ops/linalg.h"
 
+#include <atomic>
+
 #include "core/autocast_ops.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
@@ -14,6 +16,20 @@ namespace ember {
 GradSlot matmul_grad("matmul"), addmm_grad("addmm");
 
 Op<void(const MatmulProblem&)> matmul_op("matmul");
+
+namespace {
+std::atomic<bool> g_float32_matmul_high{false};
+}
+
+void set_float32_matmul_precision(std::string_view precision) {
+  EMBER_CHECK(precision == "highest" || precision == "high",
+              "set_float32_matmul_precision: unknown precision '{}' (expected 'highest' or 'high')", precision);
+  g_float32_matmul_high.store(precision == "high", std::memory_order_relaxed);
+}
+
+std::string_view float32_matmul_precision() {
+  return g_float32_matmul_high.load(std::memory_order_relaxed) ? "high" : "highest";
+}
 
 namespace {
 

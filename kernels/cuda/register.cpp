@@ -10,6 +10,8 @@ namespace ember {
 void register_cuda_kernels() {
   set_device_runtime(DeviceType::cuda, &cuda::cuda_runtime());
   cuda::register_copy_kernels();
+  cuda::register_matmul_kernels();
+  cuda::register_attention_kernels();
 }
 
 }  // namespace ember

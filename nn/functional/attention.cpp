@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/ops/attention.h"
 #include "core/ops/creation.h"
 #include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"
@@ -27,7 +28,7 @@ Tensor attention_weights(const Tensor& query, const Tensor& key, const ScaledDot
   Tensor scores = matmul(query * scale, key.transpose(-2, -1));  // [..., L, E] x [..., E, S] -> [..., L, S]
   constexpr double minus_infinity = -std::numeric_limits<double>::infinity();
   if (options.is_causal) {
-    Tensor future = triu(ones({target_length, source_length}, {.dtype = DType::boolean}), 1);
+    Tensor future = triu(ones({target_length, source_length}, {.dtype = DType::boolean, .device = scores.device()}), 1);
     scores = masked_fill(scores, future, minus_infinity);
   } else if (options.attn_mask.defined()) {
     if (options.attn_mask.dtype() == DType::boolean) {
@@ -44,6 +45,9 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   EMBER_CHECK(value.dim() >= 2 && value.size(-2) == key.size(-2),
               "scaled_dot_product_attention: value {} must be [..., S, Ev] with S = {} as the key's",
               value.shape().str(), key.size(-2));
+  const bool no_dropout = options.dropout_p == 0;
+  if (options.is_causal && no_dropout && fused_causal_attention_supported(query, key, value))
+    return causal_attention(query, key, value, options.scale.value_or(1.0 / std::sqrt(double(query.size(-1)))));
   Tensor weights = attention_weights(query, key, options);
   if (options.dropout_p > 0) weights = dropout(weights, options.dropout_p, true, options.generator);
   return matmul(weights, value);  // [..., L, S] x [..., S, Ev] -> [..., L, Ev]
