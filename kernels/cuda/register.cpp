@@ -10,6 +10,9 @@ namespace ember {
 void register_cuda_kernels() {
   set_device_runtime(DeviceType::cuda, &cuda::cuda_runtime());
   cuda::register_copy_kernels();
+  cuda::register_elementwise_binary_kernels();
+  cuda::register_elementwise_compare_kernels();
+  cuda::register_elementwise_unary_kernels();
 }
 
 }  // namespace ember
