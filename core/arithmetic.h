@@ -1,6 +1,9 @@
-// Scalar arithmetic shared by the reference and CPU kernels, so both compute
-// exactly the same function: integers wrap on overflow (as PyTorch's do)
-// instead of being undefined, and 16-bit floats compute in float.
+// Scalar arithmetic shared by the reference, CPU and CUDA kernels, so all
+// compute exactly the same function: integers wrap on overflow (as PyTorch's
+// do) instead of being undefined, and 16-bit floats compute in float. The
+// functions are constexpr so that CUDA device code may call them (nvcc's
+// --expt-relaxed-constexpr); there T is already a compute type (never Half
+// or BFloat16, whose conversions are host code).
 #pragma once
 
 #include <algorithm>
@@ -17,25 +20,25 @@ template <class T>
 using Unsigned = std::make_unsigned_t<T>;
 
 template <class T>
-inline T add(T a, T b) {
+constexpr T add(T a, T b) {
   if constexpr (std::is_same_v<T, bool>) return a || b;
   else if constexpr (std::is_integral_v<T>) return T(Unsigned<T>(a) + Unsigned<T>(b));
   else return T(ComputeType<T>(a) + ComputeType<T>(b));
 }
 template <class T>
-inline T sub(T a, T b) {
+constexpr T sub(T a, T b) {
   if constexpr (std::is_integral_v<T>) return T(Unsigned<T>(a) - Unsigned<T>(b));
   else return T(ComputeType<T>(a) - ComputeType<T>(b));
 }
 template <class T>
-inline T mul(T a, T b) {
+constexpr T mul(T a, T b) {
   if constexpr (std::is_same_v<T, bool>) return a && b;
   else if constexpr (std::is_integral_v<T>) return T(Unsigned<T>(a) * Unsigned<T>(b));
   else return T(ComputeType<T>(a) * ComputeType<T>(b));
 }
 // Only floating types reach div: the entry point makes integer division true division.
 template <class T>
-inline T div(T a, T b) {
+constexpr T div(T a, T b) {
   return T(ComputeType<T>(a) / ComputeType<T>(b));
 }
 
@@ -44,7 +47,7 @@ inline T div(T a, T b) {
 // except for bases 1 and -1 (PyTorch's rule for tensor exponents; a negative
 // scalar exponent is refused by the entry point).
 template <class T>
-inline T power(T base, int64_t exponent) {
+constexpr T power(T base, int64_t exponent) {
   if (exponent < 0) return base == 1 ? T(1) : base == -1 ? T(exponent % 2 == 0 ? 1 : -1) : T(0);
   T result = 1;
   while (exponent > 0) {
@@ -56,19 +59,19 @@ inline T power(T base, int64_t exponent) {
 }
 
 template <class T>
-inline bool is_nan(T x) {
+constexpr bool is_nan(T x) {
   if constexpr (std::is_integral_v<T>) return false;
   else return std::isnan(ComputeType<T>(x));
 }
 
 // maximum and minimum propagate nan from either side, as PyTorch's do.
 template <class T>
-inline T maximum(T a, T b) {
+constexpr T maximum(T a, T b) {
   if (is_nan(a) || is_nan(b)) return is_nan(a) ? a : b;
   return ComputeType<T>(a) < ComputeType<T>(b) ? b : a;
 }
 template <class T>
-inline T minimum(T a, T b) {
+constexpr T minimum(T a, T b) {
   if (is_nan(a) || is_nan(b)) return is_nan(a) ? a : b;
   return ComputeType<T>(b) < ComputeType<T>(a) ? b : a;
 }

@@ -179,7 +179,7 @@ void register_elementwise_functions() {
   // where: out = c ? a : b  ->  da = g where c, db = g where not c (c gets none)
   where_grad.set_recorder([](const GradRecord& r) {
     record_formula(r, "WhereBackward", {input(r, 0)}, [](const Saved& s, const Tensor& g) {
-      Tensor zero = zeros({}, {.dtype = g.dtype()});
+      Tensor zero = zeros({}, {.dtype = g.dtype(), .device = g.device()});
       return Grads{Tensor(), where(s[0], g, zero), where(s[0], zero, g)};
     });
   });

@@ -7,7 +7,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -88,24 +90,48 @@ struct MaxOp {
 };
 
 // ---- The element-wise launcher ---------------------------------------------
+// Note [CUDA element-wise launcher] in kernels/cuda/README.md.
+
+// The unsigned integer of T's size: kernels that only move stored values
+// (where, masked_fill) run on it, so dtypes of one size share a kernel.
+template <class T>
+using StoredBits = std::conditional_t<sizeof(T) == 1, uint8_t,
+                                      std::conditional_t<sizeof(T) == 2, uint16_t,
+                                                         std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
 
 // An ElementwiseLoop as a kernel argument: byte strides, and the flat index's
-// coordinates recovered by division (only for loops that are not one dense run).
+// coordinates recovered by division when the loop has more than one dim.
 template <int N>
 struct DeviceLoop {
   int ndim = 1;
+  bool index32 = false;  // numel fits in 32 bits: coordinates by 32-bit division
   int64_t shape[kMaxDims] = {};
   int64_t byte_strides[N][kMaxDims] = {};
   char* data[N] = {};
 
   __device__ __forceinline__ void pointers(int64_t flat, char* out[N]) const {
     int64_t offsets[N] = {};
-    for (int d = ndim - 1; d >= 0; --d) {
-      int64_t coordinate = flat % shape[d];
-      flat /= shape[d];
-      for (int k = 0; k < N; ++k) offsets[k] += coordinate * byte_strides[k][d];
+    if (ndim == 1) {  // one run (broadcast scalars, misaligned dense operands, slices): no division
+      for (int k = 0; k < N; ++k) offsets[k] = flat * byte_strides[k][0];
+    } else if (index32) {
+      add_offsets(uint32_t(flat), offsets);
+    } else {
+      add_offsets(flat, offsets);
     }
     for (int k = 0; k < N; ++k) out[k] = data[k] + offsets[k];
+  }
+
+  // Merged dims have sizes >= 2 and flat < numel, so what is left after the
+  // inner dims is the outermost coordinate: it needs no division.
+  template <class Index>
+  __device__ __forceinline__ void add_offsets(Index flat, int64_t offsets[N]) const {
+    for (int d = ndim - 1; d > 0; --d) {
+      const Index size = Index(shape[d]);
+      const int64_t coordinate = int64_t(flat % size);
+      flat /= size;
+      for (int k = 0; k < N; ++k) offsets[k] += coordinate * byte_strides[k][d];
+    }
+    for (int k = 0; k < N; ++k) offsets[k] += int64_t(flat) * byte_strides[k][0];
   }
 };
 
@@ -114,6 +140,7 @@ DeviceLoop<N> device_loop(const ElementwiseLoop& loop) {
   EMBER_ASSERT(loop.num_operands == N, "elementwise launch: {} operands, expected {}", loop.num_operands, N);
   DeviceLoop<N> d;
   d.ndim = loop.ndim;
+  d.index32 = loop.numel <= int64_t(UINT32_MAX);
   for (int k = 0; k < N; ++k) {
     d.data[k] = loop.data[k];
     for (int dim = 0; dim < loop.ndim; ++dim) d.byte_strides[k][dim] = loop.strides[k][dim] * element_size(loop.dtypes[k]);
@@ -123,30 +150,48 @@ DeviceLoop<N> device_loop(const ElementwiseLoop& loop) {
 }
 
 inline constexpr int kElementwiseThreads = 256;
-inline constexpr int kElementwiseUnroll = 4;  // elements per thread per step: loads in flight hide latency
+
+// Elements per thread on the dense path: 16 bytes of the widest operand (one
+// 128-bit load or store), at most 8 elements so that the narrow operands'
+// functor bodies are not unrolled further.
+template <class Out, class... In>
+inline constexpr int kPackElements = std::min(8, int(16 / std::max({sizeof(Out), sizeof(In)...})));
+
+// V consecutive elements of T, aligned so that one instruction moves them.
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T values[V];
+};
+
+template <class T, int V>
+bool is_pack_aligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * V) == 0;
+}
+
+// The inputs arrive by value: each was loaded whole, before any is used.
+template <int V, class Out, class F, class... In>
+__device__ __forceinline__ Pack<Out, V> apply_pack(const F& f, Pack<In, V>... inputs) {
+  Pack<Out, V> result;
+#pragma unroll
+  for (int u = 0; u < V; ++u) store(&result.values[u], f(load(&inputs.values[u])...));
+  return result;
+}
+
+// Dense operands, each aligned to its pack: element i of operand k is at
+// data[k] + i. Each thread takes whole packs; the last n % V elements go one
+// each to the first threads of the grid.
+template <int V, class Out, class F, class... In>
+__global__ void elementwise_dense_kernel(int64_t n, Out* out, F f, const In*... in) {
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, step = int64_t(gridDim.x) * blockDim.x;
+  const int64_t packs = n / V;
+  for (int64_t p = first; p < packs; p += step)
+    reinterpret_cast<Pack<Out, V>*>(out)[p] = apply_pack<V, Out>(f, reinterpret_cast<const Pack<In, V>*>(in)[p]...);
+  for (int64_t i = packs * V + first; i < n; i += step) store(out + i, f(load(in + i)...));
+}
 
 template <class Out, class... In, class F, size_t... I>
 __device__ __forceinline__ void apply_one(char* const* ptrs, const F& f, std::index_sequence<I...>) {
   store(reinterpret_cast<Out*>(ptrs[0]), f(load(reinterpret_cast<const In*>(ptrs[I + 1]))...));
-}
-
-// Dense operands: element i of operand k is at data[k] + i. Each thread takes
-// kElementwiseUnroll consecutive elements; the loads of a step are issued
-// before any store, so they overlap.
-template <class Out, class F, class... In>
-__global__ void elementwise_dense_kernel(int64_t n, Out* out, F f, const In*... in) {
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x * kElementwiseUnroll;
-  for (int64_t base = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kElementwiseUnroll; base < n; base += stride) {
-    if (base + kElementwiseUnroll <= n) {
-      ComputeType<Out> results[kElementwiseUnroll];
-#pragma unroll
-      for (int u = 0; u < kElementwiseUnroll; ++u) results[u] = f(load(in + base + u)...);
-#pragma unroll
-      for (int u = 0; u < kElementwiseUnroll; ++u) store(out + base + u, results[u]);
-    } else {
-      for (int64_t i = base; i < n; ++i) store(out + i, f(load(in + i)...));
-    }
-  }
 }
 
 template <class Out, class F, class... In>
@@ -164,14 +209,16 @@ __global__ void elementwise_strided_kernel(int64_t n, DeviceLoop<1 + sizeof...(I
 template <class Out, class... In, class F>
 void launch_elementwise(const ElementwiseLoop& loop, const F& f, const char* name) {
   if (loop.numel == 0) return;
-  constexpr int N = 1 + sizeof...(In);
-  if (loop.contiguous()) {
-    const char* inputs[N] = {};
-    for (int k = 1; k < N; ++k) inputs[k] = loop.data[k];
+  constexpr int N = 1 + sizeof...(In), V = kPackElements<Out, In...>;
+  const bool packed = [&]<size_t... I>(std::index_sequence<I...>) {
+    return loop.contiguous() && is_pack_aligned<Out, V>(loop.data[0]) &&
+           (is_pack_aligned<In, V>(loop.data[I + 1]) && ...);
+  }(std::index_sequence_for<In...>{});
+  if (packed) {
     [&]<size_t... I>(std::index_sequence<I...>) {
-      elementwise_dense_kernel<Out, F, In...><<<blocks_for(loop.numel, kElementwiseThreads * kElementwiseUnroll),
-                                             kElementwiseThreads, 0, current_stream()>>>(
-          loop.numel, reinterpret_cast<Out*>(loop.data[0]), f, reinterpret_cast<const In*>(inputs[I + 1])...);
+      elementwise_dense_kernel<V, Out, F, In...><<<blocks_for(loop.numel / V, kElementwiseThreads),
+                                                   kElementwiseThreads, 0, current_stream()>>>(
+          loop.numel, reinterpret_cast<Out*>(loop.data[0]), f, reinterpret_cast<const In*>(loop.data[I + 1])...);
     }(std::index_sequence_for<In...>{});
   } else {
     elementwise_strided_kernel<Out, F, In...><<<blocks_for(loop.numel, kElementwiseThreads), kElementwiseThreads, 0,
