@@ -52,7 +52,7 @@ namespace {
 // A mask as an additive float tensor: bool true -> -inf (not allowed), false -> 0.
 Tensor additive_mask(const Tensor& mask, DType dtype) {
   if (mask.dtype() != DType::boolean) return mask;
-  return masked_fill(zeros(mask.shape(), {.dtype = dtype}), mask, -std::numeric_limits<double>::infinity());
+  return masked_fill(zeros(mask.shape(), {.dtype = dtype, .device = mask.device()}), mask, -std::numeric_limits<double>::infinity());
 }
 
 }  // namespace

@@ -48,12 +48,12 @@ void register_nn_functions() {
     Shape shape = input(r, 0).shape();
     record_formula(r, "AvgPool2dBackward", {}, [options, shape](const Saved&, const Tensor& g) {
       int64_t window = options.kernel_size[0] * options.kernel_size[1];
-      Tensor divisor = full({}, double(window), {.dtype = g.dtype()});
+      Tensor divisor = full({}, double(window), {.dtype = g.dtype(), .device = g.device()});
       if (!options.count_include_pad) {  // the in-bounds elements of each window
-        Tensor ones_plane = ones({1, 1, shape[2], shape[3]}, {.dtype = g.dtype()});
+        Tensor ones_plane = ones({1, 1, shape[2], shape[3]}, {.dtype = g.dtype(), .device = g.device()});
         divisor = avg_pool2d(ones_plane, {options.kernel_size, options.stride, options.padding, true}) * double(window);
       }
-      Tensor kernel = ones({shape[1], 1, options.kernel_size[0], options.kernel_size[1]}, {.dtype = g.dtype()});
+      Tensor kernel = ones({shape[1], 1, options.kernel_size[0], options.kernel_size[1]}, {.dtype = g.dtype(), .device = g.device()});
       Conv2dOptions as_conv{.stride = options.stride, .padding = options.padding, .groups = shape[1]};
       return Grads{conv2d_backward_input(g / divisor, kernel, shape, as_conv)};
     });

@@ -129,7 +129,7 @@ void register_reduction_functions() {
       if (shape.ndim() == 0) return Grads{g};
       Tensor index = keepdim ? s[0] : s[0].unsqueeze(dim);
       Tensor grad = keepdim ? g : g.unsqueeze(dim);
-      return Grads{scatter_add(zeros(shape, {.dtype = g.dtype()}), dim, index, grad)};
+      return Grads{scatter_add(zeros(shape, {.dtype = g.dtype(), .device = g.device()}), dim, index, grad)};
     });
   });
   // var: out = sum (a - mean)^2 / (n - unbiased)  ->  da = g * 2 (a - mean) / (n - unbiased)
