@@ -9,4 +9,8 @@ void register_cuda_kernels();
 namespace ember::cuda {
 DeviceRuntime& cuda_runtime();        // runtime.cpp
 void register_copy_kernels();         // copy.cu (copy, fill)
+void register_reduction_kernels();      // reduction.cu (every op of core/ops/reduction_kernels.h but softmax)
+void register_softmax_kernels();        // softmax.cu (softmax, log_softmax)
+void register_loss_kernels();           // loss.cu (cross_entropy, forward and backward)
+void register_normalization_kernels();  // normalization.cu (layer, RMS and batch norm, forward and backward)
 }  // namespace ember::cuda

@@ -10,6 +10,10 @@ namespace ember {
 void register_cuda_kernels() {
   set_device_runtime(DeviceType::cuda, &cuda::cuda_runtime());
   cuda::register_copy_kernels();
+  cuda::register_reduction_kernels();
+  cuda::register_softmax_kernels();
+  cuda::register_loss_kernels();
+  cuda::register_normalization_kernels();
 }
 
 }  // namespace ember
