@@ -14,4 +14,8 @@ void register_attention_kernels();    // attention.cu (fused causal attention)
 void register_elementwise_binary_kernels();   // elementwise_binary.cu (arithmetic, pow, where, addcmul, masked_fill)
 void register_elementwise_compare_kernels();  // elementwise_compare.cu (comparisons, logic, isnan, isinf)
 void register_elementwise_unary_kernels();    // elementwise_unary.cu (unary math, clamp, activation gradients)
+void register_reduction_kernels();      // reduction.cu (every op of core/ops/reduction_kernels.h but softmax)
+void register_softmax_kernels();        // softmax.cu (softmax, log_softmax)
+void register_loss_kernels();           // loss.cu (cross_entropy, forward and backward)
+void register_normalization_kernels();  // normalization.cu (layer, RMS and batch norm, forward and backward)
 }  // namespace ember::cuda

@@ -15,6 +15,10 @@ void register_cuda_kernels() {
   cuda::register_elementwise_binary_kernels();
   cuda::register_elementwise_compare_kernels();
   cuda::register_elementwise_unary_kernels();
+  cuda::register_reduction_kernels();
+  cuda::register_softmax_kernels();
+  cuda::register_loss_kernels();
+  cuda::register_normalization_kernels();
 }
 
 }  // namespace ember
