@@ -10,6 +10,7 @@ namespace ember {
 void register_cuda_kernels() {
   set_device_runtime(DeviceType::cuda, &cuda::cuda_runtime());
   cuda::register_copy_kernels();
+  cuda::register_indexing_kernels();
   cuda::register_random_kernels();
   cuda::register_dropout_kernels();
 }
