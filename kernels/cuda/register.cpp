@@ -13,6 +13,7 @@ void register_cuda_kernels() {
   cuda::register_indexing_kernels();
   cuda::register_random_kernels();
   cuda::register_dropout_kernels();
+  cuda::register_optimizer_kernels();
 }
 
 }  // namespace ember
