@@ -1,16 +1,37 @@
 // Random numbers: Philox 4x32-10, a counter-based generator. The same seed
 // gives the same stream on every device, and its whole state is two integers
 // (seed, offset) that a checkpoint can save. Kernels: kernels/*/random.cpp.
+// Philox and the helpers below are inline and EMBER_HOST_DEVICE: the CUDA
+// kernels run this very code, which is what makes their streams bit-identical.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <mutex>
 
+#include "core/host_device.h"
+
 namespace ember {
 
-// One Philox 4x32-10 block: four 32-bit outputs for (counter, key).
-std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
+// One Philox 4x32-10 block: four 32-bit outputs for (counter, key) (Salmon,
+// Moraes, Dror and Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC 2011).
+// Tests: tests/core/test_random.cpp (Random123's known-answer vectors).
+EMBER_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter,
+                                                             std::array<uint32_t, 2> key) {
+  constexpr uint32_t kMultiplier0 = 0xD2511F53u, kMultiplier1 = 0xCD9E8D57u;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;  // golden ratio, sqrt(3) - 1
+  constexpr int kRounds = 10;
+  for (int round = 0; round < kRounds; ++round) {
+    if (round > 0) {
+      key[0] += kWeyl0;
+      key[1] += kWeyl1;
+    }
+    const uint64_t product0 = uint64_t(kMultiplier0) * counter[0], product1 = uint64_t(kMultiplier1) * counter[2];
+    counter = {uint32_t(product1 >> 32) ^ counter[1] ^ key[0], uint32_t(product1),
+               uint32_t(product0 >> 32) ^ counter[3] ^ key[1], uint32_t(product0)};
+  }
+  return counter;
+}
 
 struct GeneratorState {
   uint64_t seed = 0;
@@ -37,14 +58,16 @@ Generator& default_generator();
 void manual_seed(uint64_t seed);  // seeds the default generator
 
 // The counter for block `index` of a stream that starts at `offset`.
-inline std::array<uint32_t, 4> philox_counter(uint64_t offset, uint64_t index) {
+EMBER_HOST_DEVICE inline std::array<uint32_t, 4> philox_counter(uint64_t offset, uint64_t index) {
   uint64_t c = offset + index;
   return {uint32_t(c), uint32_t(c >> 32), 0u, 0u};
 }
-inline std::array<uint32_t, 2> philox_key(uint64_t seed) { return {uint32_t(seed), uint32_t(seed >> 32)}; }
+EMBER_HOST_DEVICE inline std::array<uint32_t, 2> philox_key(uint64_t seed) {
+  return {uint32_t(seed), uint32_t(seed >> 32)};
+}
 // A uniform float in [0, 1) from 32 random bits (24 bits of mantissa).
-inline float uniform_float(uint32_t bits) { return float(bits >> 8) * (1.0f / 16777216.0f); }
-inline double uniform_double(uint32_t hi, uint32_t lo) {
+EMBER_HOST_DEVICE inline float uniform_float(uint32_t bits) { return float(bits >> 8) * (1.0f / 16777216.0f); }
+EMBER_HOST_DEVICE inline double uniform_double(uint32_t hi, uint32_t lo) {
   return double((uint64_t(hi) << 21) | (uint64_t(lo) >> 11)) * (1.0 / 9007199254740992.0);
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/dispatch.h"
 #include "core/grad_hook.h"
+#include "core/host_device.h"
 #include "core/random.h"
 #include "core/tensor.h"
 
@@ -28,7 +29,7 @@ struct DropoutProblem {
 inline constexpr int kDropoutPerBlock = 4;
 
 // Whether the element drawn from `word` survives: its 24-bit uniform is >= p.
-inline bool dropout_keeps(uint32_t word, uint32_t threshold) { return (word >> 8) >= threshold; }
+EMBER_HOST_DEVICE inline bool dropout_keeps(uint32_t word, uint32_t threshold) { return (word >> 8) >= threshold; }
 
 extern Op<void(const DropoutProblem&)> dropout_op;
 

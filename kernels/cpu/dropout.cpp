@@ -11,7 +11,7 @@ namespace ember::cpu {
 
 namespace {
 
-// Philox 4x32-10 (core/random.cpp) for kBatch consecutive counters at once, in
+// Philox 4x32-10 (core/random.h) for kBatch consecutive counters at once, in
 // structure-of-arrays form so the 32x32 -> 64-bit multiplies vectorise; one
 // block at a time through philox4x32 is ~4x slower. The bit-equality test
 // against the reference kernel (which calls philox4x32) guards the copy.

@@ -42,7 +42,7 @@ void normal_kernel(const Tensor& out, GeneratorState stream) {
   T* data = static_cast<T*>(out.data_ptr());
   for_each_block(out.numel(), stream, kUniformsPerBlock<T>, [&](const Block& words, int64_t first, int count) {
     for (int pair = 0; 2 * pair < count; ++pair) {
-      const std::array<T, 2> values = normal_pair<T>(words, pair);
+      const std::array<ComputeType<T>, 2> values = normal_pair<T>(words, pair);
       data[first + 2 * pair] = values[0];
       if (2 * pair + 1 < count) data[first + 2 * pair + 1] = values[1];
     }

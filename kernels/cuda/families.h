@@ -18,4 +18,8 @@ void register_reduction_kernels();      // reduction.cu (every op of core/ops/re
 void register_softmax_kernels();        // softmax.cu (softmax, log_softmax)
 void register_loss_kernels();           // loss.cu (cross_entropy, forward and backward)
 void register_normalization_kernels();  // normalization.cu (layer, RMS and batch norm, forward and backward)
+void register_indexing_kernels();     // indexing.cu (gather, scatter_add, index_select, embedding, tril, triu, one_hot)
+void register_random_kernels();       // random.cu (uniform, normal, randint)
+void register_dropout_kernels();      // dropout.cu
+void register_optimizer_kernels();    // optimizer.cu (the fused updates, unscale_and_check)
 }  // namespace ember::cuda

@@ -19,6 +19,10 @@ void register_cuda_kernels() {
   cuda::register_softmax_kernels();
   cuda::register_loss_kernels();
   cuda::register_normalization_kernels();
+  cuda::register_indexing_kernels();
+  cuda::register_random_kernels();
+  cuda::register_dropout_kernels();
+  cuda::register_optimizer_kernels();
 }
 
 }  // namespace ember
