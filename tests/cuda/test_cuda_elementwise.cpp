@@ -275,7 +275,8 @@ TEST(CudaElementwise, ComparisonsAndLogicMatchReference) {
       {"logical_or", [](const Tensor& a, const Tensor& b) { return logical_or(a, b); }},
   };
   const std::pair<Shape, Shape> pairs[] = {{{}, {}}, {{6}, {}}, {{3, 1}, {1, 4}}, {{0, 2}, {1, 2}}, {{33, 7}, {33, 7}}};
-  for (const auto& [name, fn] : ops) {
+  for (const auto& [name, op] : ops) {
+    const auto& fn = op;  // clang 14 cannot capture a structured binding
     for (DType dtype : kAllDTypes) {
       for (auto& [shape_a, shape_b] : pairs) {
         // Values in {-1, 0, 1}, so that ties (and zeros, for the logic) are common.
