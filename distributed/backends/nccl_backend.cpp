@@ -191,6 +191,7 @@ class NcclBackend final : public Backend {
       const size_t mine = size_t(context_.rank) * block;
       EMBER_CUDA_CHECK(
           cudaMemcpyAsync(bytes(output) + mine, bytes(input) + mine, block, cudaMemcpyDeviceToDevice, stream));
+      if (context_.size == 1) return ncclSuccess;
       ncclResult_t result = ncclGroupStart();
       if (result != ncclSuccess) return result;
       for (int peer = 0; peer < context_.size; ++peer) {
@@ -324,12 +325,12 @@ class NcclBackend final : public Backend {
   }
 
   // The watchdog's decision, carried out once: kernels still waiting for
-  // peers end, and every later call is refused (watchdog_->check()).
+  // peers end, and every later call is refused (watchdog_->check()). NCCL
+  // makes the communicator's GPU current itself.
   void abort() {
     std::lock_guard lock(comm_mutex_);
     if (stall_) stall_->release();
     if (comm_ == nullptr) return;
-    cuda::DeviceGuard guard(device_.index);
     ncclCommAbort(comm_);
     comm_ = nullptr;
   }

@@ -53,7 +53,7 @@ void Watchdog::fail(const std::string& reason) {
     first = failure_.empty();
     if (first) record_failure_locked(reason);
   }
-  if (first) abort_();
+  if (first) abort_once();
 }
 
 void Watchdog::wait_idle() {
@@ -95,6 +95,25 @@ std::string Watchdog::poll_locked() {
   return reason;
 }
 
+// The callbacks run on the watchdog's thread, where an exception would end
+// the process: a failing probe is itself an error to report, a failing abort
+// leaves the recorded reason to report.
+std::string Watchdog::probe_async_error() {
+  try {
+    return async_error_();
+  } catch (const std::exception& error) {
+    return fmt::format("probing it failed: {}", error.what());
+  }
+}
+
+void Watchdog::abort_once() {
+  try {
+    abort_();
+  } catch (const std::exception&) {
+    // The reason is recorded and every later call throws it; nothing more to do.
+  }
+}
+
 // Polls every poll_interval while operations are in flight and sleeps while
 // there are none. After a failure it keeps polling, only to release the
 // tensors of operations the abort ended.
@@ -107,7 +126,7 @@ void Watchdog::run() {
       if (stopping_) return;
       healthy = failure_.empty();
     }
-    const std::string error = healthy ? async_error_() : std::string();
+    const std::string error = healthy ? probe_async_error() : std::string();
     bool abort = false;
     {
       std::unique_lock lock(mutex_);
@@ -122,7 +141,7 @@ void Watchdog::run() {
         abort = true;
       }
     }
-    if (abort) abort_();
+    if (abort) abort_once();
     std::unique_lock lock(mutex_);
     if (wake_.wait_for(lock, options_.poll_interval, [&] { return stopping_; })) return;
   }

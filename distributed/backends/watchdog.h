@@ -68,6 +68,8 @@ class Watchdog {
   // One pass over the operations, under the lock: drops those done, returns
   // the reason to fail, or an empty string.
   std::string poll_locked();
+  std::string probe_async_error();  // never throws
+  void abort_once();                // never throws
   void record_failure_locked(const std::string& reason);
 
   const WatchdogOptions options_;
