@@ -1,20 +1,25 @@
-// The narrow interface a collective engine implements: synchronous
-// collectives on contiguous host buffers, one call at a time, in the same
-// order on every rank. ProcessGroup (process_group.h) does everything else:
-// validation, non-contiguous staging, the async queue, debug checks, AVG, and
-// skipping empty buffers (backends never see a count or nbytes of 0).
-// Implementations: backends/gloo_backend.cpp (TCP, between hosts) and
-// backends/shm_backend.cpp (shared memory, ranks of one host); CUDA's NCCL
-// backend will implement the same calls on device buffers and streams.
+// The narrow interface a collective engine implements: collectives on
+// contiguous buffers, one call at a time, in the same order on every rank.
+// ProcessGroup (process_group.h) does everything else: validation,
+// non-contiguous staging, the async queue, debug checks, AVG, and skipping
+// empty buffers (backends never see a count or nbytes of 0).
+// Host backends take CPU memory and block until done: backends/gloo_backend.cpp
+// (TCP, between hosts) and backends/shm_backend.cpp (shared memory, ranks of
+// one host). A device backend, backends/nccl_backend.cpp (CUDA builds), takes
+// memory of one GPU and only queues its work on a stream of its own (Note
+// [Collectives on a device stream] in distributed/README.md).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/dtype.h"
+#include "core/stream.h"
 #include "distributed/store/tcp_store.h"
 
 namespace ember::distributed {
@@ -64,10 +69,33 @@ class Backend {
   // Both fail after the context's timeout. Ranks are group ranks, never rank().
   virtual void send(const void* data, int64_t nbytes, int dst, uint32_t tag) = 0;
   virtual void recv(void* data, int64_t nbytes, int src, uint32_t tag) = 0;
+
+  // --- Device backends (Note [Collectives on a device stream]) ---
+  // Where the buffers are: the CPU for host backends, one GPU for nccl.
+  virtual Device device() const { return kCPU; }
+  // The stream a device backend queues its work on. Its calls return once the
+  // work is queued (barrier excepted, which waits on the host); errors of the
+  // work itself surface later, through watch().
+  virtual Stream stream() const { return Stream(); }
+  // ProcessGroup, after each operation on a device backend: `done` is recorded
+  // on stream() after the operation's work; `keep_alive` holds its tensors,
+  // which the backend releases once `done` completes. When an operation has
+  // not completed within the context's timeout the backend gives up on its
+  // communicator, and its next call (or a barrier waiting) throws, naming
+  // `description` (e.g. "allreduce([4], float32, sum)").
+  virtual void watch(std::string /*description*/, Event /*done*/, std::shared_ptr<const void> /*keep_alive*/) {}
 };
 
-// Which dtypes and ops a host backend reduces (shared by gloo and shm): every
-// numeric dtype with SUM/MAX/MIN/PRODUCT, bool with MAX (any) and MIN (all).
+// How a group gets its device backend: `make` is called for `device` on the
+// group's communication thread when the group's first operation on a tensor of
+// that device runs. An empty `make`: the group takes no device tensors.
+struct DeviceBackendFactory {
+  std::string name;  // "nccl"
+  std::function<std::unique_ptr<Backend>(const BackendContext& context, Device device)> make;
+};
+
+// Which dtypes and ops a backend reduces (gloo and shm; nccl reduces the same):
+// every numeric dtype with SUM/MAX/MIN/PRODUCT, bool with MAX (any) and MIN (all).
 bool host_reduction_supported(DType dtype, ReduceOp op);
 // out[i] = a[i] (op) b[i] for `count` elements of `dtype` (out may alias a or b);
 // f16 and bf16 are computed in f32 and rounded once.

@@ -3,7 +3,7 @@
 // store (serving it from rank 0 when the launcher does not) and makes the
 // default group that DDP and the Accelerator use; new_group makes subgroups;
 // destroy_process_group tears it all down so that init may run again.
-// Tests: tests/distributed/test_collectives.cpp.
+// Tests: tests/distributed/test_collectives.cpp, tests/cuda/test_cuda_nccl.cpp.
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,11 +12,25 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/version.h"
+#include "distributed/backends/nccl_backend.h"
 #include "distributed/environment.h"
 #include "distributed/process_group.h"
 
 namespace ember::distributed {
+
+// Weak: defined by backends/nccl_backend.cpp, which only CUDA builds compile
+// (null otherwise), as core's optional CUDA entry points are.
+__attribute__((weak)) std::unique_ptr<Backend> make_nccl_backend(const BackendContext& context, Device device);
+
 namespace {
+
+// The backends of a group (Note [Choosing a backend]): `host` for CPU
+// tensors ("" for none), nccl for CUDA tensors or not.
+struct BackendChoice {
+  std::string host;
+  bool nccl = false;
+};
 
 // --- The registry -----------------------------------------------------------
 
@@ -35,6 +49,7 @@ struct Registry {
   std::string server_address;  // "host:port:token" it was started for
   std::shared_ptr<TcpStore> store;         // the default group's connection
   std::shared_ptr<ProcessGroup> world;
+  BackendChoice world_backends;  // what new_group keeps unless told otherwise
   std::vector<std::shared_ptr<ProcessGroup>> groups;  // from new_group, members only
   // Counts groups across init/destroy cycles, so a re-initialised job never
   // reads the keys of an earlier incarnation from a store that outlived it.
@@ -48,7 +63,7 @@ Registry& registry() {
 
 // Note [Choosing a backend]: ranks that share a host (and node rank) can use
 // shared memory; any other mix needs TCP.
-std::string choose_backend(const BackendContext& context, int node_rank) {
+std::string choose_host_backend(const BackendContext& context, int node_rank) {
   if (context.size == 1) return "shm";
   char host[HOST_NAME_MAX + 1] = {};
   EMBER_CHECK(gethostname(host, sizeof(host) - 1) == 0, "init_process_group: gethostname failed");
@@ -63,16 +78,33 @@ std::string choose_backend(const BackendContext& context, int node_rank) {
   return "shm";
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name, const BackendContext& context) {
-  if (name == "gloo") return make_gloo_backend(context);
-  if (name == "shm") return make_shm_backend(context);
-  EMBER_ASSERT(false, "backend {} was not validated", name);
-  return nullptr;
+void check_backend_name(const char* op, const std::string& name) {
+  EMBER_CHECK(name == "auto" || name == "gloo" || name == "shm" || name == "nccl",
+              "{}: unknown backend '{}' (use auto, gloo, shm or nccl)", op, name);
+  if (name != "nccl") return;
+  EMBER_CHECK(make_nccl_backend != nullptr, "{}: backend nccl needs ember built with CUDA (this build has EMBER_CUDA off)",
+              op);
+  EMBER_CHECK(cuda::is_available(), "{}: backend nccl needs a CUDA GPU, and this machine has none", op);
 }
 
-void check_backend_name(const char* op, const std::string& name) {
-  EMBER_CHECK(name == "auto" || name == "gloo" || name == "shm", "{}: unknown backend '{}' (use auto, gloo or shm)", op,
-              name);
+// "auto": shared memory or TCP for CPU tensors, and nccl for CUDA tensors
+// when this build has it (a CPU-only job never makes a communicator: the
+// device backend is made at the first operation on a CUDA tensor).
+BackendChoice choose_backends(const std::string& option, const BackendContext& context, int node_rank) {
+  if (option == "nccl") return {.host = "", .nccl = true};
+  if (option != "auto") return {.host = option, .nccl = false};
+  return {.host = choose_host_backend(context, node_rank), .nccl = make_nccl_backend != nullptr};
+}
+
+std::shared_ptr<ProcessGroup> make_group(const BackendContext& context, const BackendChoice& backends,
+                                         const ProcessGroupOptions& options) {
+  std::unique_ptr<Backend> host;
+  if (backends.host == "gloo") host = make_gloo_backend(context);
+  if (backends.host == "shm") host = make_shm_backend(context);
+  EMBER_ASSERT(host != nullptr || backends.host.empty(), "backend {} was not validated", backends.host);
+  DeviceBackendFactory device;
+  if (backends.nccl) device = {.name = "nccl", .make = make_nccl_backend};
+  return std::make_shared<ProcessGroup>(context, std::move(host), options, std::move(device));
 }
 
 }  // namespace
@@ -161,9 +193,9 @@ ProcessGroup& init_process_group(InitOptions options) {
                          .timeout = timeout,
                          .advertise_address = env.gloo_address};
   for (int r = 0; r < env.world_size; ++r) context.global_ranks.push_back(r);
-  const std::string backend = options.backend == "auto" ? choose_backend(context, env.node_rank) : options.backend;
+  const BackendChoice backends = choose_backends(options.backend, context, env.node_rank);
   const ProcessGroupOptions group_options{.timeout = timeout, .debug = options.debug || env.debug};
-  auto world = std::make_shared<ProcessGroup>(context, make_backend(backend, context), group_options);
+  auto world = make_group(context, backends, group_options);
 
   state.env = env;
   state.store_options = store_options;
@@ -171,6 +203,7 @@ ProcessGroup& init_process_group(InitOptions options) {
   if (private_server) state.server = std::move(private_server);
   state.store = std::move(store);
   state.world = std::move(world);
+  state.world_backends = backends;
   return *state.world;
 }
 
@@ -217,9 +250,9 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std
                          .store_prefix = fmt::format("pg/{}/", id),
                          .timeout = state.group_options.timeout,
                          .advertise_address = state.env.gloo_address};
-  std::string name = backend.empty() ? state.world->backend_name() : backend;
-  if (name == "auto") name = choose_backend(context, state.env.node_rank);
-  auto group = std::make_shared<ProcessGroup>(context, make_backend(name, context), state.group_options);
+  const BackendChoice backends =
+      backend.empty() ? state.world_backends : choose_backends(backend, context, state.env.node_rank);
+  auto group = make_group(context, backends, state.group_options);
   state.groups.push_back(group);
   return group;
 }

@@ -1,17 +1,22 @@
 // ProcessGroup and Work (process_group.h): validation on the calling thread,
 // staging of non-contiguous tensors, and the one communication thread per
-// group that runs the queued operations on the Backend in call order (Note
-// [One communication thread per group]). The registry of groups is in init.cpp.
-// Tests: tests/distributed/test_collectives.cpp.
+// group that runs the queued operations in call order (Note [One
+// communication thread per group]) on the backend of their tensors' device:
+// host backends block, a device backend's work is ordered on its stream
+// (Note [Collectives on a device stream]). The registry of groups is in init.cpp.
+// Tests: tests/distributed/test_collectives.cpp, tests/cuda/test_cuda_nccl.cpp.
 #include "distributed/process_group.h"
 
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/ops/creation.h"
+#include "core/ops/elementwise_kernels.h"
 #include "distributed/collective_debug.h"
 
 namespace ember::distributed {
@@ -25,12 +30,6 @@ std::string where(const BackendContext& context) {
                      global == context.rank ? "" : fmt::format(" (global rank {})", global), context.store_prefix);
 }
 
-void check_tensor(const char* op, const char* role, const Tensor& tensor) {
-  EMBER_CHECK(tensor.defined(), "{}: the {} tensor is undefined", op, role);
-  EMBER_CHECK(tensor.device().is_cpu(), "{}: the {} tensor ({}, {}) is on {}; host backends (gloo, shm) take CPU tensors",
-              op, role, tensor.shape(), tensor.dtype(), tensor.device());
-}
-
 void check_reduction(const char* op, const Tensor& tensor, ReduceOp reduce) {
   EMBER_CHECK(host_reduction_supported(tensor.dtype(), reduce),
               "{}: reduce op {} is not supported for {} (tensor {}); avg needs a floating dtype, bool takes only max and min",
@@ -42,6 +41,19 @@ void check_same_dtype(const char* op, const Tensor& output, const Tensor& input)
               output.dtype(), input.dtype(), output.shape(), input.shape());
 }
 
+void check_same_device(const char* op, const Tensor& output, const Tensor& input) {
+  EMBER_CHECK(output.device() == input.device(), "{}: the output is on {} but the input on {} (output {}, input {})", op,
+              output.device(), input.device(), output.shape(), input.shape());
+}
+
+// NCCL matches the messages between two ranks in call order and has no tags.
+void check_device_tag(const char* op, const Tensor& tensor, uint32_t tag) {
+  EMBER_CHECK(tensor.device().is_cpu() || tag == 0,
+              "{}: tag {} on a CUDA tensor ({}, {}): the nccl backend has no tags, it matches the messages between "
+              "two ranks in call order (use tag 0)",
+              op, tag, tensor.shape(), tensor.dtype());
+}
+
 // A contiguous tensor holding `tensor`'s values now: `tensor` itself when it
 // is contiguous, else a copy (made on the calling thread, outside autograd).
 Tensor staged_copy(const Tensor& tensor) { return tensor.is_contiguous() ? tensor : tensor.detach().contiguous(); }
@@ -49,14 +61,21 @@ Tensor staged_copy(const Tensor& tensor) { return tensor.is_contiguous() ? tenso
 // A contiguous tensor to receive an output into: `tensor` itself when it is
 // contiguous, else uninitialised scratch copied back by write_back.
 Tensor staged_output(const Tensor& tensor) {
-  return tensor.is_contiguous() ? tensor : make_tensor(tensor.shape(), tensor.dtype());
+  return tensor.is_contiguous() ? tensor : make_tensor(tensor.shape(), tensor.dtype(), tensor.device());
 }
 
 // Copies a contiguous staging buffer back into the strided view it stands
-// for. Raw bytes, on the communication thread: no autograd, no version bump
-// (the caller bumped the version when it queued the operation).
+// for. On the communication thread: no autograd, no version bump (the caller
+// bumped the version when it queued the operation). Host tensors: raw bytes;
+// device tensors: the device's copy kernel, on the backend's stream (the
+// current one on this thread while a device operation runs).
 void write_back(const Tensor& view, const Tensor& staged) {
   if (view.is_same(staged)) return;
+  if (!view.device().is_cpu()) {
+    ElementwiseLoop loop = ElementwiseLoop::make({&view, &staged});
+    copy_op(view.device().type, view.dtype(), loop);
+    return;
+  }
   const int64_t element = view.element_size();
   const int dims = view.dim();
   const auto* source = static_cast<const char*>(staged.data_ptr());
@@ -75,7 +94,16 @@ void write_back(const Tensor& view, const Tensor& staged) {
 
 // AVG is SUM followed by this division (floating dtypes only, checked by
 // host_reduction_supported); 16-bit values divide in f32 and round once more.
+// A group of one divides by 1, which changes no value: nothing to do. Device
+// tensors divide with the device's division kernel, on the backend's stream.
 void divide_in_place(const Tensor& tensor, int divisor) {
+  if (divisor == 1) return;
+  if (!tensor.device().is_cpu()) {
+    const Tensor by = scalar_tensor(Scalar(divisor), {.dtype = tensor.dtype(), .device = tensor.device()});
+    ElementwiseLoop loop = ElementwiseLoop::make({&tensor, &tensor, &by});
+    div_op(tensor.device().type, tensor.dtype(), loop);
+    return;
+  }
   visit_dtype(tensor.dtype(), [&]<class T>() {
     if constexpr (std::is_floating_point_v<ComputeType<T>>) {
       using C = ComputeType<T>;
@@ -99,6 +127,10 @@ void Work::wait(milliseconds timeout) {
               "rank of the group call it?)",
               description_, rank_, timeout.count());
   if (error_) std::rethrow_exception(error_);
+  // Note [Collectives on a device stream]: the kernels this thread queues
+  // from now on run after the operation; the host does not wait. A no-op
+  // for host operations, whose completion is a CPU event.
+  current_stream(completion_.device()).wait(completion_);
 }
 
 bool Work::is_completed() const {
@@ -106,12 +138,13 @@ bool Work::is_completed() const {
   return done_;
 }
 
-void Work::finish(std::exception_ptr error) {
+void Work::finish(std::exception_ptr error, Event completion) {
   {
     std::lock_guard lock(mutex_);
     EMBER_ASSERT(!done_, "{} finished twice", description_);
     done_ = true;
     error_ = std::move(error);
+    completion_ = std::move(completion);
   }
   done_cv_.notify_all();
 }
@@ -122,7 +155,9 @@ struct ProcessGroup::Queue {
   struct Item {
     std::shared_ptr<Work> work;
     uint64_t sequence = 0;  // collectives: 1, 2, ... (debug mode's call number); 0 for send/recv
-    std::function<void()> operation;
+    Device device;          // whose backend runs it
+    Event ready;            // device operations: recorded on the caller's stream at the call
+    Operation operation;
   };
   std::mutex mutex;
   std::condition_variable wake;  // an item arrived, or stopping
@@ -133,12 +168,20 @@ struct ProcessGroup::Queue {
   uint64_t collectives = 0;
   std::string first_failure;  // non-empty once an operation failed; only the communication thread touches it
   std::atomic<bool> failed = false;
+  // The GPU of the group's device operations, set by the first one's check:
+  // one communicator per group, on one device.
+  std::optional<Device> device;
   std::thread thread;
 };
 
-ProcessGroup::ProcessGroup(BackendContext context, std::unique_ptr<Backend> backend, ProcessGroupOptions options)
-    : context_(std::move(context)), backend_(std::move(backend)), options_(options), queue_(std::make_unique<Queue>()) {
-  EMBER_ASSERT(backend_ != nullptr, "ProcessGroup needs a backend");
+ProcessGroup::ProcessGroup(BackendContext context, std::unique_ptr<Backend> host_backend, ProcessGroupOptions options,
+                           DeviceBackendFactory device_backend)
+    : context_(std::move(context)),
+      host_backend_(std::move(host_backend)),
+      device_factory_(std::move(device_backend)),
+      options_(options),
+      queue_(std::make_unique<Queue>()) {
+  EMBER_ASSERT(host_backend_ != nullptr || device_factory_.make != nullptr, "ProcessGroup needs a backend");
   EMBER_ASSERT(context_.rank >= 0 && context_.rank < context_.size, "rank {} of {}", context_.rank, context_.size);
   if (context_.global_ranks.empty())
     for (int r = 0; r < context_.size; ++r) context_.global_ranks.push_back(r);
@@ -163,15 +206,89 @@ void ProcessGroup::flush() {
 
 bool ProcessGroup::failed() const { return queue_->failed; }
 
-std::shared_ptr<Work> ProcessGroup::enqueue(std::string description, bool collective, std::function<void()> operation) {
+std::string ProcessGroup::backend_name() const {
+  return host_backend_ ? host_backend_->name() : device_factory_.name;
+}
+
+std::string ProcessGroup::backend_name(DeviceType type) const {
+  if (type == DeviceType::cpu) return host_backend_ ? host_backend_->name() : "";
+  return device_factory_.make ? device_factory_.name : "";
+}
+
+void ProcessGroup::check_tensor(const char* op, const char* role, const Tensor& tensor) {
+  EMBER_CHECK(tensor.defined(), "{}: the {} tensor is undefined", op, role);
+  const Device device = tensor.device();
+  if (device.is_cpu()) {
+    EMBER_CHECK(host_backend_ != nullptr,
+                "{}: the {} tensor ({}, {}) is on the CPU; the group's {} backend takes CUDA tensors only (backend "
+                "auto takes both)",
+                op, role, tensor.shape(), tensor.dtype(), device_factory_.name);
+    return;
+  }
+  EMBER_CHECK(device_factory_.make != nullptr,
+              "{}: the {} tensor ({}, {}) is on {}; the group's {} backend takes CPU tensors only (backend auto or "
+              "nccl takes CUDA tensors)",
+              op, role, tensor.shape(), tensor.dtype(), device, backend_name());
+  std::lock_guard lock(queue_->mutex);
+  if (!queue_->device) queue_->device = device;
+  EMBER_CHECK(*queue_->device == device,
+              "{}: the {} tensor ({}, {}) is on {}, but the group's {} backend runs on {}: each process uses one GPU "
+              "per group (cuda::set_device(local rank) before the first collective picks it)",
+              op, role, tensor.shape(), tensor.dtype(), device, device_factory_.name, *queue_->device);
+}
+
+std::shared_ptr<Work> ProcessGroup::enqueue(std::string description, bool collective, Device device,
+                                            Operation operation) {
   auto work = std::make_shared<Work>(std::move(description), global_rank(rank()), options_.timeout);
+  // Note [Collectives on a device stream]: what the operation reads was
+  // written by the kernels queued on the caller's stream up to now.
+  Event ready(device);
+  ready.record(current_stream(device));
   {
     std::lock_guard lock(queue_->mutex);
     EMBER_ASSERT(!queue_->stopping, "{} queued on a group being destroyed", work->description());
-    queue_->items.push_back({work, collective ? ++queue_->collectives : 0, std::move(operation)});
+    queue_->items.push_back(
+        {work, collective ? ++queue_->collectives : 0, device, std::move(ready), std::move(operation)});
   }
   queue_->wake.notify_one();
   return work;
+}
+
+Backend& ProcessGroup::backend_for(Device device) {
+  if (device.is_cpu()) return *host_backend_;
+  if (!device_backend_) {
+    // This thread runs the device backend's calls and the kernels around them
+    // (write-backs, AVG's division): they go to the group's GPU.
+    if (device.is_cuda()) cuda::set_device(device.index);
+    device_backend_ = device_factory_.make(context_, device);
+  }
+  return *device_backend_;
+}
+
+// Note [Collectives on a device stream]: the backend's stream waits for the
+// caller's kernels, runs the operation (the backend's calls and the kernels
+// around them, queued while its stream is current here), and records the
+// event that Work::wait makes the caller's stream wait for. The backend holds
+// the operation, and with it the tensors it captured, until that event
+// completes, so no memory the work still uses returns to the allocator.
+Event ProcessGroup::run_on_device(Backend& backend, const Event& ready, const std::string& description,
+                                  Operation& operation) {
+  const Stream side = backend.stream();
+  side.wait(ready);
+  std::exception_ptr error;
+  {
+    StreamGuard on_side(side);
+    try {
+      operation(backend);
+    } catch (...) {
+      error = std::current_exception();  // part of it may be queued: still watched below
+    }
+  }
+  Event done(backend.device());
+  done.record(side);
+  backend.watch(description, done, std::make_shared<Operation>(std::move(operation)));
+  if (error) std::rethrow_exception(error);
+  return done;
 }
 
 // Note [One communication thread per group]: operations run here one at a
@@ -189,26 +306,32 @@ void ProcessGroup::run_queue() {
       queue.running = true;
     }
     std::exception_ptr error;
+    Event completion;
     try {
       EMBER_CHECK(queue.first_failure.empty(), "{} on {} was not run: an earlier operation of the group failed: {}",
                   item.work->description(), where(context_), queue.first_failure);
       if (options_.debug && item.sequence > 0)
         check_collective_call(*context_.store, context_.store_prefix, rank(), size(),
                               {.sequence = item.sequence, .description = item.work->description()}, options_.timeout);
-      item.operation();
+      Backend& backend = backend_for(item.device);
+      if (item.device.is_cpu())
+        item.operation(backend);
+      else
+        completion = run_on_device(backend, item.ready, item.work->description(), item.operation);
     } catch (const std::exception& failure) {
       if (queue.first_failure.empty()) {
         queue.first_failure = fmt::format("{} failed on {} ({} backend): {}", item.work->description(), where(context_),
-                                          backend_->name(), failure.what());
+                                          backend_name(item.device.type), failure.what());
         error = std::make_exception_ptr(Error(queue.first_failure));
         queue.failed = true;
       } else {
         error = std::current_exception();
       }
     }
-    // The group lets go of the call's tensors before the caller can see it finish.
+    // The group lets go of the call's tensors before the caller can see it
+    // finish (a device backend holds those of device operations until done).
     item.operation = nullptr;
-    item.work->finish(error);
+    item.work->finish(error, std::move(completion));
     {
       std::lock_guard lock(queue.mutex);
       queue.running = false;
@@ -219,8 +342,9 @@ void ProcessGroup::run_queue() {
 
 // --- Collectives --------------------------------------------------------------
 // Each checks its arguments here, on the calling thread, and queues a lambda
-// that keeps its tensors alive until it has run. Empty tensors queue a no-op:
-// the call still takes its place in the order (and in debug mode's checks).
+// that keeps its tensors alive until it has run (device operations: until
+// their work is done). Empty tensors queue a no-op: the call still takes its
+// place in the order (and in debug mode's checks).
 
 std::shared_ptr<Work> ProcessGroup::allreduce(Tensor tensor, ReduceOp op) {
   check_tensor("allreduce", "input", tensor);
@@ -228,9 +352,9 @@ std::shared_ptr<Work> ProcessGroup::allreduce(Tensor tensor, ReduceOp op) {
   Tensor buffer = staged_copy(tensor);
   tensor.bump_version();
   return enqueue(fmt::format("allreduce({}, {}, {})", tensor.shape(), tensor.dtype(), reduce_op_name(op)), true,
-                 [this, tensor, buffer, op] {
+                 tensor.device(), [this, tensor, buffer, op](Backend& backend) {
                    if (buffer.numel() == 0) return;
-                   backend_->allreduce(buffer.data_ptr(), buffer.numel(), buffer.dtype(),
+                   backend.allreduce(buffer.data_ptr(), buffer.numel(), buffer.dtype(),
                                        op == ReduceOp::avg ? ReduceOp::sum : op);
                    if (op == ReduceOp::avg) divide_in_place(buffer, size());
                    write_back(tensor, buffer);
@@ -244,9 +368,9 @@ std::shared_ptr<Work> ProcessGroup::broadcast(Tensor tensor, int root) {
   Tensor buffer = staged_copy(tensor);
   tensor.bump_version();
   return enqueue(fmt::format("broadcast({}, {}, root {})", tensor.shape(), tensor.dtype(), root), true,
-                 [this, tensor, buffer, root] {
+                 tensor.device(), [tensor, buffer, root](Backend& backend) {
                    if (buffer.numel() == 0) return;
-                   backend_->broadcast(buffer.data_ptr(), buffer.nbytes(), root);
+                   backend.broadcast(buffer.data_ptr(), buffer.nbytes(), root);
                    write_back(tensor, buffer);
                  });
 }
@@ -254,6 +378,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast(Tensor tensor, int root) {
 std::shared_ptr<Work> ProcessGroup::allgather(Tensor output, Tensor input) {
   check_tensor("allgather", "output", output);
   check_tensor("allgather", "input", input);
+  check_same_device("allgather", output, input);
   check_same_dtype("allgather", output, input);
   EMBER_CHECK(output.numel() == size() * input.numel(),
               "allgather: output {} has {} elements, but {} ranks x input {} ({} elements) need {} ({}, {})",
@@ -262,9 +387,9 @@ std::shared_ptr<Work> ProcessGroup::allgather(Tensor output, Tensor input) {
   Tensor source = staged_copy(input), destination = staged_output(output);
   output.bump_version();
   return enqueue(fmt::format("allgather(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()), true,
-                 [this, output, source, destination] {
+                 input.device(), [output, source, destination](Backend& backend) {
                    if (source.numel() == 0) return;
-                   backend_->allgather(source.data_ptr(), destination.data_ptr(), source.nbytes());
+                   backend.allgather(source.data_ptr(), destination.data_ptr(), source.nbytes());
                    write_back(output, destination);
                  });
 }
@@ -272,6 +397,7 @@ std::shared_ptr<Work> ProcessGroup::allgather(Tensor output, Tensor input) {
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, Tensor input, ReduceOp op) {
   check_tensor("reduce_scatter", "output", output);
   check_tensor("reduce_scatter", "input", input);
+  check_same_device("reduce_scatter", output, input);
   check_same_dtype("reduce_scatter", output, input);
   check_reduction("reduce_scatter", input, op);
   EMBER_CHECK(input.numel() == size() * output.numel(),
@@ -282,9 +408,9 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, Tensor input, 
   output.bump_version();
   return enqueue(fmt::format("reduce_scatter(output {}, input {}, {}, {})", output.shape(), input.shape(),
                              input.dtype(), reduce_op_name(op)),
-                 true, [this, output, source, destination, op] {
+                 true, input.device(), [this, output, source, destination, op](Backend& backend) {
                    if (destination.numel() == 0) return;
-                   backend_->reduce_scatter(source.data_ptr(), destination.data_ptr(), destination.numel(),
+                   backend.reduce_scatter(source.data_ptr(), destination.data_ptr(), destination.numel(),
                                             destination.dtype(), op == ReduceOp::avg ? ReduceOp::sum : op);
                    if (op == ReduceOp::avg) divide_in_place(destination, size());
                    write_back(output, destination);
@@ -294,6 +420,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, Tensor input, 
 std::shared_ptr<Work> ProcessGroup::all_to_all(Tensor output, Tensor input) {
   check_tensor("all_to_all", "output", output);
   check_tensor("all_to_all", "input", input);
+  check_same_device("all_to_all", output, input);
   check_same_dtype("all_to_all", output, input);
   EMBER_CHECK(input.numel() == output.numel() && input.numel() % size() == 0,
               "all_to_all: input {} ({} elements) and output {} ({} elements) must have the same number of elements, "
@@ -302,41 +429,52 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(Tensor output, Tensor input) {
   Tensor source = staged_copy(input), destination = staged_output(output);
   output.bump_version();
   return enqueue(fmt::format("all_to_all(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()), true,
-                 [this, output, source, destination] {
+                 input.device(), [this, output, source, destination](Backend& backend) {
                    if (source.numel() == 0) return;
-                   backend_->all_to_all(source.data_ptr(), destination.data_ptr(), source.nbytes() / size());
+                   backend.all_to_all(source.data_ptr(), destination.data_ptr(), source.nbytes() / size());
                    write_back(output, destination);
                  });
 }
 
+// Ranks meet through the host backend; a group of CUDA tensors only meets
+// through its device backend, on the group's GPU (before its first
+// operation: the current one).
 std::shared_ptr<Work> ProcessGroup::barrier() {
-  return enqueue("barrier()", true, [this] { backend_->barrier(); });
+  Device device = kCPU;
+  if (!host_backend_) {
+    std::lock_guard lock(queue_->mutex);
+    if (!queue_->device) queue_->device = Device(DeviceType::cuda, cuda::current_device());
+    device = *queue_->device;
+  }
+  return enqueue("barrier()", true, device, [](Backend& backend) { backend.barrier(); });
 }
 
 std::shared_ptr<Work> ProcessGroup::send(Tensor tensor, int dst, uint32_t tag) {
   check_tensor("send", "input", tensor);
+  check_device_tag("send", tensor, tag);
   EMBER_CHECK(dst >= 0 && dst < size() && dst != rank(),
               "send: dst {} must be another rank of the group's {} (tensor {}, {}, tag {}; {})", dst, size(),
               tensor.shape(), tensor.dtype(), tag, where(context_));
   Tensor buffer = staged_copy(tensor);
   return enqueue(fmt::format("send({}, {}, dst {}, tag {})", tensor.shape(), tensor.dtype(), dst, tag), false,
-                 [this, buffer, dst, tag] {
+                 tensor.device(), [buffer, dst, tag](Backend& backend) {
                    if (buffer.numel() == 0) return;
-                   backend_->send(buffer.data_ptr(), buffer.nbytes(), dst, tag);
+                   backend.send(buffer.data_ptr(), buffer.nbytes(), dst, tag);
                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::recv(Tensor tensor, int src, uint32_t tag) {
   check_tensor("recv", "output", tensor);
+  check_device_tag("recv", tensor, tag);
   EMBER_CHECK(src >= 0 && src < size() && src != rank(),
               "recv: src {} must be another rank of the group's {} (tensor {}, {}, tag {}; {})", src, size(),
               tensor.shape(), tensor.dtype(), tag, where(context_));
   Tensor buffer = staged_output(tensor);
   tensor.bump_version();
   return enqueue(fmt::format("recv({}, {}, src {}, tag {})", tensor.shape(), tensor.dtype(), src, tag), false,
-                 [this, tensor, buffer, src, tag] {
+                 tensor.device(), [tensor, buffer, src, tag](Backend& backend) {
                    if (buffer.numel() == 0) return;
-                   backend_->recv(buffer.data_ptr(), buffer.nbytes(), src, tag);
+                   backend.recv(buffer.data_ptr(), buffer.nbytes(), src, tag);
                    write_back(tensor, buffer);
                  });
 }

@@ -10,9 +10,16 @@
 // Outputs are written by the communication thread: do not read them, nor
 // modify contiguous inputs, before wait() (outputs' version counters are
 // bumped at the call, for autograd).
+// A group has a host backend for CPU tensors (gloo, shm) and, in CUDA builds,
+// a device backend for CUDA tensors (nccl), made at the group's first
+// operation on a CUDA tensor; each call goes to the backend of its tensors'
+// device (Note [Choosing a backend]). Device operations run on the backend's
+// stream, ordered after the caller's kernels and before whatever the caller
+// queues after wait() (Note [Collectives on a device stream]).
 // init.cpp keeps the registry of groups (init_process_group, new_group,
 // default_group, destroy_process_group) that DDP and the Accelerator use.
-// Tests: tests/distributed/test_collectives.cpp (real processes).
+// Tests: tests/distributed/test_collectives.cpp (real processes),
+// tests/cuda/test_cuda_nccl.cpp (the nccl backend).
 #pragma once
 
 #include <chrono>
@@ -25,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "core/stream.h"
 #include "core/tensor.h"
 #include "distributed/backend.h"
 #include "distributed/store/tcp_store.h"
@@ -39,15 +47,20 @@ class Work {
   // the collective and this rank. The default is the group's timeout plus
   // kWorkWaitGrace, so that the operation's own timeout error (which says
   // what it waited for) normally arrives first.
+  // An operation on CUDA tensors has "run" once it is queued on its backend's
+  // stream: wait() then makes the waiting thread's current stream of that
+  // device wait for it, so the kernels it queues next see the results while
+  // the host goes on (PyTorch's NCCL semantics).
   void wait();
   void wait(milliseconds timeout);
-  bool is_completed() const;
+  bool is_completed() const;  // ran (for CUDA tensors: queued on the backend's stream)
   const std::string& description() const { return description_; }
 
-  // Made by ProcessGroup; finish() is called by its communication thread.
+  // Made by ProcessGroup; finish() is called by its communication thread,
+  // with the event recorded after a device operation's work.
   Work(std::string description, int rank, milliseconds default_timeout)
       : description_(std::move(description)), rank_(rank), default_timeout_(default_timeout) {}
-  void finish(std::exception_ptr error = nullptr);
+  void finish(std::exception_ptr error = nullptr, Event completion = Event());
 
  private:
   std::string description_;
@@ -56,6 +69,7 @@ class Work {
   std::condition_variable done_cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  Event completion_;  // a CPU event (nothing to wait for) for host operations
   milliseconds default_timeout_;
 };
 
@@ -68,9 +82,12 @@ struct ProcessGroupOptions {
 
 class ProcessGroup {
  public:
-  // `context.store` and `context.store_prefix` are the group's; `backend` is
-  // made from the same context.
-  ProcessGroup(BackendContext context, std::unique_ptr<Backend> backend, ProcessGroupOptions options = {});
+  // `context.store` and `context.store_prefix` are the group's; `host_backend`
+  // (for CPU tensors; null for a group of CUDA tensors only) is made from the
+  // same context, and so is the device backend, by `device_backend.make`
+  // (empty: the group takes no CUDA tensors).
+  ProcessGroup(BackendContext context, std::unique_ptr<Backend> host_backend, ProcessGroupOptions options = {},
+               DeviceBackendFactory device_backend = {});
   ~ProcessGroup();  // finishes the queued operations first
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -79,7 +96,11 @@ class ProcessGroup {
   int size() const { return context_.size; }
   // The global rank of group rank `group_rank`.
   int global_rank(int group_rank) const { return context_.global_ranks.at(size_t(group_rank)); }
-  std::string backend_name() const { return backend_->name(); }
+  // The host backend's name ("gloo", "shm"), or the device backend's for a
+  // group of CUDA tensors only ("nccl").
+  std::string backend_name() const;
+  // The backend that takes tensors of `type`: "" when the group takes none.
+  std::string backend_name(DeviceType type) const;
   milliseconds timeout() const { return options_.timeout; }
   const std::shared_ptr<TcpStore>& store() const { return context_.store; }
   const std::string& store_prefix() const { return context_.store_prefix; }
@@ -87,7 +108,8 @@ class ProcessGroup {
   // In place on `tensor`, on every rank.
   std::shared_ptr<Work> allreduce(Tensor tensor, ReduceOp op = ReduceOp::sum);
   std::shared_ptr<Work> broadcast(Tensor tensor, int root);
-  // Tensors are CPU tensors of any shape; outputs and inputs of one call share a dtype.
+  // Tensors are of any shape, all of one call on one device, outputs and
+  // inputs sharing a dtype.
   // `output` has size() * input.numel() elements (any shape, e.g. [size, *input.shape]);
   // block r is rank r's input.
   std::shared_ptr<Work> allgather(Tensor output, Tensor input);
@@ -110,12 +132,24 @@ class ProcessGroup {
 
  private:
   struct Queue;
-  // Queues `operation`; `collective` ones take part in debug mode's checks.
-  std::shared_ptr<Work> enqueue(std::string description, bool collective, std::function<void()> operation);
+  using Operation = std::function<void(Backend&)>;
+  // Checks that `tensor` is defined and that the group has a backend for its
+  // device (one GPU per group); "op: the output tensor ...".
+  void check_tensor(const char* op, const char* role, const Tensor& tensor);
+  // Queues `operation`, to run on the backend of `device`; `collective` ones
+  // take part in debug mode's checks. Called after the call's staging copies:
+  // a device operation waits for the kernels queued so far on the caller's stream.
+  std::shared_ptr<Work> enqueue(std::string description, bool collective, Device device, Operation operation);
   void run_queue();  // the communication thread's loop
+  Backend& backend_for(Device device);  // on the communication thread; makes the device backend once
+  // Runs `operation` on `backend`'s stream, ordered after `ready`; returns the
+  // event that completes with it.
+  Event run_on_device(Backend& backend, const Event& ready, const std::string& description, Operation& operation);
 
   BackendContext context_;
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> host_backend_;
+  DeviceBackendFactory device_factory_;
+  std::unique_ptr<Backend> device_backend_;  // made and used on the communication thread
   ProcessGroupOptions options_;
   std::unique_ptr<Queue> queue_;
 };
@@ -142,17 +176,18 @@ struct DistributedEnv {
 DistributedEnv read_distributed_env();
 
 struct InitOptions {
-  std::string backend = "auto";  // "auto", "gloo", "shm"
+  std::string backend = "auto";  // "auto", "gloo", "shm", "nccl" (Note [Choosing a backend])
   std::optional<milliseconds> timeout = std::nullopt;  // default: the environment's, else 300 s
   bool debug = false;  // Note [Collective debug mode]; EMBER_DISTRIBUTED_DEBUG=1 also turns it on
 };
 
 // Makes the default (world) group from the environment: connects the store
 // (rank 0 serves it in-process unless EMBER_STORE_HOSTED=1) and picks the
-// backend. "auto" picks "shm" when every rank is on the same node (same host
-// and node rank), "gloo" otherwise (Note [Choosing a backend]). Without
-// RANK/WORLD_SIZE in the environment it makes a group of one. An error when
-// already initialised.
+// backends. "auto" picks "shm" for CPU tensors when every rank is on the same
+// node (same host and node rank), "gloo" otherwise, and, in a CUDA build,
+// "nccl" for CUDA tensors; "gloo" and "shm" take CPU tensors only, "nccl"
+// CUDA tensors only (Note [Choosing a backend]). Without RANK/WORLD_SIZE in
+// the environment it makes a group of one. An error when already initialised.
 ProcessGroup& init_process_group(InitOptions options = {});
 bool is_initialized();
 ProcessGroup& default_group();  // an error if init_process_group was not called

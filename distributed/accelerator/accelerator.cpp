@@ -9,6 +9,8 @@
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
 #include "core/random.h"
+#include "core/stream.h"
+#include "core/version.h"
 #include "data/distributed_sampler.h"
 #include "distributed/accelerator/accelerator_state.h"
 #include "optim/clip_grad.h"
@@ -32,9 +34,18 @@ std::string_view to_string(DistributedType type) {
 
 namespace {
 
-// The CPU until the CUDA backend can run models (issue 7): then cuda:<local
-// rank> unless options.cpu.
-Device choose_device(const ResolvedAcceleratorOptions&) { return kCPU; }
+// As Accelerate: the GPU of this process's local rank when there are GPUs,
+// unless options.cpu (EMBER_USE_CPU, --cpu); else the CPU. Each process of a
+// node needs its own GPU (NCCL refuses two ranks on one device).
+Device choose_device(const ResolvedAcceleratorOptions& options, int local_rank) {
+  if (options.cpu || !cuda::is_available()) return kCPU;
+  const int gpus = cuda::device_count();
+  EMBER_CHECK(local_rank < gpus,
+              "Accelerator: local process {} would use cuda:{}, but this machine has {} GPU{}; start at most {} "
+              "processes per node, or run on the CPU (cpu = true, EMBER_USE_CPU=1, ember launch --cpu)",
+              local_rank, local_rank, gpus, gpus == 1 ? "" : "s", gpus);
+  return Device(DeviceType::cuda, local_rank);
+}
 
 bool is_low_precision(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16; }
 
@@ -54,6 +65,10 @@ Accelerator::Accelerator(AcceleratorOptions options) : state_(std::make_shared<A
   AcceleratorState& state = *state_;
   state.options = resolve_accelerator_options(options);
   const distributed::DistributedEnv env = distributed::read_distributed_env();
+  state.device = choose_device(state.options, env.local_rank);
+  // Before the group exists: the ops of this thread, and the NCCL
+  // communicator of the first collective on CUDA tensors, use this GPU.
+  if (state.device.is_cuda()) cuda::set_device(state.device.index);
   if (env.world_size > 1 && !distributed::is_initialized()) {
     distributed::init_process_group();
     state.owns_group = true;
@@ -64,7 +79,6 @@ Accelerator::Accelerator(AcceleratorOptions options) : state_(std::make_shared<A
     state.num_processes = state.group->size();
   }
   state.local_process_index = state.group ? env.local_rank : 0;
-  state.device = choose_device(state.options);
   if (state.options.mixed_precision == "bf16") state.low_precision = DType::bf16;
   if (state.options.mixed_precision == "fp16") {
     state.low_precision = DType::f16;

@@ -110,6 +110,9 @@ class Accelerator {
   Accelerator& operator=(const Accelerator&) = delete;
 
   // --- Where this process stands -------------------------------------------
+  // cuda:<local process index> when this machine has GPUs (made the current
+  // GPU at construction), unless options.cpu; else the CPU. Collectives on
+  // tensors there go to NCCL (Note [Choosing a backend]).
   Device device() const;
   int process_index() const;
   int local_process_index() const;

@@ -1,8 +1,8 @@
 // ProcessGroup's collectives on real processes (distributed/process_group.h,
-// distributed/backends/*): every collective on 1 to 4 ranks with each
+// distributed/backends/*): every collective on 1 to 4 ranks with each host
 // backend, the 64 MB allreduce, the choice of backend, debug mode's mismatch
 // report, a peer dying or stalling mid-job, environment errors and a group of
-// one without the launcher. The
+// one without the launcher (the nccl backend: tests/cuda/test_cuda_nccl.cpp). The
 // worker side is tests/distributed/workers/collectives.cpp, which checks each
 // result against values computed from every rank's inputs. Every test ends
 // with nothing left: no worker process, no /dev/shm/ember-* segment.
@@ -132,6 +132,16 @@ TEST(Collectives, ExitWithoutDestroyIsClean) {
     EXPECT_EQ(result.exit_code, 0) << backend << ":\n" << result.output;
     expect_nothing_left();
   }
+}
+
+// Backend nccl needs a CUDA build and a GPU (this suite hides the GPUs:
+// tests/CMakeLists.txt); init_process_group says which is missing. The nccl
+// backend itself runs in tests/cuda/test_cuda_nccl.cpp.
+TEST(Collectives, NcclWithoutAGpuIsRefused) {
+  const ProcessResult result = run_process({EMBER_WORKER, "collectives", "nccl"}, 30s, kOmpEnv);
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_TRUE(contains(result.output, "init_process_group: backend nccl needs")) << result.output;
+  expect_nothing_left();
 }
 
 // read_distributed_env names the malformed variable.

@@ -1,8 +1,10 @@
 // Conformance scenarios for ProcessGroup on any backend, run by
 // tests/distributed/test_collectives.cpp through `ember launch`:
-//   collectives <backend> [big]   every collective, dtype, reduce op and size
-//                                 class, checked against values computed here
-//                                 from every rank's (deterministic) inputs
+//   collectives <backend> [cuda] [big]  every collective, dtype, reduce op and
+//                                 size class, checked against values computed
+//                                 here from every rank's (deterministic) inputs;
+//                                 on this process's GPU with "cuda" or backend
+//                                 nccl (tests/cuda/test_cuda_nccl.cpp)
 //   collectives_mismatch <backend> debug mode: ranks 0 and 1 call different collectives
 //   collectives_debug_store <backend> debug mode keeps the store from growing
 //   collectives_peer_dies <backend> rank 1 exits mid-job; the others' next
@@ -13,6 +15,7 @@
 //   collectives_backend            prints what "auto" chose, then runs an
 //                                 allreduce on a "gloo" subgroup of every rank
 // Each rank prints what failed; the exit code is the number of failed checks (capped).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/stream.h"
 #include "core/tensor.h"
 #include "distributed/process_group.h"
 #include "workers/scenario.h"
@@ -123,7 +127,9 @@ std::string label(const char* op, DType dtype, int64_t n, const char* extra = ""
   return fmt::format("{}({}, n={}{})", op, dtype_name(dtype), n, extra);
 }
 
-void test_allreduce(ProcessGroup& group, Checker& check) {
+// Every test below makes its inputs on the CPU and moves them to `device`
+// (the identity on the CPU); results are read back through to_vector.
+void test_allreduce(ProcessGroup& group, Checker& check, Device device) {
   const int size = group.size();
   for (DType dtype : kAllDTypes)
     for (ReduceOp op : kAllOps) {
@@ -134,7 +140,7 @@ void test_allreduce(ProcessGroup& group, Checker& check) {
         };
         std::vector<std::vector<double>> per_rank;
         for (int q = 0; q < size; ++q) per_rank.push_back(input(q).to_vector<double>());
-        Tensor t = input(group.rank());
+        Tensor t = input(group.rank()).to(device);
         group.allreduce(t, op)->wait();
         check.expect_values(label("allreduce", dtype, n, fmt::format(", {}", reduce_op_name(op)).c_str()),
                             t.to_vector<double>(), reduce_expected(dtype, op, per_rank));
@@ -142,23 +148,23 @@ void test_allreduce(ProcessGroup& group, Checker& check) {
     }
 }
 
-void test_broadcast(ProcessGroup& group, Checker& check) {
+void test_broadcast(ProcessGroup& group, Checker& check, Device device) {
   const int root = group.size() - 1;  // non-zero whenever there is more than one rank
   for (DType dtype : kAllDTypes)
     for (int64_t n : {0, 1, 1023}) {
-      Tensor t = make_values(dtype, {n}, [&](int64_t i) { return value(group.rank(), i, 2); });
+      Tensor t = make_values(dtype, {n}, [&](int64_t i) { return value(group.rank(), i, 2); }).to(device);
       group.broadcast(t, root)->wait();
       check.expect_values(label("broadcast", dtype, n), t.to_vector<double>(),
                           make_values(dtype, {n}, [&](int64_t i) { return value(root, i, 2); }).to_vector<double>());
     }
 }
 
-void test_allgather(ProcessGroup& group, Checker& check) {
+void test_allgather(ProcessGroup& group, Checker& check, Device device) {
   const int size = group.size();
   for (DType dtype : kAllDTypes)
     for (int64_t n : {0, 1, 1023}) {
-      Tensor input = make_values(dtype, {n}, [&](int64_t i) { return value(group.rank(), i, 3); });
-      Tensor output = make_tensor({size, n}, dtype);
+      Tensor input = make_values(dtype, {n}, [&](int64_t i) { return value(group.rank(), i, 3); }).to(device);
+      Tensor output = make_tensor({size, n}, dtype, device);
       group.allgather(output, input)->wait();
       std::vector<double> want;
       for (int q = 0; q < size; ++q)
@@ -167,7 +173,7 @@ void test_allgather(ProcessGroup& group, Checker& check) {
     }
 }
 
-void test_reduce_scatter(ProcessGroup& group, Checker& check) {
+void test_reduce_scatter(ProcessGroup& group, Checker& check, Device device) {
   const int size = group.size(), rank = group.rank();
   for (DType dtype : kAllDTypes)
     for (ReduceOp op : kAllOps) {
@@ -181,22 +187,22 @@ void test_reduce_scatter(ProcessGroup& group, Checker& check) {
           auto all = input(q).to_vector<double>();
           blocks.emplace_back(all.begin() + rank * n, all.begin() + (rank + 1) * n);
         }
-        Tensor output = make_tensor({n}, dtype);
-        group.reduce_scatter(output, input(rank), op)->wait();
+        Tensor output = make_tensor({n}, dtype, device);
+        group.reduce_scatter(output, input(rank).to(device), op)->wait();
         check.expect_values(label("reduce_scatter", dtype, n, fmt::format(", {}", reduce_op_name(op)).c_str()),
                             output.to_vector<double>(), n == 0 ? std::vector<double>{} : reduce_expected(dtype, op, blocks));
       }
     }
 }
 
-void test_all_to_all(ProcessGroup& group, Checker& check) {
+void test_all_to_all(ProcessGroup& group, Checker& check, Device device) {
   const int size = group.size(), rank = group.rank();
   auto code = [](int q, int64_t j) { return double(q * 10 + j % 10); };  // exact in bf16 too
   for (DType dtype : kAllDTypes) {
     if (dtype == DType::boolean) continue;
     for (int64_t n : {0, 1, 341}) {
-      Tensor input = make_values(dtype, {size * n}, [&](int64_t j) { return code(rank, j); });
-      Tensor output = make_tensor({size * n}, dtype);
+      Tensor input = make_values(dtype, {size * n}, [&](int64_t j) { return code(rank, j); }).to(device);
+      Tensor output = make_tensor({size * n}, dtype, device);
       group.all_to_all(output, input)->wait();
       // Block q of the output is block `rank` of rank q's input.
       Tensor want = make_values(dtype, {size * n}, [&](int64_t j) { return code(int(j / n), rank * n + j % n); });
@@ -205,49 +211,75 @@ void test_all_to_all(ProcessGroup& group, Checker& check) {
   }
 }
 
-// Every rank sends to the next and receives from the previous one, two
-// messages told apart by their tags and received in the opposite order.
-void test_send_recv(ProcessGroup& group, Checker& check) {
+// Sends `sent` to the next rank and receives `received` from the previous
+// one. On the CPU: send first, tagged, as a ring of host sends cannot block.
+// On a GPU: tag 0 (NCCL has no tags), and even ranks send first while odd
+// ranks receive first, because a GPU send waits for its receiver.
+void ring_exchange(ProcessGroup& group, const Tensor& sent, const Tensor& received, uint32_t tag) {
+  const int size = group.size(), rank = group.rank();
+  const int next = (rank + 1) % size, previous = (rank + size - 1) % size;
+  if (sent.device().is_cpu()) {
+    auto send = group.send(sent, next, tag);
+    group.recv(received, previous, tag)->wait();
+    send->wait();
+  } else if (rank % 2 == 0) {
+    group.send(sent, next)->wait();
+    group.recv(received, previous)->wait();
+  } else {
+    group.recv(received, previous)->wait();
+    group.send(sent, next)->wait();
+  }
+}
+
+// Every rank sends to the next and receives from the previous one. On the
+// CPU, two messages told apart by their tags are received in the opposite
+// order; on a GPU, messages between two ranks match in call order.
+void test_send_recv(ProcessGroup& group, Checker& check, Device device) {
   const int size = group.size(), rank = group.rank();
   if (size == 1) return;
   const int next = (rank + 1) % size, previous = (rank + size - 1) % size;
   for (DType dtype : {DType::f32, DType::i64, DType::bf16}) {
     for (int64_t n : {1, 1023}) {
-      Tensor first = make_values(dtype, {n}, [&](int64_t i) { return value(rank, i, 5); });
-      Tensor second = make_values(dtype, {n}, [&](int64_t i) { return value(rank, i, 6); });
-      auto send_first = group.send(first, next, 1);
-      auto send_second = group.send(second, next, 2);
-      Tensor got_second = make_tensor({n}, dtype), got_first = make_tensor({n}, dtype);
-      auto recv_second = group.recv(got_second, previous, 2);
-      auto recv_first = group.recv(got_first, previous, 1);
-      for (auto& work : {send_first, send_second, recv_second, recv_first}) work->wait();
-      check.expect_values(label("recv tag 1", dtype, n), got_first.to_vector<double>(),
+      Tensor first = make_values(dtype, {n}, [&](int64_t i) { return value(rank, i, 5); }).to(device);
+      Tensor second = make_values(dtype, {n}, [&](int64_t i) { return value(rank, i, 6); }).to(device);
+      Tensor got_second = make_tensor({n}, dtype, device), got_first = make_tensor({n}, dtype, device);
+      if (device.is_cpu()) {
+        auto send_first = group.send(first, next, 1);
+        auto send_second = group.send(second, next, 2);
+        auto recv_second = group.recv(got_second, previous, 2);
+        auto recv_first = group.recv(got_first, previous, 1);
+        for (auto& work : {send_first, send_second, recv_second, recv_first}) work->wait();
+      } else {
+        ring_exchange(group, first, got_first, 0);
+        ring_exchange(group, second, got_second, 0);
+      }
+      check.expect_values(label("recv first", dtype, n), got_first.to_vector<double>(),
                           make_values(dtype, {n}, [&](int64_t i) { return value(previous, i, 5); }).to_vector<double>());
-      check.expect_values(label("recv tag 2", dtype, n), got_second.to_vector<double>(),
+      check.expect_values(label("recv second", dtype, n), got_second.to_vector<double>(),
                           make_values(dtype, {n}, [&](int64_t i) { return value(previous, i, 6); }).to_vector<double>());
     }
   }
 }
 
 // Transposed views in and out: staged through contiguous copies and copied back.
-void test_non_contiguous(ProcessGroup& group, Checker& check) {
+void test_non_contiguous(ProcessGroup& group, Checker& check, Device device) {
   const int size = group.size(), rank = group.rank();
   auto base_of = [&](int q, int salt) { return make_values(DType::f32, {7, 5}, [&](int64_t i) { return value(q, i, salt); }); };
 
-  Tensor base = base_of(rank, 7);
+  Tensor base = base_of(rank, 7).to(device);
   group.allreduce(base.t(), ReduceOp::sum)->wait();  // elementwise: the layout does not matter
   std::vector<std::vector<double>> per_rank;
   for (int q = 0; q < size; ++q) per_rank.push_back(base_of(q, 7).to_vector<double>());
   check.expect_values("allreduce(transposed view)", base.to_vector<double>(), reduce_expected(DType::f32, ReduceOp::sum, per_rank));
 
-  base = base_of(rank, 8);
+  base = base_of(rank, 8).to(device);
   group.broadcast(base.t(), 0)->wait();
   check.expect_values("broadcast(transposed view)", base.to_vector<double>(), base_of(0, 8).to_vector<double>());
 
   // allgather of a transposed input into a transposed output.
-  Tensor input = base_of(rank, 9).t();                  // [5, 7], non-contiguous
-  Tensor output_base = make_tensor({35, size}, DType::f32);
-  Tensor output = output_base.t();                      // [size, 35], non-contiguous
+  Tensor input = base_of(rank, 9).to(device).t();           // [5, 7], non-contiguous
+  Tensor output_base = make_tensor({35, size}, DType::f32, device);
+  Tensor output = output_base.t();                          // [size, 35], non-contiguous
   group.allgather(output, input)->wait();
   std::vector<double> want;
   for (int q = 0; q < size; ++q)
@@ -255,23 +287,21 @@ void test_non_contiguous(ProcessGroup& group, Checker& check) {
   check.expect_values("allgather(transposed views)", output.to_vector<double>(), want);
 
   if (size > 1) {
-    const int next = (rank + 1) % size, previous = (rank + size - 1) % size;
-    auto sent = group.send(base_of(rank, 10).t(), next, 3);
-    Tensor received = make_tensor({7, 5}, DType::f32);
-    group.recv(received.t(), previous, 3)->wait();
-    sent->wait();
+    const int previous = (rank + size - 1) % size;
+    Tensor received = make_tensor({7, 5}, DType::f32, device);
+    ring_exchange(group, base_of(rank, 10).to(device).t(), received.t(), 3);
     check.expect_values("recv(transposed view)", received.to_vector<double>(), base_of(previous, 10).to_vector<double>());
   }
 }
 
 // Several operations in flight at once, waited for in reverse: FIFO order on
 // the communication thread keeps them matched across ranks.
-void test_queued(ProcessGroup& group, Checker& check) {
+void test_queued(ProcessGroup& group, Checker& check, Device device) {
   const int size = group.size();
   std::vector<Tensor> tensors;
   std::vector<std::shared_ptr<distributed::Work>> works;
   for (int k = 0; k < 8; ++k) {
-    tensors.push_back(make_values(DType::f64, {17}, [&](int64_t i) { return value(group.rank(), i, k); }));
+    tensors.push_back(make_values(DType::f64, {17}, [&](int64_t i) { return value(group.rank(), i, k); }).to(device));
     works.push_back(group.allreduce(tensors.back(), ReduceOp::sum));
   }
   works.push_back(group.barrier());
@@ -288,30 +318,41 @@ void test_queued(ProcessGroup& group, Checker& check) {
 
 // Errors raised on the calling thread, before anything is queued (every rank
 // makes the same calls, so the groups stay in step).
-void test_validation(ProcessGroup& group, Checker& check) {
+void test_validation(ProcessGroup& group, Checker& check, Device device) {
   const int size = group.size();
+  auto empty = [&](Shape shape, DType dtype) { return make_tensor(shape, dtype, device); };
   check.expect_error("avg of int32", "reduce op avg is not supported for int32",
-                     [&] { group.allreduce(make_tensor({4}, DType::i32), ReduceOp::avg); });
+                     [&] { group.allreduce(empty({4}, DType::i32), ReduceOp::avg); });
   check.expect_error("sum of bool", "reduce op sum is not supported for bool",
-                     [&] { group.allreduce(make_tensor({4}, DType::boolean), ReduceOp::sum); });
+                     [&] { group.allreduce(empty({4}, DType::boolean), ReduceOp::sum); });
   check.expect_error("allgather size", "allgather: output [3] has 3 elements",
-                     [&] { group.allgather(make_tensor({3}, DType::f32), make_tensor({size * 3 + 1}, DType::f32)); });
+                     [&] { group.allgather(empty({3}, DType::f32), empty({size * 3 + 1}, DType::f32)); });
   check.expect_error("allgather dtypes", "output dtype float64 differs from input dtype float32",
-                     [&] { group.allgather(make_tensor({size}, DType::f64), make_tensor({1}, DType::f32)); });
+                     [&] { group.allgather(empty({size}, DType::f64), empty({1}, DType::f32)); });
   check.expect_error("reduce_scatter size", "reduce_scatter: input [5]",
-                     [&] { group.reduce_scatter(make_tensor({size + 1}, DType::f32), make_tensor({5}, DType::f32)); });
+                     [&] { group.reduce_scatter(empty({size + 1}, DType::f32), empty({5}, DType::f32)); });
   check.expect_error("broadcast root", fmt::format("broadcast: root {} is out of range", size),
-                     [&] { group.broadcast(make_tensor({2}, DType::f32), size); });
+                     [&] { group.broadcast(empty({2}, DType::f32), size); });
   check.expect_error("send to self", fmt::format("send: dst {} must be another rank", group.rank()),
-                     [&] { group.send(make_tensor({2}, DType::f32), group.rank()); });
+                     [&] { group.send(empty({2}, DType::f32), group.rank()); });
   if (size > 1)
     check.expect_error("all_to_all split", "divisible by the group's",
-                       [&] { group.all_to_all(make_tensor({size + 1}, DType::f32), make_tensor({size + 1}, DType::f32)); });
+                       [&] { group.all_to_all(empty({size + 1}, DType::f32), empty({size + 1}, DType::f32)); });
+  if (device.is_cpu()) return;
+  // What only CUDA tensors can get wrong.
+  check.expect_error("tag on a GPU", "send: tag 3 on a CUDA tensor",
+                     [&] { group.send(empty({2}, DType::f32), (group.rank() + 1) % size, 3); });
+  if (group.backend_name(DeviceType::cpu).empty())
+    check.expect_error("CPU tensor to nccl", "is on the CPU; the group's nccl backend takes CUDA tensors only",
+                       [&] { group.allreduce(make_tensor({2}, DType::f32), ReduceOp::sum); });
+  else
+    check.expect_error("allgather devices", fmt::format("allgather: the output is on {} but the input on cpu", device),
+                       [&] { group.allgather(empty({size}, DType::f32), make_tensor({1}, DType::f32)); });
 }
 
 // A subgroup: the last rank and rank 0, in that order (so group ranks differ
 // from global ranks); the other ranks get no group and keep using the world.
-void test_new_group(ProcessGroup& world, Checker& check) {
+void test_new_group(ProcessGroup& world, Checker& check, Device device) {
   const int size = world.size(), rank = world.rank();
   if (size == 1) return;
   const std::vector<int> members = {size - 1, 0};
@@ -321,29 +362,30 @@ void test_new_group(ProcessGroup& world, Checker& check) {
   if (group) {
     check.expect(group->size() == 2 && group->rank() == (rank == 0 ? 1 : 0) && group->global_rank(0) == size - 1,
                  "subgroup ranks");
-    Tensor t = make_values(DType::f32, {3}, [&](int64_t) { return rank + 1; });
+    Tensor t = make_values(DType::f32, {3}, [&](int64_t) { return rank + 1; }).to(device);
     group->allreduce(t, ReduceOp::sum)->wait();
     check.expect_values("subgroup allreduce", t.to_vector<double>(), std::vector<double>(3, double(size + 1)));
-    Tensor b = make_values(DType::i64, {2}, [&](int64_t i) { return rank * 100 + i; });
+    Tensor b = make_values(DType::i64, {2}, [&](int64_t i) { return rank * 100 + i; }).to(device);
     group->broadcast(b, 0)->wait();  // group rank 0 is global rank size - 1
     check.expect_values("subgroup broadcast", b.to_vector<double>(), {double((size - 1) * 100), double((size - 1) * 100 + 1)});
   }
-  Tensor t = make_values(DType::f32, {1}, [&](int64_t) { return 1; });
+  Tensor t = make_values(DType::f32, {1}, [&](int64_t) { return 1; }).to(device);
   world.allreduce(t, ReduceOp::sum)->wait();
   check.expect_values("world allreduce after new_group", t.to_vector<double>(), {double(size)});
 }
 
 // 64 MB of f32 (16M elements) through one allreduce.
-void test_big(ProcessGroup& group, Checker& check) {
+void test_big(ProcessGroup& group, Checker& check, Device device) {
   const int size = group.size();
-  Tensor t = make_tensor({int64_t(16) << 20}, DType::f32);
+  Tensor t = make_tensor({int64_t(16) << 20}, DType::f32, device);
   t.fill_(Scalar(double(group.rank() + 1)));
   group.allreduce(t, ReduceOp::sum)->wait();
-  const float* data = static_cast<const float*>(t.data_ptr());
+  const Tensor host = t.to(kCPU);
+  const float* data = static_cast<const float*>(host.data_ptr());
   const float want = float(size * (size + 1) / 2);
   int64_t bad = 0;
-  while (bad < t.numel() && data[bad] == want) ++bad;
-  check.expect(bad == t.numel(), fmt::format("64 MB allreduce: element {} differs from {}", bad, want));
+  while (bad < host.numel() && data[bad] == want) ++bad;
+  check.expect(bad == host.numel(), fmt::format("64 MB allreduce: element {} differs from {}", bad, want));
 }
 
 int finish(const Checker& check, const char* scenario) {
@@ -352,34 +394,48 @@ int finish(const Checker& check, const char* scenario) {
   return check.failures == 0 ? 0 : 1;
 }
 
+// The GPU of this process's local rank, made current (as the Accelerator
+// does) before the first collective on CUDA tensors; else the CPU.
+Device device_for(bool on_gpu) {
+  if (!on_gpu) return kCPU;
+  const int local_rank = distributed::read_distributed_env().local_rank;
+  cuda::set_device(local_rank);
+  return Device(DeviceType::cuda, local_rank);
+}
+
 }  // namespace
 
 EMBER_SCENARIO(collectives) {
-  EMBER_CHECK(!args.empty(), "collectives: usage: collectives <backend> [big]");
-  const bool big = args.size() > 1 && args[1] == "big";
+  EMBER_CHECK(!args.empty(), "collectives: usage: collectives <backend> [cuda] [big]");
+  const bool on_gpu = args[0] == "nccl" || std::find(args.begin(), args.end(), "cuda") != args.end();
+  const bool big = std::find(args.begin(), args.end(), "big") != args.end();
   ProcessGroup& group = distributed::init_process_group({.backend = args[0]});
+  const Device device = device_for(on_gpu);
   Checker check{.rank = group.rank()};
-  check.expect(group.backend_name() == args[0], fmt::format("backend is {}, asked for {}", group.backend_name(), args[0]));
+  // "auto" keeps its host backend's name and sends CUDA tensors to nccl.
+  const std::string backend = args[0] == "auto" ? group.backend_name(device.type) : group.backend_name();
+  const std::string expected = args[0] == "auto" ? (on_gpu ? "nccl" : backend) : args[0];
+  check.expect(backend == expected, fmt::format("backend is {}, expected {}", backend, expected));
   if (big) {
-    test_big(group, check);
+    test_big(group, check, device);
   } else {
-    test_allreduce(group, check);
-    test_broadcast(group, check);
-    test_allgather(group, check);
-    test_reduce_scatter(group, check);
-    test_all_to_all(group, check);
-    test_send_recv(group, check);
-    test_non_contiguous(group, check);
-    test_queued(group, check);
-    test_validation(group, check);
+    test_allreduce(group, check, device);
+    test_broadcast(group, check, device);
+    test_allgather(group, check, device);
+    test_reduce_scatter(group, check, device);
+    test_all_to_all(group, check, device);
+    test_send_recv(group, check, device);
+    test_non_contiguous(group, check, device);
+    test_queued(group, check, device);
+    test_validation(group, check, device);
     group.barrier()->wait();
-    test_new_group(group, check);
+    test_new_group(group, check, device);
   }
   distributed::destroy_process_group();
 
   // A second init after destroy works (new store prefixes, a fresh server).
   ProcessGroup& again = distributed::init_process_group({.backend = args[0]});
-  Tensor t = make_values(DType::f32, {2}, [&](int64_t) { return 1; });
+  Tensor t = make_values(DType::f32, {2}, [&](int64_t) { return 1; }).to(device);
   again.allreduce(t, ReduceOp::sum)->wait();
   check.expect_values("allreduce after re-init", t.to_vector<double>(), std::vector<double>(2, double(again.size())));
   distributed::destroy_process_group();

@@ -1,0 +1,34 @@
+// The NCCL backend: collectives on CUDA tensors between processes, one GPU
+// per process, through one NCCL communicator per group. A ProcessGroup makes
+// it at its first operation on a CUDA tensor (backend "auto" or "nccl",
+// distributed/init.cpp); it queues its work on a stream of its own (Note
+// [Collectives on a device stream]) and a watchdog aborts the communicator
+// when an operation does not complete within the group's timeout (Note [NCCL
+// watchdog]), both in distributed/README.md.
+//
+// Built only with the CUDA backend (CUDA_SOURCES in CMakeLists.txt); init.cpp
+// declares make_nccl_backend weak, so CPU-only builds link without it.
+// Tests: tests/cuda/test_cuda_nccl.cpp (the conformance suite at world size 1
+// and the watchdog, on a GPU), tests/distributed/test_watchdog.cpp (the
+// watchdog's logic, on any machine).
+//
+// EMBER_NCCL_STALL_OPERATION=<n> (fault injection, for the watchdog's test):
+// the n-th operation a communicator queues never completes. In its place its
+// stream blocks, as it would behind a peer that never arrives, until the
+// communicator is aborted or destroyed.
+#pragma once
+
+#include <memory>
+
+#include "core/device.h"
+#include "distributed/backend.h"
+
+namespace ember::distributed {
+
+// Bootstraps the communicator of `context`'s group on `device` (a CUDA GPU):
+// group rank 0 makes the ncclUniqueId and publishes it under
+// "<prefix>nccl/unique_id" in the store. Throws when the group's ranks do not
+// all arrive within context.timeout.
+std::unique_ptr<Backend> make_nccl_backend(const BackendContext& context, Device device);
+
+}  // namespace ember::distributed
