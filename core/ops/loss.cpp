@@ -105,10 +105,14 @@ CrossEntropyResult cross_entropy_forward(const Tensor& input, const Tensor& targ
   p.loss = result.loss.data_ptr(), p.logsumexp = result.logsumexp.data_ptr();
   p.total_weight = result.total_weight.data_ptr(), p.invalid = &invalid;
   cross_entropy_op(input.device().type, input.dtype(), p);
-  EMBER_CHECK(invalid.row < 0,
-              "cross_entropy: target {} is out of bounds for {} classes (target element {}; ignore_index is {})",
-              invalid.value, p.classes, invalid.row, options.ignore_index);
+  if (invalid.row >= 0) throw_invalid_target(p.classes, options.ignore_index, invalid);
   return result;
+}
+
+void throw_invalid_target(int64_t classes, int64_t ignore_index, const InvalidTarget& invalid) {
+  detail::throw_error(
+      fmt::format("cross_entropy: target {} is out of bounds for {} classes (target element {}; ignore_index is {})",
+                  invalid.value, classes, invalid.row, ignore_index));
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {

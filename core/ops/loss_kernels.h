@@ -22,6 +22,10 @@ struct InvalidTarget {
   int64_t value = 0;
 };
 
+// The error of an invalid class index, shared by the entry point and the
+// kernels that report it later (CUDA under strict device copies).
+[[noreturn]] void throw_invalid_target(int64_t classes, int64_t ignore_index, const InvalidTarget& invalid);
+
 struct CrossEntropyProblem {
   int64_t rows = 0, classes = 0;
   bool probabilities = false;      // target holds probabilities [rows, classes] of the key dtype

@@ -40,11 +40,13 @@ class IndexCheck {
  public:
   IndexCheck() : error_(static_cast<IndexError*>(scratch_flag(sizeof(IndexError)))) {}
   IndexError* device() const { return error_; }
-  // Waits for the kernel and throws the CPU kernels' error if a thread reported a bad index.
+  // Throws the CPU kernels' error if a thread reported a bad index: after the
+  // kernel, or at the next synchronisation in strict mode (check_scratch_flag).
   void throw_if_bad(std::string_view op, int64_t dim_size) const {
-    IndexError host;
-    read_scratch_flag(&host, sizeof host, std::string(op).c_str());
-    if (host.found) throw_index_out_of_range(op, host.index, dim_size);
+    check_scratch_flag(sizeof(IndexError), [op = std::string(op), dim_size](const void* flag) {
+      const IndexError& error = *static_cast<const IndexError*>(flag);
+      if (error.found) throw_index_out_of_range(op, error.index, dim_size);
+    });
   }
 
  private:

@@ -193,9 +193,12 @@ void cross_entropy(const CrossEntropyProblem& problem) {
   cross_entropy_totals_kernel<T><<<1, block, team_shared_bytes<Pair<double>>(block), current_stream()>>>(p, out);
   check_launch("cross_entropy");
   if (!out.invalid) return;
-  InvalidTargetFlag found;
-  read_scratch_flag(&found, sizeof(found), "cross_entropy");
-  if (found.rows_after != 0) *problem.invalid = {p.rows - int64_t(found.rows_after), found.value};
+  check_scratch_flag(sizeof(InvalidTargetFlag), [rows = p.rows, classes = problem.classes,
+                                                  ignore_index = problem.ignore_index](const void* flag) {
+    const InvalidTargetFlag& found = *static_cast<const InvalidTargetFlag*>(flag);
+    if (found.rows_after != 0)
+      throw_invalid_target(classes, ignore_index, {rows - int64_t(found.rows_after), found.value});
+  });
 }
 
 // What the backward reads besides the forward's operands.

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -95,6 +96,7 @@ class CudaRuntime final : public DeviceRuntime {
     check_device(index, "synchronize");
     DeviceGuard guard(index);
     EMBER_CUDA_CHECK(cudaDeviceSynchronize());
+    raise_deferred_errors();
   }
 
   void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
@@ -116,6 +118,7 @@ class CudaRuntime final : public DeviceRuntime {
       // The host buffer is pageable (the CPU allocator's), so the host cannot
       // go on before the copy lands: a device-to-host copy always waits.
       EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+      raise_deferred_errors();
       return;
     }
     if (!non_blocking) EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -140,6 +143,7 @@ class CudaRuntime final : public DeviceRuntime {
   void synchronize_stream(int index, void* stream) override {
     DeviceGuard guard(index);
     EMBER_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+    raise_deferred_errors();
   }
   bool query_stream(int index, void* stream) override {
     DeviceGuard guard(index);
@@ -168,6 +172,7 @@ class CudaRuntime final : public DeviceRuntime {
   void synchronize_event(int index, void* event) override {
     DeviceGuard guard(index);
     EMBER_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+    raise_deferred_errors();
   }
   bool query_event(int index, void* event) override {
     DeviceGuard guard(index);
@@ -257,12 +262,64 @@ void* scratch_flag(size_t nbytes) {
   return scratch.data;
 }
 
-void read_scratch_flag(void* host, size_t nbytes, const char* op) {
-  const int index = current_device_index();
-  check_implicit_device_copy(op, Device(DeviceType::cuda, index));
-  ScratchFlag& scratch = t_scratch[index];
-  EMBER_CUDA_CHECK(cudaMemcpyAsync(host, scratch.data, nbytes, cudaMemcpyDeviceToHost, current_stream()));
-  EMBER_CUDA_CHECK(cudaStreamSynchronize(current_stream()));
+namespace {
+
+// A validation whose flag is on its way to the host (strict mode): the pinned
+// copy, the event after it, and what raises the op's error from it.
+struct DeferredCheck {
+  void* pinned;
+  cudaEvent_t copied;
+  std::function<void(const void*)> raise;
+};
+thread_local std::vector<DeferredCheck> t_deferred;
+
+constexpr size_t kMaxFlagBytes = 64;
+
+}  // namespace
+
+void check_scratch_flag(size_t nbytes, std::function<void(const void*)> raise) {
+  EMBER_ASSERT(nbytes <= kMaxFlagBytes, "scratch flag of {} bytes", nbytes);
+  const void* flag = t_scratch[current_device_index()].data;
+  if (!strict_device_copies()) {
+    alignas(16) char host[kMaxFlagBytes];
+    EMBER_CUDA_CHECK(cudaMemcpyAsync(host, flag, nbytes, cudaMemcpyDeviceToHost, current_stream()));
+    EMBER_CUDA_CHECK(cudaStreamSynchronize(current_stream()));
+    raise(host);
+    return;
+  }
+  DeferredCheck check{nullptr, nullptr, std::move(raise)};
+  EMBER_CUDA_CHECK(cudaMallocHost(&check.pinned, nbytes));
+  EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&check.copied, cudaEventDisableTiming));
+  EMBER_CUDA_CHECK(cudaMemcpyAsync(check.pinned, flag, nbytes, cudaMemcpyDeviceToHost, current_stream()));
+  EMBER_CUDA_CHECK(cudaEventRecord(check.copied, current_stream()));
+  t_deferred.push_back(std::move(check));
+}
+
+void raise_deferred_errors() {
+  if (t_deferred.empty()) [[likely]]
+    return;
+  std::vector<DeferredCheck> done, pending;
+  for (DeferredCheck& check : t_deferred)
+    (cudaEventQuery(check.copied) == cudaSuccess ? done : pending).push_back(std::move(check));
+  cudaGetLastError();  // cudaErrorNotReady from the queries is not an error
+  t_deferred = std::move(pending);
+  // Every finished check is released before the first error is raised.
+  std::function<void()> first_error;
+  for (DeferredCheck& check : done) {
+    if (!first_error) {
+      try {
+        check.raise(check.pinned);
+      } catch (const Error& e) {
+        first_error = [message = std::string(e.what())] {
+          detail::throw_error(message + " (found by a GPU kernel queued earlier: strict device copies defer the check "
+                                        "to the next synchronisation)");
+        };
+      }
+    }
+    cudaFreeHost(check.pinned);
+    cudaEventDestroy(check.copied);
+  }
+  if (first_error) first_error();
 }
 
 DeviceRuntime& cuda_runtime() {

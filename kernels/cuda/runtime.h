@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 
 #include "core/error.h"
 
@@ -42,10 +43,18 @@ inline unsigned blocks_for(int64_t n, int threads, int64_t max_blocks = int64_t(
   return unsigned(blocks < 1 ? 1 : (blocks > max_blocks ? max_blocks : blocks));
 }
 
-// A device buffer of one small struct that a kernel writes and the host reads
-// back after the kernel (index checks, invalid targets). The read is an
-// implicit device-to-host copy: refused in strict mode (core/device_runtime.h).
+// Validation results of kernels (index checks, invalid targets): a kernel
+// writes a small struct into the scratch flag, zeroed on the current stream by
+// scratch_flag, and check_scratch_flag hands the host's copy to `raise`, which
+// throws the op's error if the struct reports one. Normally the host waits for
+// the kernel (one stream synchronisation per such op). Under strict device
+// copies it does not: the flag is copied to pinned memory behind the kernel
+// and checked at the next synchronisation on this thread (synchronize, a copy
+// to the host, a stream or event wait), which raises the first error found,
+// saying it came from an earlier kernel. Note [Index errors on the GPU].
 void* scratch_flag(size_t nbytes);  // per thread and device, at least nbytes, zeroed on the current stream
-void read_scratch_flag(void* host, size_t nbytes, const char* op);
+void check_scratch_flag(size_t nbytes, std::function<void(const void*)> raise);
+// Raises the first error of the deferred checks whose flags have arrived.
+void raise_deferred_errors();
 
 }  // namespace ember::cuda
