@@ -11,6 +11,7 @@ DeviceRuntime& cuda_runtime();        // runtime.cpp
 void register_copy_kernels();         // copy.cu (copy, fill)
 void register_matmul_kernels();       // matmul.cu (cuBLAS)
 void register_attention_kernels();    // attention.cu (fused causal attention)
+void register_conv_kernels();         // conv.cu (cuDNN convolution, pooling)
 void register_elementwise_binary_kernels();   // elementwise_binary.cu (arithmetic, pow, where, addcmul, masked_fill)
 void register_elementwise_compare_kernels();  // elementwise_compare.cu (comparisons, logic, isnan, isinf)
 void register_elementwise_unary_kernels();    // elementwise_unary.cu (unary math, clamp, activation gradients)

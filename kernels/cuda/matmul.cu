@@ -7,11 +7,11 @@
 
 #include <mutex>
 
-#include "core/allocator.h"
 #include "core/ops/linalg.h"
 #include "core/ops/linalg_kernels.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/families.h"
+#include "kernels/cuda/workspace.h"
 
 namespace ember::cuda {
 namespace {
@@ -113,24 +113,6 @@ __global__ void broadcast_bias_kernel(MatrixOperand bias, int64_t m, int64_t n, 
   }
 }
 
-// A device buffer from the GPU's caching allocator for the scope of one product.
-class Scratch {
- public:
-  explicit Scratch(size_t nbytes)
-      : allocator_(allocator_for(Device(DeviceType::cuda, current_device_index()))),
-        nbytes_(nbytes),
-        data_(allocator_.allocate(nbytes)) {}
-  ~Scratch() { allocator_.deallocate(data_, nbytes_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  void* data() const { return data_; }
-
- private:
-  Allocator& allocator_;
-  size_t nbytes_;
-  void* data_;
-};
-
 // The batch dims of the problem as one strided batch when every operand's
 // batch strides are uniform over the flattened index; otherwise 0.
 int64_t uniform_batch_stride(const MatmulProblem& p, const MatrixOperand& m, bool* uniform) {
@@ -148,15 +130,15 @@ void matmul(const MatmulProblem& p) {
   using Types = BlasTypes<T>;
   const int64_t batches = p.batch_count(), m = p.m, n = p.n, k = p.k;
   MatmulProblem problem = p;  // operands may be replaced by packed copies below
-  std::unique_ptr<Scratch> packed_a, packed_b;
-  auto pack = [&](MatrixOperand& operand, int64_t rows, int64_t cols, std::unique_ptr<Scratch>& buffer) {
+  std::unique_ptr<Workspace> packed_a, packed_b;
+  auto pack = [&](MatrixOperand& operand, int64_t rows, int64_t cols, std::unique_ptr<Workspace>& buffer) {
     if (blas_readable(operand, rows, cols)) return;
     const int64_t total = batches * rows * cols;
-    buffer = std::make_unique<Scratch>(size_t(total) * sizeof(T));
+    buffer = std::make_unique<Workspace>(size_t(total) * sizeof(T));
     pack_kernel<T><<<blocks_for(total, 256), 256, 0, current_stream()>>>(problem, operand, rows, cols,
-                                                                           static_cast<T*>(buffer->data()), total);
+                                                                           buffer->as<T>(), total);
     check_launch("matmul (packing a strided operand)");
-    operand.data = buffer->data();
+    operand.data = buffer->as<void>();
     operand.row_stride = cols, operand.col_stride = 1;
     int64_t stride = rows * cols;
     for (int d = problem.batch_ndim - 1; d >= 0; --d) {

@@ -12,6 +12,7 @@ void register_cuda_kernels() {
   cuda::register_copy_kernels();
   cuda::register_matmul_kernels();
   cuda::register_attention_kernels();
+  cuda::register_conv_kernels();
   cuda::register_elementwise_binary_kernels();
   cuda::register_elementwise_compare_kernels();
   cuda::register_elementwise_unary_kernels();

@@ -20,14 +20,6 @@ struct Exemption {
 const std::map<std::string_view, Exemption>& exemptions() {
   static const std::map<std::string_view, Exemption> table = {
       {"matmul", {{DType::i32, DType::i64}, "cuBLAS has no integer GEMM; PyTorch's CUDA matmul refuses integers too"}},
-      // Not written yet (issue 7 stays open for them): convolution and pooling
-      // through cuDNN. A CNN on a GPU fails with "conv2d: no kernel for ... on cuda".
-      {"conv2d", {{}, "cuDNN convolution not written yet"}},
-      {"conv2d_backward_input", {{}, "cuDNN convolution not written yet"}},
-      {"conv2d_backward_weight", {{}, "cuDNN convolution not written yet"}},
-      {"max_pool2d", {{}, "cuDNN pooling not written yet"}},
-      {"avg_pool2d", {{}, "cuDNN pooling not written yet"}},
-      {"max_pool2d_backward", {{}, "cuDNN pooling not written yet"}},
   };
   return table;
 }
