@@ -29,20 +29,6 @@ struct InvalidTargetFlag {
   int64_t value = 0;
 };
 
-template <class V>
-struct Pair {
-  V first, second;
-};
-struct PairSum {
-  template <class V>
-  __device__ Pair<V> operator()(const Pair<V>& a, const Pair<V>& b) const {
-    return {a.first + b.first, a.second + b.second};
-  }
-};
-struct Sum {
-  template <class V>
-  __device__ V operator()(V a, V b) const { return a + b; }
-};
 
 // A CrossEntropyProblem as the kernels read it.
 template <class T>
@@ -239,7 +225,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       if (active)
         for (int64_t c = threadIdx.x; c < p.classes; c += blockDim.x)
           coefficient_sum += p.probabilities ? p.probability_coefficient(q, c) : p.weight_at(c);
-      coefficient_sum = team_reduce(coefficient_sum, Sum{}, /*broadcast=*/true);
+      coefficient_sum = team_reduce(coefficient_sum, SumOp{}, /*broadcast=*/true);
     }
     if (!active) continue;
     const V total = p.probabilities ? coefficient_sum : target_weight + p.per_class * coefficient_sum;

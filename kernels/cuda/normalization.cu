@@ -19,20 +19,6 @@
 namespace ember::cuda {
 namespace {
 
-template <class V>
-struct Pair {
-  V first, second;
-};
-struct PairSum {
-  template <class V>
-  __device__ Pair<V> operator()(const Pair<V>& a, const Pair<V>& b) const {
-    return {a.first + b.first, a.second + b.second};
-  }
-};
-struct Sum {
-  template <class V>
-  __device__ V operator()(V a, V b) const { return a + b; }
-};
 
 template <class T>
 __device__ __forceinline__ ComputeType<T> load_or(const T* data, int64_t i, ComputeType<T> absent) {
@@ -58,7 +44,7 @@ __global__ void __launch_bounds__(kBlockThreads) row_norm_kernel(RowNormProblem 
       V sum = 0;
       if (active)
         for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += load(x + c);
-      mean = team_reduce(sum, Sum{}, /*broadcast=*/true) / V(cols);
+      mean = team_reduce(sum, SumOp{}, /*broadcast=*/true) / V(cols);
     }
     V squares = 0;
     if (active)
@@ -66,7 +52,7 @@ __global__ void __launch_bounds__(kBlockThreads) row_norm_kernel(RowNormProblem 
         const V centered = load(x + c) - mean;
         squares += centered * centered;
       }
-    const V rstd = V(1) / sqrt(team_reduce(squares, Sum{}, /*broadcast=*/true) / V(cols) + V(p.eps));
+    const V rstd = V(1) / sqrt(team_reduce(squares, SumOp{}, /*broadcast=*/true) / V(cols) + V(p.eps));
     if (!active) continue;
     T* y = static_cast<T*>(p.output) + row * cols;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {

@@ -144,4 +144,16 @@ inline TeamLayout team_layout(int64_t rows, int64_t length) {
   return layout;
 }
 
+// Two sums reduced together (mean and mean of squares, loss and weight).
+template <class V>
+struct Pair {
+  V first, second;
+};
+struct PairSum {
+  template <class V>
+  __device__ Pair<V> operator()(const Pair<V>& a, const Pair<V>& b) const {
+    return {a.first + b.first, a.second + b.second};
+  }
+};
+
 }  // namespace ember::cuda
