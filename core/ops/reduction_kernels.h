@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 
 #include "core/dispatch.h"
 #include "core/grad_hook.h"
@@ -104,6 +105,18 @@ struct SoftmaxLoop {
   char* output = nullptr;
   int64_t outer = 1, size = 1, inner = 1;
 };
+
+// The types the fast kernels of every backend compute sum and prod in.
+namespace reduction_types {
+template <class T>
+inline constexpr bool kFloating = std::is_floating_point_v<ComputeType<T>>;
+// The type sums and products of T run in.
+template <class T>
+using Accumulator = std::conditional_t<kFloating<T>, ComputeType<T>, int64_t>;
+// sum and prod of bool and integers return int64.
+template <class T>
+using WidenedOut = std::conditional_t<kFloating<T>, T, int64_t>;
+}  // namespace reduction_types
 
 using ReductionKernel = void(const ReductionLoop&);
 

@@ -16,14 +16,7 @@ void register_softmax_kernels();  // softmax.cpp
 
 namespace {
 
-template <class T>
-inline constexpr bool kFloating = std::is_floating_point_v<ComputeType<T>>;
-// The type sums and products of T run in.
-template <class T>
-using Accumulator = std::conditional_t<kFloating<T>, ComputeType<T>, int64_t>;
-// sum and prod of bool and integers return int64.
-template <class T>
-using WidenedOut = std::conditional_t<kFloating<T>, T, int64_t>;
+using namespace reduction_types;
 
 template <class V>
 inline bool is_nan(V v) {

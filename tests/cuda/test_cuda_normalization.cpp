@@ -20,16 +20,7 @@ TEST(CudaNormalization, RegistersExactlyTheCpuDtypes) {
   if (!built_with_cuda()) GTEST_SKIP() << "this build has no CUDA backend (EMBER_CUDA=OFF)";
   const std::set<std::string> ops = {"layer_norm",          "rms_norm",   "layer_norm_backward",
                                      "rms_norm_backward",   "batch_norm", "batch_norm_backward"};
-  int checked = 0;
-  for (const OpBase* op : OpBase::all()) {
-    if (!ops.count(std::string(op->name()))) continue;
-    ++checked;
-    for (DType dtype : kAllDTypes)
-      EXPECT_EQ(op->kind(DeviceType::cuda, dtype) == KernelKind::optimized,
-                op->kind(DeviceType::cpu, dtype) == KernelKind::optimized)
-          << op->name() << " " << dtype_name(dtype);
-  }
-  EXPECT_EQ(checked, int(ops.size()));
+  EXPECT_TRUE(cuda_serves_the_cpu_dtypes(ops));
 }
 
 // ---- layer_norm and rms_norm --------------------------------------------------
