@@ -4,7 +4,8 @@
 // communication thread per group]) on the backend of their tensors' device:
 // host backends block, a device backend's work is ordered on its stream
 // (Note [Collectives on a device stream]). The registry of groups is in init.cpp.
-// Tests: tests/distributed/test_collectives.cpp, tests/cuda/test_cuda_nccl.cpp.
+// Tests: tests/distributed/test_collectives.cpp, test_device_collectives.cpp,
+// tests/cuda/test_cuda_nccl.cpp.
 #include "distributed/process_group.h"
 
 #include <atomic>

@@ -19,7 +19,8 @@
 // init.cpp keeps the registry of groups (init_process_group, new_group,
 // default_group, destroy_process_group) that DDP and the Accelerator use.
 // Tests: tests/distributed/test_collectives.cpp (real processes),
-// tests/cuda/test_cuda_nccl.cpp (the nccl backend).
+// tests/distributed/test_device_collectives.cpp (the device path on a
+// stand-in device), tests/cuda/test_cuda_nccl.cpp (the nccl backend).
 #pragma once
 
 #include <chrono>

@@ -29,8 +29,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// "ncclRemoteError: remote process exited or there was a network error
-// (NCCL: <its last message>)".
+// NCCL's text for `result` and its last message: "remote process exited or
+// there was a network error (NCCL: <the message>)".
 std::string describe(ncclResult_t result, ncclComm_t comm) {
   const char* last = ncclGetLastError(comm);
   return fmt::format("{}{}", ncclGetErrorString(result),
@@ -86,7 +86,9 @@ class Stall {
   // Queues the blocking host function on `stream`. It owns a reference, so
   // the Stall outlives the backend if the function has not run yet.
   static void queue(const std::shared_ptr<Stall>& stall, cudaStream_t stream) {
-    EMBER_CUDA_CHECK(cudaLaunchHostFunc(stream, &block, new std::shared_ptr<Stall>(stall)));
+    auto reference = std::make_unique<std::shared_ptr<Stall>>(stall);
+    EMBER_CUDA_CHECK(cudaLaunchHostFunc(stream, &block, reference.get()));
+    reference.release();  // block() owns it now
   }
 
  private:

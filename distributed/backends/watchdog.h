@@ -80,7 +80,6 @@ class Watchdog {
   std::condition_variable changed_;  // operations finished, or a failure was recorded
   std::deque<Watched> operations_;
   std::string failure_;
-  bool aborted_ = false;
   bool stopping_ = false;
   std::thread thread_;
 };
