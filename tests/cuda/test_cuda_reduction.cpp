@@ -7,10 +7,10 @@
 // values and gradients. Without a GPU every test but the registration one skips.
 #include <cmath>
 #include <limits>
-#include <set>
 #include <string>
 
 #include "cuda/cuda_compare.h"
+#include "cuda/kernel_coverage.h"
 
 namespace ember::testing {
 namespace {
@@ -87,18 +87,8 @@ std::string describe(const ReduceCase& op, const Tensor& t, const Dims& dims, co
 
 TEST(CudaReduction, RegistersExactlyTheCpuDtypes) {
   if (!built_with_cuda()) GTEST_SKIP() << "this build has no CUDA backend (EMBER_CUDA=OFF)";
-  const std::set<std::string> ops = {"sum",       "mean", "prod", "amax", "amin", "max_indices", "min_indices",
-                                     "var",       "std",  "norm", "logsumexp"};
-  int checked = 0;
-  for (const OpBase* op : OpBase::all()) {
-    if (!ops.count(std::string(op->name()))) continue;
-    ++checked;
-    for (DType dtype : kAllDtypesList)
-      EXPECT_EQ(op->kind(DeviceType::cuda, dtype) == KernelKind::optimized,
-                op->kind(DeviceType::cpu, dtype) == KernelKind::optimized)
-          << op->name() << " " << dtype_name(dtype);
-  }
-  EXPECT_EQ(checked, int(ops.size()));
+  EXPECT_TRUE(cuda_registers_cpu_dtypes(
+      {"sum", "mean", "prod", "amax", "amin", "max_indices", "min_indices", "var", "std", "norm", "logsumexp"}));
 }
 
 TEST(CudaReduction, EveryOpAndDtypeOverEveryDimSubset) {
@@ -281,6 +271,7 @@ TEST(CudaReduction, SplitReductionsAreDeterministic) {
 
 TEST(CudaReduction, GradientsMatchTheCpu) {
   EMBER_REQUIRE_GPU();
+  EMBER_REQUIRE_GRADIENT_KERNELS();
   for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
     Tensor t = random_tensor({4, 7, 5}, dtype, 0.5, 1.5).transpose(0, 1);
     for (const ReduceCase& op : kReduceCases) {
