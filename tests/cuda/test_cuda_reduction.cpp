@@ -16,7 +16,6 @@ namespace ember::testing {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-const DType kAllDtypesList[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::boolean};
 
 using ReduceFn = Tensor (*)(const Tensor&, const Dims&);
 
@@ -94,7 +93,7 @@ TEST(CudaReduction, RegistersExactlyTheCpuDtypes) {
 TEST(CudaReduction, EveryOpAndDtypeOverEveryDimSubset) {
   EMBER_REQUIRE_GPU();
   for (const ReduceCase& op : kReduceCases) {
-    for (DType dtype : kAllDtypesList) {
+    for (DType dtype : kAllDTypes) {
       if (!supports(op, dtype)) continue;
       // Permuted: the kept and reduced dims come in every stride order.
       Tensor t = random_tensor({5, 7, 6}, dtype, op.lo, op.hi).permute({1, 0, 2});
@@ -133,7 +132,7 @@ TEST(CudaReduction, RandomShapesInEveryLayout) {
 
 TEST(CudaReduction, ValuesAndFirstIndicesAlongEachDim) {
   EMBER_REQUIRE_GPU();
-  for (DType dtype : kAllDtypesList) {
+  for (DType dtype : kAllDTypes) {
     // Few distinct values: many ties, which the first index must win.
     Tensor t = random_tensor({6, 9, 5}, dtype, -2, 2).transpose(0, 2);
     for (const ReduceCase& op : kIndexCases)
