@@ -220,7 +220,8 @@ __global__ void __launch_bounds__(kBlockThreads)
       if (index >= 0 && index < p.classes) target = index;
     }
     const V target_weight = target >= 0 ? (V(1) - p.smoothing) * p.weight_at(target) : V(0);
-    V coefficient_sum = p.weight ? V(0) : V(p.classes);  // sum_c a_c for probabilities, else W
+    // sum_c a_c for probabilities, else W: C without weights, or summed below.
+    V coefficient_sum = (p.probabilities || p.weight) ? V(0) : V(p.classes);
     if (p.probabilities || (p.weight && p.smoothing > V(0))) {  // the same branch for every block
       if (active)
         for (int64_t c = threadIdx.x; c < p.classes; c += blockDim.x)

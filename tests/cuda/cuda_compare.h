@@ -9,8 +9,6 @@
 #pragma once
 
 #include <functional>
-#include <set>
-#include <string>
 #include <vector>
 
 #include "support/test_support.h"
@@ -82,23 +80,6 @@ inline ::testing::AssertionResult same_gradients_on_gpu(const TensorFunction& f,
     ::testing::AssertionResult close = all_close(actual[i], expected[i], tol, tol);
     if (!close) return close << " (gradient of input " << i << ")";
   }
-  return ::testing::AssertionSuccess();
-}
-
-// Whether each named op has a CUDA kernel for exactly the dtypes that have a
-// fast CPU kernel (no fewer: coverage; no more: compile time), and every name exists.
-inline ::testing::AssertionResult cuda_serves_the_cpu_dtypes(const std::set<std::string>& ops) {
-  size_t found = 0;
-  for (const OpBase* op : OpBase::all()) {
-    if (!ops.count(std::string(op->name()))) continue;
-    ++found;
-    for (DType dtype : kAllDTypes)
-      if ((op->kind(DeviceType::cuda, dtype) == KernelKind::optimized) !=
-          (op->kind(DeviceType::cpu, dtype) == KernelKind::optimized))
-        return ::testing::AssertionFailure() << op->name() << " " << dtype_name(dtype)
-                                             << ": the CPU and CUDA backends serve different dtypes";
-  }
-  if (found != ops.size()) return ::testing::AssertionFailure() << "an op name is not registered";
   return ::testing::AssertionSuccess();
 }
 

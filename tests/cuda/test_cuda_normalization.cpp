@@ -6,10 +6,10 @@
 // rows); batch norm in training and evaluation over [N, C], [N, C, L] and
 // [N, C, H, W], one channel, one sample; the same bits on every run; values
 // and gradients. Without a GPU every test but the registration one skips.
-#include <set>
 #include <string>
 
 #include "cuda/cuda_compare.h"
+#include "cuda/kernel_coverage.h"
 
 namespace ember::testing {
 namespace {
@@ -18,9 +18,8 @@ const DType kFloatingDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16
 
 TEST(CudaNormalization, RegistersExactlyTheCpuDtypes) {
   if (!built_with_cuda()) GTEST_SKIP() << "this build has no CUDA backend (EMBER_CUDA=OFF)";
-  const std::set<std::string> ops = {"layer_norm",          "rms_norm",   "layer_norm_backward",
-                                     "rms_norm_backward",   "batch_norm", "batch_norm_backward"};
-  EXPECT_TRUE(cuda_serves_the_cpu_dtypes(ops));
+  EXPECT_TRUE(cuda_registers_cpu_dtypes({"layer_norm", "rms_norm", "layer_norm_backward", "rms_norm_backward",
+                                         "batch_norm", "batch_norm_backward"}));
 }
 
 // ---- layer_norm and rms_norm --------------------------------------------------
@@ -179,6 +178,7 @@ TEST(CudaNormalization, ParameterGradientsAreDeterministic) {
 
 TEST(CudaNormalization, GradientsMatchTheCpu) {
   EMBER_REQUIRE_GPU();
+  EMBER_REQUIRE_GRADIENT_KERNELS();
   for (DType dtype : kFloatingDTypes) {
     const Tensor x = random_tensor({4, 3, 5}, dtype), weight = random_tensor({5}, dtype, 0.5, 1.5);
     const Tensor bias = random_tensor({5}, dtype), channel_weight = random_tensor({3}, dtype, 0.5, 1.5);

@@ -9,10 +9,10 @@
 // registration one skips.
 #include <cmath>
 #include <limits>
-#include <set>
 #include <string>
 
 #include "cuda/cuda_compare.h"
+#include "cuda/kernel_coverage.h"
 
 namespace ember::testing {
 namespace {
@@ -22,8 +22,7 @@ const DType kFloatingDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16
 
 TEST(CudaSoftmaxLoss, RegistersExactlyTheCpuDtypes) {
   if (!built_with_cuda()) GTEST_SKIP() << "this build has no CUDA backend (EMBER_CUDA=OFF)";
-  const std::set<std::string> ops = {"softmax", "log_softmax", "cross_entropy", "cross_entropy_backward"};
-  EXPECT_TRUE(cuda_serves_the_cpu_dtypes(ops));
+  EXPECT_TRUE(cuda_registers_cpu_dtypes({"softmax", "log_softmax", "cross_entropy", "cross_entropy_backward"}));
 }
 
 // ---- softmax ---------------------------------------------------------------
@@ -84,6 +83,7 @@ TEST(CudaSoftmaxLoss, SoftmaxOfMaskedAndNonFiniteRows) {
 
 TEST(CudaSoftmaxLoss, SoftmaxGradientsMatchTheCpu) {
   EMBER_REQUIRE_GPU();
+  EMBER_REQUIRE_GRADIENT_KERNELS();
   for (DType dtype : kFloatingDTypes) {
     Tensor t = random_tensor({6, 5, 7}, dtype, -3, 3);
     for (int64_t dim : {0, 2})
@@ -211,6 +211,7 @@ TEST(CudaSoftmaxLoss, OutOfRangeTargetsRaiseTheCpuError) {
 
 TEST(CudaSoftmaxLoss, CrossEntropyGradientsMatchTheCpu) {
   EMBER_REQUIRE_GPU();
+  EMBER_REQUIRE_GRADIENT_KERNELS();
   for (DType dtype : kFloatingDTypes) {
     Tensor x = random_tensor({5, 4, 3}, dtype, -3, 3);
     Tensor classes = class_targets({5, 3}, 4, DType::i64, -100);
