@@ -9,6 +9,7 @@
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "autograd/accumulate_grad.h"
 #include "autograd/function.h"
@@ -59,8 +60,30 @@ struct Capture {
   std::vector<Tensor> answers;
 };
 
+// The callbacks queued during the backward pass running on this thread, or null.
+thread_local std::vector<std::function<void()>>* queued_callbacks = nullptr;
+
+void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
+          Capture* capture);
+
+// One backward pass: the walk, then the callbacks queued during it.
 void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
          Capture* capture) {
+  std::vector<std::function<void()>> callbacks;
+  std::vector<std::function<void()>>* outer = std::exchange(queued_callbacks, &callbacks);
+  struct Restore {
+    std::vector<std::function<void()>>* outer;
+    ~Restore() { queued_callbacks = outer; }
+  } restore{outer};
+  walk(roots, grad_roots, retain_graph, capture);
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    std::function<void()> callback = std::move(callbacks[i]);
+    callback();
+  }
+}
+
+void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
+          Capture* capture) {
   NoGradGuard no_grad;
   // Gradient formulas compute in the dtypes the forward saved, whatever the
   // caller's autocast policy (Note [Autocast] in core/README.md).
@@ -169,6 +192,11 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots
 }
 
 }  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  EMBER_CHECK(queued_callbacks != nullptr, "autograd::queue_callback: called outside a backward pass");
+  queued_callbacks->push_back(std::move(callback));
+}
 
 NodeObserver set_node_observer(NodeObserver observer) {
   std::lock_guard lock(observer_mutex);

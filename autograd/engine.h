@@ -21,6 +21,13 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool allow_unused = false);
 
+// Runs `callback` once the backward pass now running has finished its walk,
+// before backward() returns (PyTorch's queue_callback): module backward hooks
+// use it to learn that a backward ended. Callbacks run in the order queued;
+// one may queue another. Only valid inside a backward pass (from a hook or a
+// node); elsewhere it is an error.
+void queue_callback(std::function<void()> callback);
+
 class Node;
 
 // Called after each node of a backward walk ran, with the node and the times
