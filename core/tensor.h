@@ -41,6 +41,13 @@ class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  // Assignment re-points a handle, so only a named one can be assigned: a
+  // handle returned by value (`t.grad() = g`, `t.detach() = x`) would be
+  // re-pointed and dropped, changing nothing, so it does not compile.
+  Tensor& operator=(const Tensor&) & = default;
+  Tensor& operator=(Tensor&&) & noexcept = default;
   // A view of `storage` with the given geometry.
   static Tensor make(std::shared_ptr<Storage> storage, DType dtype, const Shape& shape, const Strides& strides,
                      int64_t offset);
