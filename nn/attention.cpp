@@ -18,20 +18,26 @@
 
 namespace ember::nn {
 
+namespace {
+int64_t checked_head_dim(int64_t embed_dim, int64_t num_heads) {
+  EMBER_CHECK(embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0,
+              "MultiheadAttention: embed_dim {} must be divisible by num_heads {}", embed_dim, num_heads);
+  return embed_dim / num_heads;
+}
+}  // namespace
+
 MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, const MultiheadAttentionOptions& options)
     : embed_dim(embed_dim),
       num_heads(num_heads),
-      head_dim(num_heads > 0 ? embed_dim / num_heads : 0),
+      head_dim(checked_head_dim(embed_dim, num_heads)),
       dropout(options.dropout),
       batch_first(options.batch_first),
-      generator(options.generator) {
-  EMBER_CHECK(embed_dim > 0 && num_heads > 0 && head_dim * num_heads == embed_dim,
-              "MultiheadAttention: embed_dim {} must be divisible by num_heads {}", embed_dim, num_heads);
-  TensorOptions floating{.dtype = options.dtype};
-  // Registration order as PyTorch's, so named_parameters and state_dict list
-  // in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias.
-  in_proj_weight = register_parameter("in_proj_weight", empty({3 * embed_dim, embed_dim}, floating));
-  in_proj_bias = register_parameter("in_proj_bias", options.bias ? empty({3 * embed_dim}, floating) : Tensor());
+      generator(options.generator),
+      // Registration order as PyTorch's, so named_parameters and state_dict
+      // list in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias.
+      in_proj_weight(register_parameter("in_proj_weight", empty({3 * embed_dim, embed_dim}, {.dtype = options.dtype}))),
+      in_proj_bias(register_parameter(
+          "in_proj_bias", options.bias ? empty({3 * embed_dim}, {.dtype = options.dtype}) : Tensor())) {
   out_proj = register_module(
       "out_proj", std::make_shared<NonDynamicallyQuantizableLinear>(
                       embed_dim, embed_dim,

@@ -31,11 +31,24 @@ struct MultiheadAttentionForwardOptions {
   bool need_weights = true;
   Tensor attn_mask{};  // [L, S] or [N * num_heads, L, S]: bool, true = not allowed; or float, added
   bool average_attn_weights = true;  // weights [N, L, S] averaged over heads, else [N, num_heads, L, S]
+
+  // The masks, for the module hooks (nn/forward_call.h).
+  template <class Visit>
+  void for_each_tensor(Visit& visit) {
+    visit(key_padding_mask);
+    visit(attn_mask);
+  }
 };
 
 struct MultiheadAttentionOutput {
   Tensor output;   // the query's layout: [L, N, E], [N, L, E] or [L, E]
   Tensor weights;  // undefined unless need_weights
+
+  template <class Visit>
+  void for_each_tensor(Visit& visit) {
+    visit(output);
+    visit(weights);
+  }
 };
 
 class MultiheadAttention : public Module {
@@ -44,9 +57,10 @@ class MultiheadAttention : public Module {
   using Module::forward;  // the single-tensor form is not attention's; it throws
   MultiheadAttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                    const MultiheadAttentionForwardOptions& options = {});
+  // forward between the module's hooks (Note [Module calls]).
   MultiheadAttentionOutput operator()(const Tensor& query, const Tensor& key, const Tensor& value,
                                       const MultiheadAttentionForwardOptions& options = {}) {
-    return forward(query, key, value, options);
+    return call(*this, query, key, value, options);
   }
   // PyTorch's _reset_parameters: xavier_uniform_ in_proj_weight, zero biases.
   void reset_parameters(Generator* generator = nullptr);
@@ -57,8 +71,9 @@ class MultiheadAttention : public Module {
   double dropout;
   bool batch_first;
   Generator* generator;
-  Tensor in_proj_weight;  // [3 E, E]: the query, key and value projections stacked
-  Tensor in_proj_bias;    // [3 E] or undefined
+  // Registered slots (Note [Parameter slots]).
+  Tensor& in_proj_weight;  // [3 E, E]: the query, key and value projections stacked
+  Tensor& in_proj_bias;    // [3 E] or undefined
   std::shared_ptr<NonDynamicallyQuantizableLinear> out_proj;
 };
 

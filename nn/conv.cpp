@@ -20,6 +20,13 @@ Pair default_stride(const Pair& stride, const Pair& kernel_size) {
   return stride == Pair{0, 0} ? kernel_size : stride;
 }
 
+int64_t checked_groups(int64_t in_channels, int64_t out_channels, int64_t groups) {
+  EMBER_CHECK(groups > 0 && in_channels % groups == 0 && out_channels % groups == 0,
+              "Conv2d: in_channels {} and out_channels {} must be divisible by groups {}", in_channels, out_channels,
+              groups);
+  return groups;
+}
+
 }  // namespace
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, const Conv2dOptions& options)
@@ -27,14 +34,11 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, cons
       out_channels(out_channels),
       kernel_size(kernel_size),
       conv{.stride = options.stride, .padding = options.padding, .dilation = options.dilation,
-           .groups = options.groups} {
-  EMBER_CHECK(options.groups > 0 && in_channels % options.groups == 0 && out_channels % options.groups == 0,
-              "Conv2d: in_channels {} and out_channels {} must be divisible by groups {}", in_channels,
-              out_channels, options.groups);
-  weight = register_parameter(
-      "weight",
-      empty({out_channels, in_channels / options.groups, kernel_size[0], kernel_size[1]}, {.dtype = options.dtype}));
-  bias = register_parameter("bias", options.bias ? empty({out_channels}, {.dtype = options.dtype}) : Tensor());
+           .groups = checked_groups(in_channels, out_channels, options.groups)},
+      weight(register_parameter("weight", empty({out_channels, in_channels / options.groups, kernel_size[0],
+                                                 kernel_size[1]},
+                                                {.dtype = options.dtype}))),
+      bias(register_parameter("bias", options.bias ? empty({out_channels}, {.dtype = options.dtype}) : Tensor())) {
   reset_parameters(options.generator);
 }
 

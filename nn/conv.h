@@ -33,8 +33,9 @@ class Conv2d : public Module {
   int64_t out_channels;
   Pair kernel_size;
   ember::Conv2dOptions conv;  // stride, padding, dilation, groups
-  Tensor weight;              // [out_channels, in_channels / groups, kH, kW]
-  Tensor bias;                // [out_channels] or undefined
+  // Registered slots (Note [Parameter slots]).
+  Tensor& weight;  // [out_channels, in_channels / groups, kH, kW]
+  Tensor& bias;    // [out_channels] or undefined
 };
 
 // stride {0, 0} means the kernel size, as PyTorch's stride=None.

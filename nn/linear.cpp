@@ -9,11 +9,18 @@
 
 namespace ember::nn {
 
+namespace {
+int64_t checked_size(int64_t size, const char* layer, const char* what) {
+  EMBER_CHECK(size >= 0, "{}: {} must not be negative, got {}", layer, what, size);
+  return size;
+}
+}  // namespace
+
 Linear::Linear(int64_t in_features, int64_t out_features, const LinearOptions& options)
-    : in_features(in_features), out_features(out_features) {
-  EMBER_CHECK(in_features >= 0 && out_features >= 0, "Linear: negative size ({}, {})", in_features, out_features);
-  weight = register_parameter("weight", empty({out_features, in_features}, {.dtype = options.dtype}));
-  bias = register_parameter("bias", options.bias ? empty({out_features}, {.dtype = options.dtype}) : Tensor());
+    : in_features(checked_size(in_features, "Linear", "in_features")),
+      out_features(checked_size(out_features, "Linear", "out_features")),
+      weight(register_parameter("weight", empty({out_features, in_features}, {.dtype = options.dtype}))),
+      bias(register_parameter("bias", options.bias ? empty({out_features}, {.dtype = options.dtype}) : Tensor())) {
   reset_parameters(options.generator);
 }
 
@@ -34,15 +41,15 @@ std::string Linear::extra_repr() const {
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, const EmbeddingOptions& options)
-    : num_embeddings(num_embeddings), embedding_dim(embedding_dim), padding_idx(options.padding_idx) {
-  EMBER_CHECK(num_embeddings >= 0 && embedding_dim >= 0, "Embedding: negative size ({}, {})", num_embeddings,
-              embedding_dim);
+    : num_embeddings(checked_size(num_embeddings, "Embedding", "num_embeddings")),
+      embedding_dim(checked_size(embedding_dim, "Embedding", "embedding_dim")),
+      padding_idx(options.padding_idx),
+      weight(register_parameter("weight", empty({num_embeddings, embedding_dim}, {.dtype = options.dtype}))) {
   if (padding_idx) {
     EMBER_CHECK(*padding_idx < num_embeddings && *padding_idx >= -num_embeddings,
                 "Embedding: padding_idx {} must be within num_embeddings {}", *padding_idx, num_embeddings);
     if (*padding_idx < 0) *padding_idx += num_embeddings;
   }
-  weight = register_parameter("weight", empty({num_embeddings, embedding_dim}, {.dtype = options.dtype}));
   reset_parameters(options.generator);
 }
 

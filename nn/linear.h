@@ -26,8 +26,9 @@ class Linear : public Module {
 
   int64_t in_features;
   int64_t out_features;
-  Tensor weight;  // [out_features, in_features]
-  Tensor bias;    // [out_features], undefined when options.bias is false
+  // Bound to the registered slots (Note [Parameter slots]): assigning one re-points the parameter.
+  Tensor& weight;  // [out_features, in_features]
+  Tensor& bias;    // [out_features], undefined when options.bias is false
 };
 
 struct EmbeddingOptions {
@@ -48,7 +49,7 @@ class Embedding : public Module {
   int64_t num_embeddings;
   int64_t embedding_dim;
   std::optional<int64_t> padding_idx;  // in [0, num_embeddings)
-  Tensor weight;  // [num_embeddings, embedding_dim]
+  Tensor& weight;  // [num_embeddings, embedding_dim], a registered slot (Note [Parameter slots])
 };
 
 }  // namespace ember::nn

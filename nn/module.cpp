@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <set>
 #include <typeinfo>
 #include <unordered_map>
 #include <unordered_set>
@@ -53,53 +55,22 @@ void convert_in_place(const Tensor& tensor, const Convert& convert) {
 
 }  // namespace
 
+AliasKey alias_key(const Tensor& tensor) {
+  return {tensor.storage().get(), tensor.offset(), tensor.shape().str() + tensor.strides().str()};
+}
+
+NamedTensors without_aliases(const NamedTensors& state) {
+  NamedTensors out;
+  std::set<AliasKey> seen;
+  for (const auto& entry : state)
+    if (seen.insert(alias_key(entry.second)).second) out.push_back(entry);
+  return out;
+}
+
 Tensor Module::forward(const Tensor&) {
   EMBER_CHECK(false, "{}: has no single-tensor forward (call its own forward with the arguments it takes)",
               type_name());
   return {};
-}
-
-Tensor Module::call_with_hooks(const Tensor& input) {
-  if (forward_wrappers_.empty()) return call_with_pre_and_post_hooks(input);
-  // Each wrapper's `call` runs the next one; the innermost runs the hooks and forward.
-  std::vector<ForwardWrapper> wrappers = forward_wrappers_.snapshot();
-  std::function<Tensor(size_t, const Tensor&)> run_from = [&](size_t index, const Tensor& x) -> Tensor {
-    if (index == wrappers.size()) return call_with_pre_and_post_hooks(x);
-    return wrappers[index](*this, x, [&](const Tensor& inner) { return run_from(index + 1, inner); });
-  };
-  return run_from(0, input);
-}
-
-Tensor Module::call_with_pre_and_post_hooks(const Tensor& input) {
-  // Snapshots, so that a hook may remove itself (or another) while they run.
-  Tensor x = input;
-  for (const ForwardPreHook& hook : forward_pre_hooks_.snapshot()) {
-    Tensor replaced = hook(*this, x);
-    if (replaced.defined()) x = replaced;
-  }
-  Tensor output = forward(x);
-  for (const ForwardHook& hook : forward_hooks_.snapshot()) hook(*this, x, output);
-  return output;
-}
-
-ForwardHookId Module::register_forward_pre_hook(ForwardPreHook hook) {
-  EMBER_CHECK(hook != nullptr, "{}.register_forward_pre_hook: the hook is empty", type_name());
-  return forward_pre_hooks_.add(std::move(hook));
-}
-
-ForwardHookId Module::register_forward_hook(ForwardHook hook) {
-  EMBER_CHECK(hook != nullptr, "{}.register_forward_hook: the hook is empty", type_name());
-  return forward_hooks_.add(std::move(hook));
-}
-
-ForwardHookId Module::register_forward_wrapper(ForwardWrapper wrapper) {
-  EMBER_CHECK(wrapper != nullptr, "{}.register_forward_wrapper: the wrapper is empty", type_name());
-  return forward_wrappers_.add(std::move(wrapper));
-}
-
-void Module::remove_forward_hook(ForwardHookId id) {
-  bool removed = forward_pre_hooks_.remove(id) || forward_hooks_.remove(id) || forward_wrappers_.remove(id);
-  EMBER_CHECK(removed, "{}.remove_forward_hook: no forward hook with id {} (already removed?)", type_name(), id);
 }
 
 std::string Module::type_name() const {
@@ -152,20 +123,18 @@ void Module::check_new_name(const std::string& name, const char* what) const {
   EMBER_CHECK(!taken, "{}: attribute \"{}\" already exists, cannot register {} of that name", type_name(), name, what);
 }
 
-Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
   check_new_name(name, "parameter");
   if (tensor.defined()) {
     EMBER_CHECK(tensor.is_leaf(), "{}: parameter \"{}\" must be a leaf tensor (detach it first)", type_name(), name);
     if (requires_grad) tensor.requires_grad_(true);
   }
-  parameters_.emplace_back(name, tensor);
-  return tensor;
+  return parameters_.emplace_back(name, std::move(tensor)).second;
 }
 
-Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
+Tensor& Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
   check_new_name(name, "buffer");
-  buffers_.push_back({name, tensor, persistent});
-  return tensor;
+  return buffers_.emplace_back(Buffer{name, std::move(tensor), persistent}).tensor;
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
@@ -181,7 +150,14 @@ void Module::collect_tensors(const std::string& prefix, bool parameters, bool re
     if (tensor.defined() && seen.insert(tensor.impl()).second) out.emplace_back(prefix + name, tensor);
   };
   if (parameters) {
-    for (const auto& [name, tensor] : parameters_) add(name, tensor);
+    for (const auto& [name, tensor] : parameters_) {
+      // A member bound to the slot may have been assigned anything (Note [Parameter slots]).
+      EMBER_CHECK(!tensor.defined() || tensor.is_leaf(),
+                  "{}: parameter \"{}\" holds a tensor computed by {} (not a leaf), so no optimizer could update "
+                  "it: assign a parameter (another module's, to tie weights) or compute the tensor inside forward",
+                  type_name(), prefix + name, tensor.grad_fn() ? tensor.grad_fn()->name() : "an op");
+      add(name, tensor);
+    }
   } else {
     for (const Buffer& buffer : buffers_) add(buffer.name, buffer.tensor);
   }
@@ -222,7 +198,7 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
   return out;
 }
 
-std::shared_ptr<Module> Module::child(const std::string& name) const {
+const std::shared_ptr<Module> Module::child(const std::string& name) const {
   std::string names;
   for (const auto& [child_name, module] : children_) {
     if (child_name == name) return module;
@@ -315,6 +291,16 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
     EMBER_CHECK(tensor.defined(), "{}.load_state_dict: the value of \"{}\" is an undefined tensor", type_name(), name);
     given.emplace(name, &tensor);
   }
+  // Note [Parameter slots]: tied names share one tensor, so a file that
+  // holds only one of them (Hugging Face drops the others) fills them all,
+  // as safetensors.torch.load_model does.
+  std::map<AliasKey, std::vector<std::string>> aliases;
+  for (const auto& [name, target] : expected) aliases[alias_key(target)].push_back(name);
+  auto loaded_through_alias = [&](const Tensor& target) {
+    for (const std::string& alias : aliases[alias_key(target)])
+      if (given.count(alias)) return true;
+    return false;
+  };
   LoadStateDictResult result;
   std::vector<std::string> mismatched;
   std::vector<std::pair<Tensor, const Tensor*>> copies;
@@ -323,7 +309,7 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
     expected_names.insert(name);
     auto found = given.find(name);
     if (found == given.end()) {
-      result.missing_keys.push_back(name);
+      if (!loaded_through_alias(target)) result.missing_keys.push_back(name);
     } else if (found->second->shape() != target.shape()) {
       mismatched.push_back(fmt::format("size mismatch for {}: copying a param with shape {} from checkpoint, the "
                                        "shape in current model is {}.",

@@ -8,8 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <tuple>
 #include <ostream>
 #include <span>
 #include <string>
@@ -24,24 +27,31 @@
 #include "core/hook_list.h"
 #include "core/named_tensors.h"
 #include "core/tensor.h"
+#include "nn/forward_call.h"
 
 namespace ember::nn {
 
 class Module;
 using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<Module>>>;
 
-// Runs before forward(input); a defined result replaces the input.
-using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
-// Runs after forward(input) returned `output`, which it may replace.
-using ForwardHook = std::function<void(Module& module, const Tensor& input, Tensor& output)>;
+// Note [Module calls] (nn/README.md): hooks see a call, not a signature.
+// Runs before forward; may replace input tensors through call.inputs.
+using ForwardPreHook = std::function<void(ForwardCall& call)>;
+// Runs after forward returned; may replace output tensors through call.outputs.
+using ForwardHook = std::function<void(ForwardCall& call)>;
 // Runs the rest of the call (inner wrappers, pre-hooks, forward, hooks) as
-// `call(input)` and returns the output, which it may replace. State it sets
-// around `call` with RAII is restored even when forward throws, which a
-// pre-hook/hook pair cannot promise (the Accelerator's autocast is one).
-using ForwardWrapper =
-    std::function<Tensor(Module& module, const Tensor& input, const std::function<Tensor(const Tensor&)>& call)>;
-// What register_forward_(pre_)hook and register_forward_wrapper return, for remove_forward_hook.
-using ForwardHookId = HookId;
+// `proceed()`, after which call.outputs holds the result's tensors. State it
+// sets around `proceed` with RAII is restored even when forward throws, which
+// a pre-hook/hook pair cannot promise (the Accelerator's autocast is one).
+using ForwardWrapper = std::function<void(ForwardCall& call, const std::function<void()>& proceed)>;
+// Backward pre-hooks run once per call of the module, when the first gradient
+// reaches one of that call's outputs, before any gradient flows inside it.
+// Backward hooks run once per call when every parameter of the module (and
+// its descendants) that requires grad has accumulated its gradient, or at the
+// end of the backward pass for a call that left some parameter unused.
+using BackwardHook = std::function<void(Module& module)>;
+// What the register_*_hook functions return, for remove_hook.
+using ModuleHookId = HookId;
 
 // What load_state_dict found besides the keys it loaded (PyTorch's _IncompatibleKeys).
 struct LoadStateDictResult {
@@ -56,28 +66,62 @@ class Module {
   // A copy would alias every parameter; moving hands them over (Note [Module ownership]).
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
-  Module(Module&&) = default;
-  Module& operator=(Module&&) = default;
+  Module(Module&& other) noexcept;
+  Module& operator=(Module&& other) noexcept;
 
   // The single-tensor forward that Sequential chains and operator() calls.
-  // Modules with other signatures (MultiheadAttention) keep this one throwing.
+  // Modules with other signatures declare their own forward (Note [Module calls]).
   virtual Tensor forward(const Tensor& input);
-  // forward(), between the forward hooks when there are any (PyTorch's
-  // __call__). Without hooks it costs one branch more than forward().
-  Tensor operator()(const Tensor& input) {
-    return forward_pre_hooks_.empty() && forward_hooks_.empty() && forward_wrappers_.empty() ? forward(input)
-                                                                                              : call_with_hooks(input);
-  }
 
-  // Hooks run in registration order, each pre-hook seeing the input the one
-  // before returned; they fire when this module is called through operator(),
-  // not when a container calls a child's forward() directly. Wrappers enclose
-  // all of it, the first registered outermost.
-  ForwardHookId register_forward_pre_hook(ForwardPreHook hook);
-  ForwardHookId register_forward_hook(ForwardHook hook);
-  ForwardHookId register_forward_wrapper(ForwardWrapper wrapper);
+  // self.forward(args...) between self's hooks, for any signature: what a
+  // module whose forward takes other arguments calls from its operator():
+  //   std::pair<Tensor, Tensor> forward(const Tensor& idx, const Tensor& targets);
+  //   auto operator()(const Tensor& idx, const Tensor& targets) { return call(*this, idx, targets); }
+  // Without hooks it is forward() plus one branch. With hooks the arguments
+  // are copied (so a pre-hook can replace a tensor without touching the
+  // caller's) and the tensors in both are collected into a ForwardCall.
+  template <class Self, class... Args>
+  static auto call(Self& self, Args&&... args) {
+    using Result = decltype(self.forward(std::forward<Args>(args)...));
+    static_assert(!std::is_reference_v<Result>, "nn::Module::call: forward must return by value");
+    if (!self.has_call_hooks()) return self.forward(std::forward<Args>(args)...);
+    std::tuple<std::decay_t<Args>...> arguments(std::forward<Args>(args)...);
+    ForwardCall record{self, {}, {}};
+    auto add_input = [&record](Tensor& tensor) { record.inputs.push_back(&tensor); };
+    std::apply([&](auto&... argument) { (visit_tensors<false>(argument, add_input), ...); }, arguments);
+    auto run_forward = [&] { return std::apply([&](auto&... argument) { return self.forward(argument...); }, arguments); };
+    if constexpr (std::is_void_v<Result>) {
+      self.run_call(record, run_forward);
+    } else {
+      std::optional<Result> result;
+      self.run_call(record, [&] {
+        result.emplace(run_forward());
+        auto add_output = [&record](Tensor& tensor) { record.outputs.push_back(&tensor); };
+        visit_tensors<true>(*result, add_output);
+      });
+      return Result(std::move(*result));
+    }
+  }
+  // forward(input) between the module's hooks (PyTorch's __call__).
+  Tensor operator()(const Tensor& input) { return call(*this, input); }
+
+  // Hooks run in registration order; pre-hooks see the inputs the one before
+  // left. They fire when the module is called (operator(), call), not when
+  // forward() is called directly: DDP and the Accelerator detect that path
+  // at backward instead of training on it. Wrappers enclose all of it, the
+  // first registered outermost.
+  ModuleHookId register_forward_pre_hook(ForwardPreHook hook);
+  ModuleHookId register_forward_hook(ForwardHook hook);
+  ModuleHookId register_forward_wrapper(ForwardWrapper wrapper);
+  ModuleHookId register_backward_pre_hook(BackwardHook hook);
+  ModuleHookId register_backward_hook(BackwardHook hook);
   // Removes the hook or wrapper with this id; an unknown id is an error.
-  void remove_forward_hook(ForwardHookId id);
+  void remove_hook(ModuleHookId id);
+  // Whether any hook or wrapper is registered (then calls take the hooked path).
+  bool has_call_hooks() const {
+    return !forward_pre_hooks_.empty() || !forward_hooks_.empty() || !forward_wrappers_.empty() ||
+           !backward_pre_hooks_.empty() || !backward_hooks_.empty();
+  }
 
   // The class name printed in the tree; by default the C++ class name without namespaces.
   virtual std::string type_name() const;
@@ -88,9 +132,13 @@ class Module {
 
   // Registration. Names may not contain '.' or repeat within one module. An
   // undefined tensor registers a slot that listings skip (PyTorch's None,
-  // e.g. Linear's bias when bias=false). Each returns the tensor it registered.
-  Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
-  Tensor register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
+  // e.g. Linear's bias when bias=false). Each returns the slot itself, which
+  // stays where it is for the module's life: a module binds its member to it
+  // (`Tensor& weight;` initialised with register_parameter), so that assigning
+  // the member re-points the registered parameter, as PyTorch's setattr does
+  // (weight tying: `lm_head->weight = wte->weight`, Note [Parameter slots]).
+  Tensor& register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  Tensor& register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     static_assert(std::is_base_of_v<Module, M>, "register_module: not an nn::Module");
@@ -115,7 +163,8 @@ class Module {
   std::vector<std::pair<std::string, Module*>> named_modules();
   std::vector<Module*> modules();
   // The direct submodule called `name`, or an error naming the module's children.
-  std::shared_ptr<Module> child(const std::string& name) const;
+  // Const, so that `model.child("fc") = other` (which would change nothing) does not compile.
+  const std::shared_ptr<Module> child(const std::string& name) const;
 
   // The training flag of this module and every descendant (Dropout, BatchNorm read it).
   Module& train(bool on = true);
@@ -153,19 +202,38 @@ class Module {
   void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, Module*>>& out,
                        std::unordered_set<const Module*>& seen);
 
-  Tensor call_with_hooks(const Tensor& input);
-  Tensor call_with_pre_and_post_hooks(const Tensor& input);
+  // The hooked path of call(): wrappers, pre-hooks, `forward` (which fills
+  // call.outputs), hooks, then the backward hooks' arming (module_hooks.cpp).
+  void run_call(ForwardCall& call, const std::function<void()>& forward);
+  void run_from_wrapper(ForwardCall& call, const std::function<void()>& forward,
+                        const std::vector<ForwardWrapper>& wrappers, size_t index);
+  void arm_backward_hooks(const ForwardCall& call);
+  void fire_backward_hooks();
+  struct BackwardState;
 
-  NamedTensors parameters_;
-  std::vector<Buffer> buffers_;
+  // Deques: a slot never moves, so a module may bind a member to it
+  // (Note [Parameter slots]).
+  std::deque<std::pair<std::string, Tensor>> parameters_;
+  std::deque<Buffer> buffers_;
   HookList<ForwardPreHook> forward_pre_hooks_;
   HookList<ForwardHook> forward_hooks_;
   HookList<ForwardWrapper> forward_wrappers_;
+  HookList<BackwardHook> backward_pre_hooks_;
+  HookList<BackwardHook> backward_hooks_;
+  std::shared_ptr<BackwardState> backward_state_;  // made when backward hooks first arm
   NamedModules children_;
   bool training_ = true;
 };
 
 std::ostream& operator<<(std::ostream& stream, const Module& module);
+
+// Which tensors of a state dict are one tensor under several names (tied
+// weights: the same storage, offset, shape and strides).
+using AliasKey = std::tuple<const Storage*, int64_t, std::string>;
+AliasKey alias_key(const Tensor& tensor);
+// `state` with each tensor under its first name only, what a file holds
+// (safetensors.torch.save_model drops tied duplicates the same way).
+NamedTensors without_aliases(const NamedTensors& state);
 
 // PyTorch's spelling of values inside extra_repr: True/False, 1e-05, (3, 3), None.
 std::string python_repr(bool value);

@@ -8,21 +8,24 @@
 
 namespace ember::nn {
 
+namespace {
+int64_t checked_num_features(int64_t num_features) {
+  EMBER_CHECK(num_features > 0, "BatchNorm: num_features must be positive, got {}", num_features);
+  return num_features;
+}
+}  // namespace
+
 BatchNorm::BatchNorm(int64_t num_features, const BatchNormOptions& options)
-    : num_features(num_features), options(options) {
-  EMBER_CHECK(num_features > 0, "{}: num_features must be positive, got {}", type_name(), num_features);
-  TensorOptions floating{.dtype = options.dtype};
-  weight = register_parameter("weight", options.affine ? empty({num_features}, floating) : Tensor());
-  bias = register_parameter("bias", options.affine ? empty({num_features}, floating) : Tensor());
-  if (options.track_running_stats) {
-    running_mean = register_buffer("running_mean", zeros({num_features}, floating));
-    running_var = register_buffer("running_var", ones({num_features}, floating));
-    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, {.dtype = DType::i64}));
-  } else {
-    register_buffer("running_mean", Tensor());
-    register_buffer("running_var", Tensor());
-    register_buffer("num_batches_tracked", Tensor());
-  }
+    : num_features(checked_num_features(num_features)),
+      options(options),
+      weight(register_parameter("weight", options.affine ? empty({num_features}, {.dtype = options.dtype}) : Tensor())),
+      bias(register_parameter("bias", options.affine ? empty({num_features}, {.dtype = options.dtype}) : Tensor())),
+      running_mean(register_buffer(
+          "running_mean", options.track_running_stats ? zeros({num_features}, {.dtype = options.dtype}) : Tensor())),
+      running_var(register_buffer(
+          "running_var", options.track_running_stats ? ones({num_features}, {.dtype = options.dtype}) : Tensor())),
+      num_batches_tracked(register_buffer(
+          "num_batches_tracked", options.track_running_stats ? zeros({}, {.dtype = DType::i64}) : Tensor())) {
   reset_parameters();
 }
 
@@ -74,15 +77,13 @@ void BatchNorm2d::check_input_dim(const Tensor& input) const {
 }
 
 LayerNorm::LayerNorm(Shape normalized_shape, const LayerNormOptions& options)
-    : normalized_shape(normalized_shape), options(options) {
-  if (options.elementwise_affine) {
-    weight = register_parameter("weight", ones(normalized_shape, {.dtype = options.dtype}));
-    bias = register_parameter("bias", options.bias ? zeros(normalized_shape, {.dtype = options.dtype}) : Tensor());
-  } else {
-    register_parameter("weight", Tensor());
-    register_parameter("bias", Tensor());
-  }
-}
+    : normalized_shape(normalized_shape),
+      options(options),
+      weight(register_parameter(
+          "weight", options.elementwise_affine ? ones(normalized_shape, {.dtype = options.dtype}) : Tensor())),
+      bias(register_parameter("bias", options.elementwise_affine && options.bias
+                                          ? zeros(normalized_shape, {.dtype = options.dtype})
+                                          : Tensor())) {}
 
 Tensor LayerNorm::forward(const Tensor& input) {
   return layer_norm(input, normalized_shape, weight, bias, options.eps);
@@ -94,10 +95,10 @@ std::string LayerNorm::extra_repr() const {
 }
 
 RMSNorm::RMSNorm(Shape normalized_shape, const RMSNormOptions& options)
-    : normalized_shape(normalized_shape), options(options) {
-  weight = register_parameter("weight",
-                              options.elementwise_affine ? ones(normalized_shape, {.dtype = options.dtype}) : Tensor());
-}
+    : normalized_shape(normalized_shape),
+      options(options),
+      weight(register_parameter(
+          "weight", options.elementwise_affine ? ones(normalized_shape, {.dtype = options.dtype}) : Tensor())) {}
 
 Tensor RMSNorm::forward(const Tensor& input) { return rms_norm(input, normalized_shape, weight, options.eps); }
 

@@ -31,11 +31,12 @@ class BatchNorm : public Module {
 
   int64_t num_features;
   BatchNormOptions options;
-  Tensor weight;
-  Tensor bias;
-  Tensor running_mean;
-  Tensor running_var;
-  Tensor num_batches_tracked;
+  // Registered slots (Note [Parameter slots]); undefined when not kept.
+  Tensor& weight;
+  Tensor& bias;
+  Tensor& running_mean;
+  Tensor& running_var;
+  Tensor& num_batches_tracked;
 
  protected:
   virtual void check_input_dim(const Tensor& input) const = 0;
@@ -77,8 +78,8 @@ class LayerNorm : public Module {
 
   Shape normalized_shape;
   LayerNormOptions options;
-  Tensor weight;  // ones
-  Tensor bias;    // zeros
+  Tensor& weight;  // ones; a registered slot (Note [Parameter slots])
+  Tensor& bias;    // zeros
 };
 
 struct RMSNormOptions {
@@ -97,7 +98,7 @@ class RMSNorm : public Module {
 
   Shape normalized_shape;
   RMSNormOptions options;
-  Tensor weight;  // ones
+  Tensor& weight;  // ones; a registered slot (Note [Parameter slots])
 };
 
 }  // namespace ember::nn

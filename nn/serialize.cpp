@@ -6,7 +6,7 @@
 namespace ember::nn {
 
 void save(const Module& module, const std::filesystem::path& path, const std::map<std::string, std::string>& metadata) {
-  save_safetensors(path, module.state_dict(), metadata);
+  save_safetensors(path, without_aliases(module.state_dict()), metadata);
 }
 
 LoadStateDictResult load(Module& module, const std::filesystem::path& path, bool strict) {

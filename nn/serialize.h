@@ -17,8 +17,9 @@
 
 namespace ember::nn {
 
-// Writes module.state_dict() (parameters and persistent buffers) to `path`;
-// metadata gains {"format": "pt"} unless it has a "format".
+// Writes module.state_dict() (parameters and persistent buffers) to `path`,
+// a tied tensor once under its first name (without_aliases; load restores the
+// tie); metadata gains {"format": "pt"} unless it has a "format".
 void save(const Module& module, const std::filesystem::path& path,
           const std::map<std::string, std::string>& metadata = {});
 
@@ -31,7 +32,7 @@ LoadStateDictResult load(Module& module, const std::filesystem::path& path, bool
 // them. An error names the text.
 int64_t parse_byte_size(std::string_view text);
 
-// Writes `state` into `directory` (created if needed) as `model.safetensors`
+// Writes `state` (a tied tensor once, under its first name) into `directory` (created if needed) as `model.safetensors`
 // when its tensors fit in one shard of max_shard_size bytes, else as
 // `model-00001-of-0000N.safetensors` ... plus `model.safetensors.index.json`:
 //   {"metadata": {"total_size": <bytes of all tensors>},

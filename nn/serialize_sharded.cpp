@@ -212,12 +212,13 @@ int64_t parse_byte_size(std::string_view text) {
   return whole * found->bytes + fraction_bytes;
 }
 
-std::vector<fs::path> save_sharded(const NamedTensors& state, const fs::path& directory, int64_t max_shard_size,
+std::vector<fs::path> save_sharded(const NamedTensors& given, const fs::path& directory, int64_t max_shard_size,
                                    const std::map<std::string, std::string>& metadata) {
   EMBER_CHECK(max_shard_size > 0, "save_sharded: max_shard_size must be positive, got {}", max_shard_size);
   std::set<std::string_view> names;
-  for (const auto& [name, tensor] : state)
+  for (const auto& [name, tensor] : given)
     EMBER_CHECK(names.insert(name).second, "save_sharded: the tensor name '{}' is given twice", shown_text(name));
+  const NamedTensors state = without_aliases(given);  // tied weights are written once
   std::error_code error;
   fs::create_directories(directory, error);
   EMBER_CHECK(!error, "save_sharded: cannot create '{}': {}", directory.string(), error.message());

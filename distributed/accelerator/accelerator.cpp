@@ -121,7 +121,8 @@ void Accelerator::prepare_model(const std::shared_ptr<nn::Module>& model) {
   AcceleratorState& state = *state_;
   for (const detail::PreparedModel& prepared : state.models)
     EMBER_CHECK(prepared.module != model, "Accelerator::prepare: this {} was prepared already", model->type_name());
-  detail::PreparedModel prepared{.module = model, .ddp = nullptr, .autocast_wrapper = 0};
+  detail::PreparedModel prepared;
+  prepared.module = model;
   model->to(state.device);
   if (state.group)
     prepared.ddp = std::make_unique<distributed::DistributedDataParallel>(model, *state.group, state.options.ddp);
@@ -131,17 +132,42 @@ void Accelerator::prepare_model(const std::shared_ptr<nn::Module>& model) {
     // convert_outputs_to_fp32), so the loss and anything after it run in f32.
     const DeviceType device = state.device.type;
     const DType dtype = state.low_precision;
+    auto called = std::make_shared<bool>(false);
     prepared.autocast_wrapper = model->register_forward_wrapper(
-        [device, dtype](nn::Module&, const Tensor& input, const std::function<Tensor(const Tensor&)>& call) {
-          Tensor output;
+        [device, dtype, called](nn::ForwardCall& call, const std::function<void()>& proceed) {
+          *called = true;
           {
             AutocastGuard autocast(device, dtype);
-            output = call(input);
+            proceed();
           }
-          return is_low_precision(output.dtype()) ? output.to(DType::f32) : output;
+          for (Tensor* output : call.outputs)
+            if (is_low_precision(output->dtype())) *output = output->to(DType::f32);
         });
+    if (!prepared.ddp) watch_for_unhooked_forwards(prepared, called);
   }
   state.models.push_back(std::move(prepared));
+}
+
+// Note [Forwards that skip the hooks]: model.forward(...) called directly
+// runs without autocast. DDP's reducer refuses such a backward; without DDP
+// the Accelerator does: each parameter's gradient checks that the model was
+// called through its hooks since the last optimizer step.
+void Accelerator::watch_for_unhooked_forwards(detail::PreparedModel& prepared, const std::shared_ptr<bool>& called) {
+  prepared.called_since_step = called;
+  std::string model_name = prepared.module->type_name();
+  std::string precision = state_->options.mixed_precision;
+  for (const auto& [name, parameter] : prepared.module->named_parameters()) {
+    if (!parameter.requires_grad()) continue;
+    uint64_t id = parameter.register_post_accumulate_grad_hook([called, name, model_name, precision](const Tensor&) {
+      EMBER_CHECK(*called,
+                  "Accelerator: parameter \"{}\" of the prepared {} got a gradient from a forward that ran without "
+                  "the model's hooks, so without the {} autocast it was prepared with. Call the model as model(...) "
+                  "instead of model.forward(...); a module whose forward takes other arguments gets a call operator "
+                  "from nn::Module::call (nn/README.md, Note [Module calls])",
+                  name, model_name, precision);
+    });
+    prepared.gradient_hooks.emplace_back(parameter, id);
+  }
 }
 
 void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
@@ -161,6 +187,8 @@ void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
   prepared->step_hook = optimizer.register_step_pre_hook([weak, record, keepalive = token.token](optim::Optimizer& o) {
     std::shared_ptr<AcceleratorState> state = weak.lock();
     if (!state) return true;
+    for (const detail::PreparedModel& model : state->models)
+      if (model.called_since_step) *model.called_since_step = false;
     if (!state->gradient.sync_gradients) return false;
     record->step_was_skipped = false;
     if (!state->scaler) return true;
@@ -340,7 +368,8 @@ void Accelerator::free_memory() {
   AcceleratorState& state = *state_;
   for (detail::PreparedModel& prepared : state.models) {
     prepared.ddp.reset();  // removes its hooks; .grad become standalone tensors
-    if (prepared.autocast_wrapper) prepared.module->remove_forward_hook(prepared.autocast_wrapper);
+    if (prepared.autocast_wrapper) prepared.module->remove_hook(prepared.autocast_wrapper);
+    for (const auto& [parameter, id] : prepared.gradient_hooks) parameter.remove_post_accumulate_grad_hook(id);
   }
   for (const auto& prepared : state.optimizers) {
     if (prepared->alive.expired()) continue;

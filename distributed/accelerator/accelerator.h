@@ -70,6 +70,7 @@ std::string_view to_string(DistributedType type);
 
 namespace detail {
 struct AcceleratorState;
+struct PreparedModel;
 // An object register_for_checkpointing carries: its state as JSON or as tensors.
 struct Checkpointable {
   std::function<nlohmann::json()> save_json;
@@ -140,6 +141,7 @@ class Accelerator {
     (prepare_one(objects), ...);
   }
   void prepare_model(const std::shared_ptr<nn::Module>& model);
+  void watch_for_unhooked_forwards(detail::PreparedModel& prepared, const std::shared_ptr<bool>& called);
   void prepare_optimizer(optim::Optimizer& optimizer);
   void prepare_data_loader(data::DataLoader& loader);
   void prepare_scheduler(optim::LRScheduler& scheduler);

@@ -38,6 +38,11 @@ struct PreparedModel {
   std::shared_ptr<nn::Module> module;
   std::unique_ptr<distributed::DistributedDataParallel> ddp;  // with more than one process
   HookId autocast_wrapper = 0;                                // with mixed precision
+  // With autocast and no DDP: whether the model was called through its hooks
+  // since the last optimizer step, and the gradient hooks that check it
+  // (Note [Forwards that skip the hooks]).
+  std::shared_ptr<bool> called_since_step;
+  std::vector<std::pair<Tensor, uint64_t>> gradient_hooks;
 };
 
 struct PreparedOptimizer {

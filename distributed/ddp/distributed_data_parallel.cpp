@@ -76,17 +76,13 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       if (std::shared_ptr<Reducer> reducer = weak.lock()) reducer->on_gradient(index);
     }));
   }
-  pre_hook_ = module_->register_forward_pre_hook([this](nn::Module&, const Tensor&) {
-    before_forward();
-    return Tensor();
-  });
-  post_hook_ = module_->register_forward_hook(
-      [this](nn::Module&, const Tensor&, Tensor& output) { after_forward(output); });
+  pre_hook_ = module_->register_forward_pre_hook([this](nn::ForwardCall&) { before_forward(); });
+  post_hook_ = module_->register_forward_hook([this](nn::ForwardCall& call) { after_forward(call.outputs); });
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
-  module_->remove_forward_hook(pre_hook_);
-  module_->remove_forward_hook(post_hook_);
+  module_->remove_hook(pre_hook_);
+  module_->remove_hook(post_hook_);
   for (size_t index = 0; index < parameters_.size(); ++index)
     parameters_[index].second.remove_post_accumulate_grad_hook(gradient_hooks_[index]);
   reducer_->wait_outstanding();
@@ -144,22 +140,35 @@ void DistributedDataParallel::before_forward() {
   if (options_.broadcast_buffers) broadcast_from_rank0(buffers_);
 }
 
-void DistributedDataParallel::after_forward(const Tensor& output) {
-  // Only a forward whose backward will run (grad mode on, output in a graph)
-  // and that is not under no_sync prepares a reduction.
-  if (!sync_ || !grad_mode_enabled() || !output.defined() || !output.requires_grad()) return;
-  reducer_->prepare_for_backward(options_.find_unused_parameters ? unused_parameters(output)
+void DistributedDataParallel::after_forward(const std::vector<Tensor*>& outputs) {
+  // Only a forward whose backward will run (grad mode on, an output in a
+  // graph) prepares a reduction; under no_sync it only allows the backward
+  // to accumulate locally (Note [Forwards that skip the hooks]).
+  bool differentiable = false;
+  for (const Tensor* output : outputs) differentiable |= output->requires_grad();
+  if (!grad_mode_enabled() || !differentiable) return;
+  if (!sync_) {
+    reducer_->allow_local_accumulation();
+    return;
+  }
+  reducer_->prepare_for_backward(options_.find_unused_parameters ? unused_parameters(outputs)
                                                                  : std::vector<size_t>{});
 }
 
-std::vector<size_t> DistributedDataParallel::unused_parameters(const Tensor& output) const {
+std::vector<size_t> DistributedDataParallel::unused_parameters(const std::vector<Tensor*>& outputs) const {
   // Note [Unused parameters]: the parameters whose accumulators the graph
   // reaches get a gradient in backward; the rest do not.
   std::unordered_set<const TensorImpl*> reached;
-  if (!output.grad_fn()) reached.insert(output.impl());  // the output is itself a parameter
   std::unordered_set<const autograd::Node*> seen;
   std::vector<const autograd::Node*> stack;
-  if (output.grad_fn()) stack.push_back(output.grad_fn().get());
+  for (const Tensor* output : outputs) {
+    if (!output->requires_grad()) continue;
+    if (output->grad_fn()) {
+      stack.push_back(output->grad_fn().get());
+    } else {
+      reached.insert(output->impl());  // the output is itself a parameter
+    }
+  }
   while (!stack.empty()) {
     const autograd::Node* node = stack.back();
     stack.pop_back();

@@ -65,7 +65,9 @@ class DistributedDataParallel {
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
-  // The module's forward through its hooks; calling the module itself is the same.
+  // The module's single-tensor forward through its hooks; calling the module
+  // itself is the same, and is how a module with another forward signature
+  // is run (its operator(), Note [Module calls] in nn/README.md).
   Tensor forward(const Tensor& input) { return (*module_)(input); }
   Tensor operator()(const Tensor& input) { return forward(input); }
   nn::Module& module() const { return *module_; }
@@ -102,9 +104,9 @@ class DistributedDataParallel {
   void check_same_parameters_on_every_rank() const;
   void broadcast_from_rank0(const std::vector<Tensor>& tensors) const;
   void before_forward();
-  void after_forward(const Tensor& output);
-  // Indices of the parameters the graph of `output` does not reach.
-  std::vector<size_t> unused_parameters(const Tensor& output) const;
+  void after_forward(const std::vector<Tensor*>& outputs);
+  // Indices of the parameters the graphs of `outputs` do not reach.
+  std::vector<size_t> unused_parameters(const std::vector<Tensor*>& outputs) const;
 
   std::shared_ptr<nn::Module> module_;
   ProcessGroup& group_;
@@ -115,8 +117,8 @@ class DistributedDataParallel {
   std::shared_ptr<Reducer> reducer_;  // the gradient hooks hold it weakly
   autograd::NodeObserver previous_observer_;
   std::vector<uint64_t> gradient_hooks_;  // one per parameter, removed at destruction
-  nn::ForwardHookId pre_hook_ = 0;
-  nn::ForwardHookId post_hook_ = 0;
+  nn::ModuleHookId pre_hook_ = 0;
+  nn::ModuleHookId post_hook_ = 0;
   bool sync_ = true;
 };
 

@@ -106,6 +106,7 @@ void Reducer::adopt_gradient(size_t index, bool zero_if_none) {
 void Reducer::prepare_for_backward(const std::vector<size_t>& unused) {
   EMBER_ASSERT(!expecting_, "prepare_for_backward while a reduction is pending");
   expecting_ = true;
+  accumulating_ = false;
   if (log_) log_->set_iteration(++iteration_);
   ready_.assign(parameters_.size(), false);
   had_no_grad_.assign(parameters_.size(), false);
@@ -134,8 +135,17 @@ void Reducer::prepare_for_backward(const std::vector<size_t>& unused) {
 
 void Reducer::on_gradient(size_t index) {
   adopt_gradient(index, /*zero_if_none=*/false);
-  // Outside a synced iteration (under no_sync) gradients only accumulate in the views.
-  if (!expecting_) return;
+  // Under no_sync gradients only accumulate in the views.
+  if (accumulating_ && !expecting_) return;
+  // Note [Forwards that skip the hooks]: training on would step on this
+  // rank's own gradient while the others step on theirs.
+  EMBER_CHECK(expecting_,
+              "DistributedDataParallel: parameter \"{}\" got a gradient from a backward that no call of the model "
+              "prepared, so it would not be averaged across the {} ranks and the replicas would diverge. Either the "
+              "forward ran without the module's hooks (call the model as model(...) instead of model.forward(...); a module "
+              "whose forward takes other arguments gets a call operator from nn::Module::call, nn/README.md Note "
+              "[Module calls]), or a second backward ran through one forward (call the model again first)",
+              parameters_[index].first, group_.size());
   EMBER_CHECK(!ready_[index],
               "DistributedDataParallel: parameter \"{}\" got a gradient twice in one iteration (a second backward "
               "through the same forward, or a parameter find_unused_parameters found unused that got a gradient "

@@ -55,8 +55,14 @@ class Reducer {
   // A synced forward ran: the coming backward must make every parameter ready
   // once. Those in `unused` (indices, found by walking the graph) are ready now.
   void prepare_for_backward(const std::vector<size_t>& unused);
+  // A forward ran under no_sync: its backward accumulates into .grad and
+  // communicates nothing, until the next prepared backward.
+  void allow_local_accumulation() { accumulating_ = true; }
   // From parameter `index`'s post-accumulate hook: its .grad was just written.
   // Keeps .grad the bucket view; when a backward is expected, marks it ready.
+  // A gradient that neither a prepared backward nor a no_sync forward
+  // announced comes from a forward that skipped the module's hooks: an error
+  // (Note [Forwards that skip the hooks]).
   void on_gradient(size_t index);
   // Whether a prepared backward has not finished its reduction yet.
   bool reduction_pending() const { return expecting_; }
@@ -97,6 +103,7 @@ class Reducer {
   std::vector<Location> locations_;
 
   bool expecting_ = false;
+  bool accumulating_ = false;  // a no_sync forward ran since the last prepared one
   int64_t iteration_ = 0;  // synced forwards so far
   std::vector<bool> ready_;
   size_t next_launch_ = 0;  // buckets before it were launched this iteration

@@ -11,19 +11,18 @@ using testing::all_close;
 TEST(ForwardHooks, RunAroundForwardInRegistrationOrder) {
   nn::Linear linear(3, 2);
   std::vector<std::string> calls;
-  linear.register_forward_pre_hook([&](nn::Module& module, const Tensor&) {
-    EXPECT_EQ(&module, &linear);
+  linear.register_forward_pre_hook([&](nn::ForwardCall& call) {
+    EXPECT_EQ(&call.module, &linear);
+    EXPECT_TRUE(call.outputs.empty());
     calls.push_back("pre 1");
-    return Tensor();  // keep the input
   });
-  linear.register_forward_pre_hook([&](nn::Module&, const Tensor&) {
-    calls.push_back("pre 2");
-    return Tensor();
-  });
-  linear.register_forward_hook([&](nn::Module&, const Tensor& input, Tensor& output) {
+  linear.register_forward_pre_hook([&](nn::ForwardCall&) { calls.push_back("pre 2"); });
+  linear.register_forward_hook([&](nn::ForwardCall& call) {
     calls.push_back("post");
-    EXPECT_EQ(input.shape(), (Shape{4, 3}));
-    EXPECT_EQ(output.shape(), (Shape{4, 2}));
+    ASSERT_EQ(call.inputs.size(), 1u);
+    ASSERT_EQ(call.outputs.size(), 1u);
+    EXPECT_EQ(call.inputs[0]->shape(), (Shape{4, 3}));
+    EXPECT_EQ(call.outputs[0]->shape(), (Shape{4, 2}));
   });
   Tensor x = ones({4, 3});
   Tensor y = linear(x);
@@ -34,26 +33,24 @@ TEST(ForwardHooks, RunAroundForwardInRegistrationOrder) {
 
 TEST(ForwardHooks, PreHookReplacesTheInputAndHookTheOutput) {
   nn::Linear linear(3, 2);
-  linear.register_forward_pre_hook([](nn::Module&, const Tensor& input) { return input * 2; });
-  linear.register_forward_hook([](nn::Module&, const Tensor& input, Tensor& output) {
-    EXPECT_TRUE(all_close(input, full({1, 3}, 2.0)));  // the hook sees the replaced input
-    output = output + 1;
+  linear.register_forward_pre_hook([](nn::ForwardCall& call) { *call.inputs[0] = *call.inputs[0] * 2; });
+  linear.register_forward_hook([](nn::ForwardCall& call) {
+    EXPECT_TRUE(all_close(*call.inputs[0], full({1, 3}, 2.0)));  // the hook sees the replaced input
+    *call.outputs[0] = *call.outputs[0] + 1;
   });
   Tensor x = ones({1, 3});
   EXPECT_TRUE(all_close(linear(x), linear.forward(x * 2) + 1));
+  EXPECT_TRUE(all_close(x, ones({1, 3})));  // the caller's tensor is untouched
 }
 
 TEST(ForwardHooks, RemovedByIdEvenFromInsideAHook) {
   nn::Linear linear(2, 2);
   int pre = 0, post = 0;
-  nn::ForwardHookId pre_id = linear.register_forward_pre_hook([&](nn::Module&, const Tensor&) {
-    ++pre;
-    return Tensor();
-  });
-  nn::ForwardHookId post_id = 0;
-  post_id = linear.register_forward_hook([&](nn::Module& module, const Tensor&, Tensor&) {
+  nn::ModuleHookId pre_id = linear.register_forward_pre_hook([&](nn::ForwardCall&) { ++pre; });
+  nn::ModuleHookId post_id = 0;
+  post_id = linear.register_forward_hook([&](nn::ForwardCall& call) {
     ++post;
-    module.remove_forward_hook(post_id);  // a one-shot hook
+    call.module.remove_hook(post_id);  // a one-shot hook
   });
   EXPECT_NE(pre_id, post_id);
   Tensor x = ones({1, 2});
@@ -61,15 +58,15 @@ TEST(ForwardHooks, RemovedByIdEvenFromInsideAHook) {
   linear(x);
   EXPECT_EQ(pre, 2);
   EXPECT_EQ(post, 1);
-  linear.remove_forward_hook(pre_id);
+  linear.remove_hook(pre_id);
   linear(x);
   EXPECT_EQ(pre, 2);
-  EXPECT_THROW(linear.remove_forward_hook(pre_id), Error);  // already removed
+  EXPECT_THROW(linear.remove_hook(pre_id), Error);  // already removed
 }
 
 TEST(ForwardHooks, GradientsFlowThroughAReplacedOutput) {
   nn::Linear linear(2, 1);
-  linear.register_forward_hook([](nn::Module&, const Tensor&, Tensor& output) { output = output * 3; });
+  linear.register_forward_hook([](nn::ForwardCall& call) { *call.outputs[0] = *call.outputs[0] * 3; });
   sum(linear(ones({1, 2}))).backward();
   EXPECT_TRUE(all_close(linear.weight.grad(), full({1, 2}, 3.0)));
 }
@@ -79,29 +76,28 @@ TEST(ForwardHooks, EmptyHooksAreRejected) {
   EXPECT_THROW(linear.register_forward_pre_hook(nullptr), Error);
   EXPECT_THROW(linear.register_forward_hook(nullptr), Error);
   EXPECT_THROW(linear.register_forward_wrapper(nullptr), Error);
+  EXPECT_THROW(linear.register_backward_pre_hook(nullptr), Error);
+  EXPECT_THROW(linear.register_backward_hook(nullptr), Error);
 }
 
 TEST(ForwardWrappers, EncloseTheHooksFirstRegisteredOutermost) {
   nn::Linear linear(3, 2);
   std::vector<std::string> calls;
-  linear.register_forward_pre_hook([&](nn::Module&, const Tensor&) {
-    calls.push_back("pre");
-    return Tensor();
-  });
-  linear.register_forward_hook([&](nn::Module&, const Tensor&, Tensor&) { calls.push_back("post"); });
+  linear.register_forward_pre_hook([&](nn::ForwardCall&) { calls.push_back("pre"); });
+  linear.register_forward_hook([&](nn::ForwardCall&) { calls.push_back("post"); });
   auto wrapper = [&](std::string name) {
-    return [&calls, name](nn::Module&, const Tensor& input, const std::function<Tensor(const Tensor&)>& call) {
+    return [&calls, name](nn::ForwardCall& call, const std::function<void()>& proceed) {
       calls.push_back(name + " in");
-      Tensor output = call(input);
+      proceed();
+      EXPECT_EQ(call.outputs.size(), 1u);  // the result's tensors are there once proceed returns
       calls.push_back(name + " out");
-      return output;
     };
   };
   linear.register_forward_wrapper(wrapper("outer"));
-  nn::ForwardHookId inner = linear.register_forward_wrapper(wrapper("inner"));
+  nn::ModuleHookId inner = linear.register_forward_wrapper(wrapper("inner"));
   linear(ones({1, 3}));
   EXPECT_EQ(calls, (std::vector<std::string>{"outer in", "inner in", "pre", "post", "inner out", "outer out"}));
-  linear.remove_forward_hook(inner);
+  linear.remove_hook(inner);
   calls.clear();
   linear(ones({1, 3}));
   EXPECT_EQ(calls, (std::vector<std::string>{"outer in", "pre", "post", "outer out"}));
@@ -109,10 +105,11 @@ TEST(ForwardWrappers, EncloseTheHooksFirstRegisteredOutermost) {
 
 TEST(ForwardWrappers, ReplaceInputAndOutputWithGradientsFlowing) {
   nn::Linear linear(2, 1);
-  linear.register_forward_wrapper(
-      [](nn::Module&, const Tensor& input, const std::function<Tensor(const Tensor&)>& call) {
-        return call(input * 2) * 3;
-      });
+  linear.register_forward_wrapper([](nn::ForwardCall& call, const std::function<void()>& proceed) {
+    *call.inputs[0] = *call.inputs[0] * 2;
+    proceed();
+    *call.outputs[0] = *call.outputs[0] * 3;
+  });
   sum(linear(ones({1, 2}))).backward();
   EXPECT_TRUE(all_close(linear.weight.grad(), full({1, 2}, 6.0)));
 }
@@ -122,15 +119,14 @@ TEST(ForwardWrappers, ReplaceInputAndOutputWithGradientsFlowing) {
 TEST(ForwardWrappers, StateSetAroundTheCallIsRestoredWhenForwardThrows) {
   nn::Linear linear(3, 2);
   int depth = 0;
-  linear.register_forward_wrapper(
-      [&](nn::Module&, const Tensor& input, const std::function<Tensor(const Tensor&)>& call) {
-        struct Enter {
-          int& depth;
-          explicit Enter(int& d) : depth(d) { ++depth; }
-          ~Enter() { --depth; }
-        } enter(depth);
-        return call(input);
-      });
+  linear.register_forward_wrapper([&](nn::ForwardCall&, const std::function<void()>& proceed) {
+    struct Enter {
+      int& depth;
+      explicit Enter(int& d) : depth(d) { ++depth; }
+      ~Enter() { --depth; }
+    } enter(depth);
+    proceed();
+  });
   EXPECT_EMBER_ERROR(linear(ones({1, 4})), "does not end in in_features");
   EXPECT_EQ(depth, 0);
 }

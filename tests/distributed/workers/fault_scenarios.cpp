@@ -211,9 +211,8 @@ EMBER_SCENARIO(fault_train) {
   const int rank = run.rank();
   run.resume_if_possible();
   bool armed = false;
-  (*run.model)[3]->register_forward_pre_hook([&](nn::Module&, const Tensor& input) {
+  (*run.model)[3]->register_forward_pre_hook([&](nn::ForwardCall&) {
     if (armed) die_here(rank, "in forward", fault_step);
-    return input;
   });
   for (int64_t step = run.steps_done() + 1; step <= kSteps; ++step) {
     const bool here = fault != Fault::none && rank == fault_rank && step == fault_step && claim_fault(directory);
