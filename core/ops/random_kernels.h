@@ -24,8 +24,8 @@ extern Op<void(const Tensor& out, GeneratorState stream)> uniform_op, normal_op;
 extern Op<void(const Tensor& out, GeneratorState stream, int64_t low, int64_t high)> randint_op;
 
 // multinomial: `weights` is a contiguous f64 [rows, categories] working copy
-// of the validated weights, which the kernel may overwrite (without
-// replacement it zeroes each category it draws); `out` is contiguous i64
+// of the validated weights, which the kernel overwrites (with replacement
+// by their running sums; without, it zeroes each category it draws); `out` is contiguous i64
 // [rows, samples]. Keyed by f64, the working copy's dtype, whatever the
 // input's floating dtype (the conversion is exact).
 struct MultinomialProblem {
@@ -112,13 +112,41 @@ EMBER_HOST_DEVICE inline int64_t draw_category(const double* weights, int64_t ca
   return last;
 }
 
+// With replacement the weights never change, so the row's running sums are
+// computed once, in place (the same sums in the same order as draw_category's),
+// and each sample is a binary search for the first running sum above
+// u * total: draw_category's category in O(log categories).
+EMBER_HOST_DEVICE inline int64_t search_category(const double* running, int64_t categories, double u) {
+  const double total = running[categories - 1], target = u * total;
+  int64_t low = 0, high = categories;
+  while (low < high) {
+    const int64_t middle = low + (high - low) / 2;
+    if (running[middle] > target) high = middle;
+    else low = middle + 1;
+  }
+  // u * total rounded up to the total: the last category with a weight, where the sums stop growing
+  if (low == categories) low = categories - 1;
+  while (low > 0 && running[low - 1] == running[low]) --low;
+  return low;
+}
+
 // All the samples of one row, in order: every backend calls this, a thread per row.
 EMBER_HOST_DEVICE inline void multinomial_row(const MultinomialProblem& p, int64_t row) {
   double* weights = p.weights + row * p.categories;
+  int64_t* out = p.out + row * p.samples;
+  if (p.replacement) {
+    double running = 0;
+    for (int64_t c = 0; c < p.categories; ++c) {
+      running += weights[c];
+      weights[c] = running;
+    }
+    for (int64_t s = 0; s < p.samples; ++s)
+      out[s] = search_category(weights, p.categories, multinomial_uniform(p.stream, row * p.samples + s));
+    return;
+  }
   for (int64_t s = 0; s < p.samples; ++s) {
-    const int64_t category = draw_category(weights, p.categories, multinomial_uniform(p.stream, row * p.samples + s));
-    p.out[row * p.samples + s] = category;
-    if (!p.replacement) weights[category] = 0;
+    out[s] = draw_category(weights, p.categories, multinomial_uniform(p.stream, row * p.samples + s));
+    weights[out[s]] = 0;
   }
 }
 

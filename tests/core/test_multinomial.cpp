@@ -43,6 +43,11 @@ TEST(Multinomial, WithReplacementFollowsTheWeights) {
   EXPECT_EQ(drawn.shape(), (Shape{2, 10000}));
   EXPECT_LT(chi_square(drawn.select(0, 0).to_vector<int64_t>(), {0.5, 0, 0.5, 0}), kChiSquareBound);
   EXPECT_LT(chi_square(drawn.select(0, 1).to_vector<int64_t>(), {0, 0.25, 0.75, 0}), kChiSquareBound);
+  // one category with weight between zero-weight ones: always that one
+  for (bool replacement : {true, false})
+    EXPECT_EQ(multinomial(from_vector<float>({0, 0, 3, 0}).unsqueeze(0).expand({500, 4}), 1, replacement, &generator)
+                  .to_vector<int64_t>(),
+              std::vector<int64_t>(500, 2));
 }
 
 // Without replacement: the first draw follows p, the second P(j) = sum_{i != j} p_i p_j / (1 - p_i)
