@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/device_runtime.h"
 #include "core/ops/creation.h"
 #include "core/ops/random_kernels.h"
 
@@ -105,9 +106,11 @@ Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement,
               "(num_samples={}, {} categories)",
               num_samples, categories);
   const int64_t rows = weights.dim() == 2 ? weights.size(0) : 1;
-  // The kernels' working copy: f64 [rows, categories], fresh, so drawing may zero its entries.
+  // The kernels' working copy: f64 [rows, categories], fresh, since the kernels overwrite it.
   Tensor working = make_tensor({rows, categories}, DType::f64, weights.device());
   working.copy_(weights.detach().reshape({rows, categories}));
+  // On a GPU the check reads the weights back, as torch.multinomial's does (refused under strict device copies).
+  if (!working.device().is_cpu()) check_implicit_device_copy("multinomial", working.device());
   check_weights(working.device().is_cpu() ? working : working.to(kCPU), num_samples, replacement);
   Tensor out = make_tensor({rows, num_samples}, DType::i64, weights.device());
   if (rows > 0) {

@@ -18,7 +18,8 @@ class Generator;
 // summing to 0, num_samples < 1, and, without replacement, num_samples above
 // the number of categories with a nonzero weight (PyTorch would fill the rest
 // with zero-weight categories). The same seed gives the same samples on the
-// CPU and the GPU. Result: [num_samples] or [rows, num_samples].
+// CPU and the GPU; on a GPU the checks read the weights back to the host.
+// Result: [num_samples] or [rows, num_samples].
 Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement = false,
                    Generator* generator = nullptr);
 
