@@ -1,7 +1,8 @@
 // CPU sort and topk: each row's (value, position) pairs are sorted with
-// std::stable_sort (sort) or std::partial_sort under the total order of
-// sorting_detail::element_before (topk, which then needs no stability), so
-// both equal the reference's rank count. Rows are split across threads above
+// std::sort (sort) or std::partial_sort (topk) under the total order of
+// sorting_detail::element_before, which breaks ties by position: the result
+// is the stable sort's without std::stable_sort's buffer, and equals the
+// reference's rank count. Rows are split across threads above
 // kParallelGrain elements; a row is never split.
 #include <algorithm>
 #include <utility>
@@ -16,7 +17,6 @@ namespace ember::cpu {
 namespace {
 
 using sorting_detail::element_before;
-using sorting_detail::value_before;
 
 template <class T, bool kPartial>
 void sort_kernel(const SortProblem& p) {
@@ -31,16 +31,11 @@ void sort_kernel(const SortProblem& p) {
     for (int64_t row = begin; row < end; ++row) {
       const T* x = input + row * p.length;
       for (int64_t i = 0; i < p.length; ++i) entries[size_t(i)] = {V(x[i]), i};
-      if constexpr (kPartial) {
-        std::partial_sort(entries.begin(), entries.begin() + p.count, entries.end(),
-                          [descending](const Entry& a, const Entry& b) {
-                            return element_before(a.first, a.second, b.first, b.second, descending);
-                          });
-      } else {
-        std::stable_sort(entries.begin(), entries.end(), [descending](const Entry& a, const Entry& b) {
-          return value_before(a.first, b.first, descending);
-        });
-      }
+      auto before = [descending](const Entry& a, const Entry& b) {
+        return element_before(a.first, a.second, b.first, b.second, descending);
+      };
+      if constexpr (kPartial) std::partial_sort(entries.begin(), entries.begin() + p.count, entries.end(), before);
+      else std::sort(entries.begin(), entries.end(), before);
       for (int64_t j = 0; j < p.count; ++j) {
         const int64_t index = entries[size_t(j)].second;
         values[row * p.count + j] = x[index];
