@@ -18,6 +18,8 @@
 #include "core/ops/normalization.h"
 #include "core/ops/optimizer.h"
 #include "core/ops/reduction.h"
+#include "core/ops/random.h"
+#include "core/ops/sorting.h"
 #include "core/ops/views.h"
 #include "core/parallel.h"
 #include "core/random.h"

@@ -17,5 +17,6 @@ void register_normalization_functions();  // normalization.cpp (layer/rms/batch 
 void register_dropout_functions();        // dropout.cpp
 void register_loss_functions();           // loss.cpp (cross-entropy)
 void register_attention_functions();      // attention.cpp (fused causal attention)
+void register_sorting_functions();        // sorting.cpp (sort, topk)
 void register_in_place();               // in_place.cpp
 }  // namespace ember::autograd

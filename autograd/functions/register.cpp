@@ -13,6 +13,7 @@ void register_autograd_functions() {
   autograd::register_normalization_functions();
   autograd::register_dropout_functions();
   autograd::register_attention_functions();
+  autograd::register_sorting_functions();
   autograd::register_loss_functions();
   autograd::register_in_place();
 }

@@ -1,9 +1,18 @@
-// Entry points of fused causal attention (core/ops/attention.h): validate,
-// flatten the leading dims into heads, make operands contiguous, dispatch.
+// Entry points of causal attention (core/ops/attention.h): validate, then
+// either flatten the leading dims into heads, make operands contiguous and
+// dispatch to the fused kernel, or, where no fused kernel serves, compose
+// differentiable core ops. Tests: tests/core/test_attention.cpp,
+// tests/cuda/test_cuda_attention.cpp.
 #include "core/ops/attention.h"
+
+#include <limits>
 
 #include "core/ops/attention_kernels.h"
 #include "core/ops/creation.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/indexing.h"
+#include "core/ops/linalg.h"
+#include "core/ops/reduction.h"
 #include "core/ops/views.h"
 
 namespace ember {
@@ -24,6 +33,19 @@ void check_operands(const Tensor& query, const Tensor& key, const Tensor& value)
   EMBER_CHECK(query.device() == key.device() && query.device() == value.device(),
               "causal_attention: query, key and value are on {}, {}, {}", query.device(), key.device(),
               value.device());
+  EMBER_CHECK(is_floating(query.dtype()), "causal_attention: expected floating query, key and value, got {}",
+              query.dtype());
+}
+
+// softmax(q k^T scale, keys after the query masked) v from matmul, masked_fill
+// and softmax, whose nodes carry the gradient (and any higher one). It
+// materialises the [..., length, length] scores, which the fused kernel avoids.
+Tensor composed_causal_attention(const Tensor& query, const Tensor& key, const Tensor& value, double scale) {
+  const int64_t length = query.size(-2);
+  Tensor scores = matmul(query * scale, key.transpose(-2, -1));  // [..., L, D] x [..., D, L] -> [..., L, L]
+  Tensor future = triu(ones({length, length}, {.dtype = DType::boolean, .device = query.device()}), 1);
+  Tensor weights = softmax(masked_fill(scores, future, -std::numeric_limits<double>::infinity()), -1);
+  return matmul(weights, value);  // [..., L, L] x [..., L, D] -> [..., L, D]
 }
 
 // [..., length, head_dim] as contiguous [heads, length, head_dim].
@@ -44,6 +66,7 @@ bool fused_causal_attention_supported(const Tensor& query, const Tensor& key, co
 
 Tensor causal_attention(const Tensor& query, const Tensor& key, const Tensor& value, double scale) {
   check_operands(query, key, value);
+  if (!fused_causal_attention_supported(query, key, value)) return composed_causal_attention(query, key, value, scale);
   Tensor q = as_heads(query), k = as_heads(key), v = as_heads(value);
   Tensor out = make_tensor(q.shape(), q.dtype(), q.device());
   Tensor logsumexp = make_tensor({q.size(0), q.size(1)}, DType::f32, q.device());

@@ -1,8 +1,9 @@
-// Fused causal self-attention: softmax(q k^T scale, causal) v in one kernel
-// that never materialises the [length, length] scores, and its backward.
-// scaled_dot_product_attention (nn/functional/attention.h) calls it when
-// fused_causal_attention_supported says it applies; otherwise it composes
-// matmul, masked_fill and softmax. Kernels: core/ops/attention_kernels.h.
+// Causal self-attention, softmax(q k^T scale, causal) v: where
+// fused_causal_attention_supported says so, in one kernel that never
+// materialises the [length, length] scores (with its backward); elsewhere
+// (the CPU, f32 and f64, other head dims) composed of matmul, masked_fill and
+// softmax. scaled_dot_product_attention (nn/functional/attention.h) calls it
+// when the fused kernel applies. Kernels: core/ops/attention_kernels.h.
 #pragma once
 
 #include "core/tensor.h"
@@ -13,7 +14,7 @@ namespace ember {
 // on a GPU, f16 or bf16, equal query and key lengths, head_dim 64 or 128.
 bool fused_causal_attention_supported(const Tensor& query, const Tensor& key, const Tensor& value);
 
-// query, key, value: [..., length, head_dim], one dtype and device.
+// query, key, value: [..., length, head_dim], one floating dtype and device.
 Tensor causal_attention(const Tensor& query, const Tensor& key, const Tensor& value, double scale);
 
 // The backward, for the autograd layer: grads of (query, key, value).

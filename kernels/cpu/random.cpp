@@ -1,6 +1,7 @@
-// CPU random kernels: threads split the Philox blocks, and each computes its
-// blocks from the counter (offset + block index) alone, so the tensor is the
-// same for any thread count and equals the reference kernels' bit for bit.
+// CPU random kernels: threads split the Philox blocks (multinomial: the rows),
+// and each computes its blocks from the counter (offset + block index) alone,
+// so the tensor is the same for any thread count and equals the reference
+// kernels' bit for bit.
 #include <algorithm>
 
 #include "core/ops/random_kernels.h"
@@ -58,9 +59,19 @@ void randint_kernel(const Tensor& out, GeneratorState stream, int64_t low, int64
   });
 }
 
+// Rows split across threads; each row's draws depend on its weights and its
+// own stream elements only, so any split gives the reference's samples.
+void multinomial_kernel(const MultinomialProblem& p) {
+  const int64_t work_per_row = std::max<int64_t>(1, p.categories * (p.replacement ? p.samples : 1));
+  parallel_for(0, p.rows, std::max<int64_t>(1, kParallelGrain / work_per_row), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) multinomial_row(p, row);
+  });
+}
+
 }  // namespace
 
 void register_random_kernels() {
+  multinomial_op.set(DeviceType::cpu, DType::f64, &multinomial_kernel);
   register_for<float, double, Half, BFloat16>(uniform_op, DeviceType::cpu,
                                               [](auto tag) { return &uniform_kernel<decltype(tag)>; });
   register_for<float, double, Half, BFloat16>(normal_op, DeviceType::cpu,

@@ -81,9 +81,23 @@ void randint_kernel(const Tensor& out, GeneratorState stream, int64_t low, int64
   launch<T>(out, stream, randint_per_block(range), RandintDraw<T>{low, range}, "randint");
 }
 
+// A thread per row, drawing the row's samples in order with the CPU's code
+// (multinomial_row), so the samples equal the CPU's for the same stream.
+__global__ void multinomial_rows_kernel(MultinomialProblem p) {
+  for (int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; row < p.rows;
+       row += int64_t(gridDim.x) * blockDim.x)
+    multinomial_row(p, row);
+}
+
+void multinomial_kernel(const MultinomialProblem& p) {
+  multinomial_rows_kernel<<<blocks_for(p.rows, kThreads), kThreads, 0, current_stream()>>>(p);
+  check_launch("multinomial");
+}
+
 }  // namespace
 
 void register_random_kernels() {
+  multinomial_op.set(DeviceType::cuda, DType::f64, &multinomial_kernel);
   register_for<float, double, Half, BFloat16>(uniform_op, DeviceType::cuda,
                                               [](auto tag) { return &uniform_kernel<decltype(tag)>; });
   register_for<float, double, Half, BFloat16>(normal_op, DeviceType::cuda,

@@ -39,9 +39,15 @@ void randint_kernel(const Tensor& out, GeneratorState stream, int64_t low, int64
     data[i] = randint<T>(block_of(stream, i, per_block), int(i % per_block), low, range);
 }
 
+// One row after another, each drawing its samples in order (multinomial_row).
+void multinomial_kernel(const MultinomialProblem& p) {
+  for (int64_t row = 0; row < p.rows; ++row) multinomial_row(p, row);
+}
+
 }  // namespace
 
 void register_random_kernels() {
+  multinomial_op.set_reference(DType::f64, &multinomial_kernel);
   register_reference_for<float, double, Half, BFloat16>(uniform_op,
                                                         [](auto tag) { return &uniform_kernel<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16>(normal_op,

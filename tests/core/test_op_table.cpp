@@ -201,11 +201,33 @@ const std::map<std::string, Case>& cases() {
          Tensor index = random_tensor({6}, dtype, 0, 4);
          return [=] { return one_hot(index, 5); };
        }},
+      // sorting: descending along a transposed dim, values and indices in one tensor
+      {"sort", [](DType dtype) {
+         Tensor t = random_tensor({5, 9}, dtype);
+         return [=] {
+           ValuesIndices s = sort(t.t(), 0, true);
+           return cat({s.values.to(DType::f64).flatten(), s.indices.to(DType::f64).flatten()});
+         };
+       }},
+      {"topk", [](DType dtype) {
+         Tensor t = random_tensor({5, 9}, dtype);
+         return [=] {
+           ValuesIndices s = topk(t.t(), 3, 0, false);
+           return cat({s.values.to(DType::f64).flatten(), s.indices.to(DType::f64).flatten()});
+         };
+       }},
       // random: a fresh generator per run, so both runs draw the same stream
       {"uniform", [](DType dtype) { return [=] { Generator g(7); return rand({1000}, {.dtype = dtype}, &g); }; }},
       {"normal", [](DType dtype) { return [=] { Generator g(7); return randn({1000}, {.dtype = dtype}, &g); }; }},
       {"randint", [](DType dtype) {
          return [=] { Generator g(7); return randint(0, 2, {1000}, {.dtype = dtype}, &g); };
+       }},
+      {"multinomial", [](DType dtype) {  // keyed by f64, its working copy's dtype
+         Tensor weights = random_tensor({4, 6}, dtype, 0, 2);
+         return [=] {
+           Generator g(7);
+           return cat({multinomial(weights, 3, false, &g).flatten(), multinomial(weights.t(), 9, true, &g).flatten()});
+         };
        }},
       // normalisation, dropout and cross-entropy: forward and fused backward
       {"layer_norm", [](DType dtype) {
