@@ -17,4 +17,5 @@ void register_optimizer_kernels();    // optimizer.cpp
 void register_normalization_kernels();  // normalization.cpp (layer/rms/batch norm)
 void register_dropout_kernels();        // dropout.cpp
 void register_loss_kernels();           // loss.cpp (cross-entropy)
+void register_scan_kernels();           // scan.cpp (cumsum, cumprod)
 }  // namespace ember::cpu

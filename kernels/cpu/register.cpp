@@ -16,6 +16,7 @@ void register_cpu_kernels() {
   cpu::register_normalization_kernels();
   cpu::register_dropout_kernels();
   cpu::register_loss_kernels();
+  cpu::register_scan_kernels();
 }
 
 }  // namespace ember

@@ -24,6 +24,7 @@ void register_cuda_kernels() {
   cuda::register_random_kernels();
   cuda::register_dropout_kernels();
   cuda::register_optimizer_kernels();
+  cuda::register_scan_kernels();
 }
 
 }  // namespace ember

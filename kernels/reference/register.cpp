@@ -16,6 +16,7 @@ void register_reference_kernels() {
   reference::register_normalization_kernels();
   reference::register_dropout_kernels();
   reference::register_loss_kernels();
+  reference::register_scan_kernels();
 }
 
 }  // namespace ember
