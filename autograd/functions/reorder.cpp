@@ -24,9 +24,9 @@ void register_reorder_functions() {
   roll_grad.set_recorder([](const GradRecord& r) {
     // (shifts, dims) as core/ops/reorder.cpp records them: one total shift per
     // distinct dim, or one shift and no dims for the flattened form.
-    const auto& [shifts, dims] = params<std::pair<std::vector<int64_t>, std::vector<int64_t>>>(r);
-    std::vector<int64_t> back;
-    for (int64_t shift : shifts) back.push_back(-shift);
+    const auto& rolled = params<std::pair<std::vector<int64_t>, std::vector<int64_t>>>(r);
+    std::vector<int64_t> back, dims = rolled.second;
+    for (int64_t shift : rolled.first) back.push_back(-shift);
     record_formula(r, "RollBackward", {}, [back, dims](const std::vector<Tensor>&, const Tensor& g) {
       return std::vector<Tensor>{roll(g, back, dims)};
     });

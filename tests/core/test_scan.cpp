@@ -91,7 +91,9 @@ TEST(Scan, FastKernelsEqualTheReferenceOnLargeInputs) {
   for (DType dtype : {DType::f32, DType::bf16, DType::i64}) {
     Tensor wide = random_tensor({3, 40000}, dtype, -2, 2), tall = random_tensor({40000, 3}, dtype, -2, 2);
     Tensor cube = random_tensor({30, 70, 50}, dtype, 0.9, 1.1);
-    for (auto [t, dim] : {std::pair{wide, 1}, std::pair{tall, 0}, std::pair{cube.permute({2, 0, 1}), 1}}) {
+    for (const auto& [input, along] : {std::pair{wide, 1}, std::pair{tall, 0}, std::pair{cube.permute({2, 0, 1}), 1}}) {
+      Tensor t = input;
+      int64_t dim = along;
       SCOPED_TRACE(fmt::format("{} {} dim {}", dtype, t.shape(), dim));
       EXPECT_TRUE(all_close(cumsum(t, dim), reference([&] { return cumsum(t, dim); }), 0, 0));
       EXPECT_TRUE(all_close(cumprod(t, dim), reference([&] { return cumprod(t, dim); }), 0, 0));
