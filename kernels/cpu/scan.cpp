@@ -4,6 +4,11 @@
 // time, so the inner loop reads and writes consecutive elements and
 // vectorises; otherwise each slice runs alone. Each element sees the same
 // sequence of steps as in the reference, so results equal it bit for bit.
+// Why strided slices do not advance in blocks too (to overlap the latency of
+// each slice's chain of adds): the slices of a scan over the last dim of a
+// [2048, 4096] f32 tensor start 16 KiB apart, so a block of 16 reads 16
+// addresses of one L1 set at every step; measured here, that took 93 ms
+// against 7 ms one slice at a time.
 // Tests: tests/core/test_scan.cpp.
 #include <algorithm>
 
