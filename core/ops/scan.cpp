@@ -5,6 +5,7 @@
 // Tests: tests/core/test_scan.cpp.
 #include "core/ops/scan.h"
 
+#include "core/autocast_ops.h"
 #include "core/ops/creation.h"
 #include "core/ops/scan_kernels.h"
 #include "core/ops/views.h"
@@ -42,11 +43,17 @@ Tensor scan(const Op<void(const ScanLoop&)>& op, const GradSlot& slot, const Ten
 
 }  // namespace
 
+// Long sums and products run in f32 under autocast, as the reductions do
+// (Note [Autocast]) and as PyTorch's autocast runs cumsum and cumprod.
 Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype) {
+  if (autocast_wants(AutocastKind::f32, {&t})) [[unlikely]]
+    return cumsum(autocast_input(t, AutocastKind::f32), dim, dtype);
   return scan(cumsum_op, cumsum_grad, t, dim, dtype);
 }
 
 Tensor cumprod(const Tensor& t, int64_t dim, std::optional<DType> dtype) {
+  if (autocast_wants(AutocastKind::f32, {&t})) [[unlikely]]
+    return cumprod(autocast_input(t, AutocastKind::f32), dim, dtype);
   return scan(cumprod_op, cumprod_grad, t, dim, dtype);
 }
 
