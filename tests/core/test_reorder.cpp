@@ -92,6 +92,19 @@ TEST(Reorder, FlipAndRollMatchANaiveLoopForEveryDtypeLayoutAndDim) {
   }
 }
 
+// Long reversed runs: the CPU copy kernel's vectorised reversed loop, its tail, every element size.
+TEST(Reorder, FlipOfLongRunsMatchesANaiveLoop) {
+  for (DType dtype : kAllDTypes) {
+    for (int64_t length : {7, 64, 1001}) {
+      Tensor base = random_tensor({3, length}, dtype, -100, 100);
+      SCOPED_TRACE(fmt::format("{} length {}", dtype, length));
+      EXPECT_TRUE(all_close(flip(base, {1}), remap(base, base.shape(), [&](Shape& c) { c[1] = length - 1 - c[1]; })));
+      EXPECT_TRUE(all_close(flip(base.narrow(1, 1, length - 1), {-1}),
+                            remap(base, {3, length - 1}, [&](Shape& c) { c[1] = length - 1 - c[1]; })));
+    }
+  }
+}
+
 TEST(Reorder, RepeatInterleaveMatchesANaiveLoopForEveryDtypeLayoutAndDim) {
   for (DType dtype : kAllDTypes) {
     for (int trial = 0; trial < 8; ++trial) {
