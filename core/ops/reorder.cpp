@@ -81,33 +81,30 @@ Tensor roll(const Tensor& t, const std::vector<int64_t>& shifts, const std::vect
     EMBER_CHECK(shifts.size() == dims.size(),
                 "roll: shifts and dims must have the same length, got {} shifts {} and {} dims {}", shifts.size(),
                 shifts, dims.size(), dims);
-  // The node's parameters: the shifts (each dim's in total) and the dims, empty when flattened.
+  // Each dim's total shift in [0, size) (reduced as it adds up, so no sum of
+  // shifts overflows), and the node's parameters: those shifts and dims, or
+  // the flattened form's one shift and no dims.
   std::pair<std::vector<int64_t>, std::vector<int64_t>> rolled;
-  int64_t total[kMaxDims] = {};
+  int64_t shift[kMaxDims] = {};
   bool seen[kMaxDims] = {};
   for (size_t i = 0; i < dims.size(); ++i) {
-    int64_t d = wrap_dim(dims[i], t.dim(), "roll");
-    total[d] += shifts[i];
+    int d = int(wrap_dim(dims[i], t.dim(), "roll"));
+    int64_t size = t.dim() == 0 ? 1 : t.shape()[d];
+    if (size > 0) shift[d] = wrap_shift(shift[d] + wrap_shift(shifts[i], size), size);
     seen[d] = true;
   }
-  if (dims.empty()) rolled.first = shifts;
+  if (dims.empty()) rolled.first.push_back(t.numel() > 0 ? wrap_shift(shifts[0], t.numel()) : 0);
   for (int d = 0; d < kMaxDims; ++d) {
     if (!seen[d]) continue;
-    rolled.first.push_back(total[d]);
+    rolled.first.push_back(shift[d]);
     rolled.second.push_back(d);
   }
   Tensor out = make_tensor(t.shape(), t.dtype(), t.device());
   if (out.numel() > 0) {
     NoGradGuard no_grad;
-    int64_t shift[kMaxDims] = {};
     if (dims.empty()) {
-      shift[0] = wrap_shift(shifts[0], t.numel());
-      copy_rolled(out.view({-1}), t.reshape({-1}), shift, 0);
+      copy_rolled(out.view({-1}), t.reshape({-1}), rolled.first.data(), 0);
     } else if (t.dim() > 0) {
-      for (size_t i = 0; i < rolled.second.size(); ++i) {
-        int d = int(rolled.second[i]);
-        shift[d] = wrap_shift(rolled.first[i], t.shape()[d]);
-      }
       copy_rolled(out, t, shift, 0);
     } else {
       copy_(out, t);  // a 0-d tensor has one element: nothing moves
@@ -139,7 +136,8 @@ Tensor repeat_interleave(const Tensor& t, int64_t repeats, std::optional<int64_t
   // [..., n, ...] -> [..., n, repeats, ...] (a broadcast view) -> a fresh copy -> [..., n * repeats, ...]
   Shape expanded = input.shape(), merged = input.shape();
   expanded.insert(d + 1, repeats);
-  merged[d] *= repeats;
+  EMBER_CHECK(!__builtin_mul_overflow(merged[d], repeats, &merged[d]),
+              "repeat_interleave: {} repeats of dim {} of size {} overflow 64 bits", repeats, d, input.shape()[d]);
   return clone(input.unsqueeze(d + 1).expand(expanded)).view(merged);
 }
 
@@ -149,10 +147,14 @@ Tensor repeat_interleave(const Tensor& repeats) {
               "repeat_interleave: repeats must have dtype int32 or int64, got {}", repeats.dtype());
   EMBER_CHECK(repeats.dim() == 1, "repeat_interleave: repeats must be 1-d, got shape {}", repeats.shape());
   std::vector<int64_t> counts = repeats.to_vector<int64_t>(), index;
+  int64_t total = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
     EMBER_CHECK(counts[i] >= 0, "repeat_interleave: repeats must be non-negative, got {} at position {}", counts[i], i);
-    index.insert(index.end(), size_t(counts[i]), int64_t(i));
+    EMBER_CHECK(!__builtin_add_overflow(total, counts[i], &total), "repeat_interleave: repeats {} sum past 64 bits",
+                repeats.shape());
   }
+  index.reserve(size_t(total));
+  for (size_t i = 0; i < counts.size(); ++i) index.insert(index.end(), size_t(counts[i]), int64_t(i));
   return from_vector<int64_t>(index, {int64_t(index.size())}).to(repeats.device());
 }
 

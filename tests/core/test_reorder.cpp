@@ -3,6 +3,7 @@
 // and dim (negative ones too), empty and 0-d inputs, results that never
 // alias their input, and bad arguments.
 #include <functional>
+#include <limits>
 
 #include "support/test_support.h"
 
@@ -136,6 +137,23 @@ TEST(Reorder, RepeatInterleaveMatchesANaiveLoopForEveryDtypeLayoutAndDim) {
       }
     }
   }
+}
+
+// Shifts at the int64 limits wrap like any other (no overflow adding them up).
+TEST(Reorder, RollTakesShiftsUpToTheInt64Limits) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  Tensor a = arange(0, 7, 1, {.dtype = DType::f32});
+  auto wrapped_by = [](int64_t shift) { return ((shift % 7) + 7) % 7; };
+  EXPECT_EQ(roll(a, {kMax, kMax}, {0, 0}).to_vector<float>(), roll(a, 2 * wrapped_by(kMax), 0).to_vector<float>());
+  EXPECT_EQ(roll(a, kMin, 0).to_vector<float>(), roll(a, wrapped_by(kMin), 0).to_vector<float>());
+  EXPECT_EQ(roll(a, kMin).to_vector<float>(), roll(a, wrapped_by(kMin)).to_vector<float>());
+  Tensor x = arange(0, 7, 1, {.dtype = DType::f64});
+  x.requires_grad_(true);
+  Tensor weights = arange(0, 7, 1, {.dtype = DType::f64});
+  Tensor g = autograd::grad({sum(roll(x, kMin) * weights)}, {x})[0];
+  EXPECT_EQ(g.to_vector<double>(), roll(weights, -wrapped_by(kMin)).to_vector<double>());
+  EXPECT_EMBER_ERROR(repeat_interleave(zeros({4}), kMax, 0), "repeat_interleave: 9223372036854775807 repeats of dim 0 of size 4 overflow 64 bits");
+  EXPECT_EMBER_ERROR(repeat_interleave(from_vector<int64_t>({kMax, 1})), "sum past 64 bits");
 }
 
 TEST(Reorder, ResultsAreFreshTensors) {
