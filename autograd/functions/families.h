@@ -18,5 +18,7 @@ void register_dropout_functions();        // dropout.cpp
 void register_loss_functions();           // loss.cpp (cross-entropy)
 void register_attention_functions();      // attention.cpp (fused causal attention)
 void register_sorting_functions();        // sorting.cpp (sort, topk)
+void register_scan_functions();           // scan.cpp (cumsum, cumprod)
+void register_reorder_functions();        // reorder.cpp (flip, roll)
 void register_in_place();               // in_place.cpp
 }  // namespace ember::autograd

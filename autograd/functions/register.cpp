@@ -15,6 +15,8 @@ void register_autograd_functions() {
   autograd::register_attention_functions();
   autograd::register_sorting_functions();
   autograd::register_loss_functions();
+  autograd::register_scan_functions();
+  autograd::register_reorder_functions();
   autograd::register_in_place();
 }
 

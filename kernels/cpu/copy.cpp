@@ -27,6 +27,10 @@ void copy(const ElementwiseLoop& loop) {
     parallel_rows(loop, [](char** p, const int64_t* s, int64_t n) {
       Bits* out = reinterpret_cast<Bits*>(p[0]);
       const Bits* in = reinterpret_cast<const Bits*>(p[1]);
+      if (s[0] == 1 && s[1] == -1) {  // flip's reversed run (Note [Flip as a reversed-stride copy]): vectorises
+        for (int64_t i = 0; i < n; ++i) out[i] = in[-i];
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) out[i * s[0]] = in[i * s[1]];
     });
     return;

@@ -18,4 +18,5 @@ void register_normalization_kernels();  // normalization.cpp (layer/rms/batch no
 void register_dropout_kernels();        // dropout.cpp
 void register_loss_kernels();           // loss.cpp (cross-entropy)
 void register_sorting_kernels();        // sorting.cpp (sort, topk)
+void register_scan_kernels();           // scan.cpp (cumsum, cumprod)
 }  // namespace ember::cpu

@@ -17,6 +17,7 @@ void register_cpu_kernels() {
   cpu::register_dropout_kernels();
   cpu::register_loss_kernels();
   cpu::register_sorting_kernels();
+  cpu::register_scan_kernels();
 }
 
 }  // namespace ember

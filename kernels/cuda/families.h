@@ -24,4 +24,5 @@ void register_random_kernels();       // random.cu (uniform, normal, randint)
 void register_dropout_kernels();      // dropout.cu
 void register_optimizer_kernels();    // optimizer.cu (the fused updates, unscale_and_check)
 void register_sorting_kernels();      // sorting.cu (sort, topk)
+void register_scan_kernels();         // scan.cu (cumsum, cumprod)
 }  // namespace ember::cuda

@@ -25,6 +25,7 @@ void register_cuda_kernels() {
   cuda::register_dropout_kernels();
   cuda::register_optimizer_kernels();
   cuda::register_sorting_kernels();
+  cuda::register_scan_kernels();
 }
 
 }  // namespace ember

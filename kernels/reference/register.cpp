@@ -17,6 +17,7 @@ void register_reference_kernels() {
   reference::register_dropout_kernels();
   reference::register_loss_kernels();
   reference::register_sorting_kernels();
+  reference::register_scan_kernels();
 }
 
 }  // namespace ember

@@ -107,6 +107,11 @@ const std::map<std::string, std::vector<GradCase>>& cases() {
                 {{{4, 3}}, [](V x) { return sort(x[0].t(), 0, true).values * x[0].t(); }}}},
       {"topk", {{{{3, 5}}, [](V x) { return topk(x[0], 2).values; }},
                 {{{5, 3}}, [](V x) { return topk(x[0].t(), 3, 0, false).values; }}}},
+      // scans and reorderings (more, with exact zeros: tests/autograd/test_scan_grads.cpp)
+      {"cumsum", {{{{3, 4}}, [](V x) { return cumsum(x[0].t(), 1) * x[0].t(); }}, {{{2, 3, 2}}, [](V x) { return cumsum(x[0], -3); }}}},
+      {"cumprod", {{{{3, 4}}, [](V x) { return cumprod(x[0], 1); }}, {{{3, 4}}, [](V x) { return cumprod(x[0].t(), 0); }}}},
+      {"flip", {{{{3, 4}}, [](V x) { return flip(x[0].t(), {0, 1}) * x[0].t(); }}}},
+      {"roll", {{{{3, 4}}, [](V x) { return roll(x[0], {1, -2}, {0, -1}); }}, {{{3, 4}}, [](V x) { return roll(x[0].t(), 5); }}}},
       // convolution and pooling: groups, stride, padding, dilation
       {"conv2d", {{{{2, 4, 5, 5}, {6, 2, 3, 3}, {6}}, [](V x) { return conv2d(x[0], x[1], x[2], {.stride = {2, 1}, .padding = {1, 1}, .groups = 2}); }},
                   {{{1, 2, 7, 6}, {3, 2, 2, 3}}, [](V x) { return conv2d(x[0], x[1], {}, {.stride = {2, 2}, .padding = {0, 2}, .dilation = {2, 1}}); }}}},

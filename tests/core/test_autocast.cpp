@@ -84,6 +84,8 @@ std::vector<AutocastCase> f32_cases(DType dtype) {
       {"std", {make({4, 5})}, [](const auto& in) { return ember::std(in[0], {0}); }},
       {"norm", {make({4, 5})}, [](const auto& in) { return norm(in[0]); }},
       {"logsumexp", {make({4, 5})}, [](const auto& in) { return logsumexp(in[0], {1}); }},
+      {"cumsum", {make({4, 5})}, [](const auto& in) { return cumsum(in[0], 1); }},
+      {"cumprod", {make({4, 5}, 0.5, 1.5)}, [](const auto& in) { return cumprod(in[0], 0); }},
   };
 }
 

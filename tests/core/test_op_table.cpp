@@ -216,6 +216,15 @@ const std::map<std::string, Case>& cases() {
            return cat({s.values.to(DType::f64).flatten(), s.indices.to(DType::f64).flatten()});
          };
        }},
+      // scans: along an inner dim of a permuted input, and along the outer dim
+      {"cumsum", [](DType dtype) {
+         Tensor t = random_tensor({5, 7, 6}, dtype);
+         return [=] { return cat({cumsum(t.permute({1, 0, 2}), 1).flatten(), cumsum(t, 0).flatten()}); };
+       }},
+      {"cumprod", [](DType dtype) {
+         Tensor t = random_tensor({5, 7, 6}, dtype, 0.5, 1.5);
+         return [=] { return cat({cumprod(t.permute({1, 0, 2}), 1).flatten(), cumprod(t, -1).flatten()}); };
+       }},
       // random: a fresh generator per run, so both runs draw the same stream
       {"uniform", [](DType dtype) { return [=] { Generator g(7); return rand({1000}, {.dtype = dtype}, &g); }; }},
       {"normal", [](DType dtype) { return [=] { Generator g(7); return randn({1000}, {.dtype = dtype}, &g); }; }},
