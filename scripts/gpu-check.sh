@@ -28,17 +28,27 @@
 # still returns everything before it; each stage's whole output is in
 # $OUT/<stage>.log. A test that skips on the GPU machine counts as a failure
 # (it did not see the GPU, or a kernel is missing).
+# `full STAGE...` runs the probe and the named stages only: a rerun of the
+# stages a fix concerns, in the time left after a first full run. At most 8
+# files come back from $OUT, so no stage writes more than its log.
 # Exit status: 0 when every stage passed, 1 when one did not, 2 without a bundle.
-# Usage: scripts/gpu-check.sh [smoke|full]
+# Usage: scripts/gpu-check.sh [smoke | full [tests|nccl|bench|pytorch|memcheck]...]
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUNDLE="$ROOT/build-gpu-bundle"
 MODE="${1:-full}"
+usage="usage: scripts/gpu-check.sh [smoke | full [tests|nccl|bench|pytorch|memcheck]...]"
 case "$MODE" in
   smoke) DEADLINE=$((SECONDS + 90)) ;;
   full) DEADLINE=$((SECONDS + 290)) ;;
-  *) echo "usage: scripts/gpu-check.sh [smoke|full]" >&2; exit 2 ;;
+  *) echo "$usage" >&2; exit 2 ;;
 esac
+STAGES=" ${*:2} "
+[[ "$STAGES" == "  " ]] && STAGES=" tests nccl bench pytorch memcheck "
+for name in $STAGES; do
+  [[ " tests nccl bench pytorch memcheck " == *" $name "* ]] || { echo "$usage" >&2; exit 2; }
+done
+wanted() { [[ "$STAGES" == *" $1 "* ]]; }
 RESULTS="${OUT:-$BUNDLE/results}"
 SUMMARY="$RESULTS/summary.txt"
 mkdir -p "$RESULTS"
@@ -125,6 +135,7 @@ export RUNTIME
 export -f unpack
 if ! cmp -s "$BUNDLE/packages/list" "$RUNTIME/unpacked-from"; then
   stage unpack 30 unpack
+  [[ -s "$RESULTS/unpack.log" ]] || rm -f "$RESULTS/unpack.log"  # 8 files at most come back
 fi
 
 # The library path: the bundle's libember (whatever the binaries' run path
@@ -180,10 +191,16 @@ if [[ "$MODE" == smoke ]]; then
 fi
 
 # --- tests -------------------------------------------------------------------
-stage tests 130 ember_run "$BUILD/tests/test_cuda" --gtest_filter='-CudaNccl.*'
-gtest_summary "$RESULTS/tests.log" tests
-stage nccl 45 ember_run "$BUILD/tests/test_cuda" --gtest_filter='CudaNccl.*'
-gtest_summary "$RESULTS/nccl.log" nccl
+if wanted tests; then
+  stage tests 130 ember_run "$BUILD/tests/test_cuda" --gtest_filter='-CudaNccl.*'
+  gtest_summary "$RESULTS/tests.log" tests
+  say "slowest: $(grep -oE '^\[       OK \] [A-Za-z0-9_./]+ \([0-9]+ ms\)' "$RESULTS/tests.log" |
+    awk '{ gsub(/[(]/, "", $5); print $5, $4 }' | sort -rn | head -5 | awk '{ printf "%s %d ms; ", $2, $1 }')"
+fi
+if wanted nccl; then
+  stage nccl 45 ember_run "$BUILD/tests/test_cuda" --gtest_filter='CudaNccl.*'
+  gtest_summary "$RESULTS/nccl.log" nccl
+fi
 
 # --- bench -------------------------------------------------------------------
 bench() {
@@ -192,31 +209,40 @@ bench() {
   return $status
 }
 export -f bench
-stage bench 75 bench
-grep -E '^(device|gemm_|copy_|add_|softmax_|gpt_step|bench_cuda)' "$RESULTS/bench.log" | tee -a "$SUMMARY"
-grep -q 'nothing measured' "$RESULTS/bench.log" && failed+=("bench")
-stage pytorch 40 python3 "$ROOT/bench/gpu/gpt_pytorch.py"
-grep -E '^gpt_' "$RESULTS/pytorch.log" | tee -a "$SUMMARY"
-grep -q 'nothing measured' "$RESULTS/pytorch.log" && failed+=("pytorch")
-ember_tps="$(grep -oP '^gpt_step_ember: \K[0-9]+' "$RESULTS/bench.log")"
-torch_tps="$(grep -oP '^gpt_step_pytorch: \K[0-9]+' "$RESULTS/pytorch.log")"
-[[ -n "$ember_tps" && -n "$torch_tps" ]] && say "gpt_step ratio ember / PyTorch: $(awk "BEGIN { printf \"%.3f\", $ember_tps / $torch_tps }")"
+if wanted bench; then
+  stage bench 75 bench
+  grep -E '^(device|gemm_|copy_|add_|softmax_|gpt_step|bench_cuda)' "$RESULTS/bench.log" | tee -a "$SUMMARY"
+  grep -q 'nothing measured' "$RESULTS/bench.log" && failed+=("bench")
+fi
+if wanted pytorch; then
+  stage pytorch 40 python3 "$ROOT/bench/gpu/gpt_pytorch.py"
+  grep -E '^gpt_' "$RESULTS/pytorch.log" | tee -a "$SUMMARY"
+  grep -q 'nothing measured' "$RESULTS/pytorch.log" && failed+=("pytorch")
+  ember_tps="$(grep -oP '^gpt_step_ember: \K[0-9]+' "$RESULTS/bench.log" 2>/dev/null)"
+  torch_tps="$(grep -oP '^gpt_step_pytorch: \K[0-9]+' "$RESULTS/pytorch.log")"
+  [[ -n "$ember_tps" && -n "$torch_tps" ]] && say "gpt_step ratio ember / PyTorch: $(awk "BEGIN { printf \"%.3f\", $ember_tps / $torch_tps }")"
+fi
 
 # --- memcheck: ember's own kernels (indexing, reductions, softmax, norms,
 # optimizers, attention, element-wise broadcasting, copies); cuBLAS and cuDNN
 # are their vendors' to check, and the sanitizer slows kernels many times over.
-sanitizer="$(command -v compute-sanitizer || echo "${toolkit:-/usr/local/cuda}/bin/compute-sanitizer")"
-if [[ -x "$sanitizer" ]]; then
-  subset='CudaIndexing.*:CudaReduction.RandomShapesInEveryLayout:CudaSoftmaxLoss.Softmax*:CudaSoftmaxLoss.OutOfRangeTargetsRaiseTheCpuError'
-  subset+=':CudaNormalization.RowNorms*:CudaOptimizer.SeveralStepsMatchTheCpu:CudaAttention*'
-  subset+=':CudaElementwise.WhereMatchesReferenceWithBroadcasting:CudaRuntime.RoundTripKeepsEveryDtypeAndLayoutBitForBit'
-  stage memcheck 60 ember_run "$sanitizer" --tool memcheck --error-exitcode 3 --print-limit 20 \
-    "$BUILD/tests/test_cuda" --gtest_filter="$subset"
-  grep -E 'ERROR SUMMARY|Invalid|out of bounds|misaligned' "$RESULTS/memcheck.log" | head -20 | tee -a "$SUMMARY"
-  gtest_summary "$RESULTS/memcheck.log" memcheck
-else
-  say "== memcheck: not run, compute-sanitizer not found"
-  failed+=("memcheck")
+if wanted memcheck; then
+  sanitizer="$(command -v compute-sanitizer)"
+  for candidate in "${toolkit:-/usr/local/cuda}"/{bin,compute-sanitizer}/compute-sanitizer; do
+    [[ -z "$sanitizer" && -x "$candidate" ]] && sanitizer="$candidate"
+  done
+  if [[ -n "$sanitizer" ]]; then
+    subset='CudaIndexing.*:CudaReduction.RandomShapesInEveryLayout:CudaSoftmaxLoss.Softmax*:CudaSoftmaxLoss.OutOfRangeTargetsRaiseTheCpuError'
+    subset+=':CudaNormalization.RowNorms*:CudaOptimizer.SeveralStepsMatchTheCpu:CudaAttention*'
+    subset+=':CudaElementwise.WhereMatchesReferenceWithBroadcasting:CudaRuntime.RoundTripKeepsEveryDtypeAndLayoutBitForBit'
+    stage memcheck 60 ember_run "$sanitizer" --tool memcheck --error-exitcode 3 --print-limit 20 \
+      "$BUILD/tests/test_cuda" --gtest_filter="$subset"
+    grep -E 'ERROR SUMMARY|Invalid|out of bounds|misaligned' "$RESULTS/memcheck.log" | head -20 | tee -a "$SUMMARY"
+    gtest_summary "$RESULTS/memcheck.log" memcheck
+  else
+    say "== memcheck: not run, compute-sanitizer not found"
+    failed+=("memcheck")
+  fi
 fi
 
 say "== done in ${SECONDS}s; failed: ${failed[*]:-none}"
