@@ -22,6 +22,9 @@ namespace ember::distributed {
 // Weak: defined by backends/nccl_backend.cpp, which only CUDA builds compile
 // (null otherwise), as core's optional CUDA entry points are.
 __attribute__((weak)) std::unique_ptr<Backend> make_nccl_backend(const BackendContext& context, Device device);
+__attribute__((weak)) std::string nccl_library_description() { return ""; }
+
+bool nccl_built() { return make_nccl_backend != nullptr; }
 
 namespace {
 

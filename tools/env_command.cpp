@@ -15,9 +15,11 @@
 
 #include "config_command.h"
 #include "core/cpu_features.h"
+#include "core/cuda_libraries.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/version.h"
+#include "distributed/backends/nccl_backend.h"
 
 extern char** environ;
 
@@ -96,6 +98,17 @@ std::vector<std::string> gpu_lines() {
   return lines;
 }
 
+// The CUDA libraries this process loaded and where from (NCCL's with them:
+// the device backend's library), which tells a machine's libraries apart
+// from the ones a bundle brought (scripts/gpu-check.sh).
+std::vector<std::string> cuda_library_lines() {
+  if (!built_with_cuda()) return {"- CUDA libraries: none (CUDA not built)"};
+  std::vector<std::string> lines = {"- CUDA libraries:"};
+  for (const std::string& library : cuda::library_descriptions()) lines.push_back("  - " + library);
+  if (distributed::nccl_built()) lines.push_back("  - " + distributed::nccl_library_description());
+  return lines;
+}
+
 }  // namespace
 
 CLI::App* add_env_command(CLI::App& app, EnvCommandOptions& options) {
@@ -121,8 +134,8 @@ std::vector<std::string> environment_report(const EnvCommandOptions& options) {
       fmt::format("- sanitizers: {}", EMBER_SANITIZERS),
       fmt::format("- CUDA backend: {}", built_with_cuda() ? "built" : "not built"),
       // Gloo and the shared-memory backend are always part of distributed/;
-      // there is no NCCL backend yet.
-      "- distributed backends: shm built, gloo built, nccl not built",
+      // NCCL comes with the CUDA backend.
+      fmt::format("- distributed backends: shm built, gloo built, nccl {}", distributed::nccl_built() ? "built" : "not built"),
       fmt::format("- system: {} {} {}", system.sysname, system.release, system.machine),
       fmt::format("- CPU: {}", cpu.model),
       fmt::format("- CPU features ember's kernels use: avx2 {}, fma {}", yes_no(cpu_has_avx2()), yes_no(cpu_has_fma())),
@@ -130,6 +143,7 @@ std::vector<std::string> environment_report(const EnvCommandOptions& options) {
       fmt::format("- CPUs: {} usable, {} online", usable_count, sysconf(_SC_NPROCESSORS_ONLN)),
       fmt::format("- OpenMP threads: {}", get_num_threads()),
   };
+  for (std::string& line : cuda_library_lines()) lines.push_back(std::move(line));
   for (std::string& line : gpu_lines()) lines.push_back(std::move(line));
   lines.push_back("- environment:");
   for (std::string& line : environment_lines()) lines.push_back(std::move(line));

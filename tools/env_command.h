@@ -1,9 +1,10 @@
 // `ember env`: what a bug report needs to know about this ember and this
 // machine, as `accelerate env` prints it: one "- key: value" line each for
-// the version, the build (type, compiler, sanitizers, CUDA), the
-// distributed backends, the CPU and its features, the threads, the GPUs, the
-// relevant environment variables (EMBER_STORE_TOKEN's value never: "set")
-// and the config file in force. tools/main.cpp calls it.
+// the version, the build (type, compiler, sanitizers, CUDA), the CUDA
+// libraries loaded (version and file), the distributed backends built, the
+// CPU and its features, the threads, the GPUs, the relevant environment
+// variables (EMBER_STORE_TOKEN's value never: "set") and the config file in
+// force. tools/main.cpp calls it.
 // Tests: tests/tools/test_env_command.cpp.
 #pragma once
 

@@ -1,7 +1,8 @@
 // The kernel interface of convolution and pooling: the entry points in
 // core/ops/conv.cpp validate, compute output sizes and hand kernels contiguous
-// NCHW tensors; kernels in kernels/{reference,cpu}/conv.cpp only compute.
-// Tests: tests/core/test_conv.cpp.
+// NCHW tensors; kernels in kernels/{reference,cpu}/conv.cpp and
+// kernels/cuda/conv.cu only compute. Tests: tests/core/test_conv.cpp, and
+// tests/core/test_primitive_cache.cpp for the geometry key.
 #pragma once
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "core/dispatch.h"
 #include "core/grad_hook.h"
 #include "core/ops/conv.h"
+#include "core/primitive_cache.h"
 
 namespace ember {
 
@@ -24,6 +26,19 @@ struct Conv2dProblem {
   const void* bias = nullptr;
   void* out = nullptr;
 };
+
+// Adds every integer that determines convolution `p`'s geometry (sizes,
+// groups, stride, padding, dilation, whether it has a bias) to `key`: the part
+// of a primitive cache key that oneDNN's (kernels/cpu/conv.cpp) and cuDNN's
+// (kernels/cuda/conv.cu) convolutions share. A field left out would let two
+// problems share a primitive and give one of them wrong results.
+inline void add_conv2d_geometry(PrimitiveKey& key, const Conv2dProblem& p) {
+  for (int64_t v : {p.batch, p.in_channels, p.out_channels, p.groups, int64_t(p.bias != nullptr)}) key.add(v);
+  for (const Pair* pair : {&p.in_size, &p.out_size, &p.kernel, &p.stride, &p.padding, &p.dilation}) {
+    key.add((*pair)[0]);
+    key.add((*pair)[1]);
+  }
+}
 
 // out[N, C, H', W'] = a reduction of each kernel window of input[N, C, H, W],
 // padded symmetrically; both contiguous and of the key dtype.

@@ -18,6 +18,7 @@
 #include <span>
 #include <thread>
 
+#include "core/cuda_libraries.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "distributed/backends/watchdog.h"
@@ -354,6 +355,14 @@ class NcclBackend final : public Backend {
 
 std::unique_ptr<Backend> make_nccl_backend(const BackendContext& context, Device device) {
   return std::make_unique<NcclBackend>(context, device);
+}
+
+// NCCL counts major * 10000 + minor * 100 + patch (since 2.9).
+std::string nccl_library_description() {
+  const std::string file = library_file_of(reinterpret_cast<const void*>(&ncclGetVersion));
+  int version = 0;
+  if (ncclGetVersion(&version) != ncclSuccess) return fmt::format("NCCL: version unknown ({})", file);
+  return fmt::format("NCCL {}.{}.{} ({})", version / 10000, version % 10000 / 100, version % 100, file);
 }
 
 }  // namespace ember::distributed

@@ -7,7 +7,8 @@
 // watchdog]), both in distributed/README.md.
 //
 // Built only with the CUDA backend (CUDA_SOURCES in CMakeLists.txt); init.cpp
-// declares make_nccl_backend weak, so CPU-only builds link without it.
+// declares make_nccl_backend weak and gives nccl_library_description a weak
+// default, so CPU-only builds link without them.
 // Tests: tests/cuda/test_cuda_nccl.cpp (the conformance suite at world size 1
 // and the watchdog, on a GPU), tests/distributed/test_watchdog.cpp (the
 // watchdog's logic, on any machine).
@@ -19,6 +20,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "core/device.h"
 #include "distributed/backend.h"
@@ -30,5 +32,13 @@ namespace ember::distributed {
 // "<prefix>nccl/unique_id" in the store. Throws when the group's ranks do not
 // all arrive within context.timeout.
 std::unique_ptr<Backend> make_nccl_backend(const BackendContext& context, Device device);
+
+// Whether this build has the NCCL backend (CUDA builds do), for `ember env`,
+// as torch.distributed.is_nccl_available.
+bool nccl_built();
+
+// "NCCL 2.27.7 (/usr/local/cuda/lib/libnccl.so.2)": the version and file of
+// the library this process loaded; "" when nccl is not built.
+std::string nccl_library_description();
 
 }  // namespace ember::distributed

@@ -59,9 +59,9 @@ PrimitiveCache<CachedPrimitive>& conv_cache() {
 
 PrimitiveKey key_of(const Conv2dProblem& p, DType dtype, int threads) {
   PrimitiveKey key;
-  for (int64_t v : {int64_t(dtype), int64_t(threads), p.batch, p.in_channels, p.out_channels, p.groups, int64_t(p.bias != nullptr)})
-    key.add(v);
-  for (const Pair* pair : {&p.in_size, &p.kernel, &p.stride, &p.padding, &p.dilation}) key.add((*pair)[0]), key.add((*pair)[1]);
+  key.add(int64_t(dtype));
+  key.add(threads);
+  add_conv2d_geometry(key, p);
   return key;
 }
 

@@ -1,6 +1,7 @@
 // CUDA convolution through cuDNN (forward, backward data, backward filter;
 // the algorithm cuDNN's heuristics rank first, its workspace from the caching
-// allocator) and pooling as direct kernels: a thread per output element for
+// allocator; descriptors and algorithm kept per problem, Note [cuDNN plan
+// cache]) and pooling as direct kernels: a thread per output element for
 // the forwards, a thread per input element for max pooling's backward, which
 // gathers the gradients of every window whose first maximum it is, in the
 // CPU's order, so no two threads write one element (no atomics).
@@ -8,6 +9,7 @@
 
 #include "core/ops/conv_kernels.h"
 #include "core/ops/linalg.h"
+#include "core/primitive_cache.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/families.h"
 #include "kernels/cuda/workspace.h"
@@ -41,6 +43,16 @@ cudnnDataType_t data_type() {
   else return CUDNN_DATA_FLOAT;
 }
 
+// Tensor cores for f16 and bf16; for f32 only when TF32 was asked for
+// (float32_matmul_precision "high"); none for f64.
+template <class T>
+cudnnMathType_t math_type() {
+  if constexpr (std::is_same_v<T, float>)
+    return float32_matmul_precision() == "high" ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH;
+  else if constexpr (std::is_same_v<T, double>) return CUDNN_DEFAULT_MATH;
+  else return CUDNN_TENSOR_OP_MATH;
+}
+
 // The descriptors of one problem, destroyed with it.
 template <class T>
 class ConvDescriptors {
@@ -63,11 +75,7 @@ class ConvDescriptors {
                                                       dim(p.stride[1]), dim(p.dilation[0]), dim(p.dilation[1]),
                                                       CUDNN_CROSS_CORRELATION, compute));
     EMBER_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, dim(p.groups)));
-    cudnnMathType_t math = CUDNN_TENSOR_OP_MATH;
-    if constexpr (std::is_same_v<T, float>)
-      math = float32_matmul_precision() == "high" ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH;
-    if constexpr (std::is_same_v<T, double>) math = CUDNN_DEFAULT_MATH;
-    EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, math));
+    EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, math_type<T>()));
   }
   ~ConvDescriptors() {
     cudnnDestroyTensorDescriptor(input);
@@ -104,6 +112,39 @@ auto first_working(const Perf* results, int count, const char* what) {
   detail::throw_error(fmt::format("conv2d: cuDNN has no {} algorithm for this problem", what));
 }
 
+// Note [cuDNN plan cache]: building the four descriptors and asking cuDNN's
+// heuristics costs tens of microseconds per call, as much as a small
+// convolution, so each pass (forward, backward data, backward filter) keeps
+// its plan: the descriptors, the algorithm and its workspace size. A plan is
+// keyed on the problem's whole geometry (add_conv2d_geometry), its math type
+// (TF32 on or off) and the GPU; its dtype and pass pick the cache (one per
+// ConvPlan type). Plans are shared between threads: after construction nobody
+// writes them, and each call still binds its thread's handle to its stream.
+// 64 plans per cache, least recently used evicted first (core/primitive_cache.h).
+template <class T, class Algo>
+struct ConvPlan {
+  explicit ConvPlan(const Conv2dProblem& p) : descriptors(p) {}
+  ConvDescriptors<T> descriptors;
+  Algo algo{};
+  size_t workspace_bytes = 0;
+};
+
+// The plan of problem `p` for the pass whose algorithm type is Algo; `choose`
+// fills a new plan's algorithm and workspace size.
+template <class T, class Algo, class Choose>
+std::shared_ptr<const ConvPlan<T, Algo>> plan_of(const Conv2dProblem& p, Choose choose) {
+  static PrimitiveCache<ConvPlan<T, Algo>> cache(64);
+  PrimitiveKey key;
+  add_conv2d_geometry(key, p);
+  key.add(int64_t(math_type<T>()));
+  key.add(current_device_index());
+  return cache.get(key, [&] {
+    auto plan = std::make_shared<ConvPlan<T, Algo>>(p);
+    choose(*plan);
+    return plan;
+  });
+}
+
 // out[n, o, :, :] += bias[o]
 template <class T>
 __global__ void add_bias_kernel(T* out, const T* bias, int64_t channels, int64_t plane, int64_t total) {
@@ -113,18 +154,21 @@ __global__ void add_bias_kernel(T* out, const T* bias, int64_t channels, int64_t
 
 template <class T>
 void conv2d(const Conv2dProblem& p) {
-  ConvDescriptors<T> d(p);
+  auto plan = plan_of<T, cudnnConvolutionFwdAlgo_t>(p, [&](auto& fresh) {
+    const ConvDescriptors<T>& d = fresh.descriptors;
+    cudnnConvolutionFwdAlgoPerf_t results[8];
+    int count = 0;
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle(), d.input, d.filter, d.conv, d.output, 8, &count,
+                                                             results));
+    fresh.algo = first_working(results, count, "forward");
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle(), d.input, d.filter, d.conv, d.output, fresh.algo,
+                                                              &fresh.workspace_bytes));
+  });
+  const ConvDescriptors<T>& d = plan->descriptors;
   Scaling<T> s;
-  cudnnConvolutionFwdAlgoPerf_t results[8];
-  int count = 0;
-  EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle(), d.input, d.filter, d.conv, d.output, 8, &count,
-                                                           results));
-  const cudnnConvolutionFwdAlgo_t algo = first_working(results, count, "forward");
-  size_t bytes = 0;
-  EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle(), d.input, d.filter, d.conv, d.output, algo, &bytes));
-  Workspace workspace(bytes);
-  EMBER_CUDNN_CHECK(cudnnConvolutionForward(handle(), &s.one, d.input, p.input, d.filter, p.weight, d.conv, algo,
-                                            workspace.as<void>(), bytes, &s.zero, d.output, p.out));
+  Workspace workspace(plan->workspace_bytes);
+  EMBER_CUDNN_CHECK(cudnnConvolutionForward(handle(), &s.one, d.input, p.input, d.filter, p.weight, d.conv, plan->algo,
+                                            workspace.as<void>(), plan->workspace_bytes, &s.zero, d.output, p.out));
   if (p.bias == nullptr) return;
   const int64_t plane = p.out_size[0] * p.out_size[1], total = p.batch * p.out_channels * plane;
   add_bias_kernel<T><<<blocks_for(total, 256), 256, 0, current_stream()>>>(
@@ -134,37 +178,42 @@ void conv2d(const Conv2dProblem& p) {
 
 template <class T>
 void conv2d_backward_input(const Conv2dBackwardProblem& b) {
-  ConvDescriptors<T> d(b.forward);
+  auto plan = plan_of<T, cudnnConvolutionBwdDataAlgo_t>(b.forward, [&](auto& fresh) {
+    const ConvDescriptors<T>& d = fresh.descriptors;
+    cudnnConvolutionBwdDataAlgoPerf_t results[8];
+    int count = 0;
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle(), d.filter, d.output, d.conv, d.input, 8,
+                                                                  &count, results));
+    fresh.algo = first_working(results, count, "backward data");
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle(), d.filter, d.output, d.conv, d.input,
+                                                                   fresh.algo, &fresh.workspace_bytes));
+  });
+  const ConvDescriptors<T>& d = plan->descriptors;
   Scaling<T> s;
-  cudnnConvolutionBwdDataAlgoPerf_t results[8];
-  int count = 0;
-  EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle(), d.filter, d.output, d.conv, d.input, 8,
-                                                                &count, results));
-  const cudnnConvolutionBwdDataAlgo_t algo = first_working(results, count, "backward data");
-  size_t bytes = 0;
-  EMBER_CUDNN_CHECK(
-      cudnnGetConvolutionBackwardDataWorkspaceSize(handle(), d.filter, d.output, d.conv, d.input, algo, &bytes));
-  Workspace workspace(bytes);
+  Workspace workspace(plan->workspace_bytes);
   EMBER_CUDNN_CHECK(cudnnConvolutionBackwardData(handle(), &s.one, d.filter, b.forward.weight, d.output, b.grad_output,
-                                                 d.conv, algo, workspace.as<void>(), bytes, &s.zero, d.input, b.grad));
+                                                 d.conv, plan->algo, workspace.as<void>(), plan->workspace_bytes,
+                                                 &s.zero, d.input, b.grad));
 }
 
 template <class T>
 void conv2d_backward_weight(const Conv2dBackwardProblem& b) {
-  ConvDescriptors<T> d(b.forward);
+  auto plan = plan_of<T, cudnnConvolutionBwdFilterAlgo_t>(b.forward, [&](auto& fresh) {
+    const ConvDescriptors<T>& d = fresh.descriptors;
+    cudnnConvolutionBwdFilterAlgoPerf_t results[8];
+    int count = 0;
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle(), d.input, d.output, d.conv, d.filter, 8,
+                                                                    &count, results));
+    fresh.algo = first_working(results, count, "backward filter");
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle(), d.input, d.output, d.conv, d.filter,
+                                                                     fresh.algo, &fresh.workspace_bytes));
+  });
+  const ConvDescriptors<T>& d = plan->descriptors;
   Scaling<T> s;
-  cudnnConvolutionBwdFilterAlgoPerf_t results[8];
-  int count = 0;
-  EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle(), d.input, d.output, d.conv, d.filter, 8,
-                                                                  &count, results));
-  const cudnnConvolutionBwdFilterAlgo_t algo = first_working(results, count, "backward filter");
-  size_t bytes = 0;
-  EMBER_CUDNN_CHECK(
-      cudnnGetConvolutionBackwardFilterWorkspaceSize(handle(), d.input, d.output, d.conv, d.filter, algo, &bytes));
-  Workspace workspace(bytes);
+  Workspace workspace(plan->workspace_bytes);
   EMBER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle(), &s.one, d.input, b.forward.input, d.output,
-                                                   b.grad_output, d.conv, algo, workspace.as<void>(), bytes, &s.zero,
-                                                   d.filter, b.grad));
+                                                   b.grad_output, d.conv, plan->algo, workspace.as<void>(),
+                                                   plan->workspace_bytes, &s.zero, d.filter, b.grad));
 }
 
 // ---- Pooling -----------------------------------------------------------------

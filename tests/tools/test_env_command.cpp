@@ -1,9 +1,12 @@
 // `ember env` as a real process (tools/env_command.cpp): every section of
 // the report, the values this test can know (version, threads, the variables
-// it sets, the config), and never the store token's value.
+// it sets, the config, the backends and CUDA libraries of a CUDA build), and
+// never the store token's value.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -50,8 +53,10 @@ TEST_F(EnvCommandTest, PrintsEverySection) {
                               "- CPU features for bf16 and fp16 GEMM: avx512f ", "- CPUs: ", "- GPUs: "}) {
     EXPECT_EQ(lines_starting(out, section).size(), 1u) << section << " in:\n" << out;
   }
+  // NCCL is the CUDA backend's collective library: built exactly when CUDA is.
+  const std::string nccl = built_with_cuda() ? "built" : "not built";
   EXPECT_EQ(lines_starting(out, "- distributed backends: "),
-            std::vector<std::string>{"- distributed backends: shm built, gloo built, nccl not built"});
+            std::vector<std::string>{"- distributed backends: shm built, gloo built, nccl " + nccl});
   EXPECT_EQ(lines_starting(out, "- OpenMP threads: "), std::vector<std::string>{"- OpenMP threads: 3"});
   if (!built_with_cuda()) {
     EXPECT_TRUE(contains(out, "- GPUs: CUDA not built\n")) << out;
@@ -82,6 +87,56 @@ TEST_F(EnvCommandTest, ShowsTheConfigInForce) {
   write_text(other, "seed: 9\n");
   result = ember_env({"EMBER_CONFIG_FILE=" + config_path}, {"--config-file", other});
   EXPECT_TRUE(contains(result.output, "- config file: " + other + "\n  - seed: 9\n")) << result.output;
+}
+
+// The entries under "- CUDA libraries:" (the "  - " lines up to the next key).
+std::vector<std::string> cuda_library_entries(const std::string& output) {
+  std::vector<std::string> entries;
+  std::istringstream stream(output);
+  bool inside = false;
+  for (std::string line; std::getline(stream, line);) {
+    if (line.rfind("- ", 0) == 0) {
+      inside = line == "- CUDA libraries:";
+    } else if (inside && line.rfind("  - ", 0) == 0) {
+      entries.push_back(line.substr(4));
+    }
+  }
+  return entries;
+}
+
+// The GPU check's library probe reads these lines: each library with the
+// version it reports and the file it was loaded from, which must exist and
+// be that library. None of it needs a GPU (the driver may be absent).
+TEST_F(EnvCommandTest, NamesTheCudaLibrariesLoadedAndTheirFiles) {
+  ProcessResult result = ember_env({"EMBER_CONFIG_FILE=" + config_path});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  if (!built_with_cuda()) {
+    EXPECT_EQ(lines_starting(result.output, "- CUDA libraries: "),
+              std::vector<std::string>{"- CUDA libraries: none (CUDA not built)"});
+    EXPECT_EQ(cuda_library_entries(result.output), std::vector<std::string>{});
+    return;
+  }
+  const std::vector<std::string> entries = cuda_library_entries(result.output);
+  ASSERT_EQ(entries.size(), 5u) << result.output;
+  const std::regex driver(R"(CUDA driver( \d+\.\d+|: none found))");
+  EXPECT_TRUE(std::regex_match(entries[1], driver)) << entries[1];
+  // Name, version, file; the file's name is the library's.
+  struct Expected {
+    size_t index;
+    std::string name, file_prefix;
+  };
+  const Expected libraries[] = {{0, "CUDA runtime", "libcudart.so"}, {2, "cuBLAS", "libcublas.so"},
+                                {3, "cuDNN", "libcudnn.so"}, {4, "NCCL", "libnccl.so"}};
+  const std::regex entry(R"((.+) (\d+\.\d+(\.\d+)?) \((/.+)\))");
+  for (const Expected& library : libraries) {
+    const std::string& line = entries[library.index];
+    std::smatch match;
+    ASSERT_TRUE(std::regex_match(line, match, entry)) << line;
+    EXPECT_EQ(match[1].str(), library.name) << line;
+    const std::filesystem::path file = match[4].str();
+    EXPECT_TRUE(std::filesystem::exists(file)) << line;
+    EXPECT_EQ(file.filename().string().rfind(library.file_prefix, 0), 0u) << line;
+  }
 }
 
 // A report is most needed when something is wrong: a bad config is reported, not fatal.
