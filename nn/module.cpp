@@ -1,14 +1,12 @@
 // nn::Module: registration, the recursive listings, state dicts and printing (see module.h).
 #include "nn/module.h"
 
-#include <cxxabi.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <typeinfo>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/custom_function.h"
 #include "autograd/node.h"
 #include "core/grad_hook.h"
 #include "core/ops/views.h"
@@ -102,17 +100,7 @@ void Module::remove_forward_hook(ForwardHookId id) {
   EMBER_CHECK(removed, "{}.remove_forward_hook: no forward hook with id {} (already removed?)", type_name(), id);
 }
 
-std::string Module::type_name() const {
-  const char* mangled = typeid(*this).name();
-  int status = 0;
-  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
-  std::string name = status == 0 && demangled ? demangled : mangled;
-  std::free(demangled);
-  // Drop the namespaces (before any template arguments): ember::nn::Linear -> Linear.
-  size_t template_start = name.find('<');
-  size_t last_scope = name.rfind("::", template_start);
-  return last_scope == std::string::npos ? name : name.substr(last_scope + 2);
-}
+std::string Module::type_name() const { return autograd::short_type_name(typeid(*this)); }
 
 std::string Module::str() const {
   // PyTorch's Module.__repr__: a one-liner when there are no children and
