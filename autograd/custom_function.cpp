@@ -178,6 +178,12 @@ std::vector<Tensor> finish_custom_function(const std::shared_ptr<FunctionCtx>& c
   auto node = std::make_shared<CustomFunctionNode>(ctx, backward, std::move(output_meta), std::move(is_tensor));
   connect(node, inputs, output_pointers);
   ctx->node_ = node;
+  // An output on an input's storage (a view of it, or the input itself)
+  // would let an in-place op change the input behind autograd's back: it is
+  // refused, as on the built-in views (Note [In-place ops and autograd]).
+  for (const Tensor& out : outputs)
+    for (const Tensor* in : inputs)
+      if (in && in->defined() && in->impl()->storage == out.impl()->storage) node->is_view = true;
 
   for (Tensor& out : outputs) {
     bool differentiable = is_floating(out.dtype()) &&

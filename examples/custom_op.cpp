@@ -62,7 +62,6 @@ Tensor squared_relu(const Tensor& x) {
   EMBER_CHECK(is_floating(x.dtype()), "squared_relu: expected a floating input, got {}", x.dtype());
   return SquaredRelu::apply(x);
 }
-// Tensor y = example::squared_relu(x);  // then y.backward(...) as for any op
 
 }  // namespace example
 

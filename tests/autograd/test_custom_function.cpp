@@ -209,6 +209,23 @@ TEST(CustomFunction, AnInputReturnedAsItIsKeepsItsOwnHistory) {
   EXPECT_FALSE(direct.is_leaf());
 }
 
+TEST(CustomFunction, InPlaceOnAnOutputThatViewsAnInputIsRefused) {
+  struct FirstRow : autograd::Function<FirstRow> {
+    static Tensor forward(autograd::FunctionCtx&, const Tensor& a) { return a.select(0, 0); }
+    static std::vector<Tensor> backward(autograd::FunctionCtx&, V grads) {
+      Tensor grad = zeros({2, 3}, {.dtype = grads[0].dtype()});
+      grad.select(0, 0).copy_(grads[0]);
+      return {grad};
+    }
+  };
+  Tensor a = leaf({2, 3});
+  Tensor h = a * 1.0;
+  Tensor row = FirstRow::apply(h);
+  EXPECT_EMBER_ERROR(row += 1.0, "in-place operation on a view (FirstRowBackward) of a tensor that requires grad");
+  sum(row).backward();
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{1, 1, 1, 0, 0, 0}));
+}
+
 TEST(CustomFunction, WrongGradientsFromBackwardAreErrors) {
   struct TooFew : autograd::Function<TooFew> {
     static Tensor forward(autograd::FunctionCtx&, const Tensor& a, const Tensor& b) { return a * b; }
