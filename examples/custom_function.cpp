@@ -1,8 +1,8 @@
 // A custom autograd function (autograd/custom_function.h): SwiGLU's gate,
 // silu(a) * b, with a forward that makes one pass over memory and a
-// backward written by hand. Written from ops, the same gate takes three
-// kernels and keeps sigmoid(a) and silu(a) alive for backward; this one
-// saves only a and b. The program checks that its output and gradients
+// backward written by hand. Written from ops, the same gate takes two
+// kernels (silu, then the product) and also keeps silu(a) alive for
+// backward; this one saves only a and b. The program checks that its output and gradients
 // match the composite silu(a) * b, that gradcheck (f64 finite differences)
 // passes, and that it trains inside a model; it exits 1 otherwise. ctest
 // runs it (examples.custom_function). README.md, "Extending ember", shows it.
