@@ -153,9 +153,12 @@ std::vector<Tensor> finish_custom_function(const std::shared_ptr<FunctionCtx>& c
                                            std::span<const Tensor* const> inputs, std::vector<Tensor> outputs) {
   ctx->forward_done_ = true;
   const std::string& name = ctx->name_;
+  std::vector<bool> differentiable;
   for (size_t k = 0; k < outputs.size(); ++k) {
     Tensor& out = outputs[k];
     EMBER_CHECK(out.defined(), "{}: forward returned an undefined tensor as output {}", name, k);
+    differentiable.push_back(is_floating(out.dtype()) &&
+                             std::ranges::find(ctx->non_differentiable_, out.impl()) == ctx->non_differentiable_.end());
     // An output that already has a history of its own (an input returned as
     // it is, a tensor from outside) becomes a new tensor on the same
     // storage, so that recording this node does not rewrite that history.
@@ -185,21 +188,22 @@ std::vector<Tensor> finish_custom_function(const std::shared_ptr<FunctionCtx>& c
     for (const Tensor* in : inputs)
       if (in && in->defined() && in->impl()->storage == out.impl()->storage) node->is_view = true;
 
-  for (Tensor& out : outputs) {
-    bool differentiable = is_floating(out.dtype()) &&
-                          std::ranges::find(ctx->non_differentiable_, out.impl()) == ctx->non_differentiable_.end();
-    if (!differentiable) {
-      out.impl()->autograd->grad_fn.reset();
-      out.impl()->requires_grad = false;
-    }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (differentiable[k]) continue;
+    outputs[k].impl()->autograd->grad_fn.reset();
+    outputs[k].impl()->requires_grad = false;
   }
   // Saved outputs lose their history here (see saved_tensors); the version
   // each saved tensor has now is the one backward expects.
   for (const Tensor& t : ctx->to_save_) {
     int output_nr = -1;
+    bool is_output = false;
     for (size_t k = 0; k < outputs.size(); ++k)
-      if (t.defined() && t.impl() == outputs[k].impl()) output_nr = int(k);
-    ctx->saved_.emplace_back(output_nr >= 0 ? t.detach() : t);
+      if (t.defined() && t.impl() == outputs[k].impl()) {
+        is_output = true;
+        output_nr = differentiable[k] ? int(k) : -1;  // a non-differentiable output never gets a history
+      }
+    ctx->saved_.emplace_back(is_output ? t.detach() : t);
     ctx->saved_output_nr_.push_back(output_nr);
   }
   ctx->to_save_.clear();

@@ -144,6 +144,22 @@ TEST(CustomFunction, NonDifferentiableOutputsDoNotRequireGrad) {
   EXPECT_TRUE(all_close(a.grad(), outputs[0] * 2.0));
 }
 
+TEST(CustomFunction, AnInputReturnedAndMarkedNonDifferentiableStaysSo) {
+  struct PassThrough : autograd::Function<PassThrough> {
+    static std::vector<Tensor> forward(autograd::FunctionCtx& ctx, const Tensor& a) {
+      ctx.mark_non_differentiable({a});
+      return {a, a * 2.0};
+    }
+    static std::vector<Tensor> backward(autograd::FunctionCtx&, V grads) { return {grads[1] * 2.0}; }
+  };
+  Tensor a = leaf({2});
+  std::vector<Tensor> outputs = PassThrough::apply(a);
+  EXPECT_FALSE(outputs[0].requires_grad());
+  EXPECT_TRUE(a.requires_grad() && a.is_leaf());
+  sum(outputs[1] + outputs[0]).backward();
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{2, 2}));
+}
+
 // exp, saving its output: the saved output must not keep the graph alive.
 struct Exp : autograd::Function<Exp> {
   static Tensor forward(autograd::FunctionCtx& ctx, const Tensor& a) {
