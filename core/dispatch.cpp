@@ -52,10 +52,29 @@ void OpBase::ensure_kernels_registered() {
   });
 }
 
+// Two different failures, told apart: the op has no kernel on this device at
+// all (it exists only on another device, or this build lacks the backend), or
+// this device's kernels do not take this dtype (they are listed).
 void OpBase::throw_missing(DeviceType device, DType dtype) const {
-  if (device == DeviceType::cuda)
-    detail::throw_error(fmt::format("{}: no kernel for {} on cuda (this build has no CUDA kernel for it)", name_, dtype));
-  detail::throw_error(fmt::format("{}: not supported for dtype {}", name_, dtype));
+  auto serves = [&](DeviceType d, DType t) {
+    return kernels_[int(d)][int(t)] != nullptr || (d == DeviceType::cpu && reference_[int(t)] != nullptr);
+  };
+  auto device_name = [](DeviceType d) { return d == DeviceType::cpu ? "CPU" : "CUDA"; };
+  std::string served;
+  for (DType t : kAllDTypes)
+    if (serves(device, t)) served += fmt::format("{}{}", served.empty() ? "" : ", ", t);
+  if (!served.empty())
+    detail::throw_error(fmt::format("{}: no {} kernel for dtype {} (its {} kernels take {})", name_,
+                                    device_name(device), dtype, device_name(device), served));
+  std::string elsewhere;
+  for (int d = 0; d < kNumDeviceTypes; ++d)
+    for (DType t : kAllDTypes)
+      if (d != int(device) && serves(DeviceType(d), t)) {
+        elsewhere = fmt::format("; it has {} kernels only", device_name(DeviceType(d)));
+        break;
+      }
+  detail::throw_error(fmt::format("{}: no {} kernel (for any dtype; called with {}){}", name_, device_name(device),
+                                  dtype, elsewhere.empty() ? "; this build has no kernel for it" : elsewhere));
 }
 
 std::atomic<int> KernelCallCounter::live_counters_{0};

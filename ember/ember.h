@@ -32,6 +32,7 @@
 #include "core/tensor.h"
 #include "core/version.h"
 #include "autograd/node.h"
+#include "autograd/custom_function.h"
 #include "autograd/dot.h"
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"

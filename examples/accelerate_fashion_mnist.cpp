@@ -9,8 +9,9 @@
 // --batch-size is the global batch (split_batches), so N processes take the
 // same steps as one and reach its accuracy; it must be divisible by N.
 // It ends with the test accuracy over the whole test set, each image counted
-// once (gather_for_metrics), printed by the main process:
-//   test accuracy: 87.39% (8739/10000), test loss 0.3456, 20.1 s
+// once (gather_for_metrics), printed by the main process; --epochs 2 on one
+// process ends with what train_fashion_mnist --model mlp --epochs 2 prints:
+//   test accuracy: 87.43% (8743/10000), test loss 0.3477, 6.4 s
 #include <ember/ember.h>
 
 #include <CLI/CLI.hpp>

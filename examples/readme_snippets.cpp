@@ -6,6 +6,28 @@
 
 using namespace ember;
 
+// README: "Extending ember" (custom module)
+// y = (x - running_mean) * gain, per feature: a learned gain and a running
+// mean of the training batches, saved with the model but not trained.
+class CenteredScale : public nn::Module {
+ public:
+  explicit CenteredScale(int64_t features, double momentum = 0.1) : momentum(momentum) {
+    gain = register_parameter("gain", ones({features}));
+    running_mean = register_buffer("running_mean", zeros({features}));
+  }
+  Tensor forward(const Tensor& x) override {  // x: [batch, features]
+    if (is_training()) {
+      NoGradGuard no_grad;  // a buffer is updated in place, outside the graph
+      running_mean *= 1.0 - momentum;
+      running_mean += mean(x, {0}) * momentum;
+    }
+    return (x - running_mean) * gain;
+  }
+
+  Tensor gain, running_mean;
+  double momentum;
+};
+
 int main() try {
   manual_seed(0);
   // README: "Using ember from your project"
@@ -33,9 +55,18 @@ int main() try {
   }
   nn::save(model, "readme_model.safetensors");  // loads into the same PyTorch model
 
-  std::printf("softmax rows sum to %.4f; |dL/dw| = %.4f; graph of %zu characters\n",
-              mean(sum(c, {1})).item<double>(), norm(w.grad()).item<double>(), dot.size());
-  return 0;
+  // README: "Extending ember" (custom module, in use)
+  auto net = nn::Sequential(nn::Linear(4, 8), CenteredScale(8), nn::ReLU(), nn::Linear(8, 2));
+  // net.named_parameters(): 0.weight, 0.bias, 1.gain, 2.weight, 2.bias
+  // net.state_dict() adds the buffer: 1.running_mean
+  Tensor out = net(randn({16, 4}));
+  bool module_ok = net.named_parameters().size() == 5 && net.state_dict().size() == 6 &&
+                   out.shape() == Shape{16, 2} && sum(abs(net.at<CenteredScale>(1)->running_mean)).item<double>() > 0;
+
+  std::printf("softmax rows sum to %.4f; |dL/dw| = %.4f; graph of %zu characters; custom module %s\n",
+              mean(sum(c, {1})).item<double>(), norm(w.grad()).item<double>(), dot.size(),
+              module_ok ? "ok" : "WRONG");
+  return module_ok ? 0 : 1;
 } catch (const ember::Error& error) {
   std::fprintf(stderr, "error: %s\n", error.what());
   return 1;

@@ -6,8 +6,9 @@
 // schedule with warmup and gradient clipping, prints samples as it goes
 // (multinomial draws at temperature 0.8 from the 10 likeliest characters:
 // --temperature, --top-k) and ends with
-//   validation loss: 1.7252 nats/char over 59456 held-out characters, 227.1 s
-// (the default run on two shared cores).
+//   validation loss: 1.7252 nats/char over 59456 held-out characters, 384.4 s
+// (the default run on a 2-core machine whose cores other builds shared,
+// load average 5 to 9; 142 s on the same machine when quiet: README.md).
 // For scale: the text's unigram entropy is 3.15 nats/char, a bigram model's
 // about 2.6. The full run (<= 2.0) is a `slow` ctest; CI runs a short one
 // with --require-val-loss (examples/CMakeLists.txt).

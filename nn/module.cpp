@@ -1,16 +1,14 @@
 // nn::Module: registration, the recursive listings, state dicts and printing (see module.h).
 #include "nn/module.h"
 
-#include <cxxabi.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <set>
 #include <typeinfo>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/custom_function.h"
 #include "autograd/node.h"
 #include "core/grad_hook.h"
 #include "core/ops/views.h"
@@ -73,17 +71,7 @@ Tensor Module::forward(const Tensor&) {
   return {};
 }
 
-std::string Module::type_name() const {
-  const char* mangled = typeid(*this).name();
-  int status = 0;
-  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
-  std::string name = status == 0 && demangled ? demangled : mangled;
-  std::free(demangled);
-  // Drop the namespaces (before any template arguments): ember::nn::Linear -> Linear.
-  size_t template_start = name.find('<');
-  size_t last_scope = name.rfind("::", template_start);
-  return last_scope == std::string::npos ? name : name.substr(last_scope + 2);
-}
+std::string Module::type_name() const { return autograd::short_type_name(typeid(*this)); }
 
 std::string Module::str() const {
   // PyTorch's Module.__repr__: a one-liner when there are no children and

@@ -205,8 +205,13 @@ static Tensor compute_index_select(const Tensor& t, int64_t dim, const Tensor& i
   return t.dim() == 0 ? out.reshape({}) : out;
 }
 
-static Tensor compute_embedding(const Tensor& weight, const Tensor& indices) {
+static Tensor compute_embedding(const Tensor& indices, const Tensor& weight) {
   check_defined(weight, "embedding", "weight");
+  check_defined(indices, "embedding", "input");
+  EMBER_CHECK(!is_floating(indices.dtype()),
+              "embedding(input, weight): input holds the indices and must be int32 or int64, got {} of shape {} "
+              "(weight: {} of shape {}); the order is PyTorch's F.embedding(input, weight), indices first",
+              indices.dtype(), indices.shape(), weight.dtype(), weight.shape());
   check_index(indices, weight, "embedding");
   EMBER_CHECK(weight.dim() == 2, "embedding: weight must be 2-d [num_embeddings, embedding_dim], got shape {}",
               weight.shape());
@@ -412,8 +417,9 @@ Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
   return with_grad(index_select_grad, untracked([&] { return compute_index_select(t, dim, index); }), {&t, &index}, &dim);
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
-  return with_grad(embedding_grad, untracked([&] { return compute_embedding(weight, indices); }), {&weight, &indices});
+// The recorded inputs stay (weight, indices): autograd/functions/indexing.cpp reads them in that order.
+Tensor embedding(const Tensor& input, const Tensor& weight) {
+  return with_grad(embedding_grad, untracked([&] { return compute_embedding(input, weight); }), {&weight, &input});
 }
 
 Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {

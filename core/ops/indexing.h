@@ -21,8 +21,10 @@ Tensor gather(const Tensor& t, int64_t dim, const Tensor& index);
 // A copy of `t` with src added at `index` along dim.
 Tensor scatter_add(const Tensor& t, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor masked_fill(const Tensor& t, const Tensor& mask, const Scalar& value);
-// weight [num_embeddings, dim], indices of any shape -> [..., dim]
-Tensor embedding(const Tensor& weight, const Tensor& indices);
+// The rows of `weight` [num_embeddings, dim] at `input` (int32/int64
+// indices of any shape) -> [..., dim]. PyTorch's argument order
+// (F.embedding(input, weight)); floating indices are an error that says so.
+Tensor embedding(const Tensor& input, const Tensor& weight);
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);  // i64 result
 Tensor tril(const Tensor& t, int64_t diagonal = 0);
 Tensor triu(const Tensor& t, int64_t diagonal = 0);

@@ -31,7 +31,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx) {
-  Tensor out = ember::embedding(weight, input);
+  Tensor out = ember::embedding(input, weight);
   if (padding_idx && out.requires_grad()) {
     // Zero the output gradient at padding positions before it reaches the
     // weight: only this lookup's contribution to the row is blocked.

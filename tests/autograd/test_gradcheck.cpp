@@ -92,7 +92,7 @@ const std::map<std::string, std::vector<GradCase>>& cases() {
                {{{2, 3}, {2, 1}}, [](V x) { return cat({x[0], x[1]}, -1); }}}},
       {"index_select", {{{{4, 3}}, [](V x) { return index_select(x[0], 0, from_vector<int64_t>({3, 0, 3, 1})); }},
                         {{{4, 3}}, [](V x) { return index_select(x[0].t(), 1, from_vector<int64_t>({2, 2})); }}}},
-      {"embedding", {{{{5, 3}}, [](V x) { return embedding(x[0], from_vector<int64_t>({4, 0, 4, 2}, {2, 2})); }}}},
+      {"embedding", {{{{5, 3}}, [](V x) { return embedding(from_vector<int64_t>({4, 0, 4, 2}, {2, 2}), x[0]); }}}},
       {"gather", {{{{3, 4}}, [](V x) { return gather(x[0], 1, from_vector<int64_t>({0, 3, 3, 1, 2, 0}, {3, 2})); }}}},
       {"scatter_add", {{{{3, 4}, {2, 4}}, [](V x) {
                          return scatter_add(x[0], 0, from_vector<int64_t>({0, 2, 2, 1, 0, 0, 1, 2}, {2, 4}), x[1]);

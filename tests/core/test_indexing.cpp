@@ -30,7 +30,7 @@ TEST(Indexing, HandCases) {
   EXPECT_EQ(values_of(masked_fill(a, from_vector<bool>({true, false, true}), -1.0)),
             (std::vector<float>{-1, 2, -1, -1, 5, -1}));
   Tensor table = floats({0, 1, 10, 11, 20, 21}, {3, 2});
-  Tensor looked_up = embedding(table, from_vector<int32_t>({2, 0, 2, 1}, {2, 2}));
+  Tensor looked_up = embedding(from_vector<int32_t>({2, 0, 2, 1}, {2, 2}), table);
   EXPECT_EQ(looked_up.shape(), (Shape{2, 2, 2}));
   EXPECT_EQ(values_of(looked_up), (std::vector<float>{20, 21, 0, 1, 20, 21, 10, 11}));
   EXPECT_EQ(one_hot(longs({2, 0})).to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 1, 1, 0, 0}));
@@ -158,9 +158,9 @@ TEST(Indexing, KernelOpsMatchReferenceForEveryDtypeShapeAndLayout) {
       }
       Tensor table = random_tensor({9, 5}, dtype);
       Tensor ids = random_index({2, 3, 4}, 9, index_dtype);
-      Tensor expected_embedding = reference([&] { return embedding(table, ids); });
+      Tensor expected_embedding = reference([&] { return embedding(ids, table); });
       for (const Layout& layout : layouts_of(table))
-        EXPECT_TRUE(all_close(embedding(layout.tensor, ids), expected_embedding)) << dtype_name(dtype) << layout.name;
+        EXPECT_TRUE(all_close(embedding(ids, layout.tensor), expected_embedding)) << dtype_name(dtype) << layout.name;
     }
   }
   for (DType index_dtype : {DType::i32, DType::i64}) {
@@ -203,7 +203,7 @@ TEST(Indexing, EdgeShapes) {
   EXPECT_EQ(masked_fill(scalar, scalar_tensor(true, {.dtype = DType::boolean}), 1).item<float>(), 1.0f);
   EXPECT_EQ(index_select(zeros({3, 2}), 0, zeros({0}, {.dtype = DType::i64})).shape(), (Shape{0, 2}));
   EXPECT_EQ(gather(zeros({3, 2}), 1, zeros({3, 0}, {.dtype = DType::i64})).shape(), (Shape{3, 0}));
-  EXPECT_EQ(embedding(zeros({3, 2}), zeros({0}, {.dtype = DType::i32})).shape(), (Shape{0, 2}));
+  EXPECT_EQ(embedding(zeros({0}, {.dtype = DType::i32}), zeros({3, 2})).shape(), (Shape{0, 2}));
   EXPECT_EQ(tril(zeros({0, 3})).shape(), (Shape{0, 3}));
   EXPECT_EQ(repeat(zeros({2}), {0, 3}).shape(), (Shape{0, 6}));
   EXPECT_EQ(repeat(scalar, {2}).to_vector<float>(), (std::vector<float>{4, 4}));
@@ -244,7 +244,7 @@ TEST(Indexing, BadIndicesAreErrorsNamingOpValueAndSize) {
   EXPECT_EMBER_ERROR(index_select(t, 1, from_vector<int32_t>({-1})), "index_select: index -1 is out of bounds");
   EXPECT_EMBER_ERROR(gather(t, 1, longs({0, 4}, {1, 2})), "gather: index 4 is out of bounds for dimension with size 4");
   EXPECT_EMBER_ERROR(scatter_add(t, 0, longs({3}, {1, 1}), ones({1, 1})), "scatter_add: index 3 is out of bounds");
-  EXPECT_EMBER_ERROR(embedding(t, longs({-2})), "embedding: index -2 is out of bounds for dimension with size 3");
+  EXPECT_EMBER_ERROR(embedding(longs({-2}), t), "embedding: index -2 is out of bounds for dimension with size 3");
   EXPECT_EMBER_ERROR(one_hot(longs({3}), 3), "one_hot: index 3 is out of bounds for dimension with size 3");
   EXPECT_EMBER_ERROR(one_hot(longs({-1}), 3), "one_hot: index -1");
   set_num_threads(2);  // an error inside a parallel region still reaches the caller
@@ -279,7 +279,11 @@ TEST(Indexing, BadShapesAndArgumentsNameTheOp) {
   EXPECT_EMBER_ERROR(masked_fill(zeros({3}), ones({3}), 1), "masked_fill: mask must have dtype bool, got float32");
   EXPECT_EMBER_ERROR(masked_fill(zeros({3}), ones({2}, {.dtype = DType::boolean}), 1),
                      "masked_fill: shapes [3] and [2]");
-  EXPECT_EMBER_ERROR(embedding(zeros({3}), longs({0})), "embedding: weight must be 2-d");
+  EXPECT_EMBER_ERROR(embedding(longs({0}), zeros({3})), "embedding: weight must be 2-d");
+  // The arguments the wrong way round (weight first, as ember had them once): named, not a lookup of garbage.
+  EXPECT_EMBER_ERROR(embedding(zeros({5, 3}), longs({0, 4})),
+                     "embedding(input, weight): input holds the indices and must be int32 or int64, got float32 of "
+                     "shape [5, 3] (weight: int64 of shape [2]); the order is PyTorch's F.embedding(input, weight)");
   EXPECT_EMBER_ERROR(one_hot(zeros({0}, {.dtype = DType::i64})), "one_hot: cannot infer the number of classes");
   EXPECT_EMBER_ERROR(one_hot(zeros({2})), "one_hot: index must have dtype int32 or int64");
   EXPECT_EMBER_ERROR(tril(zeros({3})), "tril: input must have at least 2 dims, got shape [3]");

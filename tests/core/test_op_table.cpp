@@ -174,7 +174,7 @@ const std::map<std::string, Case>& cases() {
        }},
       {"embedding", [](DType dtype) {
          Tensor weight = random_tensor({10, 4}, dtype), index = random_tensor({3, 2}, DType::i32, 0, 9);
-         return [=] { return embedding(weight, index); };
+         return [=] { return embedding(index, weight); };
        }},
       {"gather", [](DType dtype) {
          Tensor t = random_tensor({4, 6}, dtype), index = random_tensor({4, 3}, DType::i64, 0, 5);

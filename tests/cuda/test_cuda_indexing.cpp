@@ -132,7 +132,7 @@ TEST(CudaIndexing, IndexSelectAndEmbeddingMatchTheCpu) {
         }
       }
       Tensor table = random_tensor({9, 5}, dtype);
-      auto embed = [](const Tensors& x) { return embedding(x[0], x[1]); };
+      auto embed = [](const Tensors& x) { return embedding(x[1], x[0]); };
       Tensor ids = random_index({2, 3, 4}, 9, index_dtype);
       for (const Layout& layout : layouts_of(table))
         EXPECT_TRUE(equal_on_gpu(embed, {layout.tensor, ids})) << dtype_name(dtype) << " " << layout.name;
@@ -142,7 +142,7 @@ TEST(CudaIndexing, IndexSelectAndEmbeddingMatchTheCpu) {
   }
   // Large enough for many blocks and the grid-stride loop.
   Tensor vocabulary = random_tensor({5000, 768}, DType::bf16);
-  EXPECT_TRUE(equal_on_gpu([](const Tensors& x) { return embedding(x[0], x[1]); },
+  EXPECT_TRUE(equal_on_gpu([](const Tensors& x) { return embedding(x[1], x[0]); },
                            {vocabulary, random_index({8, 1024}, 5000, DType::i64)}));
   Tensor wide = random_tensor({600, 300}, DType::f32);
   EXPECT_TRUE(equal_on_gpu([](const Tensors& x) { return index_select(x[0], 1, x[1]); },
@@ -190,7 +190,7 @@ TEST(CudaIndexing, EmptyInputsGiveEmptyResults) {
                            {random_tensor({4, 3}, DType::f32), none}));
   EXPECT_TRUE(equal_on_gpu([](const Tensors& x) { return index_select(x[0], 0, x[1]); },
                            {zeros({4, 0}), from_vector<int64_t>({1, 2})}));
-  EXPECT_TRUE(equal_on_gpu([](const Tensors& x) { return embedding(x[0], x[1]); },
+  EXPECT_TRUE(equal_on_gpu([](const Tensors& x) { return embedding(x[1], x[0]); },
                            {random_tensor({4, 3}, DType::f32), zeros({2, 0}, {.dtype = DType::i32})}));
   EXPECT_TRUE(equal_on_gpu([](const Tensors& x) { return tril(x[0]); }, {zeros({0, 3})}));
   EXPECT_TRUE(equal_on_gpu([](const Tensors& x) { return one_hot(x[0], 3); }, {none}));
@@ -215,7 +215,7 @@ TEST(CudaIndexing, BadIndicesRaiseTheCpuErrorAndLeaveTheGpuUsable) {
     expect_same_error([](const Tensors& x) { return scatter_add(x[0], 0, x[1], x[2]); },
                       {zeros({1000}), index(std::vector<int64_t>(5000, -7), {5000}), ones({5000})},
                       "scatter_add: index -7 is out of bounds");
-    expect_same_error([](const Tensors& x) { return embedding(x[0], x[1]); }, {t, index({2, -2}, {2})},
+    expect_same_error([](const Tensors& x) { return embedding(x[1], x[0]); }, {t, index({2, -2}, {2})},
                       "embedding: index -2 is out of bounds for dimension with size 3");
     expect_same_error([](const Tensors& x) { return one_hot(x[0], 3); }, {index({1, 3}, {2})},
                       "one_hot: index 3 is out of bounds for dimension with size 3");

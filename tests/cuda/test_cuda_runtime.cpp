@@ -106,9 +106,9 @@ TEST(CudaRuntime, StrictModeDefersIndexErrorsToTheNextSynchronisation) {
   EMBER_REQUIRE_GPU();
   Tensor table = random_tensor({5, 3}, DType::f32).to(kGpu);
   Tensor bad = from_vector<int64_t>({1, 7}).to(kGpu);
-  EXPECT_EMBER_ERROR(embedding(table, bad), "index 7 is out of bounds for dimension with size 5");
+  EXPECT_EMBER_ERROR(embedding(bad, table), "index 7 is out of bounds for dimension with size 5");
   set_strict_device_copies(true);
-  Tensor rows = embedding(table, bad);  // no wait for the kernel: nothing raised yet
+  Tensor rows = embedding(bad, table);  // no wait for the kernel: nothing raised yet
   EXPECT_EMBER_ERROR(synchronize(kGpu), "found by a GPU kernel queued earlier");
   synchronize(kGpu);  // raised once, then gone
   set_strict_device_copies(false);

@@ -210,7 +210,7 @@ OpEntry embedding_op() {
               weight = read_tensor_of(in, shape, in.dtype());
             }
             Tensor indices = read_indices(in, read_shape(in, pool), weight.dim() > 0 ? weight.size(0) : 1);
-            return Call{"embedding", {weight, indices}, [](const Inputs& t) { return Outputs{embedding(t[0], t[1])}; },
+            return Call{"embedding", {weight, indices}, [](const Inputs& t) { return Outputs{embedding(t[1], t[0])}; },
                         kExact};
           }};
 }
