@@ -11,10 +11,10 @@ using namespace ember;
 // mean of the training batches, saved with the model but not trained.
 class CenteredScale : public nn::Module {
  public:
-  explicit CenteredScale(int64_t features, double momentum = 0.1) : momentum(momentum) {
-    gain = register_parameter("gain", ones({features}));
-    running_mean = register_buffer("running_mean", zeros({features}));
-  }
+  explicit CenteredScale(int64_t features, double momentum = 0.1)
+      : gain(register_parameter("gain", ones({features}))),
+        running_mean(register_buffer("running_mean", zeros({features}))),
+        momentum(momentum) {}
   Tensor forward(const Tensor& x) override {  // x: [batch, features]
     if (is_training()) {
       NoGradGuard no_grad;  // a buffer is updated in place, outside the graph
@@ -24,8 +24,28 @@ class CenteredScale : public nn::Module {
     return (x - running_mean) * gain;
   }
 
-  Tensor gain, running_mean;
+  Tensor& gain;  // bound to the registered slots: assigning one re-points it
+  Tensor& running_mean;
   double momentum;
+};
+
+// README: "Extending ember" (tied weights, a forward with two inputs)
+struct TiedLm : nn::Module {
+  TiedLm(int64_t vocab, int64_t width) {
+    wte = register_module("wte", nn::Embedding(vocab, width));
+    lm_head = register_module("lm_head", nn::Linear(width, vocab, {.bias = false}));
+    lm_head->weight = wte->weight;  // tied: one parameter, one gradient, saved once
+  }
+  std::pair<Tensor, Tensor> forward(const Tensor& tokens, const Tensor& targets) {  // [B, T] each
+    Tensor logits = (*lm_head)((*wte)(tokens));                                       // [B, T, vocab]
+    Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+    return {logits, loss};
+  }
+  // model(tokens, targets): forward between the module's hooks, so DDP and autocast see it
+  auto operator()(const Tensor& tokens, const Tensor& targets) { return call(*this, tokens, targets); }
+
+  std::shared_ptr<nn::Embedding> wte;
+  std::shared_ptr<nn::Linear> lm_head;
 };
 
 int main() try {
@@ -63,10 +83,17 @@ int main() try {
   bool module_ok = net.named_parameters().size() == 5 && net.state_dict().size() == 6 &&
                    out.shape() == Shape{16, 2} && sum(abs(net.at<CenteredScale>(1)->running_mean)).item<double>() > 0;
 
-  std::printf("softmax rows sum to %.4f; |dL/dw| = %.4f; graph of %zu characters; custom module %s\n",
+  // README: "Extending ember" (tied weights, in use)
+  TiedLm lm(11, 6);
+  auto [logits, lm_loss] = lm(randint(0, 11, {2, 5}), randint(0, 11, {2, 5}));
+  lm_loss.backward();
+  bool tied_ok = lm.named_parameters().size() == 1 && lm.wte->weight.grad().defined() &&
+                 logits.shape() == Shape{2, 5, 11};
+
+  std::printf("softmax rows sum to %.4f; |dL/dw| = %.4f; graph of %zu characters; custom module %s; tied %s\n",
               mean(sum(c, {1})).item<double>(), norm(w.grad()).item<double>(), dot.size(),
-              module_ok ? "ok" : "WRONG");
-  return module_ok ? 0 : 1;
+              module_ok ? "ok" : "WRONG", tied_ok ? "ok" : "WRONG");
+  return module_ok && tied_ok ? 0 : 1;
 } catch (const ember::Error& error) {
   std::fprintf(stderr, "error: %s\n", error.what());
   return 1;
