@@ -31,6 +31,7 @@ class CenteredScale : public nn::Module {
 
 // README: "Extending ember" (tied weights, a forward with two inputs)
 struct TiedLm : nn::Module {
+  using nn::Module::forward;  // the single-tensor form stays the base's (it throws)
   TiedLm(int64_t vocab, int64_t width) {
     wte = register_module("wte", nn::Embedding(vocab, width));
     lm_head = register_module("lm_head", nn::Linear(width, vocab, {.bias = false}));

@@ -156,9 +156,11 @@ void Accelerator::watch_for_unhooked_forwards(detail::PreparedModel& prepared, c
   prepared.called_since_step = called;
   std::string model_name = prepared.module->type_name();
   std::string precision = state_->options.mixed_precision;
-  for (const auto& [name, parameter] : prepared.module->named_parameters()) {
+  for (const auto& entry : prepared.module->named_parameters()) {
+    const Tensor& parameter = entry.second;
     if (!parameter.requires_grad()) continue;
-    uint64_t id = parameter.register_post_accumulate_grad_hook([called, name, model_name, precision](const Tensor&) {
+    uint64_t id = parameter.register_post_accumulate_grad_hook([called, name = entry.first, model_name,
+                                                                precision](const Tensor&) {
       EMBER_CHECK(*called,
                   "Accelerator: parameter \"{}\" of the prepared {} got a gradient from a forward that ran without "
                   "the model's hooks, so without the {} autocast it was prepared with. Call the model as model(...) "

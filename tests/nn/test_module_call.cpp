@@ -14,6 +14,7 @@ using testing::all_close;
 
 // forward(input, mask): the mask zeroes hidden features.
 struct MaskedNet : nn::Module {
+  using nn::Module::forward;  // the single-tensor form stays the base's (it throws)
   MaskedNet() {
     first = register_module("first", nn::Linear(4, 6));
     last = register_module("last", nn::Linear(6, 3));
@@ -28,6 +29,7 @@ struct MaskedNet : nn::Module {
 
 // forward(idx, targets) -> (logits, loss), as a language model writes it.
 struct LossNet : nn::Module {
+  using nn::Module::forward;
   LossNet() { head = register_module("head", nn::Linear(4, 3)); }
   std::pair<Tensor, Tensor> forward(const Tensor& input, const Tensor& targets) {
     Tensor logits = (*head)(input);

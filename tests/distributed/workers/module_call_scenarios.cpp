@@ -28,6 +28,7 @@ constexpr int64_t kSteps = 8;
 
 // forward(input, mask): the mask zeroes hidden features per sample.
 struct MaskedNet : nn::Module {
+  using nn::Module::forward;  // the single-tensor form stays the base's (it throws)
   explicit MaskedNet(uint64_t seed) {
     manual_seed(seed);
     first = register_module("first", nn::Linear(kFeatures, kHidden));
@@ -40,6 +41,7 @@ struct MaskedNet : nn::Module {
 
 // forward(input, targets) -> (logits, loss).
 struct LossNet : nn::Module {
+  using nn::Module::forward;
   explicit LossNet(uint64_t seed) {
     manual_seed(seed);
     first = register_module("first", nn::Linear(kFeatures, kHidden));
