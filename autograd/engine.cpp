@@ -60,8 +60,9 @@ struct Capture {
 };
 
 void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
-         Capture* capture) {
-  NoGradGuard no_grad;
+         bool create_graph, Capture* capture) {
+  // Formulas are recorded only for create_graph (Note [Higher-order gradients]).
+  GradModeGuard grad_mode(create_graph);
   // Gradient formulas compute in the dtypes the forward saved, whatever the
   // caller's autocast policy (Note [Autocast] in core/README.md).
   NoAutocastGuard no_autocast;
@@ -177,12 +178,14 @@ NodeObserver set_node_observer(NodeObserver observer) {
   return previous;
 }
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph) {
-  run(roots, grad_roots, retain_graph, nullptr);
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
+              std::optional<bool> retain_graph, bool create_graph) {
+  run(roots, grad_roots, retain_graph.value_or(create_graph), create_graph, nullptr);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph,
+                         bool create_graph, bool allow_unused) {
   Capture capture;
   capture.answers.resize(inputs.size());
   std::vector<std::shared_ptr<Node>> keep_alive;  // accumulators made here must live through the walk
@@ -192,7 +195,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     keep_alive.push_back(edge.node);
     capture.at[edge.node.get()].push_back({edge.output_nr, i});
   }
-  run(outputs, grad_outputs, retain_graph, &capture);
+  run(outputs, grad_outputs, retain_graph.value_or(create_graph), create_graph, &capture);
   for (size_t i = 0; i < inputs.size(); ++i)
     EMBER_CHECK(allow_unused || capture.answers[i].defined(),
                 "grad: input {} (shape {}) was not used to compute the outputs; pass allow_unused=true", i,

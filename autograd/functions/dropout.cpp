@@ -13,6 +13,7 @@ void register_dropout_functions() {
     DropoutProblem forward = params<DropoutProblem>(r);
     forward.input = nullptr, forward.output = nullptr;
     record_formula(r, "DropoutBackward", {}, [forward](const std::vector<Tensor>&, const Tensor& g) {
+      refuse_double_backward("DropoutBackward", {&g});
       return std::vector<Tensor>{dropout_backward(g, forward)};
     });
   });

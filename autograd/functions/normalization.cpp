@@ -27,6 +27,7 @@ void register_normalization_functions() {
     bool has_bias = input(r, 2).defined();
     record_formula(r, "LayerNormBackward", {input(r, 0), input(r, 1), p.mean, p.rstd},
                    [normalized_shape, has_bias](const Saved& s, const Tensor& g) {
+                     refuse_double_backward("LayerNormBackward", {&g, &s[0], &s[1]});
                      return as_grads(layer_norm_backward(g, s[0], normalized_shape, s[1], s[2], s[3], has_bias));
                    });
   });
@@ -37,6 +38,7 @@ void register_normalization_functions() {
     Shape normalized_shape = p.normalized_shape;
     record_formula(r, "RmsNormBackward", {input(r, 0), input(r, 1), p.rstd},
                    [normalized_shape](const Saved& s, const Tensor& g) {
+                     refuse_double_backward("RmsNormBackward", {&g, &s[0], &s[1]});
                      NormalizationGrads grads = rms_norm_backward(g, s[0], normalized_shape, s[1], s[2]);
                      return Grads{grads.input, grads.weight};
                    });
@@ -49,6 +51,7 @@ void register_normalization_functions() {
     bool training = p.training, has_bias = input(r, 2).defined();
     record_formula(r, "BatchNormBackward", {input(r, 0), input(r, 1), p.mean, p.rstd},
                    [training, has_bias](const Saved& s, const Tensor& g) {
+                     refuse_double_backward("BatchNormBackward", {&g, &s[0], &s[1]});
                      return as_grads(batch_norm_backward(g, s[0], s[1], s[2], s[3], training, has_bias));
                    });
   });
