@@ -34,6 +34,17 @@ std::shared_ptr<N> record(const GradRecord& r, Args&&... args) {
   return node;
 }
 
+// The number of storage elements a geometry reaches from its offset (the
+// views' gradients lay gradients out in a buffer shaped like the storage).
+inline int64_t extent(const Shape& shape, const Strides& strides) {
+  int64_t last = 0;
+  for (int d = 0; d < shape.ndim(); ++d) {
+    if (shape[d] == 0) return 0;
+    last += (shape[d] - 1) * strides[d];
+  }
+  return last + 1;
+}
+
 // The i-th input and output of a record, and its parameters as P.
 inline const Tensor& input(const GradRecord& r, size_t i) { return *r.inputs[i]; }
 inline const Tensor& output(const GradRecord& r, size_t i) { return *r.outputs[i]; }

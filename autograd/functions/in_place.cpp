@@ -24,14 +24,7 @@ struct Geometry {
 Geometry geometry_of(const TensorImpl& impl) { return {impl.shape, impl.strides, impl.offset}; }
 
 // One past the last storage element a geometry reaches (its offset when empty).
-int64_t end_of(const Geometry& g) {
-  int64_t last = g.offset;
-  for (int d = 0; d < g.shape.ndim(); ++d) {
-    if (g.shape[d] == 0) return g.offset;
-    last += (g.shape[d] - 1) * g.strides[d];
-  }
-  return last + 1;
-}
+int64_t end_of(const Geometry& g) { return g.offset + extent(g.shape, g.strides); }
 
 // Whether two elements of the geometry share a storage element (an expanded view).
 bool overlaps_itself(const Geometry& g) {

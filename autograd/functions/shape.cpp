@@ -16,15 +16,6 @@ namespace {
 using Grads = std::vector<Tensor>;
 using Saved = std::vector<Tensor>;
 
-// The number of storage elements a geometry reaches from its offset.
-int64_t extent(const Shape& shape, const Strides& strides) {
-  int64_t last = 0;
-  for (int d = 0; d < shape.ndim(); ++d) {
-    if (shape[d] == 0) return 0;
-    last += (shape[d] - 1) * strides[d];
-  }
-  return last + 1;
-}
 
 }  // namespace
 
