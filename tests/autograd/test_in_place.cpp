@@ -127,6 +127,32 @@ TEST(InPlace, GradcheckOfInPlaceChains) {
   EXPECT_TRUE(views.ok) << views.report;
 }
 
+// Second derivatives through the rebased histories: the in-place ops' formulas,
+// CopySlices and the regenerated views are differentiable too.
+TEST(InPlace, GradgradcheckOfInPlaceChainsAndViews) {
+  using V = const std::vector<Tensor>&;
+  std::vector<Tensor> inputs = {random_tensor({3, 4}, DType::f64), random_tensor({4}, DType::f64),
+                                random_tensor({3, 1}, DType::f64, 0.5, 2)};
+  auto chain = autograd::gradgradcheck([](V x) {
+    Tensor y = x[0] * 1.0;
+    mul_(y, x[1]);
+    div_(y, x[2]);
+    mul_(y, y);
+    return y;
+  }, inputs);
+  EXPECT_TRUE(chain.ok) << chain.report;
+  auto views = autograd::gradgradcheck([](V x) {
+    Tensor h = x[0] * 2.0;
+    Tensor before = h.select(1, 0);
+    h.narrow(1, 1, 2) *= x[2];
+    Tensor buffer = zeros({5, 4}, {.dtype = DType::f64});
+    buffer.narrow(0, 1, 3).copy_(h * h);
+    buffer.select(0, 4) += x[1];
+    return buffer * sum(buffer, {0}, true) + sum(before);
+  }, inputs);
+  EXPECT_TRUE(views.ok) << views.report;
+}
+
 // PyTorch's CopySlices: the write into buf's view gives buf a history.
 TEST(InPlace, CopyIntoAViewOfATensorThatDoesNotRequireGrad) {
   Tensor x = leaf({5, 7});
@@ -166,6 +192,25 @@ TEST(InPlace, ViewOfABaseWrittenInPlaceSeesTheWrite) {
   mul_(h, 3.0);
   sum(v).backward();
   expect_values(x.grad(), {6, 6, 0});
+}
+
+// As in PyTorch: a view made under NoGradGuard of a tensor that requires grad
+// does not require grad; one of a tensor that does not (a buffer) is tracked.
+TEST(InPlace, ViewsMadeUnderNoGradGuard) {
+  Tensor x = leaf({1, 2, 3});
+  Tensor buf = zeros({3}, {.dtype = DType::f64});
+  Tensor alias, tracked;
+  {
+    NoGradGuard no_grad;
+    alias = x.narrow(0, 0, 2);
+    tracked = buf.narrow(0, 1, 2);
+  }
+  EXPECT_FALSE(alias.requires_grad());
+  EXPECT_FALSE((alias * 2.0).requires_grad());
+  buf.narrow(0, 0, 2).copy_(x.narrow(0, 1, 2) * 1.0);  // buf = [2, 3, 0]
+  ASSERT_TRUE(tracked.requires_grad());
+  sum(tracked * 10.0).backward();
+  expect_values(x.grad(), {0, 0, 10});  // tracked[0] = buf[1] = x[2]
 }
 
 TEST(InPlace, FillOfAViewCutsTheGradientThere) {
