@@ -76,10 +76,18 @@ void refresh_view_history(const Tensor& t) {
     impl->requires_grad = false;
     return;
   }
+  // An expanded view (stride 0) is regenerated as the strided view of one
+  // copy expanded again, so that the engine sums its gradient over the
+  // repeats (a strided view's gradient writes each element once).
+  Shape shape = t.shape();
+  bool expanded = false;
+  for (int d = 0; d < shape.ndim(); ++d)
+    if (t.strides()[d] == 0 && shape[d] > 1) shape[d] = 1, expanded = true;
   Tensor regenerated;
   {
     EnableGradGuard grad;
-    regenerated = as_strided(Tensor(base), t.shape(), t.strides(), t.offset());
+    regenerated = as_strided(Tensor(base), shape, t.strides(), t.offset());
+    if (expanded) regenerated = regenerated.expand(t.shape());
   }
   if (!impl->autograd) impl->autograd = std::make_shared<AutogradMeta>();
   impl->autograd->grad_fn = regenerated.grad_fn();

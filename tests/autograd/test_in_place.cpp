@@ -213,6 +213,16 @@ TEST(InPlace, ViewsMadeUnderNoGradGuard) {
   expect_values(x.grad(), {0, 0, 10});  // tracked[0] = buf[1] = x[2]
 }
 
+// An expanded view regenerated after a write into its base still sums its gradient over the repeats.
+TEST(InPlace, ExpandedViewOfABaseWrittenInPlace) {
+  Tensor x = leaf({1, 2, 3});
+  Tensor h = x * 2.0;
+  Tensor repeated = h.unsqueeze(0).expand({4, 3});
+  mul_(h, 3.0);
+  sum(repeated).backward();
+  expect_values(x.grad(), {24, 24, 24});  // 4 repeats of 2 * 3
+}
+
 TEST(InPlace, FillOfAViewCutsTheGradientThere) {
   Tensor x = leaf({1, 2, 3});
   Tensor h = x * 2.0;
