@@ -70,7 +70,6 @@ TEST(HigherOrder, FusedBackwardKernelsRefuseUnderCreateGraph) {
 // Ops whose gradient is a fused backward kernel with no gradient of its own:
 // they raise "double backward of <node> is not supported" under create_graph.
 const std::map<std::string, std::string> kNoDoubleBackward = {
-    {"dropout", "DropoutBackward: the dropout_backward kernel"},
     {"cross_entropy", "CrossEntropyBackward: the cross_entropy_backward kernel"},
     {"conv2d", "Conv2dBackward: oneDNN's conv2d_backward_input / _weight"},
     {"max_pool2d", "MaxPool2dBackward: the max_pool2d_backward kernel"},
