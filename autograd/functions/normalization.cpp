@@ -18,7 +18,7 @@ using Saved = std::vector<Tensor>;
 
 Grads as_grads(const NormalizationGrads& grads) { return Grads{grads.input, grads.weight, grads.bias}; }
 
-// Under create_graph the row norms' gradients are written in ops, so that they
+// Under create_graph the norms' gradients are written in ops, so that they
 // are recorded (the fused kernels have no gradient of their own). The
 // statistics are recomputed from x, since their dependence on x is part of
 // the second derivative.
@@ -30,16 +30,18 @@ Dims normalized_dims(const Tensor& x, const Shape& normalized_shape) {
   return dims;
 }
 
+// A saved per-row or per-channel statistic, shaped like `like` (a reduction
+// kept to size-1 dims) and in its dtype.
+Tensor kept_statistic(const Tensor& saved, const Tensor& like) { return saved.reshape(like.shape()).to(like.dtype()); }
+
 // 1 / sqrt(m + eps) as a function of m, equal to the saved rstd. eps is not
 // saved: it is recovered from the rstd as a constant, so the derivative,
 // -rstd^3 / 2 dm, is exact whatever rounding the recovered eps carries.
-Tensor differentiable_rstd(const Tensor& m, const Tensor& saved_rstd, const Shape& normalized_shape) {
-  Shape kept = saved_rstd.shape();
-  for (int d = 0; d < normalized_shape.ndim(); ++d) kept.push_back(1);
+Tensor differentiable_rstd(const Tensor& m, const Tensor& saved_rstd) {
   Tensor eps;
   {
     NoGradGuard no_grad;
-    Tensor rstd = saved_rstd.reshape(kept).to(m.dtype());
+    Tensor rstd = kept_statistic(saved_rstd, m);
     eps = rdiv(rstd * rstd, 1.0) - m;
   }
   return rsqrt(m + eps);
@@ -50,7 +52,7 @@ Grads layer_norm_composite(const Tensor& g, const Tensor& x, const Tensor& weigh
                            const Shape& normalized_shape, bool has_bias) {
   Dims dims = normalized_dims(x, normalized_shape);
   Tensor centered = x - mean(x, dims, true);
-  Tensor rstd = differentiable_rstd(mean(centered * centered, dims, true), saved_rstd, normalized_shape);
+  Tensor rstd = differentiable_rstd(mean(centered * centered, dims, true), saved_rstd);
   Tensor xhat = centered * rstd;
   Tensor dxhat = weight.defined() ? g * weight : g;
   Tensor dx = rstd * (dxhat - mean(dxhat, dims, true) - xhat * mean(dxhat * xhat, dims, true));
@@ -61,11 +63,37 @@ Grads layer_norm_composite(const Tensor& g, const Tensor& x, const Tensor& weigh
 Grads rms_norm_composite(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& saved_rstd,
                          const Shape& normalized_shape) {
   Dims dims = normalized_dims(x, normalized_shape);
-  Tensor rstd = differentiable_rstd(mean(x * x, dims, true), saved_rstd, normalized_shape);
+  Tensor rstd = differentiable_rstd(mean(x * x, dims, true), saved_rstd);
   Tensor xhat = x * rstd;
   Tensor dxhat = weight.defined() ? g * weight : g;
   Tensor dx = rstd * (dxhat - xhat * mean(dxhat * xhat, dims, true));
   return Grads{dx, weight.defined() ? g * xhat : Tensor()};
+}
+
+// Per channel (dim 1) over the batch and spatial dims; training normalises by
+// the batch statistics (recomputed from x), eval by the running ones
+// (constants): dx = w rstd g. dw = sum g xhat, db = sum g over those dims.
+Grads batch_norm_composite(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& saved_mean,
+                           const Tensor& saved_rstd, bool training, bool has_bias) {
+  Dims dims;
+  for (int d = 0; d < x.dim(); ++d)
+    if (d != 1) dims.push_back(d);
+  Shape kept = Shape::filled(x.dim(), 1);
+  kept[1] = x.shape()[1];
+  Tensor w = weight.defined() ? weight.reshape(kept) : Tensor();
+  Tensor dxhat = w.defined() ? g * w : g;
+  Tensor xhat, dx;
+  if (training) {
+    Tensor centered = x - mean(x, dims, true);
+    Tensor rstd = differentiable_rstd(mean(centered * centered, dims, true), saved_rstd);
+    xhat = centered * rstd;
+    dx = rstd * (dxhat - mean(dxhat, dims, true) - xhat * mean(dxhat * xhat, dims, true));
+  } else {
+    Tensor rstd = saved_rstd.reshape(kept).to(x.dtype());
+    xhat = (x - saved_mean.reshape(kept).to(x.dtype())) * rstd;
+    dx = dxhat * rstd;
+  }
+  return Grads{dx, w.defined() ? sum(g * xhat, dims) : Tensor(), has_bias ? sum(g, dims) : Tensor()};
 }
 
 }  // namespace
@@ -105,7 +133,8 @@ void register_normalization_functions() {
     bool training = p.training, has_bias = input(r, 2).defined();
     record_formula(r, "BatchNormBackward", {input(r, 0), input(r, 1), p.mean, p.rstd},
                    [training, has_bias](const Saved& s, const Tensor& g) {
-                     refuse_double_backward("BatchNormBackward", {&g, &s[0], &s[1]});
+                     if (should_record({&g, &s[0], &s[1]}))
+                       return batch_norm_composite(g, s[0], s[1], s[2], s[3], training, has_bias);
                      return as_grads(batch_norm_backward(g, s[0], s[1], s[2], s[3], training, has_bias));
                    });
   });
