@@ -1,6 +1,7 @@
 // Accumulating into leaves' .grad (see accumulate_grad.h).
 #include "autograd/accumulate_grad.h"
 
+#include "core/grad_hook.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/views.h"
 
@@ -44,6 +45,10 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
     // .grad must never alias a tensor someone else holds: a gradient nothing
     // else references is taken over, any other is copied into a fresh buffer.
     leaf_->grad = stealable(grad, *leaf_) ? grad.impl_ptr() : clone(grad).impl_ptr();
+  } else if (grad_mode_enabled()) {
+    // create_graph: the sum is recorded, and a .grad the caller may hold (a
+    // gradient penalty's input) is left as it was, as PyTorch does.
+    leaf_->grad = (Tensor(leaf_->grad) + grad).impl_ptr();
   } else {
     // In place: .grad may be a view into a bucket someone else owns (DDP).
     Tensor existing(leaf_->grad);

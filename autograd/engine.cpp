@@ -64,18 +64,18 @@ struct Capture {
 thread_local std::vector<std::function<void()>>* queued_callbacks = nullptr;
 
 void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
-          Capture* capture);
+          bool create_graph, Capture* capture);
 
 // One backward pass: the walk, then the callbacks queued during it.
 void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
-         Capture* capture) {
+         bool create_graph, Capture* capture) {
   std::vector<std::function<void()>> callbacks;
   std::vector<std::function<void()>>* outer = std::exchange(queued_callbacks, &callbacks);
   struct Restore {
     std::vector<std::function<void()>>* outer;
     ~Restore() { queued_callbacks = outer; }
   } restore{outer};
-  walk(roots, grad_roots, retain_graph, capture);
+  walk(roots, grad_roots, retain_graph, create_graph, capture);
   for (size_t i = 0; i < callbacks.size(); ++i) {
     std::function<void()> callback = std::move(callbacks[i]);
     callback();
@@ -83,8 +83,9 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots
 }
 
 void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
-          Capture* capture) {
-  NoGradGuard no_grad;
+          bool create_graph, Capture* capture) {
+  // Formulas are recorded only for create_graph (Note [Higher-order gradients]).
+  GradModeGuard grad_mode(create_graph);
   // Gradient formulas compute in the dtypes the forward saved, whatever the
   // caller's autocast policy (Note [Autocast] in core/README.md).
   NoAutocastGuard no_autocast;
@@ -205,12 +206,14 @@ NodeObserver set_node_observer(NodeObserver observer) {
   return previous;
 }
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph) {
-  run(roots, grad_roots, retain_graph, nullptr);
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
+              std::optional<bool> retain_graph, bool create_graph) {
+  run(roots, grad_roots, retain_graph.value_or(create_graph), create_graph, nullptr);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph,
+                         bool create_graph, bool allow_unused) {
   Capture capture;
   capture.answers.resize(inputs.size());
   std::vector<std::shared_ptr<Node>> keep_alive;  // accumulators made here must live through the walk
@@ -220,7 +223,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     keep_alive.push_back(edge.node);
     capture.at[edge.node.get()].push_back({edge.output_nr, i});
   }
-  run(outputs, grad_outputs, retain_graph, &capture);
+  run(outputs, grad_outputs, retain_graph.value_or(create_graph), create_graph, &capture);
   for (size_t i = 0; i < inputs.size(); ++i)
     EMBER_CHECK(allow_unused || capture.answers[i].defined(),
                 "grad: input {} (shape {}) was not used to compute the outputs; pass allow_unused=true", i,

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -12,14 +13,19 @@ namespace ember::autograd {
 
 // Computes gradients of `roots` (seeded with `grad_roots`; ones for a scalar
 // root when omitted) and accumulates them into the leaves' `.grad`.
+// create_graph records the backward pass itself, so the gradients it produces
+// can be differentiated again (Note [Higher-order gradients] in
+// autograd/README.md); retain_graph, which keeps the saved tensors for another
+// backward, defaults to create_graph, as in PyTorch.
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {},
-              bool retain_graph = false);
+              std::optional<bool> retain_graph = std::nullopt, bool create_graph = false);
 
 // Returns d(outputs)/d(inputs) without touching any `.grad`. An input the
-// outputs do not depend on gets an undefined tensor if allow_unused, else an error.
+// outputs do not depend on gets an undefined tensor if allow_unused, else an
+// error. retain_graph and create_graph as for backward; PyTorch's order.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
-                         bool allow_unused = false);
+                         const std::vector<Tensor>& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
+                         bool create_graph = false, bool allow_unused = false);
 
 // Runs `callback` once the backward pass now running has finished its walk,
 // before backward() returns (PyTorch's queue_callback): module backward hooks

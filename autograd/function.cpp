@@ -1,36 +1,107 @@
-// Wiring nodes into the graph, saved tensors, and the formula node.
+// Wiring nodes into the graph, saved tensors, views' histories, and the
+// formula node.
 #include "autograd/function.h"
 
 #include <atomic>
 
 #include "autograd/accumulate_grad.h"
+#include "core/ops/views.h"
 
 namespace ember::autograd {
 namespace {
 std::atomic<uint64_t> g_next_sequence_nr{0};
+
+bool has_history(const TensorImpl& impl) { return impl.autograd && impl.autograd->grad_fn; }
+}  // namespace
+
+SavedTensor::SavedTensor(const Tensor& t) : defined_(t.defined()) {
+  if (!defined_) return;
+  data_ = t.detach();
+  version_ = t.version();
+  if (!t.requires_grad()) return;
+  if (const std::shared_ptr<Node>& grad_fn = t.grad_fn()) {
+    grad_fn_ = grad_fn;
+    output_nr_ = t.impl()->autograd->output_nr;
+  } else {
+    leaf_ = t.impl_ptr();
+  }
 }
 
-SavedTensor::SavedTensor(const Tensor& t) : tensor_(t), defined_(t.defined()) {
-  if (defined_) version_ = t.version();
+SavedTensor::SavedTensor(const Tensor& output, int output_nr)
+    : data_(output.detach()), version_(output.version()), output_nr_(output_nr), is_output_(true), defined_(true) {}
+
+void SavedTensor::release() {
+  data_ = Tensor();
+  grad_fn_.reset();
+  leaf_.reset();
+  released_ = true;
 }
 
-Tensor SavedTensor::unpack(std::string_view op) const {
+Tensor SavedTensor::unpack(std::string_view op, Node* owner) const {
   EMBER_CHECK(!released_,
               "{}: trying to backward through the graph a second time (its saved tensors were freed after the first "
               "backward); pass retain_graph=true to the first backward to keep them",
               op);
   if (!defined_) return Tensor();
-  EMBER_CHECK(tensor_.version() == version_,
+  EMBER_CHECK(data_.version() == version_,
               "{}: a tensor saved for the gradient (shape {}, dtype {}) was modified by an in-place operation: saved "
               "at version {}, now at version {}",
-              op, tensor_.shape(), tensor_.dtype(), version_, tensor_.version());
-  return tensor_;
+              op, data_.shape(), data_.dtype(), version_, data_.version());
+  // Without create_graph nothing is recorded, and the values are all a formula needs.
+  if (!grad_mode_enabled()) return data_;
+  if (leaf_) return Tensor(leaf_);
+  std::shared_ptr<Node> grad_fn = grad_fn_;
+  if (is_output_ && is_floating(data_.dtype())) {
+    EMBER_ASSERT(owner, "{}: a saved output was unpacked without its node", op);
+    grad_fn = owner->shared_from_this();
+  }
+  if (!grad_fn) return data_;
+  Tensor tensor = data_.detach();
+  auto meta = std::make_shared<AutogradMeta>();
+  meta->grad_fn = std::move(grad_fn);
+  meta->output_nr = output_nr_;
+  meta->history_version = version_;
+  tensor.impl()->autograd = std::move(meta);
+  tensor.impl()->requires_grad = true;
+  return tensor;
+}
+
+void refresh_view_history(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  if (!impl->view_base || (impl->requires_grad && !has_history(*impl))) return;
+  if (has_history(*impl) && impl->autograd->history_version == t.version()) return;
+  std::shared_ptr<TensorImpl> base = impl->view_base;
+  if (!base->requires_grad) {  // the base lost its history (a fill_ of all of it): so did the view
+    if (impl->autograd) impl->autograd->grad_fn.reset();
+    impl->requires_grad = false;
+    return;
+  }
+  // An expanded view (stride 0) is regenerated as the strided view of one
+  // copy expanded again, so that the engine sums its gradient over the
+  // repeats (a strided view's gradient writes each element once).
+  Shape shape = t.shape();
+  bool expanded = false;
+  for (int d = 0; d < shape.ndim(); ++d)
+    if (t.strides()[d] == 0 && shape[d] > 1) shape[d] = 1, expanded = true;
+  Tensor regenerated;
+  {
+    EnableGradGuard grad;
+    regenerated = as_strided(Tensor(base), shape, t.strides(), t.offset());
+    if (expanded) regenerated = regenerated.expand(t.shape());
+  }
+  if (!impl->autograd) impl->autograd = std::make_shared<AutogradMeta>();
+  impl->autograd->grad_fn = regenerated.grad_fn();
+  impl->autograd->output_nr = 0;
+  impl->autograd->history_version = t.version();
+  impl->requires_grad = true;
 }
 
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {};
+  refresh_view_history(t);
   AutogradMeta* meta = t.impl()->autograd.get();
   if (meta && meta->grad_fn) return {meta->grad_fn, meta->output_nr};
+  if (!t.impl()->requires_grad) return {};  // a view whose base lost its history
   return {accumulator_for(t), 0};
 }
 
@@ -49,20 +120,28 @@ void connect(const std::shared_ptr<Node>& node, std::span<const Tensor* const> i
     if (!impl->autograd) impl->autograd = std::make_shared<AutogradMeta>();
     impl->autograd->grad_fn = node;
     impl->autograd->output_nr = output_nr++;
+    impl->autograd->history_version = out->version();
     impl->requires_grad = is_floating(out->dtype());
   }
 }
 
-FormulaNode::FormulaNode(std::string name, std::vector<Tensor> saved, Formula formula)
-    : name_(std::move(name)), formula_(std::move(formula)) {
+FormulaNode::FormulaNode(std::string name, Formula formula) : name_(std::move(name)), formula_(std::move(formula)) {}
+
+void FormulaNode::save(const std::vector<Tensor>& saved, std::span<Tensor* const> outputs) {
   saved_.reserve(saved.size());
-  for (const Tensor& t : saved) saved_.emplace_back(t);
+  for (const Tensor& t : saved) {
+    int output_nr = -1;
+    for (size_t i = 0; i < outputs.size() && t.defined(); ++i)
+      if (outputs[i]->is_same(t)) output_nr = int(i);
+    if (output_nr >= 0) saved_.emplace_back(t, output_nr);
+    else saved_.emplace_back(t);
+  }
 }
 
 std::vector<Tensor> FormulaNode::apply(std::vector<Tensor> grad_outputs) {
   std::vector<Tensor> saved;
   saved.reserve(saved_.size());
-  for (const SavedTensor& s : saved_) saved.push_back(s.unpack(name_));
+  for (const SavedTensor& s : saved_) saved.push_back(s.unpack(name_, this));
   return formula_(saved, grad_outputs[0]);
 }
 
@@ -71,8 +150,16 @@ void FormulaNode::release_saved() {
 }
 
 void record_formula(const GradRecord& r, std::string name, std::vector<Tensor> saved, Formula formula) {
-  auto node = std::make_shared<FormulaNode>(std::move(name), std::move(saved), std::move(formula));
+  auto node = std::make_shared<FormulaNode>(std::move(name), std::move(formula));
   connect(node, r.inputs, r.outputs);
+  node->save(saved, r.outputs);
+}
+
+void refuse_double_backward(std::string_view node, std::initializer_list<const Tensor*> operands) {
+  EMBER_CHECK(!should_record(operands),
+              "double backward of {} is not supported: its gradient is a fused kernel with no gradient of its own "
+              "(backward or grad was called with create_graph=true and an operand requires grad)",
+              node);
 }
 
 }  // namespace ember::autograd

@@ -14,6 +14,13 @@ namespace ember::autograd {
 // accumulator, or nothing when `t` does not require grad.
 Edge gradient_edge(const Tensor& t);
 
+// A view whose storage was written since its history was set (an in-place op
+// on its base or on another view of it), or that has none while its base now
+// requires grad, takes a fresh one: a strided view of its base's current
+// history, as PyTorch regenerates a view's grad_fn. A view that is a leaf of
+// its own (requires_grad_ on it) keeps being one.
+void refresh_view_history(const Tensor& t);
+
 // Wires `node` to `inputs` (an edge and metadata each; null entries are
 // inputs without gradient) and makes it the grad_fn of `outputs`.
 void connect(const std::shared_ptr<Node>& node, std::span<const Tensor* const> inputs,
@@ -25,6 +32,17 @@ std::shared_ptr<N> record(const GradRecord& r, Args&&... args) {
   auto node = std::make_shared<N>(std::forward<Args>(args)...);
   connect(node, r.inputs, r.outputs);
   return node;
+}
+
+// The number of storage elements a geometry reaches from its offset (the
+// views' gradients lay gradients out in a buffer shaped like the storage).
+inline int64_t extent(const Shape& shape, const Strides& strides) {
+  int64_t last = 0;
+  for (int d = 0; d < shape.ndim(); ++d) {
+    if (shape[d] == 0) return 0;
+    last += (shape[d] - 1) * strides[d];
+  }
+  return last + 1;
 }
 
 // The i-th input and output of a record, and its parameters as P.
@@ -44,14 +62,18 @@ const P& params(const GradRecord& r) {
 // A node whose inputs' gradients come from one formula over saved tensors:
 //   make_node("MulBackward", {a, b}, [](const Saved& s, const Tensor& g) { ... })
 // keeps each family file to one short block per op. `saved` is unpacked
-// (with the in-place check) before `formula` runs.
+// (with the in-place check) before `formula` runs. A saved tensor that is one
+// of the node's outputs (pass the output itself, not a detached copy) comes
+// back with its history under create_graph (SavedTensor in node.h).
 using Formula = std::function<std::vector<Tensor>(const std::vector<Tensor>& saved, const Tensor& grad)>;
 class FormulaNode final : public Node {
  public:
-  FormulaNode(std::string name, std::vector<Tensor> saved, Formula formula);
+  FormulaNode(std::string name, Formula formula);
   std::string name() const override { return name_; }
   std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) override;
   void release_saved() override;
+  // Saves `saved`, recognising the node's `outputs` among them.
+  void save(const std::vector<Tensor>& saved, std::span<Tensor* const> outputs);
 
  private:
   std::string name_;
@@ -61,5 +83,13 @@ class FormulaNode final : public Node {
 
 // Records a FormulaNode for a single-output op.
 void record_formula(const GradRecord& r, std::string name, std::vector<Tensor> saved, Formula formula);
+
+// Called first by a formula built on a fused backward kernel, which records
+// no gradient of its own: when the formula's result would have to be
+// differentiable (backward with create_graph, and `operands` -- the incoming
+// gradient and the saved tensors -- include one that requires grad), it
+// raises "double backward of <node> is not supported" rather than return a
+// gradient silently cut from the graph (Note [Higher-order gradients]).
+void refuse_double_backward(std::string_view node, std::initializer_list<const Tensor*> operands);
 
 }  // namespace ember::autograd

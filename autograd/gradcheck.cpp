@@ -9,6 +9,7 @@
 #include "core/grad_hook.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/indexing.h"
 #include "core/ops/reduction.h"
 #include "core/ops/views.h"
 
@@ -18,7 +19,7 @@ namespace {
 // A contiguous f64 copy of `t` that requires grad.
 Tensor f64_leaf_like(const Tensor& t) {
   Tensor leaf = empty(t.shape(), {.dtype = DType::f64});
-  leaf.copy_(t);
+  leaf.copy_(t.detach());  // the input's values, not its history
   leaf.requires_grad_(true);
   return leaf;
 }
@@ -46,24 +47,29 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   Tensor weights = randn(out.shape(), {.dtype = DType::f64});
   std::vector<Tensor> wrt;
   for (size_t i : differentiable) wrt.push_back(leaves[i]);
-  std::vector<Tensor> analytic = grad({sum(out.to(DType::f64) * weights)}, wrt, {}, false, true);
+  std::vector<Tensor> analytic = grad({sum(out.to(DType::f64) * weights)}, wrt, {}, false, false, true);
 
   GradcheckResult result;
   result.worst_error = -INFINITY;
-  NoGradGuard no_grad;
+  // fn runs in the caller's grad mode (a gradient penalty takes a gradient inside it);
+  // only the writes into the leaves are hidden from autograd.
+  auto set = [](const Tensor& element, double value) {
+    NoGradGuard no_grad;
+    element.detach().fill_(value);
+  };
   for (size_t k = 0; k < differentiable.size(); ++k) {
     Tensor leaf = leaves[differentiable[k]];
     Tensor flat_analytic = analytic[k].defined() ? analytic[k].contiguous().reshape({-1}) : zeros({leaf.numel()}, {.dtype = DType::f64});
     std::vector<double> got = flat_analytic.to_vector<double>();
-    Tensor values = leaf.reshape({-1});  // a view: the leaf is contiguous
+    Tensor values = leaf.detach().reshape({-1});  // a view: the leaf is contiguous
     for (int64_t e = 0; e < leaf.numel(); ++e) {
       Tensor element = values.select(0, e);
       double original = element.item<double>();
-      element.fill_(original + options.eps);
+      set(element, original + options.eps);
       double plus = weighted_output(fn, leaves, weights);
-      element.fill_(original - options.eps);
+      set(element, original - options.eps);
       double minus = weighted_output(fn, leaves, weights);
-      element.fill_(original);
+      set(element, original);
       double numeric = (plus - minus) / (2 * options.eps);
       double error = std::abs(got[size_t(e)] - numeric) - (options.atol + options.rtol * std::abs(numeric));
       if (error > result.worst_error) {
@@ -75,6 +81,35 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   }
   result.ok = result.worst_error <= 0;
   return result;
+}
+
+GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                              const std::vector<Tensor>& inputs, GradcheckOptions options) {
+  Shape output_shape;
+  {
+    NoGradGuard no_grad;
+    std::vector<Tensor> values;
+    for (const Tensor& t : inputs) values.push_back(t.defined() && is_floating(t.dtype()) ? t.to(DType::f64) : t);
+    output_shape = fn(values).shape();
+  }
+  // (x..., v) -> the gradients of sum(v * fn(x)) with respect to the floating x, flattened and joined.
+  auto first_derivative = [&fn](const std::vector<Tensor>& x_and_v) {
+    std::vector<Tensor> x(x_and_v.begin(), x_and_v.end() - 1);
+    const Tensor& v = x_and_v.back();
+    std::vector<Tensor> wrt;
+    for (const Tensor& t : x)
+      if (t.defined() && t.requires_grad()) wrt.push_back(t);
+    Tensor out = fn(x).to(DType::f64);
+    std::vector<Tensor> grads = grad({out}, wrt, {v}, true, true, true);
+    std::vector<Tensor> flat;
+    for (const Tensor& g : grads)
+      if (g.defined()) flat.push_back(g.reshape({-1}));
+    EMBER_CHECK(!flat.empty(), "gradgradcheck: the function's output depends on none of its inputs");
+    return cat(flat, 0);
+  };
+  std::vector<Tensor> x_and_v = inputs;
+  x_and_v.push_back(randn(output_shape, {.dtype = DType::f64}));
+  return gradcheck(first_derivative, x_and_v, options);
 }
 
 }  // namespace ember::autograd

@@ -1,4 +1,5 @@
-// gradcheck: analytic gradients against central finite differences, in f64.
+// gradcheck and gradgradcheck: analytic first and second derivatives against
+// central finite differences, in f64.
 // Used by the test suite for every differentiable op (tests/autograd/).
 #pragma once
 
@@ -28,5 +29,13 @@ struct GradcheckOptions {
 // compares v^T J for a random v, one input element at a time.
 GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                           const std::vector<Tensor>& inputs, GradcheckOptions options = {});
+
+// Second derivatives, as PyTorch's gradgradcheck: gradcheck of the map
+// (x, v) -> v^T J(x), the gradient computed with create_graph, for a random
+// weighting v of fn's output that is itself an input (so the gradient's
+// dependence on the incoming gradient is checked too). An op whose gradient
+// is not differentiable raises "double backward of X is not supported".
+GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                              const std::vector<Tensor>& inputs, GradcheckOptions options = {});
 
 }  // namespace ember::autograd

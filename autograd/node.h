@@ -33,24 +33,39 @@ struct InputMeta {
 };
 
 // A saved tensor remembers its version, so a later in-place change is caught.
+// It keeps the values as an alias without history or view base, and the
+// history apart (the tensor's grad_fn, or the leaf itself), given back when
+// unpacked under create_graph so that formulas stay differentiable. Keeping
+// the tensor itself could make a cycle once an in-place op rebased it (or its
+// view base) onto a history that leads back to the node that saved it
+// (`h.add_(h * w)`, or a buffer written with a function of its own view). An
+// output of the node that saves it has that node as its history, which is
+// passed in at unpack time, so that the node does not own itself.
 class SavedTensor {
  public:
   SavedTensor() = default;
   explicit SavedTensor(const Tensor& t);
+  // `output` is output `output_nr` of the node that saves it.
+  SavedTensor(const Tensor& output, int output_nr);
   // The tensor, or an error naming `op` if it was modified in place since.
-  Tensor unpack(std::string_view op) const;
-  void release() { tensor_ = Tensor(); released_ = true; }
+  // `owner` is the node that saved it, needed for outputs.
+  Tensor unpack(std::string_view op, Node* owner = nullptr) const;
+  void release();
 
  private:
-  Tensor tensor_;
+  Tensor data_;
+  std::shared_ptr<Node> grad_fn_;
+  std::shared_ptr<TensorImpl> leaf_;  // a leaf that requires grad: its gradient must reach it
   uint64_t version_ = 0;
+  int output_nr_ = 0;
+  bool is_output_ = false;
   bool defined_ = false;
   bool released_ = false;
 };
 
 using TensorHook = std::function<Tensor(const Tensor&)>;
 
-class Node {
+class Node : public std::enable_shared_from_this<Node> {
  public:
   virtual ~Node() = default;
   virtual std::string name() const = 0;
@@ -65,7 +80,6 @@ class Node {
   int num_outputs = 1;
   uint64_t sequence_nr = 0;          // creation order; later nodes run first in backward
   bool released = false;             // set when saved tensors were freed
-  bool is_view = false;              // the output shares its input's storage (in-place on it is refused)
   bool outlives_graph = false;       // a leaf accumulator: reused by every graph, never released
   std::vector<std::pair<int, TensorHook>> pre_hooks;  // (output_nr, hook) from register_hook on non-leaves
 };
@@ -84,6 +98,10 @@ struct AutogradMeta {
   std::vector<std::pair<uint64_t, std::function<void(const Tensor&)>>> post_accumulate_hooks;
   uint64_t next_hook_id = 1;
   bool retains_grad = false;
+  // The storage's version when grad_fn was set. A view whose storage was
+  // written since takes a fresh history from its base when next used
+  // (refresh_view_history in autograd/function.h).
+  uint64_t history_version = 0;
 };
 
 }  // namespace ember

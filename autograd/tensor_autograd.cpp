@@ -28,13 +28,14 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
 bool Tensor::is_leaf() const { return grad_fn() == nullptr; }
 
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+  if (impl()->view_base && requires_grad()) autograd::refresh_view_history(*this);
   return impl()->autograd ? impl()->autograd->grad_fn : kNoNode;
 }
 
 Tensor Tensor::detach() const { return Tensor::make(storage(), dtype(), shape(), strides(), offset()); }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  autograd::backward({*this}, {gradient}, retain_graph);
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph, create_graph);
 }
 
 void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {

@@ -17,30 +17,30 @@
 namespace ember {
 
 // Thread-local grad mode: inside NoGradGuard no op records a node;
-// EnableGradGuard turns recording back on inside it.
+// EnableGradGuard turns recording back on inside it. GradModeGuard sets
+// either (the backward engine records its formulas only for create_graph).
 bool grad_mode_enabled();
 void set_grad_mode_enabled(bool enabled);
 
-class NoGradGuard {
+class GradModeGuard {
  public:
-  NoGradGuard() : previous_(grad_mode_enabled()) { set_grad_mode_enabled(false); }
-  ~NoGradGuard() { set_grad_mode_enabled(previous_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
+  explicit GradModeGuard(bool enabled) : previous_(grad_mode_enabled()) { set_grad_mode_enabled(enabled); }
+  ~GradModeGuard() { set_grad_mode_enabled(previous_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
 
  private:
   bool previous_;
 };
 
-class EnableGradGuard {
+class NoGradGuard : public GradModeGuard {
  public:
-  EnableGradGuard() : previous_(grad_mode_enabled()) { set_grad_mode_enabled(true); }
-  ~EnableGradGuard() { set_grad_mode_enabled(previous_); }
-  EnableGradGuard(const EnableGradGuard&) = delete;
-  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+  NoGradGuard() : GradModeGuard(false) {}
+};
 
- private:
-  bool previous_;
+class EnableGradGuard : public GradModeGuard {
+ public:
+  EnableGradGuard() : GradModeGuard(true) {}
 };
 
 // What an entry point hands to the recorder: its inputs (null for an absent
@@ -97,9 +97,11 @@ inline Tensor with_grad(const GradSlot& slot, Tensor out, std::initializer_list<
 }
 
 // In-place ops under autograd (Note [In-place ops and autograd]): the entry
-// point computes `result` out of place (recorded as usual), then this writes
-// it into `target` and moves result's history onto target. It refuses leaves
-// that require grad and views of tensors that require grad.
+// point computes `result` out of place (recorded as usual; an operand whose
+// value its formula saves is a copy, since the target is about to be
+// overwritten), then this writes it into `target` and moves result's history
+// onto target, and onto target's view base when target is a view. It refuses
+// leaves that require grad and views of them.
 extern GradSlot in_place_grad;
 inline Tensor& assign_in_place(Tensor& target, Tensor result) {
   const Tensor* inputs[] = {&result};

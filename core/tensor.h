@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<AutogradMeta> autograd;
+  // A view made by core/ops/views.cpp: the tensor it views, the first of a
+  // chain of views. An in-place write into the view gives this base its
+  // history too (Note [In-place ops and autograd] in autograd/README.md).
+  std::shared_ptr<TensorImpl> view_base;
 };
 
 class Tensor {
@@ -96,14 +101,21 @@ class Tensor {
 
   // Autograd. The fields live here; the methods below are defined by the
   // autograd layer (autograd/tensor_autograd.cpp), which core never calls.
-  bool requires_grad() const { return impl_->requires_grad; }
+  // A view requires grad when its base does, even if the base took a history
+  // only after the view was made (an in-place write through another view).
+  bool requires_grad() const {
+    return impl_->requires_grad || (impl_->view_base && impl_->view_base->requires_grad);
+  }
   Tensor grad() const { return Tensor(impl_->grad); }
   void set_grad(const Tensor& grad) const { impl_->grad = grad.impl_; }
   Tensor& requires_grad_(bool requires_grad = true);
   bool is_leaf() const;
   const std::shared_ptr<autograd::Node>& grad_fn() const;
   Tensor detach() const;  // same storage, no history
-  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // autograd::backward of this tensor (autograd/engine.h): retain_graph
+  // defaults to create_graph, which records the backward pass itself.
+  void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
   // `hook(grad)` runs when this tensor's gradient is computed; a defined result replaces it.
   void register_hook(std::function<Tensor(const Tensor&)> hook) const;
   // Leaves only: `hook(leaf)` runs right after the leaf's .grad was written.

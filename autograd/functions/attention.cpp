@@ -16,6 +16,7 @@ void register_attention_functions() {
     const double scale = p.scale;
     record_formula(r, "CausalAttentionBackward", {input(r, 0), input(r, 1), input(r, 2), p.out, p.logsumexp},
                    [scale](const std::vector<Tensor>& s, const Tensor& g) {
+                     refuse_double_backward("CausalAttentionBackward", {&g, &s[0], &s[1], &s[2]});
                      CausalAttentionGrads grads = causal_attention_backward(g, s[0], s[1], s[2], s[3], s[4], scale);
                      return std::vector<Tensor>{grads.query, grads.key, grads.value};
                    });

@@ -25,8 +25,9 @@ Tensor if_needed(const GradRecord& r, size_t i, const Tensor& t) {
   return input(r, i).requires_grad() ? t : Tensor();
 }
 
-// The output, detached: saving it keeps no reference back to its own node.
-Tensor saved_output(const GradRecord& r) { return output(r, 0).detach(); }
+// The output, saved without its history and given it back under
+// create_graph (SavedTensor in autograd/node.h).
+Tensor saved_output(const GradRecord& r) { return output(r, 0); }
 
 Tensor mask(const Tensor& condition, const Tensor& like) { return condition.to(like.dtype()); }
 
@@ -117,26 +118,43 @@ void register_elementwise_functions() {
                    [](const Saved& s, const Tensor& g) { return Grads{g * s[0] * rsub(s[0], 1)}; });
   });
   // relu: out = max(a, 0)  ->  da = g where a > 0 (out > 0 likewise), in one pass
+  // (Under create_graph each activation below takes its composite form, whose
+  // ops are recorded: the fused kernel has no gradient of its own.)
   relu_grad.set_recorder([](const GradRecord& r) {
-    record_formula(r, "ReluBackward", {saved_output(r)},
-                   [](const Saved& s, const Tensor& g) { return Grads{threshold_backward(g, s[0])}; });
+    record_formula(r, "ReluBackward", {saved_output(r)}, [](const Saved& s, const Tensor& g) {
+      if (should_record({&g, &s[0]})) return Grads{g * mask(gt(s[0], 0), g)};
+      return Grads{threshold_backward(g, s[0])};
+    });
   });
   // gelu: out = a Phi(a)  ->  da = g (Phi(a) + a phi(a)), Phi the normal CDF, phi its density
   gelu_grad.set_recorder([](const GradRecord& r) {
-    record_formula(r, "GeluBackward", {input(r, 0)},
-                   [](const Saved& s, const Tensor& g) { return Grads{gelu_backward(g, s[0])}; });
+    record_formula(r, "GeluBackward", {input(r, 0)}, [](const Saved& s, const Tensor& g) {
+      if (!should_record({&g, &s[0]})) return Grads{gelu_backward(g, s[0])};
+      const Tensor& a = s[0];
+      Tensor cdf = (erf(a * std::numbers::sqrt2 / 2) + 1) * 0.5;
+      Tensor density = exp(a * a * -0.5) * (std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+      return Grads{g * (cdf + a * density)};
+    });
   });
   // gelu (tanh form): out = a/2 (1 + tanh u), u = k (a + c a^3)
   //   ->  da = g (1/2 (1 + tanh u) + a/2 (1 - tanh^2 u) k (1 + 3 c a^2))
   gelu_tanh_grad.set_recorder([](const GradRecord& r) {
     record_formula(r, "GeluTanhBackward", {input(r, 0)}, [](const Saved& s, const Tensor& g) {
-      return Grads{gelu_backward(g, s[0], GeluApproximation::tanh)};
+      if (!should_record({&g, &s[0]})) return Grads{gelu_backward(g, s[0], GeluApproximation::tanh)};
+      const Tensor& a = s[0];
+      const double k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi, c = 0.044715;
+      Tensor t = tanh((a + a * a * a * c) * k);
+      Tensor du = (a * a * (3 * c) + 1) * k;
+      return Grads{g * ((t + 1) * 0.5 + a * 0.5 * rsub(t * t, 1) * du)};
     });
   });
   // silu: out = a sigmoid(a)  ->  da = g s (1 + a (1 - s)), s = sigmoid(a)
   silu_grad.set_recorder([](const GradRecord& r) {
-    record_formula(r, "SiluBackward", {input(r, 0)},
-                   [](const Saved& s, const Tensor& g) { return Grads{silu_backward(g, s[0])}; });
+    record_formula(r, "SiluBackward", {input(r, 0)}, [](const Saved& s, const Tensor& g) {
+      if (!should_record({&g, &s[0]})) return Grads{silu_backward(g, s[0])};
+      Tensor sig = sigmoid(s[0]);
+      return Grads{g * sig * (s[0] * rsub(sig, 1) + 1)};
+    });
   });
   // pow: out = a^p (p a number)  ->  da = g p a^(p-1)  (0 when p = 0)
   pow_scalar_grad.set_recorder([](const GradRecord& r) {

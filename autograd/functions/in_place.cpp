@@ -1,38 +1,124 @@
 // In-place ops under autograd (Note [In-place ops and autograd] in
 // autograd/README.md): the entry point computed `result` out of place, with
 // its node recorded; here it is written into the target, whose history
-// becomes result's. The target's version bumps, so a node that saved the
-// target's old value refuses to run rather than use the new one.
+// becomes result's. When the target is a view, its base takes a CopySlices
+// history: the base's old history outside the view, result's inside, as in
+// PyTorch. Tests: tests/autograd/test_in_place.cpp.
 #include "autograd/function.h"
 #include "autograd/functions/families.h"
+#include "core/ops/creation.h"
 #include "core/ops/views.h"
 
 namespace ember::autograd {
+namespace {
+
+bool has_history(const TensorImpl& impl) { return impl.autograd && impl.autograd->grad_fn; }
+
+// Where a tensor's elements lie in its storage.
+struct Geometry {
+  Shape shape;
+  Strides strides;
+  int64_t offset;
+};
+
+Geometry geometry_of(const TensorImpl& impl) { return {impl.shape, impl.strides, impl.offset}; }
+
+// One past the last storage element a geometry reaches (its offset when empty).
+int64_t end_of(const Geometry& g) { return g.offset + extent(g.shape, g.strides); }
+
+// Whether two elements of the geometry share a storage element (an expanded view).
+bool overlaps_itself(const Geometry& g) {
+  for (int d = 0; d < g.shape.ndim(); ++d)
+    if (g.strides[d] == 0 && g.shape[d] > 1) return true;
+  return false;
+}
+
+// The base after an in-place write into its view: base_new = base_old outside
+// the view and the written result inside it. So
+//   d base_old = g with the view's elements zeroed,  d result = g at the view's elements.
+// Both are read through a buffer laid out like the storage (the view and the
+// base are two geometries over it). Under create_graph the writes into the
+// buffer are themselves in-place writes into views, recorded by this node's
+// own kind, so the formula is differentiable.
+class CopySlices final : public Node {
+ public:
+  CopySlices(Geometry base, Geometry view) : base_(std::move(base)), view_(std::move(view)) {
+    origin_ = std::min(base_.offset, view_.offset);
+    size_ = std::max(end_of(base_), end_of(view_)) - origin_;
+  }
+  std::string name() const override { return "CopySlices"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) override {
+    const Tensor& g = grad_outputs[0];
+    if (!g.defined()) return {};
+    Tensor grad_result, grad_base;
+    if (next[1].node) {
+      Tensor memory = zeros({size_}, {.dtype = g.dtype(), .device = g.device()});
+      at(memory, base_).copy_(g);
+      grad_result = at(memory, view_);
+    }
+    if (next[0].node) {
+      Tensor memory = zeros({size_}, {.dtype = g.dtype(), .device = g.device()});
+      at(memory, base_).copy_(g);
+      at(memory, view_).fill_(0);
+      grad_base = at(memory, base_);
+    }
+    return {grad_base, grad_result};
+  }
+
+ private:
+  Tensor at(const Tensor& memory, const Geometry& g) const {
+    return as_strided(memory, g.shape, g.strides, g.offset - origin_);
+  }
+
+  Geometry base_, view_;
+  int64_t origin_ = 0, size_ = 0;
+};
+
+// Gives `base` (whose view `target` was just written with `result`) its CopySlices history.
+void rebase(const std::shared_ptr<TensorImpl>& base_impl, const Tensor& target, const Tensor& result) {
+  Tensor base(base_impl);
+  auto node = std::make_shared<CopySlices>(geometry_of(*base_impl), geometry_of(*target.impl()));
+  const Tensor* inputs[] = {&base, &result};
+  Tensor* outputs[] = {&base};
+  connect(node, inputs, outputs);
+}
+
+}  // namespace
 
 void register_in_place() {
   in_place_grad.set_recorder([](const GradRecord& r) {
     const Tensor& result = input(r, 0);
     Tensor& target = *r.outputs[0];
-    EMBER_CHECK(!(target.is_leaf() && target.requires_grad()),
+    TensorImpl* impl = target.impl();
+    std::shared_ptr<TensorImpl> base = impl->view_base;
+    EMBER_CHECK(!(impl->requires_grad && !has_history(*impl)),
                 "in-place operation on a leaf tensor that requires grad (shape {}); wrap it in NoGradGuard, or "
                 "operate on a clone",
                 target.shape());
-    EMBER_CHECK(!(target.grad_fn() && target.grad_fn()->is_view),
-                "in-place operation on a view ({}) of a tensor that requires grad is not supported; clone() it first",
-                target.grad_fn() ? target.grad_fn()->name() : "");
+    EMBER_CHECK(!(base && base->requires_grad && !has_history(*base)),
+                "in-place operation on a view (shape {}) of a leaf tensor that requires grad (shape {}); wrap it in "
+                "NoGradGuard, or operate on a clone",
+                target.shape(), base ? base->shape : Shape{});
+    const bool rebases = base && (base->requires_grad || result.requires_grad());
+    EMBER_CHECK(!(rebases && overlaps_itself(geometry_of(*impl))),
+                "in-place operation on an expanded view (shape {}, strides {}) of a tensor involved in autograd: "
+                "several of its elements are one memory location; clone() it first",
+                target.shape(), target.strides());
     {
       NoGradGuard no_grad;
       copy_(target, result);
     }
-    TensorImpl* impl = target.impl();
+    if (rebases) rebase(base, target, result);
     if (!result.requires_grad()) {
-      impl->autograd.reset();
+      if (impl->autograd) impl->autograd->grad_fn.reset();
       impl->requires_grad = false;
       return;
     }
     if (!impl->autograd) impl->autograd = std::make_shared<AutogradMeta>();
-    impl->autograd->grad_fn = result.grad_fn();
+    impl->autograd->grad_fn = result.impl()->autograd->grad_fn;
     impl->autograd->output_nr = result.impl()->autograd->output_nr;
+    impl->autograd->history_version = target.version();
     impl->requires_grad = true;
   });
 }

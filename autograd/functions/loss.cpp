@@ -16,6 +16,7 @@ void register_loss_functions() {
     CrossEntropyOptions options = p.options;
     record_formula(r, "CrossEntropyBackward", {input(r, 0), p.target, p.logsumexp, p.total_weight},
                    [options](const std::vector<Tensor>& s, const Tensor& g) {
+                     refuse_double_backward("CrossEntropyBackward", {&g, &s[0]});
                      return std::vector<Tensor>{cross_entropy_backward(g, s[0], s[1], options, s[2], s[3])};
                    });
   });

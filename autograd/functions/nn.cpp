@@ -29,6 +29,7 @@ void register_nn_functions() {
     // The input is saved for the weight's gradient and the weight for the input's.
     record_formula(r, "Conv2dBackward", {need_weight ? input(r, 0) : Tensor(), need_input ? input(r, 1) : Tensor()},
                    [=](const Saved& s, const Tensor& g) {
+                     refuse_double_backward("Conv2dBackward", {&g, &s[0], &s[1]});
                      return Grads{need_input ? conv2d_backward_input(g, s[1], input_shape, options) : Tensor(),
                                   need_weight ? conv2d_backward_weight(g, s[0], weight_shape, options) : Tensor(),
                                   need_bias ? sum(g, {0, 2, 3}) : Tensor()};
@@ -38,6 +39,7 @@ void register_nn_functions() {
   max_pool2d_grad.set_recorder([](const GradRecord& r) {
     Pool2dOptions options = params<Pool2dOptions>(r);
     record_formula(r, "MaxPool2dBackward", {input(r, 0)}, [options](const Saved& s, const Tensor& g) {
+      refuse_double_backward("MaxPool2dBackward", {&g});
       return Grads{max_pool2d_backward(g, s[0], options)};
     });
   });
@@ -47,6 +49,7 @@ void register_nn_functions() {
     Pool2dOptions options = params<Pool2dOptions>(r);
     Shape shape = input(r, 0).shape();
     record_formula(r, "AvgPool2dBackward", {}, [options, shape](const Saved&, const Tensor& g) {
+      refuse_double_backward("AvgPool2dBackward", {&g});
       int64_t window = options.kernel_size[0] * options.kernel_size[1];
       Tensor divisor = full({}, double(window), {.dtype = g.dtype(), .device = g.device()});
       if (!options.count_include_pad) {  // the in-bounds elements of each window

@@ -93,7 +93,7 @@ void register_reduction_functions() {
   // a != 0; at a group's single zero, the product of its non-zeros; 0 elsewhere
   prod_grad.set_recorder([](const GradRecord& r) {
     const auto& p = params<ReduceParams>(r);
-    record_formula(r, "ProdBackward", {input(r, 0), output(r, 0).detach()},
+    record_formula(r, "ProdBackward", {input(r, 0), output(r, 0)},
                    [red = reduced_of(r, p.dims, p.keepdim)](const Saved& s, const Tensor& g) {
                      const Tensor& a = s[0];
                      Dims dims;
@@ -111,7 +111,7 @@ void register_reduction_functions() {
   // amax / amin / max / min over all: out = the extreme  ->  da = g split evenly among the elements equal to it
   extreme_grad.set_recorder([](const GradRecord& r) {
     const auto& p = params<ReduceParams>(r);
-    record_formula(r, "AmaxBackward", {input(r, 0), output(r, 0).detach()},
+    record_formula(r, "AmaxBackward", {input(r, 0), output(r, 0)},
                    [red = reduced_of(r, p.dims, p.keepdim)](const Saved& s, const Tensor& g) {
                      Tensor hit = as(eq(s[0], red.expand(s[1])), s[0]);
                      Dims dims;
@@ -145,7 +145,7 @@ void register_reduction_functions() {
   // a - mean is 0 too: dividing by 1 there keeps the 0 instead of 0/0)
   std_grad.set_recorder([](const GradRecord& r) {
     const auto& p = params<MomentParams>(r);
-    record_formula(r, "StdBackward", {input(r, 0), output(r, 0).detach()},
+    record_formula(r, "StdBackward", {input(r, 0), output(r, 0)},
                    [red = reduced_of(r, p.dims, p.keepdim), unbiased = p.unbiased](const Saved& s, const Tensor& g) {
                      double divisor = double(red.count - (unbiased ? 1 : 0));
                      Tensor safe_std = where(eq(s[1], 0), ones_like(s[1]), s[1]);
@@ -155,7 +155,7 @@ void register_reduction_functions() {
   // logsumexp: out = log sum e^a  ->  da = g e^(a - out)
   logsumexp_grad.set_recorder([](const GradRecord& r) {
     const auto& p = params<ReduceParams>(r);
-    record_formula(r, "LogsumexpBackward", {input(r, 0), output(r, 0).detach()},
+    record_formula(r, "LogsumexpBackward", {input(r, 0), output(r, 0)},
                    [red = reduced_of(r, p.dims, p.keepdim)](const Saved& s, const Tensor& g) {
                      return Grads{red.expand(g) * exp(s[0] - red.expand(s[1]))};
                    });
@@ -164,7 +164,7 @@ void register_reduction_functions() {
   // p = inf: like amax on |a|; p = 0 (a count): no gradient
   norm_grad.set_recorder([](const GradRecord& r) {
     const auto& p = params<NormParams>(r);
-    record_formula(r, "NormBackward", {input(r, 0), output(r, 0).detach()},
+    record_formula(r, "NormBackward", {input(r, 0), output(r, 0)},
                    [red = reduced_of(r, p.dims, p.keepdim), order = p.p](const Saved& s, const Tensor& g) {
                      const Tensor& a = s[0];
                      Tensor out = red.expand(s[1]), grad = red.expand(g);
@@ -184,7 +184,7 @@ void register_reduction_functions() {
   // softmax: y = e^a / sum e^a  ->  da = y (g - sum(g y))
   softmax_grad.set_recorder([](const GradRecord& r) {
     int64_t dim = params<int64_t>(r);
-    record_formula(r, "SoftmaxBackward", {output(r, 0).detach()}, [dim](const Saved& s, const Tensor& g) {
+    record_formula(r, "SoftmaxBackward", {output(r, 0)}, [dim](const Saved& s, const Tensor& g) {
       const Tensor& y = s[0];
       return Grads{y * (g - sum(g * y, {dim}, true))};
     });
@@ -192,7 +192,7 @@ void register_reduction_functions() {
   // log_softmax: y = a - logsumexp(a)  ->  da = g - e^y sum(g)
   log_softmax_grad.set_recorder([](const GradRecord& r) {
     int64_t dim = params<int64_t>(r);
-    record_formula(r, "LogSoftmaxBackward", {output(r, 0).detach()}, [dim](const Saved& s, const Tensor& g) {
+    record_formula(r, "LogSoftmaxBackward", {output(r, 0)}, [dim](const Saved& s, const Tensor& g) {
       return Grads{g - exp(s[0]) * sum(g, {dim}, true)};
     });
   });

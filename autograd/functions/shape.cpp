@@ -1,6 +1,6 @@
-// Gradients of the views (forward: core/ops/views.cpp). A view's node is
-// marked is_view, so in-place on the view of a tensor that requires grad is
-// refused (Note [In-place ops and autograd]). Tests: tests/autograd/.
+// Gradients of the views (forward: core/ops/views.cpp). An in-place write
+// into a view rebases its base's history (autograd/functions/in_place.cpp,
+// Note [In-place ops and autograd]). Tests: tests/autograd/.
 #include "autograd/function.h"
 #include "autograd/functions/families.h"
 #include "core/ops/creation.h"
@@ -16,21 +16,6 @@ namespace {
 using Grads = std::vector<Tensor>;
 using Saved = std::vector<Tensor>;
 
-void record_view(const GradRecord& r, std::string name, Formula formula) {
-  auto node = std::make_shared<FormulaNode>(std::move(name), std::vector<Tensor>{}, std::move(formula));
-  node->is_view = true;
-  connect(node, r.inputs, r.outputs);
-}
-
-// The number of storage elements a geometry reaches from its offset.
-int64_t extent(const Shape& shape, const Strides& strides) {
-  int64_t last = 0;
-  for (int d = 0; d < shape.ndim(); ++d) {
-    if (shape[d] == 0) return 0;
-    last += (shape[d] - 1) * strides[d];
-  }
-  return last + 1;
-}
 
 }  // namespace
 
@@ -39,18 +24,18 @@ void register_shape_functions() {
   //   ->  da = g reshaped to a's shape
   reshape_view_grad.set_recorder([](const GradRecord& r) {
     Shape shape = input(r, 0).shape();
-    record_view(r, "ViewBackward", [shape](const Saved&, const Tensor& g) { return Grads{g.reshape(shape)}; });
+    record_formula(r, "ViewBackward", {}, [shape](const Saved&, const Tensor& g) { return Grads{g.reshape(shape)}; });
   });
   // permute, transpose, t: out dim d is a's dim order[d]  ->  da = g permuted back
   permute_grad.set_recorder([](const GradRecord& r) {
     const Dims& order = params<Dims>(r);
     Dims inverse = order;
     for (int d = 0; d < order.ndim(); ++d) inverse[int(order[d])] = d;
-    record_view(r, "PermuteBackward", [inverse](const Saved&, const Tensor& g) { return Grads{g.permute(inverse)}; });
+    record_formula(r, "PermuteBackward", {}, [inverse](const Saved&, const Tensor& g) { return Grads{g.permute(inverse)}; });
   });
   // expand: out repeats a along broadcast dims  ->  da = g summed over them (done by the engine)
   expand_grad.set_recorder([](const GradRecord& r) {
-    record_view(r, "ExpandBackward", [](const Saved&, const Tensor& g) { return Grads{g}; });
+    record_formula(r, "ExpandBackward", {}, [](const Saved&, const Tensor& g) { return Grads{g}; });
   });
   // slice, narrow, select, diagonal, as_strided: out picks some of a's elements
   //   ->  da = zeros laid out like a's memory, with g written where out's elements lie
@@ -58,7 +43,7 @@ void register_shape_functions() {
     const Tensor &in = input(r, 0), &out = output(r, 0);
     Shape in_shape = in.shape(), in_strides = in.strides(), out_shape = out.shape(), out_strides = out.strides();
     int64_t size = extent(in_shape, in_strides), shift = out.offset() - in.offset();
-    record_view(r, "StridedViewBackward", [=](const Saved&, const Tensor& g) {
+    record_formula(r, "StridedViewBackward", {}, [=](const Saved&, const Tensor& g) {
       Tensor memory = zeros({size}, {.dtype = g.dtype(), .device = g.device()});
       as_strided(memory, out_shape, out_strides, shift).copy_(g);
       return Grads{as_strided(memory, in_shape, in_strides, 0)};

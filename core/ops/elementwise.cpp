@@ -75,6 +75,19 @@ Tensor arithmetic(const Op<ElementwiseKernel>& op, const Tensor& a, const Scalar
   return arithmetic(op, a, as_tensor(b, a, op.name()));
 }
 
+// In place under autograd (Note [In-place ops and autograd]): computed out of
+// place, in a's dtype, then written into `a`. mul and div save operand values
+// for their gradients (a for db, b for da), and `a` is about to be
+// overwritten: the saved a is a copy that keeps a's history, and so is b when
+// it shares a's memory. Saving `a` itself made backward refuse (its version
+// changed) and left a cycle (a's grad_fn saved a). add and sub save nothing.
+Tensor& recorded_in_place(const Op<ElementwiseKernel>& op, Tensor& a, const Tensor& b) {
+  const bool saves_values = &op == &mul_op || &op == &div_op;
+  Tensor a_value = saves_values && b.requires_grad() ? clone(a) : a;
+  Tensor b_value = b.is_same(a) ? a_value : (saves_values && b.storage() == a.storage() ? clone(b) : b);
+  return assign_in_place(a, to(arithmetic(op, a_value, b_value), a.dtype()));
+}
+
 // In place: compute in the promoted dtype, write back into `a`'s dtype and memory.
 // The dtype is checked before recording too: a bool or integer `a` given a
 // floating result under autograd took a grad_fn it could never use, and the
@@ -86,7 +99,7 @@ Tensor& arithmetic_(const Op<ElementwiseKernel>& op, Tensor& a, const Tensor& b)
   EMBER_CHECK(dtype == a.dtype() || (is_floating(a.dtype()) && is_floating(dtype)),
               "{}_: result type {} cannot be cast to the in-place output's dtype {}", op.name(), dtype, a.dtype());
   if (should_record({&a, &b})) [[unlikely]]
-    return assign_in_place(a, arithmetic(op, a, b));
+    return recorded_in_place(op, a, b);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op.name());
   EMBER_CHECK(shape == a.shape(), "{}_: output of shape {} does not match the broadcast shape {}", op.name(),
               a.shape(), shape);

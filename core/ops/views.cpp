@@ -17,9 +17,17 @@ GradSlot reshape_view_grad("reshape_view"), permute_grad("permute"), expand_grad
 
 namespace {
 
+// A view remembers the first tensor of its chain of views, so that an
+// in-place write through it can give that base its history
+// (Note [In-place ops and autograd] in autograd/README.md). One made under
+// NoGradGuard of a tensor that requires grad is a plain alias instead: as in
+// PyTorch, it does not require grad.
 Tensor make_view(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset, const GradSlot& slot,
                  const void* params = nullptr) {
-  return with_grad(slot, Tensor::make(t.storage(), t.dtype(), shape, strides, offset), {&t}, params);
+  Tensor view = Tensor::make(t.storage(), t.dtype(), shape, strides, offset);
+  if (grad_mode_enabled() || !t.requires_grad())
+    view.impl()->view_base = t.impl()->view_base ? t.impl()->view_base : t.impl_ptr();
+  return with_grad(slot, std::move(view), {&t}, params);
 }
 
 void check_defined(const Tensor& t, std::string_view op) { EMBER_CHECK(t.defined(), "{}: undefined tensor", op); }

@@ -1,22 +1,13 @@
 // gradcheck for every differentiable op, driven by the GradSlot registry: a
 // differentiable op without a case here fails the suite. Each case runs on
 // random f64 inputs; fn may transpose, slice or broadcast them, so gradients
-// of non-contiguous and broadcast inputs are checked too.
-#include <map>
-
-#include "support/test_support.h"
+// of non-contiguous and broadcast inputs are checked too. The same cases
+// drive gradgradcheck (test_higher_order.cpp).
+#include "autograd/grad_cases.h"
 
 namespace ember::testing {
-namespace {
 
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-struct GradCase {
-  std::vector<Shape> shapes;  // one random input per shape
-  Fn fn;
-  double lo = -2, hi = 2;     // the inputs' range (keep log/sqrt positive)
-};
-
-const std::map<std::string, std::vector<GradCase>>& cases() {
+const std::map<std::string, std::vector<GradCase>>& gradcheck_cases() {
   using V = const std::vector<Tensor>&;
   static const std::map<std::string, std::vector<GradCase>> table = {
       // element-wise: broadcast shapes and a transposed operand
@@ -156,16 +147,17 @@ const std::map<std::string, std::vector<GradCase>>& cases() {
   return table;
 }
 
-// Differentiable ops with kernels on the GPU only, and where their gradients are checked.
 const std::map<std::string, std::string> kGpuOnly = {
     {"causal_attention", "tests/cuda/test_cuda_attention.cpp: against the composite's gradients"},
 };
 
+namespace {
+
 TEST(Gradcheck, EveryDifferentiableOpHasPassingCases) {
   for (const GradSlot* slot : GradSlot::all()) {
     if (kGpuOnly.count(std::string(slot->name()))) continue;
-    auto found = cases().find(std::string(slot->name()));
-    if (found == cases().end()) {
+    auto found = gradcheck_cases().find(std::string(slot->name()));
+    if (found == gradcheck_cases().end()) {
       ADD_FAILURE() << "differentiable op '" << slot->name() << "' has no gradcheck case in " << __FILE__;
       continue;
     }

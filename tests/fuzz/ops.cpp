@@ -167,13 +167,6 @@ void execute(Reader& in, Pool& pool) {
   }
   bool with_grad = false;
   for (const Tensor& t : call.inputs) with_grad |= grad_prefix && t.defined() && t.dtype() == DType::f64;
-  // Open bug (README_ops.md, "Open"): an in-place op recorded into an output
-  // of another dtype saves that output for its gradient and leaks the graph.
-  // Such calls run without gradients until it is fixed.
-  const std::string_view op_name = std::string_view(call.name).substr(0, call.name.find(' '));
-  if (op_name.ends_with('_') && call.inputs.size() >= 2 && call.inputs[0].defined() && call.inputs[1].defined() &&
-      call.inputs[0].dtype() != call.inputs[1].dtype())
-    with_grad = false;
   Expectation expected{.accuracy = call.accuracy, .power = call.power};
   for (const Tensor& t : call.inputs)
     if (t.defined()) expected.terms = std::max(expected.terms, t.numel());

@@ -70,50 +70,95 @@ OpEntry with_scalar() {
           }};
 }
 
-// a op= b and a op= scalar: a selector byte (op, then tensor or scalar), the operands.
+// Where an in-place op writes, so that under autograd (the `grad` prefix) it
+// meets every case of Note [In-place ops and autograd]: the pool tensor
+// itself (a leaf, which autograd refuses when it requires grad), an
+// intermediate computed from it (its history is rebased), or a view of a
+// buffer that does not require grad, filled from it (the buffer takes a
+// CopySlices history; the whole buffer is the op's result).
+enum class Target { itself, intermediate, view_of_buffer };
+
+const char* target_name(Target target) {
+  switch (target) {
+    case Target::itself: return "";
+    case Target::intermediate: return " into an intermediate";
+    default: return " into a view of a buffer";
+  }
+}
+
+struct Written {
+  Tensor target;  // what the op writes into
+  Tensor result;  // what the call returns: the target, or the buffer it views
+};
+
+Written prepare(Target target, const Tensor& t) {
+  if (target == Target::itself) return {t, t};
+  if (target == Target::intermediate) {
+    Tensor copy = t.clone();
+    return {copy, copy};
+  }
+  Shape shape = t.shape();
+  shape.insert(0, 2);
+  Tensor buffer = zeros(shape, {.dtype = t.dtype(), .device = t.device()});
+  Tensor view = buffer.select(0, 1);
+  view.copy_(t);
+  return {view, buffer};
+}
+
+// a op= b and a op= scalar: a selector byte (bits 0-1 the op, bit 2 tensor or
+// scalar, bits 3-4 the target), the operands.
 OpEntry in_place() {
   return {"in_place", [](Reader& in, Pool& pool) {
             static const std::array<const char*, 4> names = {"add_", "sub_", "mul_", "div_"};
             const uint8_t selector = in.byte();
             const int op = selector % 4;
+            const Target target = Target((selector >> 3) % 3);
             Tensor a = operand(in, pool);
-            auto apply = [op](Tensor& target, const auto& b) -> Tensor& {
+            auto apply = [op](Tensor& written, const auto& b) {
               switch (op) {
-                case 0: return add_(target, b);
-                case 1: return sub_(target, b);
-                case 2: return mul_(target, b);
-                default: return div_(target, b);
+                case 0: add_(written, b); break;
+                case 1: sub_(written, b); break;
+                case 2: mul_(written, b); break;
+                default: div_(written, b);
               }
             };
             if (selector & 4) {
               Scalar s = in.scalar();
-              return Call{fmt::format("{} scalar {}", names[op], scalar_name(s)), {a}, [apply, s](const Inputs& t) {
-                            Tensor target = t[0];
-                            return Outputs{apply(target, s)};
+              return Call{fmt::format("{} scalar {}{}", names[op], scalar_name(s), target_name(target)), {a},
+                          [apply, s, target](const Inputs& t) {
+                            Written w = prepare(target, t[0]);
+                            apply(w.target, s);
+                            return Outputs{w.result};
                           }, Accuracy::exact};
             }
             Tensor b = partner(in, pool, a);
-            return Call{names[op], {a, b}, [apply](const Inputs& t) {
-                          Tensor target = t[0];
-                          return Outputs{apply(target, t[1])};
+            return Call{fmt::format("{}{}", names[op], target_name(target)), {a, b}, [apply, target](const Inputs& t) {
+                          Written w = prepare(target, t[0]);
+                          apply(w.target, t[1]);
+                          return Outputs{w.result};
                         }, Accuracy::exact};
           }};
 }
 
+// fill_ or copy_: a selector byte (bit 0 fill, bits 1-2 the target), the operands.
 OpEntry fill_or_copy() {
   return {"fill_copy", [](Reader& in, Pool& pool) {
             Tensor a = operand(in, pool);
-            if (in.flag()) {
+            const uint8_t selector = in.byte();
+            const Target target = Target((selector >> 1) % 3);
+            if (selector & 1) {
               Scalar s = in.scalar();
-              return Call{fmt::format("fill_ {}", scalar_name(s)), {a}, [s](const Inputs& t) {
-                            Tensor target = t[0];
-                            return Outputs{target.fill_(s)};
+              return Call{fmt::format("fill_ {}{}", scalar_name(s), target_name(target)), {a}, [s, target](const Inputs& t) {
+                            Written w = prepare(target, t[0]);
+                            w.target.fill_(s);
+                            return Outputs{w.result};
                           }, Accuracy::exact};
             }
             Tensor b = partner(in, pool, a);
-            return Call{"copy_", {a, b}, [](const Inputs& t) {
-                          copy_(t[0], t[1]);
-                          return Outputs{t[0]};
+            return Call{fmt::format("copy_{}", target_name(target)), {a, b}, [target](const Inputs& t) {
+                          Written w = prepare(target, t[0]);
+                          copy_(w.target, t[1]);
+                          return Outputs{w.result};
                         }, Accuracy::exact};
           }};
 }

@@ -1,0 +1,221 @@
+// Higher-order gradients (Note [Higher-order gradients] in autograd/README.md):
+// create_graph on backward and grad, gradgradcheck over the gradcheck case
+// table, a Hessian-vector product of an MLP against finite differences of its
+// gradients, and a WGAN-GP gradient penalty that trains.
+#include "autograd/grad_cases.h"
+
+namespace ember::testing {
+namespace {
+
+Tensor leaf(std::vector<double> values, Shape shape = {}) {
+  Tensor t = from_vector(values, shape).to(DType::f64);
+  t.requires_grad_(true);
+  return t;
+}
+
+std::vector<double> values(const Tensor& t) { return t.contiguous().to_vector<double>(); }
+
+TEST(HigherOrder, GradWithCreateGraphIsDifferentiable) {
+  Tensor x = leaf({1, -2, 0.5});
+  Tensor y = sum(x * x * x);
+  Tensor g = autograd::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];  // 3 x^2
+  ASSERT_TRUE(g.requires_grad());
+  EXPECT_EQ(values(g), (std::vector<double>{3, 12, 0.75}));
+  Tensor gg = autograd::grad({sum(g)}, {x})[0];  // 6 x
+  EXPECT_EQ(values(gg), (std::vector<double>{6, -12, 3}));
+  // Without create_graph the gradient is a constant, as before.
+  EXPECT_FALSE(autograd::grad({sum(x * x * x)}, {x})[0].requires_grad());
+}
+
+TEST(HigherOrder, BackwardWithCreateGraphRetainsTheGraphAndRecordsDotGrad) {
+  Tensor x = leaf({0.3, -0.7});
+  Tensor y = sum(tanh(x));
+  y.backward({}, std::nullopt, /*create_graph=*/true);
+  ASSERT_TRUE(x.grad().requires_grad());  // 1 - tanh^2
+  Tensor first = x.grad();
+  y.backward({}, std::nullopt, true);  // retain_graph defaulted to create_graph: a second backward works
+  // d/dx sum(1 - tanh^2 x) = -2 tanh x (1 - tanh^2 x), through the saved output of tanh
+  Tensor second = autograd::grad({sum(first)}, {x})[0];
+  for (int i = 0; i < 2; ++i) {
+    double v = values(x)[size_t(i)], t = std::tanh(v);
+    EXPECT_NEAR(values(second)[size_t(i)], -2 * t * (1 - t * t), 1e-12);
+    EXPECT_NEAR(values(x.grad())[size_t(i)], 2 * (1 - t * t), 1e-12);  // accumulated out of place
+  }
+  EXPECT_NEAR(values(first)[0], 1 - std::pow(std::tanh(0.3), 2), 1e-12);  // the first .grad was not modified
+}
+
+// gradgradcheck catches a gradient silently cut from the graph: a hook that
+// detaches the incoming gradient leaves first derivatives right and makes
+// their dependence on that gradient vanish.
+TEST(HigherOrder, GradgradcheckCatchesADetachedGradient) {
+  auto fn = [](const std::vector<Tensor>& x) {
+    Tensor y = x[0] * x[0];
+    if (y.requires_grad()) y.register_hook([](const Tensor& g) { return g.detach(); });
+    return y * 1.0;
+  };
+  std::vector<Tensor> inputs = {random_tensor({4}, DType::f64)};
+  EXPECT_TRUE(autograd::gradcheck(fn, inputs).ok);
+  EXPECT_FALSE(autograd::gradgradcheck(fn, inputs).ok);
+}
+
+TEST(HigherOrder, FusedBackwardKernelsRefuseUnderCreateGraph) {
+  Tensor x = randn({2, 3}, {.dtype = DType::f64, .requires_grad = true});
+  Tensor w = randn({3}, {.dtype = DType::f64, .requires_grad = true});
+  Tensor pooled = max_pool2d(x.reshape({1, 1, 2, 3}) * w, {.kernel_size = {1, 2}});
+  Tensor y = sum(pooled * pooled);  // the pooling's incoming gradient, 2 pooled, requires grad
+  EXPECT_EMBER_ERROR(autograd::grad({y}, {x}, {}, std::nullopt, true), "double backward of MaxPool2dBackward is not supported");
+  // The same graph without create_graph is fine.
+  EXPECT_TRUE(autograd::grad({y}, {x})[0].defined());
+}
+
+// Ops whose gradient is a fused backward kernel with no gradient of its own:
+// they raise "double backward of <node> is not supported" under create_graph.
+const std::map<std::string, std::string> kNoDoubleBackward = {
+    {"cross_entropy", "CrossEntropyBackward: the cross_entropy_backward kernel"},
+    {"conv2d", "Conv2dBackward: oneDNN's conv2d_backward_input / _weight"},
+    {"max_pool2d", "MaxPool2dBackward: the max_pool2d_backward kernel"},
+    {"avg_pool2d", "AvgPool2dBackward: conv2d_backward_input"},
+};
+
+// Every op of the gradcheck table passes gradgradcheck, or is listed above and refuses.
+TEST(HigherOrder, GradgradcheckEveryOpWithADifferentiableGradient) {
+  for (const auto& [name, list] : gradcheck_cases()) {
+    SCOPED_TRACE(name);
+    auto refused = kNoDoubleBackward.find(name);
+    for (const GradCase& c : list) {
+      std::vector<Tensor> inputs;
+      for (const Shape& shape : c.shapes) inputs.push_back(random_tensor(shape, DType::f64, c.lo, c.hi));
+      if (refused != kNoDoubleBackward.end()) {
+        std::string node = refused->second.substr(0, refused->second.find(':'));
+        EXPECT_EMBER_ERROR(autograd::gradgradcheck(c.fn, inputs), "double backward of " + node + " is not supported");
+        continue;
+      }
+      try {
+        autograd::GradcheckResult result = autograd::gradgradcheck(c.fn, inputs);
+        EXPECT_TRUE(result.ok) << name << ": " << result.report;
+      } catch (const Error& e) {
+        ADD_FAILURE() << name << ": " << e.what();
+      }
+    }
+  }
+  for (const auto& [name, reason] : kNoDoubleBackward)
+    EXPECT_TRUE(gradcheck_cases().count(name)) << name << " is listed as refusing but has no case";
+}
+
+// A two-layer MLP on fixed data, its parameters a list of f64 leaves.
+struct Mlp {
+  std::vector<Tensor> params;  // w1 [3, 4], b1 [4], w2 [4, 2]
+  Tensor x = random_tensor({5, 3}, DType::f64), target = random_tensor({5, 2}, DType::f64);
+
+  Mlp() {
+    for (Shape shape : {Shape{3, 4}, Shape{4}, Shape{4, 2}}) {
+      params.push_back(random_tensor(shape, DType::f64, -1, 1));
+      params.back().requires_grad_(true);
+    }
+  }
+  Tensor loss(const std::vector<Tensor>& p) const {
+    Tensor h = gelu(matmul(x, p[0]) + p[1]);
+    Tensor out = matmul(tanh(h), p[2]);
+    return mean((out - target) * (out - target));
+  }
+};
+
+// H v = d/dp (grad(p) . v): one backward with create_graph, then a second
+// backward of the dot product. Finite differences of the gradient along v,
+// (grad(p + e v) - grad(p - e v)) / 2e, are its independent check.
+TEST(HigherOrder, HessianVectorProductOfAnMlpMatchesFiniteDifferencesOfItsGradient) {
+  Mlp mlp;
+  std::vector<Tensor> v;
+  for (const Tensor& p : mlp.params) v.push_back(random_tensor(p.shape(), DType::f64));
+  std::vector<Tensor> grads = autograd::grad({mlp.loss(mlp.params)}, mlp.params, {}, std::nullopt, true);
+  Tensor dot = zeros({}, {.dtype = DType::f64});
+  for (size_t i = 0; i < grads.size(); ++i) dot = dot + sum(grads[i] * v[i]);
+  std::vector<Tensor> hvp = autograd::grad({dot}, mlp.params);
+
+  const double eps = 1e-5;
+  auto gradient_at = [&](double step) {
+    std::vector<Tensor> shifted;
+    for (size_t i = 0; i < mlp.params.size(); ++i) {
+      Tensor p = (mlp.params[i].detach() + v[i] * step);
+      p.requires_grad_(true);
+      shifted.push_back(p);
+    }
+    return autograd::grad({mlp.loss(shifted)}, shifted);
+  };
+  std::vector<Tensor> plus = gradient_at(eps), minus = gradient_at(-eps);
+  for (size_t i = 0; i < hvp.size(); ++i) {
+    Tensor numeric = (plus[i] - minus[i]) / (2 * eps);
+    EXPECT_TRUE(all_close(hvp[i], numeric, 1e-6, 1e-7)) << "parameter " << i << "\n" << hvp[i].str() << "\n" << numeric.str();
+  }
+  EXPECT_GT(norm(hvp[0]).item<double>(), 1e-3);  // a real curvature, not a vanishing one
+}
+
+// WGAN-GP: the critic's loss is mean D(fake) - mean D(real) + lambda
+// mean((|dD/dx (x_hat)| - 1)^2) at points x_hat between real and fake samples.
+struct Critic {
+  std::vector<Tensor> params;  // w1 [2, 8], b1 [8], w2 [8, 1]
+
+  Critic() {
+    for (Shape shape : {Shape{2, 8}, Shape{8}, Shape{8, 1}}) {
+      params.push_back(random_tensor(shape, DType::f64, -0.5, 0.5));
+      params.back().requires_grad_(true);
+    }
+  }
+  static Tensor score(const std::vector<Tensor>& p, const Tensor& x) {
+    return matmul(tanh(matmul(x, p[0]) + p[1]), p[2]);
+  }
+  // The penalty, differentiable in the parameters (its inner gradient is taken with create_graph).
+  static Tensor penalty(const std::vector<Tensor>& p, const Tensor& real, const Tensor& fake, const Tensor& mix) {
+    Tensor x_hat = (real * mix + fake * rsub(mix, 1)).detach();
+    x_hat.requires_grad_(true);
+    Tensor gradient = autograd::grad({sum(score(p, x_hat))}, {x_hat}, {}, std::nullopt, true)[0];
+    Tensor norms = sqrt(sum(gradient * gradient, {1}) + 1e-12);
+    return mean((norms - 1) * (norms - 1));
+  }
+};
+
+TEST(HigherOrder, GradientPenaltyReachesTheCriticParametersAsFiniteDifferencesSay) {
+  Critic critic;
+  Tensor real = random_tensor({4, 2}, DType::f64, 0.5, 1.5), fake = random_tensor({4, 2}, DType::f64, -1.5, -0.5);
+  Tensor mix = random_tensor({4, 1}, DType::f64, 0, 1);
+  autograd::GradcheckResult check = autograd::gradcheck(
+      [&](const std::vector<Tensor>& p) { return Critic::penalty(p, real, fake, mix); }, critic.params);
+  EXPECT_TRUE(check.ok) << check.report;
+  Tensor penalty = Critic::penalty(critic.params, real, fake, mix);
+  std::vector<Tensor> grads = autograd::grad({penalty}, critic.params);
+  for (const Tensor& g : grads) EXPECT_GT(norm(g).item<double>(), 1e-6);  // every parameter is reached
+}
+
+TEST(HigherOrder, WganGpCriticTrains) {
+  Critic critic;
+  const double lambda = 10, lr = 0.02;
+  auto batch = [](double center) { return random_tensor({16, 2}, DType::f64, center - 0.5, center + 0.5); };
+  struct Losses {
+    Tensor total, wasserstein, penalty;
+  };
+  auto critic_loss = [&](const Tensor& real, const Tensor& fake, const Tensor& mix) {
+    Tensor wasserstein = mean(Critic::score(critic.params, fake)) - mean(Critic::score(critic.params, real));
+    Tensor penalty = Critic::penalty(critic.params, real, fake, mix);
+    return Losses{wasserstein + penalty * lambda, wasserstein, penalty};
+  };
+  Tensor eval_real = batch(1), eval_fake = batch(-1), eval_mix = random_tensor({16, 1}, DType::f64, 0, 1);
+  Losses before = critic_loss(eval_real, eval_fake, eval_mix);
+  for (int step = 0; step < 200; ++step) {
+    Tensor loss = critic_loss(batch(1), batch(-1), random_tensor({16, 1}, DType::f64, 0, 1)).total;
+    loss.backward();
+    NoGradGuard no_grad;
+    for (Tensor& p : critic.params) {
+      p -= p.grad() * lr;
+      p.set_grad(Tensor());
+    }
+  }
+  Losses after = critic_loss(eval_real, eval_fake, eval_mix);
+  EXPECT_LT(after.total.item<double>(), before.total.item<double>() - 0.5)
+      << "before " << before.total.item<double>() << ", after " << after.total.item<double>();
+  // The critic tells the clouds apart, its slope held near 1 by the penalty.
+  EXPECT_LT(after.wasserstein.item<double>(), -1.0);
+  EXPECT_LT(after.penalty.item<double>(), 0.1);
+}
+
+}  // namespace
+}  // namespace ember::testing
