@@ -186,7 +186,7 @@ std::vector<Tensor> finish_custom_function(const std::shared_ptr<FunctionCtx>& c
   // refused, as on the built-in views (Note [In-place ops and autograd]).
   for (const Tensor& out : outputs)
     for (const Tensor* in : inputs)
-      if (in && in->defined() && in->impl()->storage == out.impl()->storage) node->is_view = true;
+      if (in && in->defined() && in->impl()->storage == out.impl()->storage) node->refuses_in_place = true;
 
   for (size_t k = 0; k < outputs.size(); ++k) {
     if (differentiable[k]) continue;

@@ -81,6 +81,9 @@ class Node : public std::enable_shared_from_this<Node> {
   uint64_t sequence_nr = 0;          // creation order; later nodes run first in backward
   bool released = false;             // set when saved tensors were freed
   bool outlives_graph = false;       // a leaf accumulator: reused by every graph, never released
+  // Its outputs share an input's memory without being views autograd knows
+  // how to regenerate (a custom function's): in-place ops on them are refused.
+  bool refuses_in_place = false;
   std::vector<std::pair<int, TensorHook>> pre_hooks;  // (output_nr, hook) from register_hook on non-leaves
 };
 

@@ -100,6 +100,11 @@ void register_in_place() {
                 "in-place operation on a view (shape {}) of a leaf tensor that requires grad (shape {}); wrap it in "
                 "NoGradGuard, or operate on a clone",
                 target.shape(), base ? base->shape : Shape{});
+    const std::shared_ptr<Node>& history = impl->autograd ? impl->autograd->grad_fn : nullptr;
+    EMBER_CHECK(!(history && history->refuses_in_place),
+                "in-place operation on a view ({}) of a tensor that requires grad: the function's output shares its "
+                "input's memory; clone() it first",
+                history ? history->name() : "");
     const bool rebases = base && (base->requires_grad || result.requires_grad());
     EMBER_CHECK(!(rebases && overlaps_itself(geometry_of(*impl))),
                 "in-place operation on an expanded view (shape {}, strides {}) of a tensor involved in autograd: "

@@ -37,7 +37,7 @@ void register_scan_functions() {
   // One path for every input: no device-to-host read to ask whether x has zeros.
   cumprod_grad.set_recorder([](const GradRecord& r) {
     int64_t dim = params<int64_t>(r);
-    record_formula(r, "CumprodBackward", {input(r, 0), output(r, 0).detach()}, [dim](const Saved& s, const Tensor& g) {
+    record_formula(r, "CumprodBackward", {input(r, 0), output(r, 0)}, [dim](const Saved& s, const Tensor& g) {
       const Tensor &x = s[0], &y = s[1];
       Tensor is_zero = eq(x, 0);
       Tensor zeros_so_far = cumsum(is_zero, dim);  // i64: zeros among x_0..x_k
