@@ -187,6 +187,9 @@ std::vector<Tensor> finish_custom_function(const std::shared_ptr<FunctionCtx>& c
   for (const Tensor& out : outputs)
     for (const Tensor* in : inputs)
       if (in && in->defined() && in->impl()->storage == out.impl()->storage) node->refuses_in_place = true;
+  // Forward ran without recording, so a view it made of an input is marked
+  // as a no-grad alias; the node's own rule above replaces that one.
+  for (Tensor& out : outputs) out.impl()->no_grad_view = false;
 
   for (size_t k = 0; k < outputs.size(); ++k) {
     if (differentiable[k]) continue;

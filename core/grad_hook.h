@@ -103,6 +103,19 @@ inline Tensor with_grad(const GradSlot& slot, Tensor out, std::initializer_list<
 // onto target, and onto target's view base when target is a view. It refuses
 // leaves that require grad and views of them.
 extern GradSlot in_place_grad;
+
+// What every in-place entry point checks first: writing with grad mode on
+// through a view made under NoGradGuard of a tensor that requires grad would
+// change that tensor behind autograd's back (a silently wrong gradient), so
+// it is refused, as PyTorch refuses it.
+inline void check_in_place_target(const Tensor& target, std::string_view op) {
+  EMBER_CHECK(!(target.impl()->no_grad_view && grad_mode_enabled()),
+              "{}: in-place operation on a view (shape {}) that was made under NoGradGuard of a tensor that requires "
+              "grad, with grad mode on: autograd cannot see the write. Make the view with grad mode on, or write "
+              "under NoGradGuard",
+              op, target.shape());
+}
+
 inline Tensor& assign_in_place(Tensor& target, Tensor result) {
   const Tensor* inputs[] = {&result};
   Tensor* outputs[] = {&target};

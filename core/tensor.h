@@ -40,6 +40,9 @@ struct TensorImpl {
   // chain of views. An in-place write into the view gives this base its
   // history too (Note [In-place ops and autograd] in autograd/README.md).
   std::shared_ptr<TensorImpl> view_base;
+  // A view made under NoGradGuard of a tensor that requires grad (or a view
+  // of one): a plain alias, which in-place ops refuse while grad mode is on.
+  bool no_grad_view = false;
 };
 
 class Tensor {

@@ -14,6 +14,7 @@ GradSlot to_grad("to");
 
 void copy_(const Tensor& out, const Tensor& source) {
   EMBER_CHECK(out.defined() && source.defined(), "copy_: undefined tensor");
+  check_in_place_target(out, "copy_");
   if (should_record({&out, &source})) [[unlikely]] {
     Tensor target = out;
     assign_in_place(target, expand(to(source, out.dtype()), out.shape()));
@@ -81,6 +82,7 @@ Tensor& Tensor::copy_(const Tensor& source) {
 }
 
 Tensor& Tensor::fill_(const Scalar& value) {
+  check_in_place_target(*this, "fill_");
   if (should_record({this})) [[unlikely]]
     return assign_in_place(*this, full(shape(), value, {.dtype = dtype(), .device = device()}));
   bump_version();

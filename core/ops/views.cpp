@@ -27,6 +27,9 @@ Tensor make_view(const Tensor& t, const Shape& shape, const Strides& strides, in
   Tensor view = Tensor::make(t.storage(), t.dtype(), shape, strides, offset);
   if (grad_mode_enabled() || !t.requires_grad())
     view.impl()->view_base = t.impl()->view_base ? t.impl()->view_base : t.impl_ptr();
+  else
+    view.impl()->no_grad_view = true;
+  if (t.impl()->no_grad_view) view.impl()->no_grad_view = true;
   return with_grad(slot, std::move(view), {&t}, params);
 }
 

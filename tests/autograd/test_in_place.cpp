@@ -308,5 +308,30 @@ TEST(InPlace, GraphMemoryReturnsToBaselineAfterManyInPlaceSteps) {
   EXPECT_EQ(memory_allocated(), baseline);
 }
 
+// A view made under NoGradGuard of a tensor that requires grad is a plain
+// alias; writing through it with grad mode on is refused, as PyTorch does
+// (mutation caught: not marking the alias in make_view lets the write change
+// h behind autograd's back, and x's gradient silently misses it).
+TEST(InPlace, WriteThroughANoGradViewWithGradModeOnIsRefused) {
+  Tensor x = randn({4}, {.dtype = DType::f64, .requires_grad = true});
+  Tensor h = x * 2.0;
+  Tensor alias;
+  {
+    NoGradGuard no_grad;
+    alias = h.narrow(0, 0, 2);
+  }
+  EXPECT_FALSE(alias.requires_grad());
+  EXPECT_EMBER_ERROR(alias += 1.0, "made under NoGradGuard of a tensor that requires grad");
+  EXPECT_EMBER_ERROR(alias.fill_(0), "fill_: in-place operation on a view");
+  EXPECT_EMBER_ERROR(alias.copy_(ones({2}, {.dtype = DType::f64})), "copy_: in-place operation on a view");
+  Tensor view_of_alias = alias.narrow(0, 0, 1);
+  EXPECT_EMBER_ERROR(view_of_alias *= 2.0, "in-place operation on a view");
+  {
+    NoGradGuard no_grad;  // under NoGradGuard the write is the user's to make
+    alias += 1.0;
+  }
+  EXPECT_EQ(h.to_vector<double>()[0], x.to_vector<double>()[0] * 2 + 1);
+}
+
 }  // namespace
 }  // namespace ember::testing
