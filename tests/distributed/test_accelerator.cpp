@@ -82,6 +82,54 @@ std::shared_ptr<nn::Sequential> make_model() {
   return std::make_shared<nn::Sequential>(nn::Linear(6, 16), nn::ReLU(), nn::Linear(16, 3));
 }
 
+// Models whose forward is not one tensor in, one out (scenarios in
+// workers/module_call_scenarios.cpp): (input, mask) and (logits, loss), on 2
+// and 3 processes, f32 and bf16 autocast, equal one process on the global
+// batch, with every rank's parameters bit-identical.
+TEST(Accelerator, ModelTakingInputAndMaskEqualsOneProcess) {
+  for (int processes : {2, 3}) {
+    SCOPED_TRACE(processes);
+    expect_clean_success(run_processes(processes, "module_call_matches_single_process", {"masked", "no"}));
+    expect_clean_success(run_processes(processes, "module_call_matches_single_process", {"masked", "bf16"}));
+  }
+}
+
+TEST(Accelerator, ModelReturningLogitsAndLossEqualsOneProcess) {
+  for (int processes : {2, 3}) {
+    SCOPED_TRACE(processes);
+    expect_clean_success(run_processes(processes, "module_call_matches_single_process", {"loss", "no"}));
+    expect_clean_success(run_processes(processes, "module_call_matches_single_process", {"loss", "bf16"}));
+  }
+}
+
+TEST(Accelerator, DirectForwardIsRefusedAcrossProcesses) {
+  expect_clean_success(run_processes(2, "module_call_direct_forward_is_refused"));
+}
+
+// One process, bf16: no DDP, so the Accelerator's own gradient check refuses
+// a forward that ran without autocast (mutation caught: not installing the
+// check, or resetting it anywhere but the optimizer step).
+TEST(Accelerator, DirectForwardWithoutAutocastIsRefusedInOneProcess) {
+  Accelerator accelerator({.mixed_precision = "bf16"});
+  manual_seed(3);
+  auto model = std::make_shared<nn::Sequential>(nn::Linear(6, 8), nn::Tanh(), nn::Linear(8, 3));
+  optim::SGD optimizer(model->parameters(), {.lr = 0.1});
+  accelerator.prepare(model, optimizer);
+  Tensor inputs = randn({4, 6});
+  Tensor targets = randint(0, 3, {4});
+  auto loss_of = [&](const Tensor& logits) { return F::cross_entropy(logits, targets); };
+
+  accelerator.backward(loss_of((*model)(inputs)));
+  accelerator.backward(loss_of((*model)(inputs)));  // two calls, two backwards before a step: fine
+  optimizer.step();
+  optimizer.zero_grad();
+  EXPECT_EMBER_ERROR(accelerator.backward(loss_of(model->forward(inputs))),
+                     "got a gradient from a forward that ran without the model's hooks, so without the bf16 "
+                     "autocast");
+  optimizer.zero_grad();
+  accelerator.backward(loss_of((*model)(inputs)));  // through the call again: accepted
+}
+
 TEST(Accelerator, OneProcessWithoutALauncher) {
   Accelerator accelerator;
   EXPECT_EQ(accelerator.num_processes(), 1);

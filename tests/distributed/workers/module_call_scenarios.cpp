@@ -1,6 +1,6 @@
 // Models whose forward is not one tensor in, one tensor out, prepared by the
 // Accelerator (DDP with several processes, bf16 autocast): run by
-// tests/distributed/test_module_calls.cpp through `ember launch`. N ranks on
+// tests/distributed/test_accelerator.cpp through `ember launch`. N ranks on
 // slices of each global batch must equal one process on the whole batch, for
 // the same reason as in ddp_scenarios.cpp (the loss is a mean over equal
 // slices, DDP averages the slices' gradients); a forward that skips the
