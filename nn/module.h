@@ -77,7 +77,7 @@ class Module {
   // module whose forward takes other arguments calls from its operator():
   //   std::pair<Tensor, Tensor> forward(const Tensor& idx, const Tensor& targets);
   //   auto operator()(const Tensor& idx, const Tensor& targets) { return call(*this, idx, targets); }
-  // Without hooks it is forward() plus one branch. With hooks the arguments
+  // Without hooks it is forward() plus five emptiness checks. With hooks the arguments
   // are copied (so a pre-hook can replace a tensor without touching the
   // caller's) and the tensors in both are collected into a ForwardCall.
   template <class Self, class... Args>
