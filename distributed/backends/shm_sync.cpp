@@ -5,6 +5,7 @@
 // Tests: tests/distributed/test_shm.cpp.
 #include "distributed/backends/shm_sync.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
@@ -17,7 +18,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -64,10 +65,19 @@ int usable_cpus() {
 char process_state(int pid) {
   if (pid <= 0) return '?';
   if (kill(pid, 0) != 0 && errno == ESRCH) return 0;
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // read(2), not an ifstream: a process reaped between the open and the read
+  // makes the read fail with ESRCH, which libstdc++'s filebuf turns into an
+  // exception (the error then named that, not the dead rank).
+  int fd = ::open(fmt::format("/proc/{}/stat", pid).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT || errno == ESRCH ? 0 : '?';
+  char buffer[512];
+  ssize_t length = ::read(fd, buffer, sizeof(buffer));
+  int read_error = errno;
+  ::close(fd);
+  if (length <= 0) return length < 0 && read_error == ESRCH ? 0 : '?';
+  std::string_view text(buffer, size_t(length));
   size_t paren = text.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= text.size()) return stat ? '?' : 0;
+  if (paren == std::string_view::npos || paren + 2 >= text.size()) return '?';
   return text[paren + 2];
 }
 
