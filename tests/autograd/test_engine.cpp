@@ -1,15 +1,10 @@
 // The engine: backward and grad(), accumulation, retain_graph, grad mode,
 // hooks and their order, in-place checks, and that the graph is freed.
 #include "support/test_support.h"
+#include "autograd/leaf.h"
 
 namespace ember::testing {
 namespace {
-
-Tensor leaf(std::vector<double> values, Shape shape = {}) {
-  Tensor t = from_vector(values, shape).to(DType::f64);
-  t.requires_grad_(true);
-  return t;
-}
 
 TEST(Engine, BackwardOfAScalarFillsLeafGradsAndAccumulates) {
   Tensor x = leaf({1, 2, 3}), w = leaf({0.5, -1, 2});

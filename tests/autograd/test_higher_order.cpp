@@ -3,15 +3,10 @@
 // table, a Hessian-vector product of an MLP against finite differences of its
 // gradients, and a WGAN-GP gradient penalty that trains.
 #include "autograd/grad_cases.h"
+#include "autograd/leaf.h"
 
 namespace ember::testing {
 namespace {
-
-Tensor leaf(std::vector<double> values, Shape shape = {}) {
-  Tensor t = from_vector(values, shape).to(DType::f64);
-  t.requires_grad_(true);
-  return t;
-}
 
 std::vector<double> values(const Tensor& t) { return t.contiguous().to_vector<double>(); }
 

@@ -5,15 +5,10 @@
 #include <limits>
 
 #include "support/test_support.h"
+#include "autograd/leaf.h"
 
 namespace ember::testing {
 namespace {
-
-Tensor leaf(std::vector<double> values, Shape shape) {
-  Tensor t = from_vector(values, shape).to(DType::f64);
-  t.requires_grad_(true);
-  return t;
-}
 
 // d sum(out * weights) / dx.
 Tensor gradient(const Tensor& out, const Tensor& x, const Tensor& weights) {

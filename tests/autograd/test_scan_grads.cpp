@@ -4,15 +4,10 @@
 // that hold exact zeros, along every dim, on non-contiguous inputs, and for
 // every einsum equation of tests/core/test_einsum.cpp's common list.
 #include "support/test_support.h"
+#include "autograd/leaf.h"
 
 namespace ember::testing {
 namespace {
-
-Tensor leaf(std::vector<double> values, Shape shape) {
-  Tensor t = from_vector(values, shape);
-  t.requires_grad_(true);
-  return t;
-}
 
 std::vector<double> gradient_of_sum(const Tensor& out, const Tensor& x) {
   return autograd::grad({sum(out)}, {x})[0].contiguous().to_vector<double>();
