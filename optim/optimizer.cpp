@@ -41,11 +41,17 @@ void Optimizer::step() {
   if (!step_pre_hooks_.empty() && !all_hooks_allow(step_pre_hooks_, *this)) return;
   update();
   ++steps_taken_;
+  for (const StepPostHook& hook : step_post_hooks_.snapshot()) hook(*this);
 }
 
 HookId Optimizer::register_step_pre_hook(StepPreHook hook) {
   EMBER_CHECK(hook != nullptr, "{}.register_step_pre_hook: the hook is empty", name_);
   return step_pre_hooks_.add(std::move(hook));
+}
+
+HookId Optimizer::register_step_post_hook(StepPostHook hook) {
+  EMBER_CHECK(hook != nullptr, "{}.register_step_post_hook: the hook is empty", name_);
+  return step_post_hooks_.add(std::move(hook));
 }
 
 HookId Optimizer::register_zero_grad_pre_hook(ZeroGradPreHook hook) {
@@ -54,7 +60,7 @@ HookId Optimizer::register_zero_grad_pre_hook(ZeroGradPreHook hook) {
 }
 
 void Optimizer::remove_hook(HookId id) {
-  bool removed = step_pre_hooks_.remove(id) || zero_grad_pre_hooks_.remove(id);
+  bool removed = step_pre_hooks_.remove(id) || zero_grad_pre_hooks_.remove(id) || step_post_hooks_.remove(id);
   EMBER_CHECK(removed, "{}.remove_hook: no hook with id {} (already removed?)", name_, id);
 }
 
@@ -127,6 +133,22 @@ void Optimizer::add_group_params(std::vector<Tensor> params) {
   group.state.resize(params.size());
   group.params = std::move(params);
   groups_.push_back(std::move(group));
+}
+
+void Optimizer::substitute_parameters(const std::function<Tensor(const Tensor&)>& substitute) {
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (size_t i = 0; i < groups_[g].params.size(); ++i)
+      EMBER_CHECK(!groups_[g].state[i].has_value(),
+                  "{}: parameter {} of group {} already has state (the optimizer has stepped); its parameters can "
+                  "only be sharded before the first step",
+                  name_, i, g);
+  for (Group& group : groups_)
+    for (Tensor& param : group.params) {
+      Tensor replacement = substitute(param);
+      EMBER_ASSERT(replacement.defined() && replacement.is_leaf() && replacement.dtype() == param.dtype(),
+                   "a substitute parameter must be a defined leaf of the parameter's dtype");
+      param = replacement;
+    }
 }
 
 ParamState& Optimizer::state_for(size_t group, size_t index) {

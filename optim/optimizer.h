@@ -71,6 +71,9 @@ class Optimizer {
   using ZeroGradPreHook = std::function<bool(Optimizer& optimizer)>;
   HookId register_step_pre_hook(StepPreHook hook);
   HookId register_zero_grad_pre_hook(ZeroGradPreHook hook);
+  // A post-hook runs after every step() that updated the parameters.
+  using StepPostHook = std::function<void(Optimizer& optimizer)>;
+  HookId register_step_post_hook(StepPostHook hook);
   void remove_hook(HookId id);
   // How many step() calls updated the parameters (skipped ones do not count).
   int64_t steps_taken() const { return steps_taken_; }
@@ -94,6 +97,14 @@ class Optimizer {
 
   // The state of parameter `index` of `group`; null until its first update.
   const ParamState* state(size_t group, size_t index) const;
+  // The buffers each parameter of `group` holds once updated (PyTorch's
+  // names): the required ones, and those an optimizer may also keep.
+  virtual std::vector<std::string> state_buffer_names(size_t group) const { return required_buffers(group); }
+
+  // ZeRO (distributed/zero/): every parameter is replaced, in its place in its
+  // group, by what `substitute` returns for it: the piece of it this process
+  // updates. Before the first update only (state would not fit the pieces).
+  void substitute_parameters(const std::function<Tensor(const Tensor&)>& substitute);
 
   // The state tensors are shared with the optimizer, as PyTorch's are: save
   // them before the next step, or clone them.
@@ -133,6 +144,7 @@ class Optimizer {
   std::vector<Group> groups_;
   HookList<StepPreHook> step_pre_hooks_;
   HookList<ZeroGradPreHook> zero_grad_pre_hooks_;
+  HookList<StepPostHook> step_post_hooks_;
   int64_t steps_taken_ = 0;
 };
 

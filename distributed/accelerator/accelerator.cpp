@@ -5,6 +5,9 @@
 // [Gradient accumulation] in distributed/README.md.
 #include "distributed/accelerator/accelerator.h"
 
+#include <optional>
+#include <unordered_set>
+
 #include "core/allocator.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
@@ -55,6 +58,26 @@ detail::PreparedModel& prepared_model(detail::AcceleratorState& state, const nn:
   EMBER_CHECK(prepared != state.models.end(), "Accelerator: the {} was not prepared",
               model ? model->type_name() : "null model");
   return *prepared;
+}
+
+// Under ZeRO the optimizer updates its model's shards: the engine of the
+// prepared model that holds its parameters takes it over.
+distributed::ShardedDataParallel* attach_to_sharded_model(detail::AcceleratorState& state, optim::Optimizer& optimizer) {
+  if (state.options.sharding.strategy == distributed::ShardingStrategy::ddp || !state.group) return nullptr;
+  EMBER_CHECK(optimizer.num_param_groups() > 0 && !optimizer.params(0).empty(),
+              "Accelerator::prepare: the {} optimizer has no parameters", optimizer.name());
+  const TensorImpl* first = optimizer.params(0).front().impl();
+  for (detail::PreparedModel& model : state.models)
+    for (const Tensor& parameter : model.module->parameters())
+      if (parameter.impl() == first) {
+        model.zero->attach_optimizer(optimizer, /*install_hooks=*/false);
+        return model.zero.get();
+      }
+  EMBER_CHECK(false,
+              "Accelerator::prepare: with strategy {} the {} optimizer's parameters must belong to a model prepared "
+              "before it (prepare(model, optimizer), in that order)",
+              distributed::to_string(state.options.sharding.strategy), optimizer.name());
+  return nullptr;
 }
 
 }  // namespace
@@ -124,8 +147,10 @@ void Accelerator::prepare_model(const std::shared_ptr<nn::Module>& model) {
   detail::PreparedModel prepared;
   prepared.module = model;
   model->to(state.device);
-  if (state.group)
+  if (state.group && state.options.sharding.strategy == distributed::ShardingStrategy::ddp)
     prepared.ddp = std::make_unique<distributed::DistributedDataParallel>(model, *state.group, state.options.ddp);
+  else if (state.group)
+    prepared.zero = std::make_unique<distributed::ShardedDataParallel>(model, *state.group, state.options.sharding);
   if (state.low_precision != DType::f32) {
     // Note [How prepare changes the user's objects]: the forward runs under
     // autocast; low-precision outputs come back in f32 (Accelerate's
@@ -143,7 +168,7 @@ void Accelerator::prepare_model(const std::shared_ptr<nn::Module>& model) {
           for (Tensor* output : call.outputs)
             if (is_low_precision(output->dtype())) *output = output->to(DType::f32);
         });
-    if (!prepared.ddp) watch_for_unhooked_forwards(prepared, called);
+    if (!prepared.ddp && !prepared.zero) watch_for_unhooked_forwards(prepared, called);
   }
   state.models.push_back(std::move(prepared));
 }
@@ -179,6 +204,7 @@ void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
                 optimizer.name());
   auto prepared = std::make_unique<detail::PreparedOptimizer>();
   prepared->optimizer = &optimizer;
+  prepared->zero = attach_to_sharded_model(state, optimizer);
   HookToken token;
   prepared->alive = token.alive;
   std::weak_ptr<AcceleratorState> weak = state_;
@@ -193,15 +219,33 @@ void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
       if (model.called_since_step) *model.called_since_step = false;
     if (!state->gradient.sync_gradients) return false;
     record->step_was_skipped = false;
+    if (record->zero) record->zero->before_step();
+    if (state->scaler && !state->scaler->is_unscaled(o)) state->scaler->unscale_(o);
+    if (const std::optional<double>& max_norm = state->options.sharding.max_grad_norm) {
+      if (record->zero) {
+        record->zero->clip_grad_norm_(*max_norm);
+      } else {
+        std::vector<Tensor> parameters;
+        for (size_t g = 0; g < o.num_param_groups(); ++g)
+          parameters.insert(parameters.end(), o.params(g).begin(), o.params(g).end());
+        optim::clip_grad_norm_(parameters, *max_norm);
+      }
+    }
     if (!state->scaler) return true;
-    if (!state->scaler->is_unscaled(o)) state->scaler->unscale_(o);
     record->step_was_skipped = state->scaler->found_inf(o);
     state->scaler->update();
     return !record->step_was_skipped;
   });
-  prepared->zero_grad_hook = optimizer.register_zero_grad_pre_hook([weak, keepalive = token.token](optim::Optimizer&) {
+  if (prepared->zero)
+    prepared->step_post_hook = optimizer.register_step_post_hook([weak, record, keepalive = token.token](optim::Optimizer&) {
+      if (weak.lock() && record->zero) record->zero->after_step();
+    });
+  prepared->zero_grad_hook = optimizer.register_zero_grad_pre_hook([weak, record, keepalive = token.token](optim::Optimizer&) {
     std::shared_ptr<AcceleratorState> state = weak.lock();
-    return !state || state->gradient.sync_gradients;
+    if (!state) return true;
+    if (!state->gradient.sync_gradients) return false;
+    if (record->zero) record->zero->zero_grad();
+    return true;
   });
   state.optimizers.push_back(std::move(prepared));
 }
@@ -288,9 +332,17 @@ void Accelerator::backward(const Tensor& loss) {
 }
 
 struct Accelerator::SyncGuard::Suspended {
-  explicit Suspended(distributed::DistributedDataParallel& ddp) : guard(ddp.no_sync()) {}
-  distributed::DistributedDataParallel::NoSyncGuard guard;
+  virtual ~Suspended() = default;
 };
+
+namespace {
+// The no_sync guard of a DDP or ZeRO engine, held for the SyncGuard's life.
+template <class Engine>
+struct SuspendedEngine : Accelerator::SyncGuard::Suspended {
+  explicit SuspendedEngine(Engine& engine) : guard(engine.no_sync()) {}
+  typename Engine::NoSyncGuard guard;
+};
+}  // namespace
 
 Accelerator::SyncGuard::SyncGuard(std::vector<std::unique_ptr<Suspended>> suspended)
     : suspended_(std::move(suspended)) {}
@@ -299,9 +351,11 @@ Accelerator::SyncGuard::~SyncGuard() = default;
 
 Accelerator::SyncGuard Accelerator::suspend_sync(const std::vector<nn::Module*>& models) {
   std::vector<std::unique_ptr<SyncGuard::Suspended>> suspended;
-  for (nn::Module* model : models)
-    if (detail::PreparedModel& prepared = prepared_model(*state_, model); prepared.ddp)
-      suspended.push_back(std::make_unique<SyncGuard::Suspended>(*prepared.ddp));
+  for (nn::Module* model : models) {
+    detail::PreparedModel& prepared = prepared_model(*state_, model);
+    if (prepared.ddp) suspended.push_back(std::make_unique<SuspendedEngine<distributed::DistributedDataParallel>>(*prepared.ddp));
+    if (prepared.zero) suspended.push_back(std::make_unique<SuspendedEngine<distributed::ShardedDataParallel>>(*prepared.zero));
+  }
   return SyncGuard(std::move(suspended));
 }
 
@@ -348,14 +402,46 @@ void Accelerator::check_clip_allowed(const char* op) const {
 
 Tensor Accelerator::clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type) {
   check_clip_allowed("clip_grad_norm_");
+  distributed::ShardedDataParallel* zero = sharded_engine_of(parameters, "clip_grad_norm_");
+  if (zero) zero->before_step();
   unscale_gradients();
+  if (zero) return zero->clip_grad_norm_(max_norm, norm_type);
   return optim::clip_grad_norm_(parameters, max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) {
   check_clip_allowed("clip_grad_value_");
+  distributed::ShardedDataParallel* zero = sharded_engine_of(parameters, "clip_grad_value_");
+  if (zero) zero->before_step();
   unscale_gradients();
+  if (zero) return zero->clip_grad_value_(clip_value);
   optim::clip_grad_value_(parameters, clip_value);
+}
+
+// Under ZeRO the gradients live in the shards, so clipping a prepared
+// model's parameters is its engine's job, over all of them: a subset cannot
+// be clipped by a global norm that the shards do not separate.
+distributed::ShardedDataParallel* Accelerator::sharded_engine_of(const std::vector<Tensor>& parameters,
+                                                                 const char* op) const {
+  if (parameters.empty()) return nullptr;
+  for (detail::PreparedModel& model : state_->models) {
+    if (!model.zero) continue;
+    std::unordered_set<const TensorImpl*> mine;
+    for (const Tensor& parameter : model.module->parameters())
+      if (parameter.requires_grad()) mine.insert(parameter.impl());
+    size_t found = 0;
+    for (const Tensor& parameter : parameters) found += mine.count(parameter.impl());
+    if (found == 0) continue;
+    std::unordered_set<const TensorImpl*> given;
+    for (const Tensor& parameter : parameters) given.insert(parameter.impl());
+    EMBER_CHECK(found == parameters.size() && given.size() == mine.size(),
+                "Accelerator::{}: under strategy {} gradients are sharded, so only all of the prepared {}'s "
+                "trainable parameters can be clipped together (got {} of its {} parameters{})",
+                op, distributed::to_string(state_->options.sharding.strategy), model.module->type_name(), found,
+                mine.size(), found == parameters.size() ? "" : " and others");
+    return model.zero.get();
+  }
+  return nullptr;
 }
 
 // --- Seeds, models, memory ----------------------------------------------------
@@ -364,12 +450,17 @@ void Accelerator::set_seed(uint64_t seed, bool per_rank) {
   manual_seed(seed + (per_rank ? uint64_t(state_->process_index) : 0));
 }
 
-NamedTensors Accelerator::get_state_dict(const nn::Module& model) const { return model.state_dict(); }
+NamedTensors Accelerator::get_state_dict(const nn::Module& model) const {
+  for (detail::PreparedModel& prepared : state_->models)
+    if (prepared.module.get() == &model && prepared.zero) return prepared.zero->full_state_dict();
+  return model.state_dict();
+}
 
 void Accelerator::free_memory() {
   AcceleratorState& state = *state_;
   for (detail::PreparedModel& prepared : state.models) {
     prepared.ddp.reset();  // removes its hooks; .grad become standalone tensors
+    prepared.zero.reset();
     if (prepared.autocast_wrapper) prepared.module->remove_hook(prepared.autocast_wrapper);
     for (const auto& [parameter, id] : prepared.gradient_hooks) parameter.remove_post_accumulate_grad_hook(id);
   }
@@ -377,6 +468,17 @@ void Accelerator::free_memory() {
     if (prepared->alive.expired()) continue;
     prepared->optimizer->remove_hook(prepared->step_hook);
     prepared->optimizer->remove_hook(prepared->zero_grad_hook);
+    if (prepared->step_post_hook) prepared->optimizer->remove_hook(prepared->step_post_hook);
+    // Its parameters are shards of a model that is whole no more: a step
+    // would update memory the model does not read.
+    if (prepared->zero)
+      prepared->optimizer->register_step_pre_hook([](optim::Optimizer& optimizer) -> bool {
+        EMBER_CHECK(false,
+                    "{}: its parameters were the ZeRO shards of a model that Accelerator::free_memory released; "
+                    "build a new optimizer from the model's parameters",
+                    optimizer.name());
+        return false;
+      });
   }
   for (const auto& prepared : state.schedulers)
     if (!prepared->alive.expired()) prepared->scheduler->remove_hook(prepared->hook);

@@ -62,6 +62,7 @@ namespace ember {
 namespace distributed {
 class ProcessGroup;
 class GradScaler;
+class ShardedDataParallel;
 }  // namespace distributed
 
 // Accelerate's DistributedType, for the kinds ember runs.
@@ -159,10 +160,10 @@ class Accelerator {
     SyncGuard(const SyncGuard&) = delete;
     SyncGuard& operator=(const SyncGuard&) = delete;
     SyncGuard& operator=(SyncGuard&&) = delete;
+    struct Suspended;  // one model's engine held in no_sync (accelerator.cpp)
 
    private:
     friend class Accelerator;
-    struct Suspended;
     explicit SyncGuard(std::vector<std::unique_ptr<Suspended>> suspended);
     std::vector<std::unique_ptr<Suspended>> suspended_;
   };
@@ -332,6 +333,8 @@ class Accelerator {
   // Unscales every prepared optimizer's gradients once per step (fp16).
   void unscale_gradients();
   void check_clip_allowed(const char* op) const;
+  // The ZeRO engine of the prepared model whose parameters these are, or null.
+  distributed::ShardedDataParallel* sharded_engine_of(const std::vector<Tensor>& parameters, const char* op) const;
 
   void register_checkpointable(detail::Checkpointable checkpointable);
 

@@ -78,6 +78,15 @@ int64_t integer(const json& object, const char* key, const fs::path& file) {
 // of the first prepared model keep their names, of model i > 0 "model_<i>."
 // before them; a parameter in no prepared model is "param_<its index>".
 std::vector<std::string> optimizer_parameter_names(const AcceleratorState& state, const optim::Optimizer& optimizer) {
+  // Under ZeRO the optimizer holds pieces; its engine knows whose they are.
+  for (size_t m = 0; m < state.models.size(); ++m) {
+    const distributed::ShardedDataParallel* zero = state.models[m].zero.get();
+    if (zero == nullptr || zero->optimizer() != &optimizer) continue;
+    std::vector<std::string> result = zero->optimizer_parameter_names();
+    if (m > 0)
+      for (std::string& name : result) name = fmt::format("model_{}.{}", m, name);
+    return result;
+  }
   std::unordered_map<const TensorImpl*, std::string> names;
   for (size_t m = 0; m < state.models.size(); ++m)
     for (const auto& [name, parameter] : state.models[m].module->named_parameters())
@@ -195,15 +204,32 @@ json counts_of(const AcceleratorState& state) {
           {"custom_objects", state.checkpointables.size()}, {"scaler", state.scaler != nullptr}};
 }
 
-void write_main_process_files(const AcceleratorState& state, const fs::path& staging) {
+// The models' and optimizers' whole state, as one process would hold it:
+// under ZeRO every process takes part in gathering it (collectives).
+struct WholeState {
+  std::vector<NamedTensors> models;
+  std::vector<optim::OptimizerStateDict> optimizers;  // indexed by parameter name
+};
+
+WholeState gather_whole_state(const AcceleratorState& state) {
+  WholeState whole;
+  for (const detail::PreparedModel& model : state.models)
+    whole.models.push_back(model.zero ? model.zero->full_state_dict() : model.module->state_dict());
+  for (const auto& prepared : state.optimizers) {
+    const optim::Optimizer& optimizer = *prepared->optimizer;
+    whole.optimizers.push_back(name_optimizer_state(
+        prepared->zero ? prepared->zero->full_optimizer_state_dict() : optimizer.state_dict(),
+        optimizer_parameter_names(state, optimizer)));
+  }
+  return whole;
+}
+
+void write_main_process_files(const AcceleratorState& state, const WholeState& whole, const fs::path& staging) {
   for (size_t i = 0; i < state.models.size(); ++i)
-    save_safetensors(staging / numbered("model", i, ".safetensors"), state.models[i].module->state_dict());
+    save_safetensors(staging / numbered("model", i, ".safetensors"), whole.models[i]);
   for (size_t i = 0; i < state.optimizers.size(); ++i) {
-    const optim::Optimizer& optimizer = *state.optimizers[i]->optimizer;
-    optim::OptimizerStateDict dict =
-        name_optimizer_state(optimizer.state_dict(), optimizer_parameter_names(state, optimizer));
-    save_safetensors(staging / numbered("optimizer", i, ".safetensors"), dict.tensors);
-    write_json(staging / numbered("optimizer", i, ".json"), dict.meta);
+    save_safetensors(staging / numbered("optimizer", i, ".safetensors"), whole.optimizers[i].tensors);
+    write_json(staging / numbered("optimizer", i, ".json"), whole.optimizers[i].meta);
   }
   for (size_t i = 0; i < state.schedulers.size(); ++i)
     write_json(staging / numbered("scheduler", i, ".json"), state.schedulers[i]->scheduler->state_dict());
@@ -370,9 +396,10 @@ fs::path Accelerator::save_state(const std::optional<fs::path>& directory) {
   detail::run_on_every_process(state, "save_state", [&] {
     if (main) checkpoint::begin_staging(staging);
   });
+  const WholeState whole = gather_whole_state(state);
   detail::run_on_every_process(state, "save_state", [&] {
     write_process_files(state, staging);
-    if (main) write_main_process_files(state, staging);
+    if (main) write_main_process_files(state, whole, staging);
   });
   detail::run_on_every_process(state, "save_state", [&] {
     if (!main) return;
@@ -405,8 +432,19 @@ void Accelerator::load_state(const std::optional<fs::path>& directory) {
   }
   LoadedCheckpoint loaded = read_checkpoint(state, source);
 
-  for (size_t i = 0; i < state.models.size(); ++i) state.models[i].module->load_state_dict(loaded.models[i]);
-  for (size_t i = 0; i < state.optimizers.size(); ++i) state.optimizers[i]->optimizer->load_state_dict(loaded.optimizers[i]);
+  for (size_t i = 0; i < state.models.size(); ++i) {
+    if (state.models[i].zero)
+      state.models[i].zero->load_full_state_dict(loaded.models[i]);
+    else
+      state.models[i].module->load_state_dict(loaded.models[i]);
+  }
+  for (size_t i = 0; i < state.optimizers.size(); ++i) {
+    detail::PreparedOptimizer& prepared = *state.optimizers[i];
+    if (prepared.zero)
+      prepared.zero->load_full_optimizer_state_dict(loaded.optimizers[i]);
+    else
+      prepared.optimizer->load_state_dict(loaded.optimizers[i]);
+  }
   for (size_t i = 0; i < state.schedulers.size(); ++i) {
     detail::PreparedScheduler& prepared = *state.schedulers[i];
     prepared.scheduler->load_state_dict(loaded.schedulers[i]);
@@ -427,8 +465,9 @@ void Accelerator::load_state(const std::optional<fs::path>& directory) {
 
 void Accelerator::save_model(const nn::Module& model, const fs::path& directory, std::string_view max_shard_size) {
   const int64_t limit = nn::parse_byte_size(max_shard_size);
+  const NamedTensors whole = get_state_dict(model);  // a collective under ZeRO-3
   detail::run_on_every_process(*state_, "save_model", [&] {
-    if (is_main_process()) nn::save_sharded(get_state_dict(model), directory, limit);
+    if (is_main_process()) nn::save_sharded(whole, directory, limit);
   });
 }
 

@@ -24,6 +24,7 @@
 #include "distributed/amp/grad_scaler.h"
 #include "distributed/ddp/distributed_data_parallel.h"
 #include "distributed/process_group.h"
+#include "distributed/zero/sharded_data_parallel.h"
 
 namespace ember::detail {
 
@@ -36,7 +37,8 @@ struct HookToken {
 
 struct PreparedModel {
   std::shared_ptr<nn::Module> module;
-  std::unique_ptr<distributed::DistributedDataParallel> ddp;  // with more than one process
+  std::unique_ptr<distributed::DistributedDataParallel> ddp;  // with more than one process, strategy ddp
+  std::unique_ptr<distributed::ShardedDataParallel> zero;    // with more than one process, a ZeRO strategy
   HookId autocast_wrapper = 0;                                // with mixed precision
   // With autocast and no DDP: whether the model was called through its hooks
   // since the last optimizer step, and the gradient hooks that check it
@@ -49,7 +51,10 @@ struct PreparedOptimizer {
   optim::Optimizer* optimizer = nullptr;
   std::weak_ptr<int> alive;
   HookId step_hook = 0;
+  HookId step_post_hook = 0;
   HookId zero_grad_hook = 0;
+  // The ZeRO engine whose model this optimizer updates (its pieces), or null.
+  distributed::ShardedDataParallel* zero = nullptr;
   bool step_was_skipped = false;  // by the fp16 scaler, at the last real step
 };
 

@@ -1,0 +1,532 @@
+// ShardedDataParallel (see sharded_data_parallel.h): units, the module hooks
+// that gather, release and reduce, and the optimizer's side.
+#include "distributed/zero/sharded_data_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/engine.h"
+#include "core/error.h"
+#include "core/grad_hook.h"
+#include "core/ops/creation.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduction.h"
+#include "core/ops/views.h"
+#include "distributed/zero/wrap_policy.h"
+
+namespace ember::distributed {
+
+namespace {
+
+// One string per rank that differs when the models differ: every trainable
+// parameter's name, shape and dtype, in order.
+std::string describe(const NamedTensors& parameters) {
+  std::string text;
+  for (const auto& [name, parameter] : parameters)
+    text += fmt::format("{}:{}:{};", name, parameter.shape(), parameter.dtype());
+  return text;
+}
+
+}  // namespace
+
+ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module, ProcessGroup& group,
+                                         ResolvedShardingOptions options)
+    : module_(std::move(module)), group_(group), options_(std::move(options)) {
+  EMBER_CHECK(module_ != nullptr, "ShardedDataParallel: the module is null");
+  EMBER_CHECK(options_.strategy != ShardingStrategy::ddp,
+              "ShardedDataParallel: strategy ddp keeps full replicas; use DistributedDataParallel");
+  EMBER_CHECK(options_.strategy != ShardingStrategy::hybrid,
+              "ShardedDataParallel: strategy hybrid (HYBRID_SHARD) is not built yet; use zero3 (shards over every "
+              "process) or ddp");
+  NamedTensors parameters;
+  std::unordered_set<const TensorImpl*> seen;
+  for (auto& [name, parameter] : module_->named_parameters())
+    if (parameter.requires_grad() && seen.insert(parameter.impl()).second) parameters.emplace_back(name, parameter);
+  EMBER_CHECK(!parameters.empty(), "ShardedDataParallel: {} has no parameter that requires grad",
+              module_->type_name());
+  for (const auto& [name, parameter] : parameters)
+    EMBER_CHECK(parameter.is_contiguous(),
+                "ShardedDataParallel: parameter {} (shape {}) is not contiguous; call .contiguous() on it first",
+                name, parameter.shape());
+  buffers_ = module_->buffers();
+
+  check_same_parameters_on_every_rank(parameters);
+  if (group_.size() > 1) {
+    std::vector<std::shared_ptr<Work>> works;
+    for (const auto& entry : parameters) works.push_back(group_.broadcast(entry.second, 0));
+    for (const Tensor& buffer : buffers_) works.push_back(group_.broadcast(buffer, 0));
+    for (const auto& work : works) work->wait();
+  }
+  build_units(parameters);
+  install_module_hooks();
+}
+
+ShardedDataParallel::~ShardedDataParallel() {
+  for (const auto& [module, id] : module_hooks_) module->remove_hook(id);
+  for (size_t f = 0; f < flats_.size(); ++f)
+    for (size_t i = 0; i < flats_[f]->parameters().size(); ++i)
+      flats_[f]->parameters()[i].remove_post_accumulate_grad_hook(gradient_hooks_[f][i]);
+  // An optimizer destroyed first took its hooks (and their token) with it.
+  if (!optimizer_alive_.expired())
+    for (HookId id : optimizer_hooks_) optimizer_->remove_hook(id);
+}
+
+// PyTorch's _verify_param_shape_across_processes, by content: a rank built
+// with another model (another shape, or f64 where rank 0 has f32) would
+// otherwise exchange buffers of the wrong size or meaning.
+void ShardedDataParallel::check_same_parameters_on_every_rank(const NamedTensors& parameters) const {
+  if (group_.size() == 1) return;
+  const std::string mine = describe(parameters);
+  const uint64_t hash = std::hash<std::string>{}(mine);
+  Tensor local = from_vector(std::vector<int64_t>{int64_t(hash)}, {1});
+  Tensor all = zeros({group_.size()}, {.dtype = DType::i64});
+  group_.allgather(all, local)->wait();
+  const std::vector<int64_t> hashes = all.to_vector<int64_t>();
+  for (int rank = 0; rank < group_.size(); ++rank)
+    EMBER_CHECK(hashes[size_t(rank)] == hashes[0],
+                "ShardedDataParallel: rank {} has other parameters (names, shapes or dtypes) than rank 0; every rank "
+                "must build the same model. Rank {} has: {}",
+                rank, group_.rank(), mine.size() > 2000 ? mine.substr(0, 2000) + "..." : mine);
+}
+
+void ShardedDataParallel::build_units(const NamedTensors& parameters) {
+  const std::vector<WrappedUnit> wrapped = choose_units(*module_, options_);
+  // A parameter belongs to the one unit whose subtree holds it; one shared
+  // by several units (a tie across them) stays with the root, which is
+  // gathered for the whole forward and backward.
+  std::unordered_map<const TensorImpl*, std::vector<size_t>> holders;
+  for (size_t u = 0; u < wrapped.size(); ++u) {
+    std::unordered_set<const TensorImpl*> seen;
+    for (const Tensor& parameter : wrapped[u].module->parameters())
+      if (seen.insert(parameter.impl()).second) holders[parameter.impl()].push_back(u);
+  }
+  units_.resize(wrapped.size() + 1);
+  for (size_t u = 0; u < wrapped.size(); ++u) {
+    units_[u].name = wrapped[u].name;
+    units_[u].module = wrapped[u].module;
+  }
+  Unit& root = units_.back();
+  root.name = "";
+  root.module = module_.get();
+  root.root = true;
+
+  std::vector<NamedTensors> members(units_.size());
+  for (const auto& entry : parameters) {
+    auto found = holders.find(entry.second.impl());
+    const size_t unit = found != holders.end() && found->second.size() == 1 ? found->second[0] : units_.size() - 1;
+    members[unit].push_back(entry);
+  }
+  const bool sharded = options_.strategy == ShardingStrategy::zero3;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    // One flat buffer per (dtype, device) in the unit, in parameter order.
+    std::map<std::pair<int, std::string>, std::pair<std::vector<std::string>, std::vector<Tensor>>> by_kind;
+    std::vector<std::pair<int, std::string>> kinds;
+    for (const auto& [name, parameter] : members[u]) {
+      auto key = std::pair{int(parameter.dtype()), parameter.device().str()};
+      if (!by_kind.count(key)) kinds.push_back(key);
+      by_kind[key].first.push_back(name);
+      by_kind[key].second.push_back(parameter);
+    }
+    for (const auto& key : kinds) {
+      units_[u].flats.push_back(flats_.size());
+      flat_unit_.push_back(u);
+      flats_.push_back(std::make_unique<FlatParameter>(by_kind[key].first, by_kind[key].second, group_, sharded));
+    }
+  }
+  ready_.assign(units_.size(), false);
+}
+
+void ShardedDataParallel::install_module_hooks() {
+  const size_t root = units_.size() - 1;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    nn::Module& module = *units_[u].module;
+    auto add = [&](nn::ModuleHookId id) { module_hooks_.emplace_back(&module, id); };
+    add(module.register_forward_pre_hook([this, u, root](nn::ForwardCall&) {
+      if (u == root) before_root_forward();
+      before_unit_forward(u);
+    }));
+    add(module.register_forward_hook([this, u](nn::ForwardCall& call) { after_unit_forward(u, call); }));
+    add(module.register_backward_pre_hook([this, u](nn::Module&) { before_unit_backward(u); }));
+    add(module.register_backward_hook([this, u](nn::Module&) { unit_gradients_ready(u); }));
+  }
+  // Every gradient must come from a backward the hooks prepared, and reach a
+  // unit before its reduction: else it would never be averaged.
+  gradient_hooks_.resize(flats_.size());
+  for (size_t f = 0; f < flats_.size(); ++f)
+    for (size_t i = 0; i < flats_[f]->parameters().size(); ++i)
+      gradient_hooks_[f].push_back(
+          flats_[f]->parameters()[i].register_post_accumulate_grad_hook([this, f, i](const Tensor&) { on_gradient(f, i); }));
+}
+
+std::vector<std::string> ShardedDataParallel::unit_names() const {
+  std::vector<std::string> names;
+  for (const Unit& unit : units_) names.push_back(unit.name);
+  return names;
+}
+
+// --- The hooks -------------------------------------------------------------------
+
+void ShardedDataParallel::before_root_forward() {
+  EMBER_CHECK(!backward_expected_,
+              "ShardedDataParallel: a new forward started before the backward of the previous one ran; under ZeRO "
+              "every forward that builds a graph needs its backward (run evaluation forwards under NoGradGuard)");
+  iteration_syncs_ = sync_;
+  if (!buffers_.empty() && group_.size() > 1) {
+    std::vector<std::shared_ptr<Work>> works;
+    for (const Tensor& buffer : buffers_) works.push_back(group_.broadcast(buffer, 0));
+    for (const auto& work : works) work->wait();
+  }
+}
+
+void ShardedDataParallel::before_unit_forward(size_t unit) {
+  gather_unit(unit);
+  if (!units_[unit].root) {
+    if (!order_fixed_ && std::find(forward_order_.begin(), forward_order_.end(), unit) == forward_order_.end())
+      forward_order_.push_back(unit);
+    if (options_.forward_prefetch) prefetch_after(unit, forward_order_);
+  } else if (options_.forward_prefetch && !forward_order_.empty()) {
+    prefetch_unit(forward_order_.front());
+  }
+}
+
+void ShardedDataParallel::after_unit_forward(size_t unit, const nn::ForwardCall& call) {
+  if (!units_[unit].root) {
+    if (options_.strategy == ShardingStrategy::zero3) release_unit(unit);
+    return;
+  }
+  bool differentiable = false;
+  for (const Tensor* output : call.outputs) differentiable |= output->requires_grad();
+  if (!grad_mode_enabled() || !differentiable) {
+    release_all();  // no backward will come (evaluation)
+    return;
+  }
+  if (!order_fixed_) {
+    // The reduction order is fixed once, from the first forward: backward
+    // runs roughly in reverse, and every rank must launch the same
+    // collectives in the same order.
+    reduce_order_.assign(forward_order_.rbegin(), forward_order_.rend());
+    for (size_t u = 0; u + 1 < units_.size(); ++u)
+      if (std::find(reduce_order_.begin(), reduce_order_.end(), u) == reduce_order_.end()) reduce_order_.push_back(u);
+    reduce_order_.push_back(units_.size() - 1);
+    order_fixed_ = true;
+  }
+  backward_expected_ = true;
+  ready_.assign(units_.size(), false);
+  launched_.assign(units_.size(), false);
+  next_launch_ = 0;
+}
+
+void ShardedDataParallel::before_unit_backward(size_t unit) {
+  if (!backward_expected_) return;
+  gather_unit(unit);
+  if (units_[unit].root) {
+    autograd::queue_callback([this] { end_of_backward(); });
+    return;
+  }
+  if (options_.backward_prefetch) prefetch_after(unit, reduce_order_);
+}
+
+void ShardedDataParallel::unit_gradients_ready(size_t unit) {
+  if (!backward_expected_ || launched_[unit]) return;
+  if (!iteration_syncs_) {
+    if (!units_[unit].root && options_.strategy == ShardingStrategy::zero3) release_unit(unit);
+    return;
+  }
+  ready_[unit] = true;
+  launch_ready_in_order();
+}
+
+void ShardedDataParallel::on_gradient(size_t flat, size_t member) {
+  const std::string& name = flats_[flat]->names()[member];
+  EMBER_CHECK(backward_expected_,
+              "ShardedDataParallel: parameter {} got a gradient from a forward that did not run through the model's "
+              "hooks (model.forward(x) instead of model(x)?), so it would never be averaged across the {} ranks "
+              "(Note [Forwards that skip the hooks] in distributed/README.md)",
+              name, group_.size());
+  EMBER_CHECK(!launched_[flat_unit_[flat]],
+              "ShardedDataParallel: parameter {} got a gradient after the gradients of its unit '{}' were reduced; "
+              "a unit whose module runs twice in one forward must be wrapped as part of a larger unit",
+              name, units_[flat_unit_[flat]].name);
+}
+
+void ShardedDataParallel::launch_ready_in_order() {
+  while (next_launch_ < reduce_order_.size() && ready_[reduce_order_[next_launch_]]) {
+    const size_t unit = reduce_order_[next_launch_++];
+    // At most one unit's reduction in flight: its buffers are what a rank
+    // holds of gradients beyond its shards.
+    for (size_t f = 0; f < flats_.size(); ++f) flats_[f]->finish_reduction();
+    for (size_t f : units_[unit].flats) flats_[f]->launch_reduction(options_.strategy == ShardingStrategy::zero1);
+    launched_[unit] = true;
+    if (!units_[unit].root && options_.strategy == ShardingStrategy::zero3) release_unit(unit);
+  }
+}
+
+// Note [End of backward] for ZeRO: units whose backward hooks never fired
+// (not called this iteration, or a parameter left without a gradient) are
+// reduced now, in the fixed order, so every rank launches the same collectives.
+void ShardedDataParallel::end_of_backward() {
+  if (!backward_expected_) return;
+  if (iteration_syncs_) {
+    ready_.assign(units_.size(), true);
+    launch_ready_in_order();
+    for (auto& flat : flats_) flat->finish_reduction();
+    reduced_since_step_ = true;
+  }
+  backward_expected_ = false;
+  release_all();
+}
+
+void ShardedDataParallel::gather_unit(size_t unit) {
+  for (size_t f : units_[unit].flats) flats_[f]->gather();
+}
+
+void ShardedDataParallel::prefetch_unit(size_t unit) {
+  for (size_t f : units_[unit].flats) flats_[f]->start_gather();
+}
+
+void ShardedDataParallel::prefetch_after(size_t unit, const std::vector<size_t>& order) {
+  auto at = std::find(order.begin(), order.end(), unit);
+  if (at == order.end() || ++at == order.end() || units_[*at].root) return;
+  prefetch_unit(*at);
+}
+
+void ShardedDataParallel::release_unit(size_t unit) {
+  for (size_t f : units_[unit].flats) flats_[f]->release();
+}
+
+void ShardedDataParallel::release_all() {
+  if (options_.strategy != ShardingStrategy::zero3) return;
+  for (auto& flat : flats_) flat->release();
+}
+
+// --- The optimizer ----------------------------------------------------------------
+
+void ShardedDataParallel::attach_optimizer(optim::Optimizer& optimizer, bool install_hooks) {
+  EMBER_CHECK(optimizer_ == nullptr,
+              "ShardedDataParallel: an optimizer ({}) is already attached; ZeRO shards one optimizer per model",
+              optimizer_ != nullptr ? optimizer_->name() : "");
+  std::unordered_map<const TensorImpl*, std::pair<size_t, size_t>> where;
+  for (size_t f = 0; f < flats_.size(); ++f)
+    for (size_t i = 0; i < flats_[f]->parameters().size(); ++i) where.emplace(flats_[f]->parameters()[i].impl(), std::pair{f, i});
+  std::vector<std::pair<size_t, size_t>> slots;
+  std::vector<size_t> slot_groups;
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+    for (const Tensor& parameter : optimizer.params(g)) {
+      auto found = where.find(parameter.impl());
+      EMBER_CHECK(found != where.end(),
+                  "ShardedDataParallel: {} holds a parameter of shape {} that is not a trainable parameter of the "
+                  "sharded {}; ZeRO shards only the model's parameters (build the optimizer from model->parameters())",
+                  optimizer.name(), parameter.shape(), module_->type_name());
+      slots.push_back(found->second);
+      slot_groups.push_back(g);
+    }
+  optimizer.substitute_parameters([&](const Tensor& parameter) {
+    const auto [f, i] = where.at(parameter.impl());
+    return flats_[f]->piece(i);
+  });
+  optimizer_ = &optimizer;
+  optimizer_slots_ = std::move(slots);
+  slot_groups_ = std::move(slot_groups);
+  if (!install_hooks) return;
+  auto token = std::make_shared<int>(0);
+  optimizer_alive_ = token;
+  optimizer_hooks_.push_back(optimizer.register_step_pre_hook([this, token](optim::Optimizer&) {
+    before_step();
+    if (options_.max_grad_norm) clip_grad_norm_(*options_.max_grad_norm);
+    return true;
+  }));
+  optimizer_hooks_.push_back(optimizer.register_step_post_hook([this, token](optim::Optimizer&) { after_step(); }));
+  optimizer_hooks_.push_back(optimizer.register_zero_grad_pre_hook([this, token](optim::Optimizer&) {
+    zero_grad();
+    return true;
+  }));
+}
+
+void ShardedDataParallel::before_step() {
+  EMBER_CHECK(!backward_expected_,
+              "ShardedDataParallel: optimizer step between a forward and its backward; the gradients are not reduced "
+              "yet");
+  if (!reduced_since_step_) {
+    // Gradients accumulated under no_sync, never reduced: stepping on them
+    // would let the ranks' shards drift apart silently.
+    for (auto& flat : flats_)
+      for (size_t i = 0; i < flat->parameters().size(); ++i)
+        EMBER_CHECK(!flat->parameters()[i].grad().defined(),
+                    "ShardedDataParallel: optimizer step with gradients that were never reduced (parameter {}): the "
+                    "last backward ran under no_sync; run the last micro-batch's forward outside no_sync",
+                    flat->names()[i]);
+  }
+  for (auto& flat : flats_) flat->publish_piece_gradients();
+}
+
+void ShardedDataParallel::after_step() {
+  if (options_.strategy != ShardingStrategy::zero3)
+    for (auto& flat : flats_) flat->refresh_after_step();
+  reduced_since_step_ = false;
+}
+
+void ShardedDataParallel::zero_grad(bool set_to_none) {
+  for (auto& flat : flats_) flat->clear_gradients(set_to_none);
+  reduced_since_step_ = false;
+}
+
+std::vector<std::string> ShardedDataParallel::optimizer_parameter_names() const {
+  std::vector<std::string> names;
+  for (const auto& [f, i] : optimizer_slots_) names.push_back(flats_[f]->names()[i]);
+  return names;
+}
+
+std::vector<Tensor> ShardedDataParallel::piece_parameters() const {
+  std::vector<Tensor> pieces;
+  for (const auto& [f, i] : optimizer_slots_) pieces.push_back(flats_[f]->piece(i));
+  return pieces;
+}
+
+// The same formula as optim::clip_grad_norm_, on shards: the padding and the
+// parameters no rank used are zeros there, so they add nothing.
+Tensor ShardedDataParallel::clip_grad_norm_(double max_norm, double norm_type) {
+  for (auto& flat : flats_) flat->publish_piece_gradients();
+  const bool infinity = std::isinf(norm_type) && norm_type > 0;
+  double local = 0;
+  for (auto& flat : flats_) {
+    if (!flat->has_gradients()) continue;
+    const double shard_norm = norm(flat->gradient_shard(), infinity ? INFINITY : norm_type).to(DType::f64).item<double>();
+    local = infinity ? std::max(local, shard_norm) : local + std::pow(shard_norm, norm_type);
+  }
+  Tensor total = scalar_tensor(local, {.dtype = DType::f64});
+  if (group_.size() > 1) group_.allreduce(total, infinity ? ReduceOp::max : ReduceOp::sum)->wait();
+  const double norm_value = infinity ? total.item<double>() : std::pow(total.item<double>(), 1.0 / norm_type);
+  const double coefficient = std::min(max_norm / (norm_value + 1e-6), 1.0);
+  NoGradGuard no_grad;
+  for (auto& flat : flats_)
+    if (flat->has_gradients()) flat->gradient_shard() *= coefficient;
+  return scalar_tensor(norm_value, {.dtype = DType::f32});
+}
+
+void ShardedDataParallel::clip_grad_value_(double clip_value) {
+  for (auto& flat : flats_) flat->publish_piece_gradients();
+  NoGradGuard no_grad;
+  for (auto& flat : flats_)
+    if (flat->has_gradients()) flat->gradient_shard().copy_(clamp(flat->gradient_shard(), -clip_value, clip_value));
+}
+
+// --- Whole state --------------------------------------------------------------------
+
+NamedTensors ShardedDataParallel::full_state_dict() {
+  std::vector<bool> was_gathered;
+  for (auto& flat : flats_) {
+    was_gathered.push_back(flat->gathered());
+    flat->gather();
+  }
+  NamedTensors state;
+  for (const auto& [name, tensor] : module_->state_dict()) state.emplace_back(name, tensor.detach().clone());
+  for (size_t f = 0; f < flats_.size(); ++f)
+    if (!was_gathered[f]) flats_[f]->release();
+  return state;
+}
+
+void ShardedDataParallel::load_full_state_dict(const NamedTensors& state) {
+  for (auto& flat : flats_) flat->gather();
+  module_->load_state_dict(state);
+  for (auto& flat : flats_) flat->keep_shard_of_full();
+  release_all();
+}
+
+optim::OptimizerStateDict ShardedDataParallel::full_optimizer_state_dict() {
+  EMBER_CHECK(optimizer_ != nullptr, "ShardedDataParallel::full_optimizer_state_dict: no optimizer is attached");
+  optim::OptimizerStateDict local = optimizer_->state_dict();
+  const size_t count = optimizer_slots_.size();
+  // Which parameters have state on some rank (a rank whose piece is empty
+  // has none), and their step counts.
+  // [has state] * count, [step] * count, [counts steps]: agreed over ranks.
+  std::vector<double> known(2 * count + 1, 0.0);
+  for (const auto& [key, entry] : local.meta["state"].items()) {
+    const size_t k = std::stoul(key);
+    known[k] = 1;
+    if (entry.contains("step")) {
+      known[count + k] = double(entry["step"].get<int64_t>());
+      known[2 * count] = 1;
+    }
+  }
+  Tensor agreed = from_vector(known, {int64_t(known.size())});
+  if (group_.size() > 1) group_.allreduce(agreed, ReduceOp::max)->wait();
+  known = agreed.to_vector<double>();
+
+  std::unordered_map<std::string, Tensor> mine;
+  for (const auto& [name, tensor] : local.tensors) mine.emplace(name, tensor);
+  std::vector<std::vector<size_t>> slots_of_flat(flats_.size());
+  for (size_t k = 0; k < count; ++k) slots_of_flat[optimizer_slots_[k].first].push_back(k);
+
+  optim::OptimizerStateDict full;
+  full.meta = local.meta;
+  full.meta["state"] = nlohmann::json::object();
+  for (size_t k = 0; k < count; ++k) {
+    if (known[k] == 0) continue;
+    nlohmann::json entry = nlohmann::json::object();
+    if (known[2 * count] != 0) entry["step"] = int64_t(known[count + k]);
+    full.meta["state"][std::to_string(k)] = entry;
+  }
+  for (size_t f = 0; f < flats_.size(); ++f) {
+    std::set<std::string> buffers;
+    for (size_t k : slots_of_flat[f])
+      for (const std::string& name : optimizer_->state_buffer_names(slot_groups_[k])) buffers.insert(name);
+    for (const std::string& buffer : buffers) {
+      FlatParameter& flat = *flats_[f];
+      Tensor shard = zeros({flat.shard_numel()}, {.dtype = flat.shard().dtype(), .device = flat.shard().device()});
+      for (size_t k : slots_of_flat[f]) {
+        auto found = mine.find(fmt::format("state.{}.{}", k, buffer));
+        const size_t i = optimizer_slots_[k].second;
+        if (found == mine.end() || flat.piece(i).numel() == 0) continue;
+        copy_(shard.narrow(0, flat.piece_shard_offset(i), flat.piece(i).numel()), found->second.reshape({-1}));
+      }
+      Tensor gathered = flat.all_gather_shaped(shard);
+      for (size_t k : slots_of_flat[f]) {
+        const size_t i = optimizer_slots_[k].second;
+        if (known[k] == 0) continue;
+        const std::vector<std::string> names = optimizer_->state_buffer_names(slot_groups_[k]);
+        if (std::find(names.begin(), names.end(), buffer) == names.end()) continue;
+        const Tensor& parameter = flat.parameters()[i];
+        full.tensors.emplace_back(fmt::format("state.{}.{}", k, buffer),
+                                  gathered.narrow(0, flat.offset(i), parameter.numel()).view(parameter.shape()).clone());
+      }
+    }
+  }
+  return full;
+}
+
+void ShardedDataParallel::load_full_optimizer_state_dict(const optim::OptimizerStateDict& state) {
+  EMBER_CHECK(optimizer_ != nullptr, "ShardedDataParallel::load_full_optimizer_state_dict: no optimizer is attached");
+  optim::OptimizerStateDict pieces;
+  pieces.meta = state.meta;
+  for (const auto& [name, tensor] : state.tensors) {
+    const size_t dot = name.find('.', 6);
+    EMBER_CHECK(name.starts_with("state.") && dot != std::string::npos,
+                "ShardedDataParallel: optimizer state tensor '{}' is not named state.<index>.<buffer>", name);
+    const size_t k = std::stoul(name.substr(6, dot - 6));
+    EMBER_CHECK(k < optimizer_slots_.size(), "ShardedDataParallel: optimizer state '{}' names parameter {}, but the "
+                "optimizer has {}", name, k, optimizer_slots_.size());
+    const auto [f, i] = optimizer_slots_[k];
+    const Tensor& parameter = flats_[f]->parameters()[i];
+    EMBER_CHECK(tensor.numel() == parameter.numel(),
+                "ShardedDataParallel: optimizer state '{}' has {} elements, its parameter {} has {}", name,
+                tensor.numel(), flats_[f]->names()[i], parameter.numel());
+    const Tensor& piece = flats_[f]->piece(i);
+    pieces.tensors.emplace_back(name, tensor.reshape({-1}).narrow(0, flats_[f]->piece_begin(i), piece.numel()).clone());
+  }
+  optimizer_->load_state_dict(pieces);
+}
+
+ShardedMemory ShardedDataParallel::memory() const {
+  ShardedMemory memory;
+  for (const auto& flat : flats_) {
+    memory.parameters += flat->parameter_bytes();
+    memory.gradients += flat->gradient_bytes();
+  }
+  return memory;
+}
+
+}  // namespace ember::distributed

@@ -1,0 +1,198 @@
+// ZeRO scenarios, run by tests/distributed/test_zero.cpp through `ember
+// launch`. The equivalence scenario trains, in each process, the same model
+// twice on this rank's slice of each global batch: once under
+// DistributedDataParallel and once under ShardedDataParallel, and checks
+// that parameters and optimizer state agree after every few steps.
+// Why they must: ZeRO changes where the sums and the update happen, not
+// what they are. The reduce-scatter sums the same gradients as DDP's
+// all-reduce (averaged the same way), and AdamW, SGD and the clipping
+// coefficient act element by element, so updating each rank's piece of a
+// parameter is updating that part of the whole. They agree to f32 rounding,
+// not bit for bit: the global norm for clipping is summed shard by shard
+// instead of parameter by parameter, and bf16 autocast rounds the same
+// products in both but their sums can associate differently in a GEMM.
+//   zero_matches_ddp <strategy> <backend> [accumulate] [bf16] [clip] [sgd]
+#include <ember/ember.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "distributed/ddp/distributed_data_parallel.h"
+#include "distributed/process_group.h"
+#include "distributed/zero/sharded_data_parallel.h"
+#include "workers/scenario.h"
+
+namespace ember::test {
+namespace {
+
+namespace F = ember::nn::functional;
+using distributed::DistributedDataParallel;
+using distributed::ProcessGroup;
+using distributed::ResolvedShardingOptions;
+using distributed::ShardedDataParallel;
+using distributed::ShardingStrategy;
+
+constexpr int64_t kVocab = 11;
+constexpr int64_t kWidth = 12;
+constexpr int64_t kGlobalBatch = 24;  // divisible by 1, 2, 3 and 4 ranks, and by 2 micro-batches
+constexpr int64_t kSteps = 20;
+
+// A residual MLP block; the wrap policy makes each one a unit.
+struct Block : nn::Module {
+  explicit Block(int64_t width) {
+    up = register_module("up", nn::Linear(width, 2 * width));
+    down = register_module("down", nn::Linear(2 * width, width));
+  }
+  Tensor forward(const Tensor& x) override { return x + (*down)(tanh((*up)(x))); }
+  std::string type_name() const override { return "Block"; }
+  std::shared_ptr<nn::Linear> up, down;
+};
+
+// Embedding and head share one weight (it stays in the root unit); `unused`
+// is never called, so no rank gives it a gradient.
+struct TiedModel : nn::Module {
+  explicit TiedModel(uint64_t seed) {
+    manual_seed(seed);
+    embed = register_module("embed", nn::Embedding(kVocab, kWidth));
+    blocks = register_module("blocks", nn::Sequential(Block(kWidth), Block(kWidth), Block(kWidth)));
+    unused = register_module("unused", nn::Linear(kWidth, kWidth));
+    head = register_module("head", nn::Linear(kWidth, kVocab));
+    head->weight = embed->weight;
+  }
+  Tensor forward(const Tensor& ids) override { return (*head)((*blocks)((*embed)(ids))); }
+  std::shared_ptr<nn::Embedding> embed;
+  std::shared_ptr<nn::Sequential> blocks;
+  std::shared_ptr<nn::Linear> unused, head;
+};
+
+struct Batch {
+  Tensor ids;
+  Tensor targets;
+};
+
+Batch global_batch(int64_t step) {
+  Generator generator(5000 + uint64_t(step));
+  Tensor ids = randint(0, kVocab, {kGlobalBatch}, {.dtype = DType::i64}, &generator);
+  Tensor targets = randint(0, kVocab, {kGlobalBatch}, {.dtype = DType::i64}, &generator);
+  return {ids, targets};
+}
+
+Batch slice(const Batch& batch, int64_t part, int64_t parts) {
+  const int64_t size = batch.ids.size(0) / parts;
+  return {batch.ids.narrow(0, part * size, size), batch.targets.narrow(0, part * size, size)};
+}
+
+int check(bool ok, int rank, const std::string& what) {
+  std::printf("rank %d: %s: %s\n", rank, what.c_str(), ok ? "ok" : "FAILED");
+  return ok ? 0 : 1;
+}
+
+double max_difference(const NamedTensors& a, const NamedTensors& b, std::string& worst_name) {
+  double worst = 0;
+  for (const auto& entry : a) {
+    const std::string& name = entry.first;
+    const Tensor& tensor = entry.second;
+    auto found = std::find_if(b.begin(), b.end(), [&](const auto& other) { return other.first == name; });
+    if (found == b.end()) {
+      worst_name = name + " (missing)";
+      return INFINITY;
+    }
+    const double difference = max(abs(tensor.to(DType::f64) - found->second.to(DType::f64))).item<double>();
+    if (difference > worst || std::isnan(difference)) {
+      worst = difference;
+      worst_name = name;
+    }
+  }
+  return worst;
+}
+
+bool has(const std::vector<std::string>& args, const std::string& flag) {
+  return std::find(args.begin(), args.end(), flag) != args.end();
+}
+
+}  // namespace
+
+EMBER_SCENARIO(zero_matches_ddp) {
+  const ShardingStrategy strategy = *distributed::parse_sharding_strategy(args.at(0));
+  ProcessGroup& group = distributed::init_process_group({.backend = args.at(1)});
+  const int rank = group.rank(), world = group.size();
+  const bool accumulate = has(args, "accumulate"), bf16 = has(args, "bf16"), clip = has(args, "clip");
+  const bool sgd = has(args, "sgd");
+  const double tolerance = bf16 ? 2e-3 : 2e-5;
+  int failures = 0;
+  {
+    // Different seeds per rank: both engines must broadcast rank 0's weights.
+    auto reference = std::make_shared<TiedModel>(10 + uint64_t(rank));
+    auto model = std::make_shared<TiedModel>(10 + uint64_t(rank));
+    DistributedDataParallel ddp(reference, group, {.find_unused_parameters = true});
+    ResolvedShardingOptions options;
+    options.strategy = strategy;
+    options.wrap_module_types = {"Block"};
+    ShardedDataParallel zero(model, group, options);
+    failures += check(zero.unit_names() == std::vector<std::string>{"blocks.0", "blocks.1", "blocks.2", ""}, rank,
+                      "every Block is a unit, the rest is the root unit");
+
+    std::unique_ptr<optim::Optimizer> reference_optimizer, optimizer;
+    if (sgd) {
+      reference_optimizer = std::make_unique<optim::SGD>(reference->parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+      optimizer = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    } else {
+      reference_optimizer = std::make_unique<optim::AdamW>(reference->parameters(), optim::AdamWOptions{.lr = 1e-2});
+      optimizer = std::make_unique<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 1e-2});
+    }
+    zero.attach_optimizer(*optimizer);
+
+    const int64_t micro_batches = accumulate ? 2 : 1;
+    auto train_step = [&](nn::Module& net, auto no_sync, const Batch& local) {
+      for (int64_t micro = 0; micro < micro_batches; ++micro) {
+        Batch part = slice(local, micro, micro_batches);
+        auto loss_of = [&] {
+          AutocastGuard autocast(DeviceType::cpu, DType::bf16, bf16);
+          return F::cross_entropy(net(part.ids).to(DType::f32), part.targets) / double(micro_batches);
+        };
+        if (micro + 1 < micro_batches) {
+          auto guard = no_sync();
+          loss_of().backward();
+        } else {
+          loss_of().backward();
+        }
+      }
+    };
+    for (int64_t step = 0; step < kSteps; ++step) {
+      Batch local = slice(global_batch(step), rank, world);
+      train_step(*reference, [&] { return ddp.no_sync(); }, local);
+      if (clip) optim::clip_grad_norm_(reference->parameters(), 0.5);
+      reference_optimizer->step();
+      reference_optimizer->zero_grad();
+
+      train_step(*model, [&] { return zero.no_sync(); }, local);
+      if (clip) {
+        zero.before_step();
+        zero.clip_grad_norm_(0.5);
+      }
+      optimizer->step();
+      optimizer->zero_grad();
+    }
+    std::string worst;
+    const double parameters = max_difference(zero.full_state_dict(), reference->state_dict(), worst);
+    failures += check(parameters <= tolerance, rank,
+                      fmt::format("{} vs ddp after {} steps: max |difference| = {:.3g} at {} (tolerance {})",
+                                  args.at(0), kSteps, parameters, worst, tolerance));
+    const optim::OptimizerStateDict whole = zero.full_optimizer_state_dict();
+    const optim::OptimizerStateDict expected = reference_optimizer->state_dict();
+    const double state = max_difference(whole.tensors, expected.tensors, worst);
+    failures += check(state <= tolerance && whole.tensors.size() == expected.tensors.size(), rank,
+                      fmt::format("optimizer state made whole vs ddp's: {} and {} tensors, max |difference| = {:.3g} "
+                                  "at {}",
+                                  whole.tensors.size(), expected.tensors.size(), state, worst));
+    failures += check(whole.meta["state"] == expected.meta["state"], rank,
+                      "step counts and the parameters with state agree: " + whole.meta["state"].dump());
+    failures += check(!model->unused->weight.grad().defined(), rank, "the unused layer has no gradient");
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
+}  // namespace ember::test
