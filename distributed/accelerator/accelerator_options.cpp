@@ -79,6 +79,7 @@ ResolvedAcceleratorOptions resolve_accelerator_options(const AcceleratorOptions&
   resolved.log_with = options.log_with;
   resolved.ddp = options.ddp;
   resolved.scaler = options.scaler;
+  resolved.sharding = distributed::resolve_sharding_options(options.sharding);
   return resolved;
 }
 

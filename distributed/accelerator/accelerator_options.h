@@ -15,6 +15,7 @@
 
 #include "distributed/amp/grad_scaler.h"
 #include "distributed/ddp/distributed_data_parallel.h"
+#include "distributed/zero/sharding_options.h"
 
 namespace ember {
 
@@ -46,6 +47,9 @@ struct AcceleratorOptions {
   distributed::DDPOptions ddp = {};
   // The fp16 loss scaler's settings (used only with mixed_precision "fp16").
   distributed::GradScalerOptions scaler = {};
+  // DDP or a ZeRO stage, and its settings (EMBER_STRATEGY, EMBER_WRAP_POLICY, ...;
+  // distributed/zero/sharding_options.h; default ddp).
+  distributed::ShardingOptions sharding = {};
 };
 
 // Every option decided: code, else environment, else default, validated.
@@ -62,6 +66,7 @@ struct ResolvedAcceleratorOptions {
   std::vector<std::string> log_with;
   distributed::DDPOptions ddp;
   distributed::GradScalerOptions scaler;
+  distributed::ResolvedShardingOptions sharding;
 };
 
 // Errors name the option, where its value came from (code or the variable)
