@@ -162,6 +162,11 @@ TEST_F(ConfigFileTest, MapsEveryDeepSpeedAndFsdpValue) {
     ConfigFile config = read(c.text);
     EXPECT_EQ(config.settings, c.expected) << c.text;
     EXPECT_EQ(config.warnings, std::vector<std::string>{}) << c.text;
+    // What the sections set survives the writer (the invariant of tests/fuzz/config_yaml.cpp):
+    // config_yaml names the job FSDP or DEEPSPEED, whose default strategy the written key beats.
+    ConfigFile reread = read(launch::config_yaml(config.settings));
+    EXPECT_EQ(reread.settings, config.settings) << launch::config_yaml(config.settings);
+    EXPECT_EQ(reread.warnings, std::vector<std::string>{}) << c.text;
   }
 }
 
