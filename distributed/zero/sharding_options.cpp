@@ -37,13 +37,16 @@ std::optional<bool> flag(const std::optional<bool>& code, const char* variable) 
   return from_code_or_env(code, variable, parse_env_flag);
 }
 
-// "GPT2Block,T5Block" -> {"GPT2Block", "T5Block"}; empty names are errors.
+// "GPT2Block, T5Block" -> {"GPT2Block", "T5Block"} (spaces around names
+// dropped, as the launcher does); empty names are errors.
 std::vector<std::string> split_type_names(const char* variable, const char* text) {
   std::vector<std::string> names;
   std::string_view rest = text;
   for (;;) {
     size_t comma = rest.find(',');
     std::string_view name = rest.substr(0, comma);
+    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
     EMBER_CHECK(!name.empty(), "{}='{}' is not a comma-separated list of module type names (an empty name)", variable,
                 text);
     names.emplace_back(name);

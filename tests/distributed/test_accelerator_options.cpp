@@ -110,7 +110,7 @@ TEST_F(AcceleratorOptionsTest, ShardingDefaults) {
 TEST_F(AcceleratorOptionsTest, ShardingFromTheEnvironmentAndCode) {
   setenv("EMBER_STRATEGY", "zero2", 1);
   setenv("EMBER_WRAP_POLICY", "size", 1);
-  setenv("EMBER_WRAP_MODULE_TYPES", "Block,Embedding", 1);
+  setenv("EMBER_WRAP_MODULE_TYPES", "Block, Embedding", 1);
   setenv("EMBER_WRAP_MIN_NUM_PARAMS", "5000", 1);
   setenv("EMBER_STATE_DICT_TYPE", "full", 1);
   setenv("EMBER_FORWARD_PREFETCH", "false", 1);
@@ -164,9 +164,9 @@ TEST_F(AcceleratorOptionsTest, BadShardingValuesNameTheOptionAndWhereItCameFrom)
                      "wrap_policy 'TRANSFORMER_BASED_WRAP' (from the environment variable EMBER_WRAP_POLICY) is not one "
                      "of transformer, size, none");
   unsetenv("EMBER_WRAP_POLICY");
-  setenv("EMBER_WRAP_MODULE_TYPES", "Block,,Mlp", 1);
+  setenv("EMBER_WRAP_MODULE_TYPES", "Block, ,Mlp", 1);
   EXPECT_EMBER_ERROR(resolve_accelerator_options({}),
-                     "EMBER_WRAP_MODULE_TYPES='Block,,Mlp' is not a comma-separated list of module type names");
+                     "EMBER_WRAP_MODULE_TYPES='Block, ,Mlp' is not a comma-separated list of module type names");
   unsetenv("EMBER_WRAP_MODULE_TYPES");
   EXPECT_EMBER_ERROR(resolve_accelerator_options({.sharding = {.wrap_module_types = std::vector<std::string>{}}}),
                      "wrap_module_types (from AcceleratorOptions) is empty");
