@@ -19,6 +19,7 @@
 #include <set>
 #include <sstream>
 
+#include "accelerate_sections.h"
 #include "core/error.h"
 
 namespace ember::launch {
@@ -28,13 +29,14 @@ namespace {
 // accelerate/commands/config/config_args.py): they choose Accelerate's
 // backends, plugins and TPU pods. Accepted without a word, so that a config
 // written by `accelerate config` works unchanged; any other key gets a warning.
+// distributed_type, deepspeed_config and fsdp_config are read
+// (accelerate_sections.h): a job that asks for sharding gets it.
 constexpr std::string_view kIgnoredAccelerateKeys[] = {
-    "command_file",      "commands",     "compute_environment", "debug",         "deepspeed_config",
-    "distributed_type",  "downcast_bf16", "dynamo_backend",      "dynamo_config", "enable_cpu_affinity",
-    "fp8_config",        "fsdp_config",  "gpu_ids",             "ipex_config",   "main_training_function",
-    "megatron_lm_config", "mpirun_config", "rdzv_backend",       "same_network",  "tp_config",
-    "tpu_env",           "tpu_name",     "tpu_use_cluster",     "tpu_use_sudo",  "tpu_vm",
-    "tpu_zone",
+    "command_file",       "commands",      "compute_environment", "debug",         "downcast_bf16",
+    "dynamo_backend",     "dynamo_config", "enable_cpu_affinity", "fp8_config",    "gpu_ids",
+    "ipex_config",        "main_training_function", "megatron_lm_config", "mpirun_config", "rdzv_backend",
+    "same_network",       "tp_config",     "tpu_env",             "tpu_name",      "tpu_use_cluster",
+    "tpu_use_sudo",       "tpu_vm",        "tpu_zone",
 };
 
 bool is_ignored_accelerate_key(std::string_view name) {
@@ -66,6 +68,10 @@ std::optional<std::string> value_text(const ConfigKey& key, const YAML::Node& va
   const bool quoted = value.Tag() == "!";
   switch (key.kind) {
     case ValueKind::text:
+    case ValueKind::strategy:
+    case ValueKind::wrap_policy:
+    case ValueKind::state_dict_type:
+    case ValueKind::type_names:
       // Accelerate's launcher treats an empty main_process_ip as not given.
       if (text.empty()) return std::nullopt;
       return text;
@@ -132,8 +138,12 @@ void emit_string(YAML::Emitter& out, const std::string& text) {
   out << text;
 }
 
-// Accelerate's name for the kind of job, which it requires in every config.
+// Accelerate's name for the kind of job, which it requires in every config:
+// sharded strategies are DeepSpeed's (zero1, which FSDP lacks) or FSDP's.
 std::string distributed_type(const Settings& settings) {
+  auto strategy = settings.find("strategy");
+  if (strategy != settings.end() && strategy->second == "zero1") return "DEEPSPEED";
+  if (strategy != settings.end() && strategy->second != "ddp") return "FSDP";
   long long processes = integer_setting(settings, "num_processes").value_or(1);
   long long machines = integer_setting(settings, "num_machines").value_or(1);
   if (processes <= 1 && machines <= 1) return "NO";
@@ -161,6 +171,7 @@ ConfigFile read_config_file(const std::string& path) {
   if (root.IsNull()) return config;  // an empty file sets nothing
   EMBER_CHECK(root.IsMap(), "config file '{}': expected a mapping of keys to values, got a {}", path, node_kind(root));
   std::set<std::string> seen;
+  AccelerateSections sections;
   for (const auto& entry : root) {
     int line = entry.first.Mark().line + 1;
     EMBER_CHECK(entry.first.IsScalar(), "config file '{}', line {}: a key must be a name, got a {}", path, line,
@@ -168,12 +179,23 @@ ConfigFile read_config_file(const std::string& path) {
     const std::string& name = entry.first.Scalar();
     std::string where = fmt::format("config file '{}', line {}, {}", path, line, name);
     EMBER_CHECK(seen.insert(name).second, "{}: the key appears twice", where);
-    if (const ConfigKey* key = find_config_key(name)) {
+    sections.key_lines[name] = line;
+    if (name == "distributed_type") {
+      sections.distributed_type = entry.second;
+      sections.distributed_type_line = line;
+    } else if (name == "deepspeed_config") {
+      sections.deepspeed_config = entry.second;
+      sections.deepspeed_config_line = line;
+    } else if (name == "fsdp_config") {
+      sections.fsdp_config = entry.second;
+      sections.fsdp_config_line = line;
+    } else if (const ConfigKey* key = find_config_key(name)) {
       if (auto text = value_text(*key, entry.second, where)) config.settings[name] = canonical_value(*key, *text, where);
     } else if (!is_ignored_accelerate_key(name)) {
       config.warnings.push_back(fmt::format("config file '{}', line {}: unknown key '{}' ignored", path, line, name));
     }
   }
+  apply_accelerate_sections(sections, config);
   // Checked here, where the file can be named; ember launch checks them again
   // against its flags (Note [Launcher configuration]).
   long long machines = integer_setting(config.settings, "num_machines").value_or(1);
@@ -201,7 +223,7 @@ std::string config_yaml(const Settings& settings) {
   for (const auto& [name, value] : all) {
     out << YAML::Key << name << YAML::Value;
     const ConfigKey* key = find_config_key(name);
-    bool is_string = !key || key->kind == ValueKind::text || key->kind == ValueKind::mixed_precision;
+    bool is_string = !key || is_string_kind(key->kind);
     if (is_string) {
       emit_string(out, value);
     } else {

@@ -23,7 +23,16 @@ enum class ValueKind {
   port,                  // 1 to 65535
   boolean,               // true, false
   text,                  // a non-empty string (an address, a path)
+  strategy,              // ddp, zero1, zero2, zero3, fsdp (zero3's other name), hybrid
+  wrap_policy,           // transformer, size, none
+  state_dict_type,       // sharded, full
+  type_names,            // a comma-separated list of module type names: "TransformerBlock,Embedding"
+  count,                 // a 64-bit integer of at least 1 (a number of parameters)
+  positive_number,       // a finite decimal number > 0 (1, 0.5, 1e-3)
 };
+
+// Kinds whose values are YAML strings (quoted or not), as opposed to numbers and booleans.
+bool is_string_kind(ValueKind kind);
 
 struct ConfigKey {
   std::string_view name;      // the YAML key; Accelerate's name where Accelerate has one
@@ -33,7 +42,9 @@ struct ConfigKey {
 };
 
 // Every key ember reads, launch keys first, then the Accelerator's in the
-// order of the variables' contract.
+// order of the variables' contract, the sharding keys last
+// (distributed/zero/sharding_options.h). The config file's `deepspeed_config`
+// and `fsdp_config` sections become these keys too (accelerate_sections.h).
 std::span<const ConfigKey> config_keys();
 // The key named `name`, or nullptr.
 const ConfigKey* find_config_key(std::string_view name);

@@ -158,6 +158,13 @@ Settings ask_config_questions(std::istream& in, std::ostream& out) {
       ask_integer(prompt, "How many batches should be accumulated per optimizer step?", 1, 1, std::numeric_limits<int>::max());
   // Note [Launcher configuration]: Accelerate refuses a file with this key, so it is written only when it matters.
   if (accumulation > 1) settings["gradient_accumulation_steps"] = std::to_string(accumulation);
+  if (processes > 1) {
+    // Written only when not DDP, like accumulation; config_yaml then names the job FSDP or DEEPSPEED for Accelerate.
+    std::string strategy = *ask_value(
+        prompt, "Which sharding strategy should the processes use (ddp, zero1, zero2, zero3, fsdp or hybrid)?",
+        key("strategy"), "ddp");
+    if (strategy != "ddp") settings["strategy"] = strategy;
+  }
   if (ask_yes_no(prompt,
                  "Do you want to set ember's other Accelerator options (split_batches, even_batches, seed, project_dir, "
                  "checkpoint naming)?",

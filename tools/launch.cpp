@@ -302,6 +302,9 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
       "Batches per optimizer step (EMBER_GRADIENT_ACCUMULATION_STEPS)");
   launch->add_flag_callback(
       "--cpu", [&options] { options.accelerator["use_cpu"] = "true"; }, "Train on the CPU even with a GPU (EMBER_USE_CPU)");
+  launch->add_option_function<std::string>(
+      "--strategy", [&options](const std::string& value) { options.accelerator["strategy"] = value; },
+      "What each process keeps of the model's state: ddp, zero1, zero2, zero3 (or fsdp), hybrid (EMBER_STRATEGY)");
   launch->parse_complete_callback([launch, &options] {
     for (const CLI::Option* option : launch->get_options()) {
       if (option->count() > 0) options.flags_given.insert(option->get_name());
@@ -315,7 +318,8 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
       "and EMBER_STORE_TOKEN, EMBER_TIMEOUT, EMBER_JOB_ID, EMBER_RESTART_COUNT (distributed/README.md).\n"
       "--nnodes > 1: the same EMBER_STORE_TOKEN must be in every launcher's environment.\n"
       "The Accelerator's options reach the workers as EMBER_MIXED_PRECISION, EMBER_GRADIENT_ACCUMULATION_STEPS,\n"
-      "EMBER_USE_CPU, ...: from the flags, else the config file, else the environment (tools/README.md).");
+      "EMBER_USE_CPU, EMBER_STRATEGY, ...: from the flags, else the config file (its deepspeed_config or\n"
+      "fsdp_config section too), else the environment (tools/README.md).");
   return launch;
 }
 

@@ -1,7 +1,8 @@
 // The `ember` command line. Subcommands: launch (tools/launch.cpp), which
 // starts and supervises a distributed job's workers; config
 // (tools/config_command.cpp), which writes the config file launch reads; env
-// (tools/env_command.cpp), which prints what a bug report needs.
+// (tools/env_command.cpp), which prints what a bug report needs;
+// estimate-memory (tools/estimate_memory.cpp), each strategy's bytes per process.
 // Tests: tests/distributed/test_launch.cpp, tests/tools/.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "config_command.h"
 #include "core/error.h"
 #include "env_command.h"
+#include "estimate_memory.h"
 #include "launch.h"
 
 namespace {
@@ -47,6 +49,8 @@ int main(int argc, char** argv) {
   CLI::App* config = ember::launch::add_config_command(app, config_options);
   ember::launch::EnvCommandOptions env_options;
   CLI::App* env = ember::launch::add_env_command(app, env_options);
+  ember::launch::EstimateMemoryOptions estimate_options;
+  CLI::App* estimate = ember::launch::add_estimate_memory_command(app, estimate_options);
   try {
     std::reverse(ours.begin(), ours.end());  // CLI11 takes a vector in reverse order
     app.parse(ours);
@@ -62,6 +66,12 @@ int main(int argc, char** argv) {
     return run_reporting_errors("env", [&] {
       std::printf("Copy and paste the text below into your bug report.\n\n");
       for (const std::string& line : ember::launch::environment_report(env_options)) std::printf("%s\n", line.c_str());
+      return 0;
+    });
+  }
+  if (estimate->parsed()) {
+    return run_reporting_errors("estimate-memory", [&] {
+      for (const std::string& line : ember::launch::memory_table(estimate_options)) std::printf("%s\n", line.c_str());
       return 0;
     });
   }

@@ -47,7 +47,8 @@ struct AcceleratorOptions {
   distributed::DDPOptions ddp = {};
   // The fp16 loss scaler's settings (used only with mixed_precision "fp16").
   distributed::GradScalerOptions scaler = {};
-  // DDP or a ZeRO stage, and how ZeRO wraps the model (sharding_options.h).
+  // DDP or a ZeRO stage, and its settings (EMBER_STRATEGY, EMBER_WRAP_POLICY, ...;
+  // distributed/zero/sharding_options.h; default ddp).
   distributed::ShardingOptions sharding = {};
 };
 

@@ -13,7 +13,10 @@ namespace {
 
 const char* const kVariables[] = {"EMBER_MIXED_PRECISION", "EMBER_GRADIENT_ACCUMULATION_STEPS", "EMBER_USE_CPU",
                                   "EMBER_SPLIT_BATCHES",   "EMBER_EVEN_BATCHES",                "EMBER_SEED",
-                                  "EMBER_PROJECT_DIR",     "EMBER_AUTOMATIC_CHECKPOINT_NAMING", "EMBER_TOTAL_LIMIT"};
+                                  "EMBER_PROJECT_DIR",     "EMBER_AUTOMATIC_CHECKPOINT_NAMING", "EMBER_TOTAL_LIMIT",
+                                  "EMBER_STRATEGY",        "EMBER_WRAP_POLICY",                 "EMBER_WRAP_MODULE_TYPES",
+                                  "EMBER_WRAP_MIN_NUM_PARAMS", "EMBER_STATE_DICT_TYPE",         "EMBER_FORWARD_PREFETCH",
+                                  "EMBER_BACKWARD_PREFETCH", "EMBER_ACTIVATION_CHECKPOINTING",  "EMBER_MAX_GRAD_NORM"};
 
 // Clears the variables for the test and restores nothing: no other test in
 // this binary sets them.
@@ -87,6 +90,107 @@ TEST_F(AcceleratorOptionsTest, BadValuesNameTheOptionAndWhereItCameFrom) {
   unsetenv("EMBER_USE_CPU");
   EXPECT_EMBER_ERROR(resolve_accelerator_options({.total_limit = 0}), "total_limit must be at least 1, got 0");
   EXPECT_EMBER_ERROR(resolve_accelerator_options({.project_dir = ""}), "project_dir (from AcceleratorOptions) is empty");
+}
+
+// Sharding (distributed/zero/sharding_options.h): DDP unless asked, each
+// transformer block a unit, sharded checkpoints, prefetching on, no clipping.
+TEST_F(AcceleratorOptionsTest, ShardingDefaults) {
+  distributed::ResolvedShardingOptions resolved = resolve_accelerator_options({}).sharding;
+  EXPECT_EQ(resolved.strategy, distributed::ShardingStrategy::ddp);
+  EXPECT_EQ(resolved.wrap_policy, distributed::WrapPolicy::transformer);
+  EXPECT_EQ(resolved.wrap_module_types, std::vector<std::string>{"TransformerBlock"});
+  EXPECT_EQ(resolved.min_num_params, 100000);
+  EXPECT_FALSE(resolved.full_state_dict);
+  EXPECT_TRUE(resolved.forward_prefetch);
+  EXPECT_TRUE(resolved.backward_prefetch);
+  EXPECT_FALSE(resolved.activation_checkpointing);
+  EXPECT_FALSE(resolved.max_grad_norm.has_value());
+}
+
+TEST_F(AcceleratorOptionsTest, ShardingFromTheEnvironmentAndCode) {
+  setenv("EMBER_STRATEGY", "zero2", 1);
+  setenv("EMBER_WRAP_POLICY", "size", 1);
+  setenv("EMBER_WRAP_MODULE_TYPES", "Block, Embedding", 1);
+  setenv("EMBER_WRAP_MIN_NUM_PARAMS", "5000", 1);
+  setenv("EMBER_STATE_DICT_TYPE", "full", 1);
+  setenv("EMBER_FORWARD_PREFETCH", "false", 1);
+  setenv("EMBER_BACKWARD_PREFETCH", "0", 1);
+  setenv("EMBER_ACTIVATION_CHECKPOINTING", "true", 1);
+  setenv("EMBER_MAX_GRAD_NORM", "0.5", 1);
+  distributed::ResolvedShardingOptions resolved = resolve_accelerator_options({}).sharding;
+  EXPECT_EQ(resolved.strategy, distributed::ShardingStrategy::zero2);
+  EXPECT_EQ(resolved.wrap_policy, distributed::WrapPolicy::size);
+  EXPECT_EQ(resolved.wrap_module_types, (std::vector<std::string>{"Block", "Embedding"}));
+  EXPECT_EQ(resolved.min_num_params, 5000);
+  EXPECT_TRUE(resolved.full_state_dict);
+  EXPECT_FALSE(resolved.forward_prefetch);
+  EXPECT_FALSE(resolved.backward_prefetch);
+  EXPECT_TRUE(resolved.activation_checkpointing);
+  EXPECT_EQ(resolved.max_grad_norm, 0.5);
+
+  // Code wins, field by field.
+  resolved = resolve_accelerator_options({.sharding = {.strategy = "fsdp", .wrap_module_types = std::vector<std::string>{"Mlp"},
+                                                       .backward_prefetch = true, .max_grad_norm = 2.0}})
+                 .sharding;
+  EXPECT_EQ(resolved.strategy, distributed::ShardingStrategy::zero3);  // fsdp is zero3's other name
+  EXPECT_EQ(resolved.wrap_module_types, std::vector<std::string>{"Mlp"});
+  EXPECT_TRUE(resolved.backward_prefetch);
+  EXPECT_EQ(resolved.max_grad_norm, 2.0);
+  EXPECT_EQ(resolved.wrap_policy, distributed::WrapPolicy::size);  // still from the environment
+  EXPECT_FALSE(resolved.forward_prefetch);
+}
+
+TEST_F(AcceleratorOptionsTest, ShardingStrategyNames) {
+  using distributed::ShardingStrategy;
+  for (ShardingStrategy strategy : {ShardingStrategy::ddp, ShardingStrategy::zero1, ShardingStrategy::zero2,
+                                    ShardingStrategy::zero3, ShardingStrategy::hybrid}) {
+    EXPECT_EQ(distributed::parse_sharding_strategy(distributed::to_string(strategy)), strategy);
+  }
+  EXPECT_EQ(distributed::parse_sharding_strategy("fsdp"), ShardingStrategy::zero3);
+  EXPECT_EQ(distributed::parse_sharding_strategy("ZERO3"), std::nullopt);
+  EXPECT_EQ(distributed::parse_sharding_strategy("zero4"), std::nullopt);
+  EXPECT_EQ(distributed::parse_sharding_strategy(""), std::nullopt);
+}
+
+TEST_F(AcceleratorOptionsTest, BadShardingValuesNameTheOptionAndWhereItCameFrom) {
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({.sharding = {.strategy = "zero4"}}),
+                     "strategy 'zero4' (from AcceleratorOptions) is not one of ddp, zero1, zero2, zero3, fsdp, hybrid");
+  setenv("EMBER_STRATEGY", "FULL_SHARD", 1);
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({}),
+                     "strategy 'FULL_SHARD' (from the environment variable EMBER_STRATEGY) is not one of");
+  unsetenv("EMBER_STRATEGY");
+  setenv("EMBER_WRAP_POLICY", "TRANSFORMER_BASED_WRAP", 1);
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({}),
+                     "wrap_policy 'TRANSFORMER_BASED_WRAP' (from the environment variable EMBER_WRAP_POLICY) is not one "
+                     "of transformer, size, none");
+  unsetenv("EMBER_WRAP_POLICY");
+  setenv("EMBER_WRAP_MODULE_TYPES", "Block, ,Mlp", 1);
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({}),
+                     "EMBER_WRAP_MODULE_TYPES='Block, ,Mlp' is not a comma-separated list of module type names");
+  unsetenv("EMBER_WRAP_MODULE_TYPES");
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({.sharding = {.wrap_module_types = std::vector<std::string>{}}}),
+                     "wrap_module_types (from AcceleratorOptions) is empty");
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({.sharding = {.min_num_params = 0}}),
+                     "min_num_params must be at least 1, got 0 (from AcceleratorOptions)");
+  setenv("EMBER_WRAP_MIN_NUM_PARAMS", "1e8", 1);
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({}), "EMBER_WRAP_MIN_NUM_PARAMS='1e8' is not an integer");
+  unsetenv("EMBER_WRAP_MIN_NUM_PARAMS");
+  setenv("EMBER_STATE_DICT_TYPE", "FULL_STATE_DICT", 1);
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({}),
+                     "state_dict_type 'FULL_STATE_DICT' (from the environment variable EMBER_STATE_DICT_TYPE) is not one "
+                     "of sharded, full");
+  unsetenv("EMBER_STATE_DICT_TYPE");
+  setenv("EMBER_BACKWARD_PREFETCH", "BACKWARD_PRE", 1);
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({}), "EMBER_BACKWARD_PREFETCH='BACKWARD_PRE' is not a flag");
+  unsetenv("EMBER_BACKWARD_PREFETCH");
+  setenv("EMBER_MAX_GRAD_NORM", "none", 1);
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({}), "EMBER_MAX_GRAD_NORM='none' is not a number");
+  setenv("EMBER_MAX_GRAD_NORM", "0", 1);
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({}),
+                     "max_grad_norm must be a positive number, got 0 (from the environment variable EMBER_MAX_GRAD_NORM)");
+  unsetenv("EMBER_MAX_GRAD_NORM");
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({.sharding = {.max_grad_norm = -1.0}}),
+                     "max_grad_norm must be a positive number, got -1 (from AcceleratorOptions)");
 }
 
 }  // namespace

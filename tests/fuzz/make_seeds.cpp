@@ -275,7 +275,8 @@ void manifest_seeds() {
 // config_yaml
 
 void config_yaml_seeds() {
-  for (const char* name : {"accelerate_multi_cpu_config.yaml", "accelerate_legacy_gpu_config.yaml"})
+  for (const char* name : {"accelerate_multi_cpu_config.yaml", "accelerate_legacy_gpu_config.yaml",
+                           "accelerate_deepspeed_config.yaml", "accelerate_fsdp_config.yaml"})
     seed("config_yaml", name, read_bytes(kSource / "tests" / "data" / name));
   seed("config_yaml", "ember_written",
        launch::config_yaml({{"num_processes", "4"}, {"num_machines", "2"}, {"machine_rank", "1"},
@@ -303,6 +304,9 @@ void config_yaml_seeds() {
       {"not_yaml", "num_processes: [2\n"},
       {"tabs_and_bom", "\xef\xbb\xbfnum_processes:\t2\n"},
       {"unknown_keys", "num_gpus: 8\nfsdp_config: {a: 1}\n"},
+      {"sharding_keys", "strategy: zero2\nwrap_module_types: A, B\nmax_grad_norm: 1.0\nmin_num_params: 100\n"},
+      {"sections_conflict", "gradient_accumulation_steps: 2\ndeepspeed_config:\n  gradient_accumulation_steps: '4'\n"
+                            "  zero_stage: 3\nfsdp_config:\n  sharding_strategy: 2\n"},
       {"deep_nesting", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["},
   };
   for (const auto& [name, text] : cases) seed("config_yaml", name, text);

@@ -61,6 +61,28 @@ TEST_F(ConfigCommandTest, FlagsWriteAFileThatReadsBackEqual) {
   EXPECT_EQ(config.warnings, std::vector<std::string>{});
 }
 
+// The sharding keys from their flags; a sharded strategy makes the job FSDP's
+// kind for Accelerate's distributed_type.
+TEST_F(ConfigCommandTest, ShardingFlagsWriteTheirKeys) {
+  ProcessResult result = ember_config(
+      {default_file}, {"--num-processes", "2", "--cpu", "--strategy", "zero3", "--wrap-policy", "size",
+                       "--min-num-params", "5000", "--wrap-module-types", "Block", "--state-dict-type", "full",
+                       "--forward-prefetch", "false", "--backward-prefetch", "true", "--activation-checkpointing",
+                       "true", "--max-grad-norm", "1.0"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  Settings expected = {
+      {"activation_checkpointing", "true"}, {"backward_prefetch", "true"}, {"forward_prefetch", "false"},
+      {"machine_rank", "0"},                {"max_grad_norm", "1"},        {"min_num_params", "5000"},
+      {"mixed_precision", "no"},            {"num_machines", "1"},         {"num_processes", "2"},
+      {"state_dict_type", "full"},          {"strategy", "zero3"},         {"use_cpu", "true"},
+      {"wrap_module_types", "Block"},       {"wrap_policy", "size"},
+  };
+  launch::ConfigFile config = launch::read_config_file(path);
+  EXPECT_EQ(config.settings, expected);
+  EXPECT_EQ(config.warnings, std::vector<std::string>{});
+  EXPECT_TRUE(contains(read_text(path), "distributed_type: FSDP\n")) << read_text(path);
+}
+
 // The basic keys `accelerate config` writes, with its values for what is not
 // given, and the text Accelerate would write for them; --config-file picks the path.
 TEST_F(ConfigCommandTest, WritesAccelerateText) {
@@ -91,6 +113,9 @@ TEST_F(ConfigCommandTest, BadFlagsWriteNothing) {
       {{"--machine-rank", "1"}, "ember config: --machine-rank 1 is not a machine of --num-machines 1 (0 to 0)\n"},
       {{"--mixed-precision", "fp8"}, "ember config: --mixed-precision: 'fp8' is not one of no, fp16 or bf16\n"},
       {{"--split-batches", "yes"}, "ember config: --split-batches: 'yes' is not true or false\n"},
+      {{"--strategy", "FULL_SHARD"},
+       "ember config: --strategy: 'FULL_SHARD' is not one of ddp, zero1, zero2, zero3, fsdp or hybrid\n"},
+      {{"--max-grad-norm", "-1"}, "ember config: --max-grad-norm: '-1' is not a positive number\n"},
       {{"--show", "--seed", "1"}, "ember config: --show prints the config in force and takes no settings\n"},
   };
   for (const Case& c : cases) {
@@ -208,6 +233,8 @@ TEST_F(ConfigCommandTest, AsksOnATerminalAndAsksAgainAfterABadAnswer) {
       {"Do you wish to use mixed precision (no, fp16 or bf16)? [no]: ", "fp8"},
       {"Please enter one of no, fp16 or bf16.\r\nDo you wish to use mixed precision (no, fp16 or bf16)? [no]: ", "bf16"},
       {"How many batches should be accumulated per optimizer step? [1]: ", "2"},
+      {"Which sharding strategy should the processes use (ddp, zero1, zero2, zero3, fsdp or hybrid)? [ddp]: ", "zero4"},
+      {"Please enter one of ddp, zero1, zero2, zero3, fsdp or hybrid.\r\n", "zero2"},
       {"Do you want to set ember's other Accelerator options (split_batches, even_batches, seed, project_dir, "
        "checkpoint naming)? [yes/NO]: ",
        "yes"},
@@ -229,7 +256,7 @@ TEST_F(ConfigCommandTest, AsksOnATerminalAndAsksAgainAfterABadAnswer) {
       {"automatic_checkpoint_naming", "true"}, {"even_batches", "false"}, {"gradient_accumulation_steps", "2"},
       {"machine_rank", "0"},                   {"mixed_precision", "bf16"}, {"num_machines", "1"},
       {"num_processes", "3"},                  {"seed", "17"},           {"split_batches", "false"},
-      {"total_limit", "4"},                    {"use_cpu", "true"},
+      {"strategy", "zero2"},                   {"total_limit", "4"},     {"use_cpu", "true"},
   };
   EXPECT_EQ(launch::read_config_file(path).settings, expected);
 }
@@ -249,6 +276,7 @@ TEST_F(ConfigCommandTest, AsksForTheMainProcessOnSeveralMachines) {
       {"Please enter a multiple of 2 from 2 to 2147483647.\r\n", "4"},
       {"(no, fp16 or bf16)? [no]: ", ""},
       {"per optimizer step? [1]: ", ""},
+      {"(ddp, zero1, zero2, zero3, fsdp or hybrid)? [ddp]: ", ""},
       {"checkpoint naming)? [yes/NO]: ", ""},
   };
   for (const auto& [question, answer] : steps) {

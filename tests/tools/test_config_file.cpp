@@ -70,6 +70,275 @@ TEST_F(ConfigFileTest, ReadsOlderAccelerateConfigWithNulls) {
   EXPECT_EQ(config.warnings, std::vector<std::string>{});
 }
 
+// tests/data/accelerate_deepspeed_config.yaml: `accelerate config` (1.x) for
+// this machine, multi-GPU, DeepSpeed without a JSON file, ZeRO stage 2, no
+// offloading, 4 accumulation steps, clipping at 1.0, 2 processes, bf16. It
+// ran as DDP with accumulation 1 before (issue 17); now every key counts.
+TEST_F(ConfigFileTest, ReadsAccelerateDeepSpeedConfig) {
+  ConfigFile config = launch::read_config_file(kDataDir + "/accelerate_deepspeed_config.yaml");
+  Settings expected = {{"gradient_accumulation_steps", "4"}, {"machine_rank", "0"}, {"max_grad_norm", "1"},
+                       {"mixed_precision", "bf16"},          {"num_machines", "1"}, {"num_processes", "2"},
+                       {"strategy", "zero2"},                {"use_cpu", "false"}};
+  EXPECT_EQ(config.settings, expected);
+  EXPECT_EQ(config.warnings, std::vector<std::string>{});
+}
+
+// tests/data/accelerate_fsdp_config.yaml: FSDP1, FULL_SHARD, transformer
+// wrapping of TransformerBlock, BACKWARD_PRE, sharded state dict, activation
+// checkpointing; CPU-RAM-efficient loading is warned about (every process
+// builds the whole model in ember).
+TEST_F(ConfigFileTest, ReadsAccelerateFsdpConfig) {
+  std::string path = kDataDir + "/accelerate_fsdp_config.yaml";
+  ConfigFile config = launch::read_config_file(path);
+  Settings expected = {
+      {"activation_checkpointing", "true"}, {"backward_prefetch", "true"},         {"forward_prefetch", "false"},
+      {"machine_rank", "0"},                {"mixed_precision", "bf16"},           {"num_machines", "1"},
+      {"num_processes", "2"},               {"state_dict_type", "sharded"},        {"strategy", "zero3"},
+      {"use_cpu", "false"},                 {"wrap_module_types", "TransformerBlock"}, {"wrap_policy", "transformer"},
+  };
+  EXPECT_EQ(config.settings, expected);
+  EXPECT_EQ(config.warnings,
+            std::vector<std::string>{"config file '" + path +
+                                     "', line 10: fsdp_config.fsdp_cpu_ram_efficient_loading: true is not honoured: "
+                                     "every process builds the whole model (prepare() then starts every process from "
+                                     "rank 0's parameters)"});
+}
+
+// Every value each key takes, Accelerate's older spellings included.
+TEST_F(ConfigFileTest, MapsEveryDeepSpeedAndFsdpValue) {
+  struct Case {
+    std::string text;
+    Settings expected;
+  };
+  std::vector<Case> cases = {
+      {"distributed_type: DEEPSPEED\n", {{"strategy", "zero2"}}},  // DeepSpeedPlugin's default stage
+      {"distributed_type: FSDP\n", {{"strategy", "zero3"}}},       // FULL_SHARD, the plugin's default
+      {"distributed_type: FSDP\nfsdp_config: {}\n", {{"strategy", "zero3"}}},
+      {"distributed_type: MULTI_GPU\ndeepspeed_config: {}\nfsdp_config: {}\n", {}},
+      {"deepspeed_config:\n  zero_stage: 0\n", {{"strategy", "ddp"}}},
+      {"deepspeed_config:\n  zero_stage: 1\n", {{"strategy", "zero1"}}},
+      {"deepspeed_config:\n  zero_stage: '3'\n", {{"strategy", "zero3"}}},  // Accelerate reads '3' as 3
+      {"deepspeed_config:\n  gradient_accumulation_steps: '8'\n",
+       {{"strategy", "zero2"}, {"gradient_accumulation_steps", "8"}}},
+      {"deepspeed_config:\n  gradient_clipping: 0.5\n", {{"strategy", "zero2"}, {"max_grad_norm", "0.5"}}},
+      {"deepspeed_config:\n  gradient_clipping: 0\n", {{"strategy", "zero2"}}},  // DeepSpeed: 0 is no clipping
+      {"deepspeed_config:\n  zero_stage: 3\n  zero3_init_flag: false\n  zero3_save_16bit_model: false\n",
+       {{"strategy", "zero3"}}},
+      {"deepspeed_config:\n  zero_stage: 2\n  deepspeed_multinode_launcher: standard\n", {{"strategy", "zero2"}}},
+      {"deepspeed_config:\n  zero_stage: 2\ngradient_accumulation_steps: 2\n",
+       {{"strategy", "zero2"}, {"gradient_accumulation_steps", "2"}}},
+      {"deepspeed_config:\n  gradient_accumulation_steps: 2\ngradient_accumulation_steps: 2\n",
+       {{"strategy", "zero2"}, {"gradient_accumulation_steps", "2"}}},  // the same value twice is no conflict
+      {"distributed_type: DEEPSPEED\nstrategy: zero1\n", {{"strategy", "zero1"}}},  // a top-level key beats a default
+      {"fsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n", {{"strategy", "zero2"}}},
+      {"fsdp_config:\n  fsdp_sharding_strategy: no_shard\n", {{"strategy", "ddp"}}},
+      {"fsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD\n", {{"strategy", "hybrid"}}},
+      {"fsdp_config:\n  fsdp_sharding_strategy: 1\n", {{"strategy", "zero3"}}},
+      {"fsdp_config:\n  fsdp_sharding_strategy: 2\n", {{"strategy", "zero2"}}},
+      {"fsdp_config:\n  fsdp_sharding_strategy: 3\n", {{"strategy", "ddp"}}},
+      {"fsdp_config:\n  fsdp_sharding_strategy: 4\n", {{"strategy", "hybrid"}}},
+      {"fsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n", {{"strategy", "zero2"}}},
+      {"fsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: true\n", {{"strategy", "zero3"}}},
+      {"fsdp_config:\n  fsdp_reshard_after_forward: SHARD_GRAD_OP\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n",
+       {{"strategy", "zero2"}}},
+      {"fsdp_config:\n  sharding_strategy: FULL_SHARD\n", {{"strategy", "zero3"}}},  // Accelerate adds the fsdp_ prefix
+      {"fsdp_config:\n  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n  fsdp_min_num_params: 100000000\n",
+       {{"strategy", "zero3"}, {"wrap_policy", "size"}, {"min_num_params", "100000000"}}},
+      {"fsdp_config:\n  fsdp_auto_wrap_policy: NO_WRAP\n", {{"strategy", "zero3"}, {"wrap_policy", "none"}}},
+      {"fsdp_config:\n  fsdp_transformer_layer_cls_to_wrap: 'Block, Embedding'\n",
+       {{"strategy", "zero3"}, {"wrap_module_types", "Block,Embedding"}}},
+      {"fsdp_config:\n  fsdp_state_dict_type: FULL_STATE_DICT\n", {{"strategy", "zero3"}, {"state_dict_type", "full"}}},
+      {"fsdp_config:\n  fsdp_state_dict_type: 3\n", {{"strategy", "zero3"}, {"state_dict_type", "sharded"}}},
+      {"fsdp_config:\n  fsdp_backward_prefetch: BACKWARD_POST\n", {{"strategy", "zero3"}, {"backward_prefetch", "true"}}},
+      {"fsdp_config:\n  fsdp_backward_prefetch: NO_PREFETCH\n", {{"strategy", "zero3"}, {"backward_prefetch", "false"}}},
+      {"fsdp_config:\n  fsdp_backward_prefetch_policy: BACKWARD_PRE\n",
+       {{"strategy", "zero3"}, {"backward_prefetch", "true"}}},
+      {"fsdp_config:\n  fsdp_forward_prefetch: 'True'\n  fsdp_activation_checkpointing: no\n",
+       {{"strategy", "zero3"}, {"forward_prefetch", "true"}, {"activation_checkpointing", "false"}}},
+      {"fsdp_config:\n  fsdp_offload_params: false\n  fsdp_sync_module_states: true\n  fsdp_use_orig_params: true\n",
+       {{"strategy", "zero3"}}},
+  };
+  for (const Case& c : cases) {
+    ConfigFile config = read(c.text);
+    EXPECT_EQ(config.settings, c.expected) << c.text;
+    EXPECT_EQ(config.warnings, std::vector<std::string>{}) << c.text;
+    // What the sections set survives the writer (the invariant of tests/fuzz/config_yaml.cpp):
+    // config_yaml names the job FSDP or DEEPSPEED, whose default strategy the written key beats.
+    ConfigFile reread = read(launch::config_yaml(config.settings));
+    EXPECT_EQ(reread.settings, config.settings) << launch::config_yaml(config.settings);
+    EXPECT_EQ(reread.warnings, std::vector<std::string>{}) << c.text;
+  }
+}
+
+// What ember does not do is said, key by key; the job still runs.
+TEST_F(ConfigFileTest, KeysNotHonouredAreWarnedAboutByName) {
+  struct Case {
+    std::string text;
+    std::string warning;  // after "config file '<path>', line 2: "
+  };
+  std::vector<Case> cases = {
+      {"deepspeed_config:\n  offload_optimizer_device: cpu\n",
+       "deepspeed_config.offload_optimizer_device: cpu is not honoured: ember keeps the optimizer state on the device "
+       "it trains on (in a CPU job, the CPU's memory already)"},
+      {"deepspeed_config:\n  offload_param_device: nvme\n",
+       "deepspeed_config.offload_param_device: nvme is not honoured: ember keeps the parameters on the device it "
+       "trains on (in a CPU job, the CPU's memory already)"},
+      {"deepspeed_config:\n  offload_param_nvme_path: /nvme\n",
+       "deepspeed_config.offload_param_nvme_path: ignored: ember does not offload to NVMe"},
+      {"deepspeed_config:\n  zero3_init_flag: true\n",
+       "deepspeed_config.zero3_init_flag: true is not honoured: every process builds the whole model, and prepare() "
+       "shards it"},
+      {"deepspeed_config:\n  zero3_save_16bit_model: true\n",
+       "deepspeed_config.zero3_save_16bit_model: true is not honoured: save_model writes the whole model in the "
+       "parameters' own dtype"},
+      {"deepspeed_config:\n  deepspeed_multinode_launcher: pdsh\n",
+       "deepspeed_config.deepspeed_multinode_launcher: 'pdsh' ignored: ember launch runs on each machine itself "
+       "(num_machines, machine_rank)"},
+      {"deepspeed_config:\n  deepspeed_hostfile: /etc/hosts\n",
+       "deepspeed_config.deepspeed_hostfile: ignored: ember launch runs on each machine itself (num_machines, "
+       "machine_rank)"},
+      {"deepspeed_config:\n  deepspeed_moe_layer_cls_names: MixtralSparseMoeBlock\n",
+       "deepspeed_config.deepspeed_moe_layer_cls_names: not honoured: ember has no mixture-of-experts layers to treat "
+       "apart"},
+      {"deepspeed_config:\n  future_key: 1\n", "deepspeed_config.future_key: unknown key ignored"},
+      {"fsdp_config:\n  fsdp_offload_params: true\n",
+       "fsdp_config.fsdp_offload_params: true is not honoured: ember keeps parameters and gradients on the device it "
+       "trains on"},
+      {"fsdp_config:\n  fsdp_sync_module_states: false\n",
+       "fsdp_config.fsdp_sync_module_states: false is not honoured: prepare() always starts every process from rank "
+       "0's parameters"},
+      {"fsdp_config:\n  fsdp_use_orig_params: false\n",
+       "fsdp_config.fsdp_use_orig_params: false is not honoured: the optimizer always sees the model's own parameters"},
+      {"fsdp_config:\n  fsdp_ignored_modules: lm_head\n",
+       "fsdp_config.fsdp_ignored_modules: not honoured: every module's parameters are sharded"},
+      {"fsdp_config:\n  fsdp_state_dict_type: LOCAL_STATE_DICT\n",
+       "fsdp_config.fsdp_state_dict_type: LOCAL_STATE_DICT is read as SHARDED_STATE_DICT: ember's sharded checkpoints "
+       "carry a manifest and load at any number of processes"},
+      {"fsdp_config:\n  fsdp_mixed_precision_policy: bf16\n", "fsdp_config.fsdp_mixed_precision_policy: unknown key ignored"},
+  };
+  for (const Case& c : cases) {
+    ConfigFile config = read(c.text);
+    EXPECT_EQ(config.warnings, std::vector<std::string>{"config file '" + path() + "', line 2: " + c.warning}) << c.text;
+  }
+  EXPECT_EQ(read("deepspeed_config:\n  offload_optimizer_device: cpu\n").settings, (Settings{{"strategy", "zero2"}}));
+}
+
+// What ember cannot run, or cannot tell how to run, stops the launcher with the key and the value.
+TEST_F(ConfigFileTest, DeepSpeedAndFsdpErrors) {
+  struct Case {
+    std::string text;
+    std::string message;  // after "config file '<path>'"
+  };
+  std::vector<Case> cases = {
+      {"distributed_type: XLA\n",
+       ", line 1, distributed_type: 'XLA' is not a kind of job ember runs (ember has no TPU or XLA backend); use NO, "
+       "MULTI_CPU, MULTI_GPU, DEEPSPEED or FSDP"},
+      {"distributed_type: MEGATRON_LM\n",
+       ", line 1, distributed_type: 'MEGATRON_LM' is not a kind of job ember runs (ember has no tensor parallelism); "
+       "use NO, MULTI_CPU, MULTI_GPU, DEEPSPEED or FSDP"},
+      {"distributed_type: MULTI_NPU\n",
+       ", line 1, distributed_type: 'MULTI_NPU' is not a kind of job ember runs (ember runs on CPUs and NVIDIA GPUs "
+       "(MULTI_CPU, MULTI_GPU)); use NO, MULTI_CPU, MULTI_GPU, DEEPSPEED or FSDP"},
+      {"deepspeed_config:\n  zero_stage: 2\nfsdp_config:\n  fsdp_version: 1\n",
+       ": deepspeed_config (line 1) and fsdp_config (line 3) are both set; a job shards one way: keep one"},
+      {"distributed_type: MULTI_GPU\ndeepspeed_config:\n  zero_stage: 2\n",
+       ", line 2, deepspeed_config: the section is set but distributed_type is MULTI_GPU (line 1), for which "
+       "Accelerate ignores it; set distributed_type: DEEPSPEED, or remove the section"},
+      {"distributed_type: DEEPSPEED\nfsdp_config:\n  fsdp_version: 1\n",
+       ", line 2, fsdp_config: the section is set but distributed_type is DEEPSPEED (line 1), for which Accelerate "
+       "ignores it; set distributed_type: FSDP, or remove the section"},
+      {"deepspeed_config:\n  deepspeed_config_file: ds.json\n",
+       ", line 2, deepspeed_config.deepspeed_config_file: 'ds.json': ember does not read DeepSpeed's JSON config; "
+       "give zero_stage, gradient_accumulation_steps and gradient_clipping in deepspeed_config instead (or ember "
+       "launch --strategy zero1/zero2/zero3), and remove deepspeed_config_file"},
+      {"deepspeed_config:\n  zero_stage: 4\n",
+       ", line 2, deepspeed_config.zero_stage: '4' is not an integer from 0 to 3"},
+      {"deepspeed_config:\n  zero_stage: two\n",
+       ", line 2, deepspeed_config.zero_stage: 'two' is not an integer from 0 to 3"},
+      {"deepspeed_config:\n  gradient_accumulation_steps: auto\n",
+       ", line 2, deepspeed_config.gradient_accumulation_steps: 'auto' is not an integer from 1 to 2147483647"},
+      {"deepspeed_config:\n  gradient_clipping: -1\n",
+       ", line 2, deepspeed_config.gradient_clipping: '-1' is not a number of at least 0"},
+      {"deepspeed_config:\n  offload_optimizer_device: gpu\n",
+       ", line 2, deepspeed_config.offload_optimizer_device: 'gpu' is not one of none, cpu, nvme"},
+      {"deepspeed_config:\n  zero3_init_flag: maybe\n",
+       ", line 2, deepspeed_config.zero3_init_flag: 'maybe' is not true or false"},
+      {"deepspeed_config:\n  zero_stage: [2]\n", ", line 2, deepspeed_config.zero_stage: expected a value, got a list"},
+      {"deepspeed_config: 2\n", ", line 1, deepspeed_config: expected a mapping of keys to values, got a value"},
+      {"gradient_accumulation_steps: 2\ndeepspeed_config:\n  gradient_accumulation_steps: 4\n",
+       ": gradient_accumulation_steps is 2 at line 1 but deepspeed_config.gradient_accumulation_steps at line 3 gives "
+       "4; keep one"},
+      {"strategy: zero1\ndeepspeed_config:\n  zero_stage: 3\n",
+       ": strategy is zero1 at line 1 but deepspeed_config.zero_stage at line 3 gives zero3; keep one"},
+      {"max_grad_norm: 2\ndeepspeed_config:\n  gradient_clipping: 1.0\n",
+       ": max_grad_norm is 2 at line 1 but deepspeed_config.gradient_clipping at line 3 gives 1; keep one"},
+      {"fsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n  fsdp_reshard_after_forward: false\n",
+       ": fsdp_config.fsdp_sharding_strategy at line 2 gives strategy zero3 but fsdp_config.fsdp_reshard_after_forward "
+       "at line 3 gives zero2; keep one"},
+      {"fsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD_ZERO2\n",
+       ", line 2, fsdp_config.fsdp_sharding_strategy: 'HYBRID_SHARD_ZERO2' (HYBRID_SHARD_ZERO2) is not a strategy "
+       "ember has: its hybrid shards the parameters too inside a node (HYBRID_SHARD); use HYBRID_SHARD, or "
+       "SHARD_GRAD_OP for zero2 over every process"},
+      {"fsdp_config:\n  fsdp_sharding_strategy: 5\n",
+       ", line 2, fsdp_config.fsdp_sharding_strategy: '5' (HYBRID_SHARD_ZERO2) is not a strategy ember has"},
+      {"fsdp_config:\n  fsdp_reshard_after_forward: NO_RESHARD\n",
+       ", line 2, fsdp_config.fsdp_reshard_after_forward: 'NO_RESHARD' is not one of FULL_SHARD, SHARD_GRAD_OP, "
+       "NO_SHARD, HYBRID_SHARD (or 1 to 4)"},
+      {"fsdp_config:\n  fsdp_version: 3\n", ", line 2, fsdp_config.fsdp_version: '3' is not an integer from 1 to 2"},
+      {"fsdp_config:\n  fsdp_auto_wrap_policy: MODULE_WRAP\n",
+       ", line 2, fsdp_config.fsdp_auto_wrap_policy: 'MODULE_WRAP' is not one of TRANSFORMER_BASED_WRAP, "
+       "SIZE_BASED_WRAP, NO_WRAP"},
+      {"fsdp_config:\n  fsdp_min_num_params: 1e8\n",
+       ", line 2, fsdp_config.fsdp_min_num_params: '1e8' is not an integer from 1 to 9223372036854775807"},
+      {"fsdp_config:\n  fsdp_transformer_layer_cls_to_wrap: 'Block,,Mlp'\n",
+       ", line 2, fsdp_config.fsdp_transformer_layer_cls_to_wrap: 'Block,,Mlp' is not a comma-separated list of "
+       "module type names"},
+      {"fsdp_config:\n  fsdp_state_dict_type: FULL\n",
+       ", line 2, fsdp_config.fsdp_state_dict_type: 'FULL' is not one of FULL_STATE_DICT, SHARDED_STATE_DICT, "
+       "LOCAL_STATE_DICT"},
+      {"fsdp_config:\n  fsdp_backward_prefetch: ALWAYS\n",
+       ", line 2, fsdp_config.fsdp_backward_prefetch: 'ALWAYS' is not one of BACKWARD_PRE, BACKWARD_POST, NO_PREFETCH"},
+      {"fsdp_config:\n  sharding_strategy: FULL_SHARD\n  fsdp_sharding_strategy: FULL_SHARD\n",
+       ", line 3, fsdp_config.fsdp_sharding_strategy: the key appears twice"},
+  };
+  for (const Case& c : cases) {
+    std::string message = read_error(c.text);
+    EXPECT_TRUE(contains(message, "config file '" + path() + "'" + c.message)) << c.text << "\ngot: " << message;
+  }
+}
+
+// ember's own sharding keys at the top level, and what each refuses.
+TEST_F(ConfigFileTest, ReadsShardingKeys) {
+  ConfigFile config = read(
+      "strategy: hybrid\n"
+      "wrap_policy: size\n"
+      "wrap_module_types: Block , Mlp\n"
+      "min_num_params: 12345678901\n"
+      "state_dict_type: full\n"
+      "forward_prefetch: off\n"
+      "backward_prefetch: true\n"
+      "activation_checkpointing: yes\n"
+      "max_grad_norm: 1.0e-1\n");
+  Settings expected = {
+      {"activation_checkpointing", "true"}, {"backward_prefetch", "true"}, {"forward_prefetch", "false"},
+      {"max_grad_norm", "0.1"},             {"min_num_params", "12345678901"}, {"state_dict_type", "full"},
+      {"strategy", "hybrid"},               {"wrap_module_types", "Block,Mlp"}, {"wrap_policy", "size"},
+  };
+  EXPECT_EQ(config.settings, expected);
+  EXPECT_EQ(read("strategy: ''\n").settings, Settings{});
+  EXPECT_EQ(read_error("strategy: zero4\n"),
+            "config file '" + path() + "', line 1, strategy: 'zero4' is not one of ddp, zero1, zero2, zero3, fsdp or hybrid");
+  EXPECT_EQ(read_error("wrap_policy: TRANSFORMER_BASED_WRAP\n"),
+            "config file '" + path() + "', line 1, wrap_policy: 'TRANSFORMER_BASED_WRAP' is not one of transformer, "
+                                       "size or none");
+  EXPECT_EQ(read_error("max_grad_norm: 0\n"),
+            "config file '" + path() + "', line 1, max_grad_norm: '0' is not a positive number");
+  EXPECT_EQ(read_error("max_grad_norm: '1'\n"),
+            "config file '" + path() + "', line 1, max_grad_norm: expected a positive number, got the string '1'");
+  EXPECT_EQ(read_error("min_num_params: 0\n"),
+            "config file '" + path() + "', line 1, min_num_params: '0' is not an integer of at least 1");
+}
+
 TEST_F(ConfigFileTest, ReadsEmbersOwnKeys) {
   ConfigFile config = read(
       "gradient_accumulation_steps: 4\n"
@@ -186,6 +455,14 @@ TEST_F(ConfigFileTest, WritesAccelerateFormat) {
             "compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nmixed_precision: bf16\nnum_processes: 1\n");
   EXPECT_EQ(launch::config_yaml({{"num_processes", "4"}}),
             "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 4\n");
+  // A sharded strategy is FSDP's kind of job for Accelerate, zero1 DeepSpeed's (FSDP has no stage 1).
+  EXPECT_EQ(launch::config_yaml({{"num_processes", "4"}, {"strategy", "zero3"}, {"wrap_module_types", "A,B"}}),
+            "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nnum_processes: 4\nstrategy: zero3\n"
+            "wrap_module_types: A,B\n");
+  EXPECT_EQ(launch::config_yaml({{"strategy", "zero1"}}),
+            "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\nstrategy: zero1\n");
+  EXPECT_EQ(launch::config_yaml({{"strategy", "ddp"}, {"num_processes", "2"}}),
+            "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 2\nstrategy: ddp\n");
 }
 
 TEST_F(ConfigFileTest, WrittenFileReadsBackTheSame) {
@@ -195,6 +472,9 @@ TEST_F(ConfigFileTest, WrittenFileReadsBackTheSame) {
       {"mixed_precision", "fp16"},             {"num_machines", "2"},       {"num_processes", "4"},
       {"project_dir", "/runs/a: b # c"},       {"seed", "-9223372036854775808"}, {"split_batches", "true"},
       {"total_limit", "2"},                    {"use_cpu", "false"},
+      {"strategy", "zero2"},                   {"wrap_policy", "size"},     {"wrap_module_types", "Block,Mlp"},
+      {"min_num_params", "1000"},              {"state_dict_type", "full"}, {"forward_prefetch", "false"},
+      {"backward_prefetch", "true"},           {"activation_checkpointing", "true"}, {"max_grad_norm", "0.25"},
   };
   std::filesystem::path target = directory / "nested" / "deeper" / "config.yaml";
   launch::write_config_file(target.string(), settings);

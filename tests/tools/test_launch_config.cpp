@@ -7,11 +7,13 @@
 // launch_accelerator_env scenario in tests/distributed/workers/launch_scenarios.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "config_keys.h"
 #include "distributed/process_runner.h"
 #include "tools/tools_test_support.h"
 
@@ -25,7 +27,16 @@ const std::vector<std::string> kVariables = {
     "EMBER_MIXED_PRECISION", "EMBER_GRADIENT_ACCUMULATION_STEPS", "EMBER_USE_CPU",
     "EMBER_SPLIT_BATCHES",   "EMBER_EVEN_BATCHES",                "EMBER_SEED",
     "EMBER_PROJECT_DIR",     "EMBER_AUTOMATIC_CHECKPOINT_NAMING", "EMBER_TOTAL_LIMIT",
+    "EMBER_STRATEGY",        "EMBER_WRAP_POLICY",                 "EMBER_WRAP_MODULE_TYPES",
+    "EMBER_WRAP_MIN_NUM_PARAMS", "EMBER_STATE_DICT_TYPE",         "EMBER_FORWARD_PREFETCH",
+    "EMBER_BACKWARD_PREFETCH", "EMBER_ACTIVATION_CHECKPOINTING",  "EMBER_MAX_GRAD_NORM",
 };
+
+// The scenario's second line: what the Accelerator resolved from the variables.
+std::string resolved_line(int rank, const std::string& strategy, int accumulation, const std::string& max_grad_norm) {
+  return "[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) + ": resolved strategy=" + strategy +
+         " gradient_accumulation_steps=" + std::to_string(accumulation) + " max_grad_norm=" + max_grad_norm + "\n";
+}
 
 // The scenario's line for `rank` when the variables in `set` have those
 // values and all others are unset.
@@ -65,6 +76,21 @@ class LaunchConfigTest : public ::testing::Test {
     return (directory / name).string();
   }
 };
+
+// The variables the scenario prints are exactly those the config keys set
+// (tools/config_keys.cpp), in the same order: a key added there without the
+// Accelerator reading it, or the reverse, fails here.
+TEST(LaunchContract, TheScenarioPrintsEveryConfigKeysVariable) {
+  std::vector<std::string> from_keys;
+  for (const launch::ConfigKey& key : launch::config_keys()) {
+    if (!key.variable.empty()) from_keys.emplace_back(key.variable);
+  }
+  EXPECT_EQ(from_keys, kVariables);
+  for (const std::string& variable : kVariables) {
+    EXPECT_NE(std::find(kControlledVariables.begin(), kControlledVariables.end(), variable), kControlledVariables.end())
+        << variable << " is not among the variables the tests clear";
+  }
+}
 
 TEST_F(LaunchConfigTest, WithoutFlagsOrFileNothingIsSet) {
   expect_workers(launch_in({no_default_file}, {"--nproc-per-node", "2"}), 2, {});
@@ -108,6 +134,51 @@ TEST_F(LaunchConfigTest, ConfigFileSetsTheContractsVariables) {
                   {"EMBER_TOTAL_LIMIT", "5"}});
   EXPECT_TRUE(contains(result.output, "ember launch: config file '" + file + "'\n")) << result.output;
   EXPECT_TRUE(contains(result.output, "ember launch: 3 workers")) << result.output;
+}
+
+// The case: Accelerate's DeepSpeed file with zero_stage 2 and
+// accumulation 4 ran as plain DDP with accumulation 1. Now the workers get
+// both, and the Accelerator resolves them.
+TEST_F(LaunchConfigTest, DeepSpeedSectionReachesTheAccelerator) {
+  ProcessResult result =
+      launch_in({no_default_file}, {"--config-file", std::string(EMBER_TEST_DATA_DIR) + "/accelerate_deepspeed_config.yaml"});
+  expect_workers(result, 2,
+                 {{"EMBER_MIXED_PRECISION", "bf16"}, {"EMBER_GRADIENT_ACCUMULATION_STEPS", "4"}, {"EMBER_USE_CPU", "false"},
+                  {"EMBER_STRATEGY", "zero2"}, {"EMBER_MAX_GRAD_NORM", "1"}});
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(contains(result.output, resolved_line(rank, "zero2", 4, "1"))) << result.output;
+  }
+  EXPECT_FALSE(contains(result.output, "warning")) << result.output;
+}
+
+// Accelerate's FSDP file: each key becomes its variable; the keys ember does
+// not honour are warned about by name, and the job runs.
+TEST_F(LaunchConfigTest, FsdpSectionReachesTheAccelerator) {
+  std::string file = std::string(EMBER_TEST_DATA_DIR) + "/accelerate_fsdp_config.yaml";
+  ProcessResult result = launch_in({no_default_file}, {"--config-file", file});
+  expect_workers(result, 2,
+                 {{"EMBER_MIXED_PRECISION", "bf16"}, {"EMBER_USE_CPU", "false"}, {"EMBER_STRATEGY", "zero3"},
+                  {"EMBER_WRAP_POLICY", "transformer"}, {"EMBER_WRAP_MODULE_TYPES", "TransformerBlock"},
+                  {"EMBER_STATE_DICT_TYPE", "sharded"}, {"EMBER_FORWARD_PREFETCH", "false"},
+                  {"EMBER_BACKWARD_PREFETCH", "true"}, {"EMBER_ACTIVATION_CHECKPOINTING", "true"}});
+  EXPECT_TRUE(contains(result.output, resolved_line(1, "zero3", 1, "none"))) << result.output;
+  EXPECT_TRUE(contains(result.output, "ember launch: warning: config file '" + file +
+                                          "', line 10: fsdp_config.fsdp_cpu_ram_efficient_loading: true is not honoured"))
+      << result.output;
+}
+
+// --strategy beats the file's section, as every flag beats the file.
+TEST_F(LaunchConfigTest, StrategyFlagBeatsTheSection) {
+  ProcessResult result = launch_in({no_default_file}, {"--config-file", std::string(EMBER_TEST_DATA_DIR) +
+                                                                            "/accelerate_deepspeed_config.yaml",
+                                                       "--strategy", "zero3", "--gradient-accumulation-steps", "2"});
+  expect_workers(result, 2,
+                 {{"EMBER_MIXED_PRECISION", "bf16"}, {"EMBER_GRADIENT_ACCUMULATION_STEPS", "2"}, {"EMBER_USE_CPU", "false"},
+                  {"EMBER_STRATEGY", "zero3"}, {"EMBER_MAX_GRAD_NORM", "1"}});
+  EXPECT_TRUE(contains(result.output, resolved_line(0, "zero3", 2, "1"))) << result.output;
+  result = launch_in({no_default_file}, {"--nproc-per-node", "2", "--strategy", "fsdp"});
+  expect_workers(result, 2, {{"EMBER_STRATEGY", "fsdp"}});
+  EXPECT_TRUE(contains(result.output, resolved_line(1, "zero3", 1, "none"))) << result.output;
 }
 
 // Accelerate's own file for a 2-process CPU job runs as one.
@@ -213,6 +284,12 @@ TEST_F(LaunchConfigTest, BadValuesAreErrorsBeforeAnyWorkerStarts) {
   };
   std::vector<Case> cases = {
       {{}, {"--mixed-precision", "fp8"}, "ember launch: --mixed-precision: 'fp8' is not one of no, fp16 or bf16\n"},
+      {{}, {"--strategy", "zero4"},
+       "ember launch: --strategy: 'zero4' is not one of ddp, zero1, zero2, zero3, fsdp or hybrid\n"},
+      {{"EMBER_STRATEGY=FULL_SHARD"}, {},
+       "ember launch: EMBER_STRATEGY in the environment: 'FULL_SHARD' is not one of ddp, zero1, zero2, zero3, fsdp or "
+       "hybrid\n"},
+      {{"EMBER_MAX_GRAD_NORM=-1"}, {}, "ember launch: EMBER_MAX_GRAD_NORM in the environment: '-1' is not a positive number\n"},
       {{}, {"--gradient-accumulation-steps", "0"},
        "ember launch: --gradient-accumulation-steps: '0' is not an integer of at least 1\n"},
       {{}, {"--config-file", bad_value},

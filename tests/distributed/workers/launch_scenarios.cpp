@@ -18,7 +18,9 @@
 #include <string>
 #include <thread>
 
+#include "core/error.h"
 #include "core/ops/creation.h"
+#include "distributed/accelerator/accelerator_options.h"
 #include "distributed/process_group.h"
 #include "distributed/store/tcp_store.h"
 #include "workers/scenario.h"
@@ -172,14 +174,31 @@ EMBER_SCENARIO(launch_env) {
 }
 
 // The Accelerator's variables (Note [Launcher configuration]) as this rank
-// sees them, on one line: "rank R: EMBER_MIXED_PRECISION=bf16 ... EMBER_TOTAL_LIMIT=<unset>".
+// sees them, on one line: "rank R: EMBER_MIXED_PRECISION=bf16 ... EMBER_MAX_GRAD_NORM=<unset>";
+// then what the Accelerator makes of them, on another: "rank R: resolved
+// strategy=zero2 gradient_accumulation_steps=4 max_grad_norm=1", or its error
+// (and exit code 1), so that every launch test also checks that the Accelerator
+// takes what the launcher passes.
 EMBER_SCENARIO(launch_accelerator_env) {
   const char* variables[] = {"EMBER_MIXED_PRECISION", "EMBER_GRADIENT_ACCUMULATION_STEPS", "EMBER_USE_CPU",
                              "EMBER_SPLIT_BATCHES", "EMBER_EVEN_BATCHES", "EMBER_SEED", "EMBER_PROJECT_DIR",
-                             "EMBER_AUTOMATIC_CHECKPOINT_NAMING", "EMBER_TOTAL_LIMIT"};
+                             "EMBER_AUTOMATIC_CHECKPOINT_NAMING", "EMBER_TOTAL_LIMIT", "EMBER_STRATEGY",
+                             "EMBER_WRAP_POLICY", "EMBER_WRAP_MODULE_TYPES", "EMBER_WRAP_MIN_NUM_PARAMS",
+                             "EMBER_STATE_DICT_TYPE", "EMBER_FORWARD_PREFETCH", "EMBER_BACKWARD_PREFETCH",
+                             "EMBER_ACTIVATION_CHECKPOINTING", "EMBER_MAX_GRAD_NORM"};
   std::string line = "rank " + env_or("RANK") + ":";
   for (const char* variable : variables) line += std::string(" ") + variable + "=" + env_or(variable);
   std::printf("%s\n", line.c_str());
+  try {
+    ResolvedAcceleratorOptions resolved = resolve_accelerator_options({});
+    std::printf("rank %s: resolved strategy=%s gradient_accumulation_steps=%lld max_grad_norm=%s\n", env_or("RANK").c_str(),
+                std::string(dist::to_string(resolved.sharding.strategy)).c_str(),
+                static_cast<long long>(resolved.gradient_accumulation_steps),
+                resolved.sharding.max_grad_norm ? fmt::format("{}", *resolved.sharding.max_grad_norm).c_str() : "none");
+  } catch (const Error& error) {
+    std::printf("rank %s: the Accelerator refuses its environment: %s\n", env_or("RANK").c_str(), error.what());
+    return 1;
+  }
   return 0;
 }
 

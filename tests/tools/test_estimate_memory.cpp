@@ -1,0 +1,207 @@
+// `ember estimate-memory` (tools/estimate_memory.cpp): the model descriptions
+// (a count, a GPT counted as nn::TransformerBlock builds it, a safetensors
+// file's header), the table with exact bytes, and every bad flag named with
+// its value; once as a real process. The formulas themselves are checked in
+// tests/distributed/test_memory_estimate.cpp.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/ops/creation.h"
+#include "core/safetensors.h"
+#include "distributed/process_runner.h"
+#include "estimate_memory.h"
+#include "nn/linear.h"
+#include "nn/normalization.h"
+#include "nn/transformer.h"
+#include "tools/tools_test_support.h"
+
+namespace ember::test {
+namespace {
+
+using namespace std::chrono_literals;
+using launch::EstimateMemoryOptions;
+
+template <class Body>
+std::string error_of(Body&& body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+int64_t count(const nn::Module& module) {
+  int64_t total = 0;
+  for (const Tensor& parameter : module.parameters()) total += parameter.numel();
+  return total;
+}
+
+// The count of examples/train_char_gpt.cpp's model, built from the nn modules:
+// wte, wpe, the blocks, ln_f, and lm_head unless tied to wte.
+int64_t built_gpt(int64_t layers, int64_t width, int64_t vocab, int64_t context, int64_t heads, bool bias, bool tied) {
+  int64_t total = count(nn::Embedding(vocab, width)) + count(nn::Embedding(context, width));
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    total += count(nn::TransformerBlock({.embed_dim = width, .num_heads = heads, .bias = bias, .num_layers = layers}));
+  }
+  total += count(nn::LayerNorm(width, {.bias = bias}));
+  if (!tied) total += count(nn::Linear(width, vocab, {.bias = false}));
+  return total;
+}
+
+TEST(EstimateMemory, GptCountsWhatTheModulesHold) {
+  for (bool bias : {true, false}) {
+    for (bool tied : {true, false}) {
+      std::string description = std::string("layers=3,d_model=8,vocab=11,context=5,heads=2,bias=") +
+                                (bias ? "true" : "false") + ",tied=" + (tied ? "true" : "false");
+      launch::ModelSize size = launch::gpt_model_size(description);
+      EXPECT_EQ(size.num_params, built_gpt(3, 8, 11, 5, 2, bias, tied)) << description;
+      int64_t block = count(nn::TransformerBlock({.embed_dim = 8, .num_heads = 2, .bias = bias}));
+      EXPECT_EQ(size.largest_unit_params, std::max(block, size.num_params - 3 * block)) << description;
+    }
+  }
+  // GPT-2 small: the 124M of its name, with lm_head tied to wte. Its largest
+  // unit is what stays outside the blocks (wte, wpe, ln_f), not a block (7,087,872).
+  launch::ModelSize gpt2 = launch::gpt_model_size("layers=12,d_model=768,vocab=50257,context=1024,heads=12");
+  EXPECT_EQ(gpt2.num_params, 124'439'808);
+  EXPECT_EQ(gpt2.largest_unit_params, 50257 * 768 + 1024 * 768 + 2 * 768);
+  EXPECT_EQ(launch::gpt_model_size("layers=1,d_model=4,vocab=2,context=2,mlp_ratio=2").num_params,
+            built_gpt(1, 4, 2, 2, 1, true, true) - count(nn::TransformerBlock({.embed_dim = 4, .num_heads = 1})) +
+                count(nn::TransformerBlock({.embed_dim = 4, .num_heads = 1, .mlp_ratio = 2})));
+}
+
+TEST(EstimateMemory, GptErrorsNameTheKey) {
+  auto error = [](const std::string& text) { return error_of([&] { launch::gpt_model_size(text); }); };
+  EXPECT_EQ(error("layers=12,d_model=768,vocab=50257"),
+            "--gpt: context is missing (layers, d_model, vocab and context are needed)");
+  EXPECT_EQ(error("layers=12,d_model=768,vocab=50257,context=1024,heads=5"),
+            "--gpt: d_model=768 is not divisible by heads=5");
+  EXPECT_EQ(error("layers=twelve,d_model=768,vocab=50257,context=1024"), "--gpt: layers=twelve is not an integer of at least 1");
+  EXPECT_EQ(error("layers=0,d_model=768,vocab=50257,context=1024"), "--gpt: layers=0 is not an integer of at least 1");
+  EXPECT_EQ(error("n_layer=12"), "--gpt: unknown key 'n_layer' (use layers, d_model, vocab, context, heads, mlp_ratio, "
+                                 "bias, tied)");
+  EXPECT_EQ(error("layers"), "--gpt: 'layers' is not key=value (in 'layers')");
+  EXPECT_EQ(error("layers=1,layers=2"), "--gpt: layers is given twice");
+  EXPECT_EQ(error("layers=1,d_model=8,vocab=2,context=2,tied=yes"), "--gpt: tied=yes is not true or false");
+  EXPECT_EQ(error("layers=1,d_model=4000000000,vocab=4000000000,context=2"),
+            "--gpt: the model's parameter count does not fit in 64 bits");
+}
+
+TEST(EstimateMemory, ParameterCounts) {
+  EXPECT_EQ(launch::parse_parameter_count("124M", "--params"), 124'000'000);
+  EXPECT_EQ(launch::parse_parameter_count("1.5B", "--params"), 1'500'000'000);
+  EXPECT_EQ(launch::parse_parameter_count("7b", "--params"), 7'000'000'000);
+  EXPECT_EQ(launch::parse_parameter_count("2K", "--params"), 2000);
+  EXPECT_EQ(launch::parse_parameter_count("1000", "--params"), 1000);
+  for (const char* bad : {"", "M", "12X", "-5", "0", "1.5", "0.0001K", "1e3", "nanM"}) {
+    EXPECT_EQ(error_of([&] { launch::parse_parameter_count(bad, "--params"); }),
+              std::string("--params: '") + bad + "' is not a number of parameters (like 124M, 1.5B or 1000000)")
+        << bad;
+  }
+}
+
+// P = 10 f32 parameters, AdamW, 4 processes, a whole-model unit: the bytes of
+// tests/distributed/test_memory_estimate.cpp's hand case, as the table prints them.
+TEST(EstimateMemory, TableWithExactBytes) {
+  std::vector<std::string> lines =
+      launch::memory_table({.params = "10", .num_processes = "1,4", .exact_bytes = true});
+  std::vector<std::string> expected = {
+      "Memory per process for training 10 parameters: 10 parameters in float32, adamw (2 state values per parameter)",
+      "",
+      "strategy  processes  parameters  gradients  optimizer state  largest unit  total",
+      "ddp       1                  40         40               80             0    160",
+      "zero1     1                  40         40               80             0    160",
+      "zero2     1                  40         40               80             0    160",
+      "zero3     1                  40         40               80             0    160",
+      "ddp       4                  40         40               80             0    160",
+      "zero1     4                  40         40               24             0    104",
+      "zero2     4                  40         12               24             0     76",
+      "zero3     4                  12         12               24            80    128",
+      "",
+      "largest unit: zero3's full parameters and gradients of the unit that runs, here the whole model (give "
+      "--unit-params for a smaller one)",
+      "mixed precision no: no extra copies; autocast casts per op, so parameters, gradients and optimizer state stay "
+      "float32",
+      "not counted: activations, communication buckets, and zero3's prefetched next unit",
+  };
+  EXPECT_EQ(lines, expected);
+  lines = launch::memory_table({.params = "10", .num_processes = "4", .optimizer = "sgd", .dtype = "bf16",
+                                .mixed_precision = "bf16", .unit_params = "4", .exact_bytes = true});
+  EXPECT_EQ(lines[0], "Memory per process for training 10 parameters: 10 parameters in bfloat16, sgd (0 state values "
+                      "per parameter)");
+  EXPECT_EQ(lines[6], "zero3     4                   6          6                0            16     28");
+  EXPECT_EQ(lines[8], "largest unit: zero3's full parameters and gradients of its largest unit (4 parameters) while "
+                      "it runs");
+  // Without --bytes: binary units.
+  lines = launch::memory_table({.gpt = "layers=12,d_model=768,vocab=50257,context=1024,heads=12", .num_processes = "8"});
+  EXPECT_EQ(lines[0], "Memory per process for training GPT (layers=12,d_model=768,vocab=50257,context=1024,heads=12): "
+                      "124,439,808 parameters in float32, adamw (2 state values per parameter)");
+  EXPECT_EQ(lines[3], "ddp       8          474.70 MiB  474.70 MiB       949.40 MiB           0 B    1.85 GiB");
+}
+
+TEST(EstimateMemory, BadFlagsAreNamedWithTheirValues) {
+  struct Case {
+    EstimateMemoryOptions options;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{}, "describe the model once: --params, --gpt or --model (got none)"},
+      {{.params = "1M", .gpt = "layers=1"}, "describe the model once: --params, --gpt or --model (got --params and --gpt)"},
+      {{.params = "1M", .num_processes = "2,x"},
+       "--num-processes: '2,x' is not a list of numbers of processes (integers of at least 1, like 2,4,8)"},
+      {{.params = "1M", .num_processes = "0"},
+       "--num-processes: '0' is not a list of numbers of processes (integers of at least 1, like 2,4,8)"},
+      {{.params = "1M", .optimizer = "adafactor"},
+       "--optimizer: 'adafactor' is not one of adamw, adam, adamw-amsgrad, adam-amsgrad, sgd, sgd-momentum, adagrad, "
+       "rmsprop, rmsprop-momentum, lion"},
+      {{.params = "1M", .dtype = "int8"}, "--dtype: 'int8' is not one of f32, bf16, f16, f64"},
+      {{.params = "1M", .mixed_precision = "fp8"}, "--mixed-precision: 'fp8' is not one of no, fp16 or bf16"},
+      {{.params = "1M", .unit_params = "2M"}, "--unit-params: 2M is more than the model's 1,000,000 parameters"},
+      {{.params = "1M", .unit_params = "big"}, "--unit-params: 'big' is not a number of parameters"},
+      {{.model = "/nonexistent/model.safetensors"}, "--model: '/nonexistent/model.safetensors' does not exist"},
+  };
+  for (const Case& c : cases) {
+    std::string message = error_of([&] { launch::memory_table(c.options); });
+    EXPECT_TRUE(contains(message, c.message)) << "expected '" << c.message << "', got '" << message << "'";
+  }
+}
+
+// A saved model's size from its header: a file, and a directory of shards.
+TEST(EstimateMemory, SafetensorsFilesAndDirectories) {
+  std::filesystem::path directory = fresh_temp_dir("estimate_memory");
+  save_safetensors(directory / "model-00001-of-00002.safetensors",
+                   {{"wte.weight", zeros({11, 8})}, {"ln_f.weight", zeros({8})}});
+  save_safetensors(directory / "model-00002-of-00002.safetensors", {{"head.weight", zeros({3, 8}, {.dtype = DType::bf16})}});
+  write_text(directory / "config.json", "{}");
+  launch::ModelSize file = launch::safetensors_model_size((directory / "model-00001-of-00002.safetensors").string());
+  EXPECT_EQ(file.num_params, 96);
+  EXPECT_EQ(file.largest_unit_params, 0);
+  launch::ModelSize both = launch::safetensors_model_size(directory.string());
+  EXPECT_EQ(both.num_params, 120);
+  EXPECT_EQ(both.description, directory.string() + " (3 tensors in 2 files)");
+  std::filesystem::create_directories(directory / "empty");
+  EXPECT_EQ(error_of([&] { launch::safetensors_model_size((directory / "empty").string()); }),
+            "--model: the directory '" + (directory / "empty").string() + "' holds no .safetensors file");
+  EXPECT_TRUE(contains(error_of([&] { launch::safetensors_model_size((directory / "config.json").string()); }),
+                       "--model: "));
+  std::filesystem::remove_all(directory);
+}
+
+TEST(EstimateMemory, TheCommand) {
+  ProcessResult result = run_process(
+      clean_command({}, {EMBER_CLI, "estimate-memory", "--params", "10", "--num-processes", "4", "--bytes"}), 30s);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(contains(result.output, "zero2     4                  40         12               24             0     76\n"))
+      << result.output;
+  result = run_process(clean_command({}, {EMBER_CLI, "estimate-memory", "--params", "lots"}), 30s);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.output,
+            "ember estimate-memory: --params: 'lots' is not a number of parameters (like 124M, 1.5B or 1000000)\n");
+}
+
+}  // namespace
+}  // namespace ember::test

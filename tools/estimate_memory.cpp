@@ -1,0 +1,339 @@
+// See estimate_memory.h. The model description becomes a number of parameters
+// and a largest unit; distributed::estimate_memory does the arithmetic.
+#include "estimate_memory.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <optional>
+
+#include "config_keys.h"
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "distributed/zero/memory_estimate.h"
+
+namespace ember::launch {
+namespace {
+
+using distributed::ShardingStrategy;
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (;;) {
+    size_t end = text.find(separator, start);
+    parts.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) return parts;
+    start = end + 1;
+  }
+}
+
+// a * b + c, or an error naming `flag` when it does not fit in 64 bits.
+int64_t multiply_add(int64_t a, int64_t b, int64_t c, const std::string& flag) {
+  int64_t product = 0;
+  int64_t sum = 0;
+  EMBER_CHECK(!__builtin_mul_overflow(a, b, &product) && !__builtin_add_overflow(product, c, &sum),
+              "{}: the model's parameter count does not fit in 64 bits", flag);
+  return sum;
+}
+
+// "1,234,567" for titles.
+std::string with_commas(int64_t value) {
+  std::string digits = std::to_string(value);
+  for (int position = int(digits.size()) - 3; position > 0; position -= 3) digits.insert(size_t(position), ",");
+  return digits;
+}
+
+std::string human_bytes(int64_t bytes) {
+  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  double value = double(bytes);
+  int unit = -1;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return fmt::format("{:.2f} {}", value, kUnits[unit]);
+}
+
+std::vector<int> process_counts(const std::string& text) {
+  std::vector<int> counts;
+  for (const std::string& part : split(text, ',')) {
+    std::optional<long long> count = parse_integer(part);
+    EMBER_CHECK(count && *count >= 1 && *count <= (1 << 20),
+                "--num-processes: '{}' is not a list of numbers of processes (integers of at least 1, like 2,4,8)", text);
+    counts.push_back(int(*count));
+  }
+  return counts;
+}
+
+DType parameter_dtype(const std::string& name) {
+  static const std::map<std::string, DType> kNames = {
+      {"f32", DType::f32},  {"float32", DType::f32}, {"bf16", DType::bf16}, {"bfloat16", DType::bf16},
+      {"f16", DType::f16},  {"fp16", DType::f16},    {"float16", DType::f16}, {"f64", DType::f64},
+      {"float64", DType::f64},
+  };
+  auto found = kNames.find(name);
+  EMBER_CHECK(found != kNames.end(), "--dtype: '{}' is not one of f32, bf16, f16, f64", name);
+  return found->second;
+}
+
+ModelSize model_size(const EstimateMemoryOptions& options) {
+  std::vector<std::string> given;
+  if (!options.params.empty()) given.push_back("--params");
+  if (!options.gpt.empty()) given.push_back("--gpt");
+  if (!options.model.empty()) given.push_back("--model");
+  EMBER_CHECK(given.size() == 1, "describe the model once: --params, --gpt or --model (got {})",
+              given.empty() ? std::string("none") : fmt::format("{}", fmt::join(given, " and ")));
+  if (!options.gpt.empty()) return gpt_model_size(options.gpt);
+  if (!options.model.empty()) return safetensors_model_size(options.model);
+  int64_t params = parse_parameter_count(options.params, "--params");
+  return {.num_params = params, .largest_unit_params = 0, .description = options.params + " parameters"};
+}
+
+// One row's cells: strategy, processes, parameters, gradients, optimizer state, unit, total.
+std::vector<std::string> row(ShardingStrategy strategy, int processes, const distributed::MemoryEstimate& estimate,
+                             bool exact) {
+  auto cell = [exact](int64_t bytes) { return exact ? std::to_string(bytes) : human_bytes(bytes); };
+  return {std::string(distributed::to_string(strategy)), std::to_string(processes), cell(estimate.parameters),
+          cell(estimate.gradients), cell(estimate.optimizer_state), cell(estimate.transient), cell(estimate.total())};
+}
+
+// The cells as lines: the first two columns left-aligned, the numbers right-aligned.
+std::vector<std::string> format_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(rows.front().size(), 0);
+  for (const auto& cells : rows) {
+    for (size_t column = 0; column < cells.size(); ++column) widths[column] = std::max(widths[column], cells[column].size());
+  }
+  std::vector<std::string> lines;
+  for (const auto& cells : rows) {
+    std::string line;
+    for (size_t column = 0; column < cells.size(); ++column) {
+      if (column > 0) line += "  ";
+      line += column < 2 ? fmt::format("{:<{}}", cells[column], widths[column])
+                         : fmt::format("{:>{}}", cells[column], widths[column]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+}  // namespace
+
+int64_t parse_parameter_count(const std::string& text, const std::string& flag) {
+  auto fail = [&] {
+    EMBER_CHECK(false, "{}: '{}' is not a number of parameters (like 124M, 1.5B or 1000000)", flag, text);
+    return int64_t(0);
+  };
+  if (text.empty()) return fail();
+  double scale = 1;
+  std::string digits = text;
+  switch (digits.back()) {
+    case 'K': case 'k': scale = 1e3; break;
+    case 'M': case 'm': scale = 1e6; break;
+    case 'B': case 'b': case 'G': case 'g': scale = 1e9; break;
+    case 'T': case 't': scale = 1e12; break;
+    default: break;
+  }
+  if (scale != 1) digits.pop_back();
+  if (scale == 1) {
+    std::optional<long long> value = parse_integer(digits);
+    return value && *value >= 1 ? int64_t(*value) : fail();
+  }
+  double value = 0;
+  auto [stop, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (digits.empty() || error != std::errc() || stop != digits.data() + digits.size()) return fail();
+  double count = value * scale;
+  if (!(count >= 1 && count < 9.2e18) || std::abs(count - std::round(count)) > 1e-6 * count) return fail();
+  return int64_t(std::llround(count));
+}
+
+ModelSize gpt_model_size(const std::string& description) {
+  const std::string flag = "--gpt";
+  std::map<std::string, std::string> values;
+  for (const std::string& entry : split(description, ',')) {
+    size_t equals = entry.find('=');
+    EMBER_CHECK(equals != std::string::npos, "{}: '{}' is not key=value (in '{}')", flag, entry, description);
+    std::string key = entry.substr(0, equals);
+    static const std::vector<std::string> kKeys = {"layers", "d_model", "vocab", "context",
+                                                   "heads",  "mlp_ratio", "bias", "tied"};
+    EMBER_CHECK(std::find(kKeys.begin(), kKeys.end(), key) != kKeys.end(),
+                "{}: unknown key '{}' (use layers, d_model, vocab, context, heads, mlp_ratio, bias, tied)", flag, key);
+    EMBER_CHECK(values.emplace(key, entry.substr(equals + 1)).second, "{}: {} is given twice", flag, key);
+  }
+  auto integer = [&](const std::string& key, std::optional<int64_t> fallback) {
+    auto found = values.find(key);
+    EMBER_CHECK(found != values.end() || fallback, "{}: {} is missing (layers, d_model, vocab and context are needed)",
+                flag, key);
+    if (found == values.end()) return *fallback;
+    std::optional<long long> value = parse_integer(found->second);
+    EMBER_CHECK(value && *value >= 1, "{}: {}={} is not an integer of at least 1", flag, key, found->second);
+    return int64_t(*value);
+  };
+  auto boolean = [&](const std::string& key) {
+    auto found = values.find(key);
+    if (found == values.end()) return true;
+    EMBER_CHECK(found->second == "true" || found->second == "false", "{}: {}={} is not true or false", flag, key,
+                found->second);
+    return found->second == "true";
+  };
+  const int64_t layers = integer("layers", std::nullopt);
+  const int64_t width = integer("d_model", std::nullopt);  // C
+  const int64_t vocab = integer("vocab", std::nullopt);
+  const int64_t context = integer("context", std::nullopt);
+  const int64_t heads = integer("heads", 1);
+  const int64_t ratio = integer("mlp_ratio", 4);
+  const bool bias = boolean("bias");
+  const bool tied = boolean("tied");
+  EMBER_CHECK(width % heads == 0, "{}: d_model={} is not divisible by heads={}", flag, width, heads);
+
+  // As nn::TransformerBlock builds it: ln_1, attn (c_attn [C] -> [3C], c_proj [C] -> [C]),
+  // ln_2, mlp (c_fc [C] -> [rC], c_proj [rC] -> [C]); biases and LayerNorm shifts when bias.
+  const int64_t norm = bias ? 2 * width : width;
+  const int64_t hidden = multiply_add(ratio, width, 0, flag);
+  int64_t block = 2 * norm;
+  block = multiply_add(3 * width, width, block + (bias ? 3 * width : 0), flag);  // c_attn
+  block = multiply_add(width, width, block + (bias ? width : 0), flag);          // attn.c_proj
+  block = multiply_add(hidden, width, block + (bias ? hidden : 0), flag);        // c_fc
+  block = multiply_add(hidden, width, block + (bias ? width : 0), flag);         // mlp.c_proj
+  // Outside the blocks: wte [V, C], wpe [T, C], ln_f, and lm_head [C] -> [V] without bias unless tied to wte.
+  int64_t outside = multiply_add(vocab, width, 0, flag);
+  outside = multiply_add(context, width, outside + norm, flag);
+  if (!tied) outside = multiply_add(vocab, width, outside, flag);
+  const int64_t total = multiply_add(layers, block, outside, flag);
+  return {.num_params = total,
+          .largest_unit_params = std::max(block, outside),
+          .description = fmt::format("GPT ({})", description)};
+}
+
+ModelSize safetensors_model_size(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  EMBER_CHECK(fs::exists(path, error), "--model: '{}' does not exist", path);
+  std::vector<fs::path> files;
+  if (fs::is_directory(path, error)) {
+    for (const auto& entry : fs::directory_iterator(path, error)) {
+      if (entry.path().extension() == ".safetensors") files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    EMBER_CHECK(!files.empty(), "--model: the directory '{}' holds no .safetensors file", path);
+  } else {
+    files.push_back(path);
+  }
+  int64_t total = 0;
+  int64_t largest = 0;
+  size_t tensors = 0;
+  for (const fs::path& file : files) {
+    SafetensorsHeader header;
+    try {
+      header = read_safetensors_header(file);
+    } catch (const Error& failure) {
+      EMBER_CHECK(false, "--model: {}", failure.what());
+    }
+    for (const SafetensorsTensorInfo& tensor : header.tensors) {
+      int64_t elements = 1;
+      for (int64_t size : tensor.shape) elements = multiply_add(elements, size, 0, "--model");
+      total = multiply_add(1, total, elements, "--model");
+      largest = std::max(largest, elements);
+    }
+    tensors += header.tensors.size();
+  }
+  EMBER_CHECK(total > 0, "--model: '{}' holds no parameters", path);
+  return {.num_params = total,
+          .largest_unit_params = 0,
+          .description = fmt::format("{} ({} tensors in {} file{})", path, tensors, files.size(),
+                                     files.size() == 1 ? "" : "s")};
+}
+
+int optimizer_buffers(const std::string& name) {
+  static const std::map<std::string, int> kBuffers = {
+      {"adamw", 2},         {"adam", 2},    {"adamw-amsgrad", 3}, {"adam-amsgrad", 3},     {"sgd", 0},
+      {"sgd-momentum", 1},  {"adagrad", 1}, {"rmsprop", 1},       {"rmsprop-momentum", 2}, {"lion", 1},
+  };
+  auto found = kBuffers.find(name);
+  EMBER_CHECK(found != kBuffers.end(),
+              "--optimizer: '{}' is not one of adamw, adam, adamw-amsgrad, adam-amsgrad, sgd, sgd-momentum, adagrad, "
+              "rmsprop, rmsprop-momentum, lion",
+              name);
+  return found->second;
+}
+
+std::vector<std::string> memory_table(const EstimateMemoryOptions& options) {
+  ModelSize model = model_size(options);
+  std::vector<int> counts = process_counts(options.num_processes);
+  const int buffers = optimizer_buffers(options.optimizer);
+  const DType dtype = parameter_dtype(options.dtype);
+  EMBER_CHECK(options.mixed_precision == "no" || options.mixed_precision == "fp16" || options.mixed_precision == "bf16",
+              "--mixed-precision: '{}' is not one of no, fp16 or bf16", options.mixed_precision);
+  int64_t unit = model.largest_unit_params;
+  if (!options.unit_params.empty()) {
+    unit = parse_parameter_count(options.unit_params, "--unit-params");
+    EMBER_CHECK(unit <= model.num_params, "--unit-params: {} is more than the model's {} parameters", options.unit_params,
+                with_commas(model.num_params));
+  }
+
+  std::vector<std::vector<std::string>> rows = {
+      {"strategy", "processes", "parameters", "gradients", "optimizer state", "largest unit", "total"}};
+  for (int processes : counts) {
+    for (ShardingStrategy strategy :
+         {ShardingStrategy::ddp, ShardingStrategy::zero1, ShardingStrategy::zero2, ShardingStrategy::zero3}) {
+      distributed::MemoryEstimate estimate = distributed::estimate_memory({.num_params = model.num_params,
+                                                                           .largest_unit_params = unit,
+                                                                           .dtype = dtype,
+                                                                           .optimizer_buffers = buffers,
+                                                                           .strategy = strategy,
+                                                                           .world_size = processes});
+      rows.push_back(row(strategy, processes, estimate, options.exact_bytes));
+    }
+  }
+  std::vector<std::string> lines = {
+      fmt::format("Memory per process for training {}: {} parameters in {}, {} ({} state value{} per parameter)",
+                  model.description, with_commas(model.num_params), dtype_name(dtype), options.optimizer, buffers,
+                  buffers == 1 ? "" : "s"),
+      ""};
+  for (std::string& line : format_table(rows)) lines.push_back(std::move(line));
+  lines.push_back("");
+  lines.push_back(unit == 0 ? "largest unit: zero3's full parameters and gradients of the unit that runs, here the "
+                              "whole model (give --unit-params for a smaller one)"
+                            : fmt::format("largest unit: zero3's full parameters and gradients of its largest unit "
+                                          "({} parameters) while it runs",
+                                          with_commas(unit)));
+  lines.push_back(fmt::format(
+      "mixed precision {}: no extra copies; autocast casts per op, so parameters, gradients and optimizer state stay "
+      "{}",
+      options.mixed_precision, dtype_name(dtype)));
+  lines.push_back("not counted: activations, communication buckets, and zero3's prefetched next unit");
+  return lines;
+}
+
+CLI::App* add_estimate_memory_command(CLI::App& app, EstimateMemoryOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "estimate-memory", "Print each process's bytes for parameters, gradients and optimizer state under each strategy");
+  command->add_option("--params", options.params, "The model's number of parameters: 124M, 1.5B, 1000000");
+  command->add_option("--gpt", options.gpt,
+                      "A GPT of nn::TransformerBlocks: layers=12,d_model=768,vocab=50257,context=1024,heads=12 "
+                      "[,mlp_ratio=4,bias=true,tied=true]");
+  command->add_option("--model", options.model, "A .safetensors file, or a directory of them (headers only)");
+  command->add_option("--num-processes", options.num_processes, "Numbers of processes, comma-separated")
+      ->capture_default_str();
+  command->add_option("--optimizer", options.optimizer,
+                      "adamw, adam, adamw-amsgrad, adam-amsgrad, sgd, sgd-momentum, adagrad, rmsprop, "
+                      "rmsprop-momentum, lion")
+      ->capture_default_str();
+  command->add_option("--dtype", options.dtype, "The parameters' dtype: f32, bf16, f16, f64")->capture_default_str();
+  command->add_option("--mixed-precision", options.mixed_precision, "no, fp16 or bf16 (autocast adds no copies)")
+      ->capture_default_str();
+  command->add_option("--unit-params", options.unit_params,
+                      "zero3's largest unit's parameters (default: a GPT's largest, else the whole model)");
+  command->add_flag("--bytes", options.exact_bytes, "Print exact byte counts");
+  return command;
+}
+
+}  // namespace ember::launch
