@@ -40,12 +40,13 @@ void expect_nothing_left() {
 
 // 2N batches straight equal N batches, kill -9, a new process, load_state, N
 // more; the cut falls mid-epoch and mid-accumulation.
-void check_exact_resume(int processes, int64_t before, int64_t total) {
+void check_exact_resume(int processes, int64_t before, int64_t total, const std::vector<std::string>& env = {}) {
   testing::ScratchDirectory directory;
   const std::vector<std::string> launch_args{"--nproc-per-node", std::to_string(processes)};
   auto run = [&](const std::string& mode) {
     return launch(launch_args, "accelerator_resume",
-                  {mode, directory.path().string(), std::to_string(before), std::to_string(total)}, seconds(120));
+                  {mode, directory.path().string(), std::to_string(before), std::to_string(total)}, seconds(120),
+                  env);
   };
   ProcessResult straight = run("straight");
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
@@ -64,7 +65,7 @@ void check_exact_resume(int processes, int64_t before, int64_t total) {
   if (processes > 1) {
     ProcessResult other_world =
         launch({"--nproc-per-node", "1"}, "accelerator_resume",
-               {"resume", directory.path().string(), std::to_string(before), std::to_string(total)}, seconds(60));
+               {"resume", directory.path().string(), std::to_string(before), std::to_string(total)}, seconds(60), env);
     EXPECT_EQ(other_world.exit_code, 2) << other_world.output;
     EXPECT_NE(other_world.output.find("world size"), std::string::npos) << other_world.output;
   }
@@ -74,6 +75,15 @@ void check_exact_resume(int processes, int64_t before, int64_t total) {
 TEST(AcceleratorCheckpoints, ExactResumeAfterKillOnOneProcess) { check_exact_resume(1, 63, 70); }
 
 TEST(AcceleratorCheckpoints, ExactResumeAfterKillOnThreeProcesses) { check_exact_resume(3, 26, 30); }
+
+// Under ZeRO-3 with both Linear layers as units (min_num_params 100): the
+// checkpoint holds whole tensors gathered from the shards, and loading cuts
+// them into the new processes' shards again. Mutation caught: loading into
+// the parameters without keeping each rank's shard of them
+// (FlatParameter::keep_shard_of_full) resumes from the initial weights.
+TEST(AcceleratorCheckpoints, ExactResumeAfterKillUnderZero3) {
+  check_exact_resume(3, 26, 30, {"EMBER_STRATEGY=zero3", "EMBER_WRAP_MIN_NUM_PARAMS=100"});
+}
 
 TEST(AcceleratorCheckpoints, AKillWhileSavingLeavesThePreviousCheckpointLoadable) {
   testing::ScratchDirectory directory;

@@ -132,7 +132,8 @@ EMBER_SCENARIO(accelerator_resume) {
                       fmt::format("{} dataset reads before the first resumed step", reads_at_first));
     if (failures) return failures;
   }
-  save_safetensors(directory / fmt::format("{}_{}.safetensors", mode, rank), run.model->state_dict());
+  // Through the accelerator: under ZeRO-3 (EMBER_STRATEGY) the model holds shards.
+  save_safetensors(directory / fmt::format("{}_{}.safetensors", mode, rank), run.accelerator.get_state_dict(*run.model));
   return 0;
 }
 
