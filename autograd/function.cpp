@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "autograd/accumulate_grad.h"
+#include "autograd/saved_tensor_hooks.h"
 #include "core/ops/views.h"
 
 namespace ember::autograd {
@@ -12,11 +13,19 @@ namespace {
 std::atomic<uint64_t> g_next_sequence_nr{0};
 
 bool has_history(const TensorImpl& impl) { return impl.autograd && impl.autograd->grad_fn; }
+
+// What the innermost pack hook keeps of `t` instead of its values, or null
+// (no hook, or the hook declined): Note [Saved tensor hooks].
+std::shared_ptr<PackedTensor> pack(const Tensor& t) {
+  const PackHook* hook = current_pack_hook();
+  return hook ? (*hook)(t) : nullptr;
+}
 }  // namespace
 
 SavedTensor::SavedTensor(const Tensor& t) : defined_(t.defined()) {
   if (!defined_) return;
-  data_ = t.detach();
+  packed_ = pack(t);
+  if (!packed_) data_ = t.detach();
   version_ = t.version();
   if (!t.requires_grad()) return;
   if (const std::shared_ptr<Node>& grad_fn = t.grad_fn()) {
@@ -28,10 +37,13 @@ SavedTensor::SavedTensor(const Tensor& t) : defined_(t.defined()) {
 }
 
 SavedTensor::SavedTensor(const Tensor& output, int output_nr)
-    : data_(output.detach()), version_(output.version()), output_nr_(output_nr), is_output_(true), defined_(true) {}
+    : packed_(pack(output)), version_(output.version()), output_nr_(output_nr), is_output_(true), defined_(true) {
+  if (!packed_) data_ = output.detach();
+}
 
 void SavedTensor::release() {
   data_ = Tensor();
+  packed_.reset();
   grad_fn_.reset();
   leaf_.reset();
   released_ = true;
@@ -43,20 +55,21 @@ Tensor SavedTensor::unpack(std::string_view op, Node* owner) const {
               "backward); pass retain_graph=true to the first backward to keep them",
               op);
   if (!defined_) return Tensor();
-  EMBER_CHECK(data_.version() == version_,
+  const Tensor data = packed_ ? packed_->unpack() : data_;  // the values, wherever they are kept
+  EMBER_CHECK(data.version() == version_,
               "{}: a tensor saved for the gradient (shape {}, dtype {}) was modified by an in-place operation: saved "
               "at version {}, now at version {}",
-              op, data_.shape(), data_.dtype(), version_, data_.version());
+              op, data.shape(), data.dtype(), version_, data.version());
   // Without create_graph nothing is recorded, and the values are all a formula needs.
-  if (!grad_mode_enabled()) return data_;
+  if (!grad_mode_enabled()) return data;
   if (leaf_) return Tensor(leaf_);
   std::shared_ptr<Node> grad_fn = grad_fn_;
-  if (is_output_ && is_floating(data_.dtype())) {
+  if (is_output_ && is_floating(data.dtype())) {
     EMBER_ASSERT(owner, "{}: a saved output was unpacked without its node", op);
     grad_fn = owner->shared_from_this();
   }
-  if (!grad_fn) return data_;
-  Tensor tensor = data_.detach();
+  if (!grad_fn) return data;
+  Tensor tensor = data.detach();
   auto meta = std::make_shared<AutogradMeta>();
   meta->grad_fn = std::move(grad_fn);
   meta->output_nr = output_nr_;

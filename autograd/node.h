@@ -16,6 +16,7 @@
 namespace ember::autograd {
 
 class Node;
+class PackedTensor;  // saved_tensor_hooks.h
 
 // Where the gradient of one input goes: output `input_nr` of `node`'s inputs
 // list... precisely, `node` receives it as its gradient for output `output_nr`.
@@ -40,7 +41,9 @@ struct InputMeta {
 // view base) onto a history that leads back to the node that saved it
 // (`h.add_(h * w)`, or a buffer written with a function of its own view). An
 // output of the node that saves it has that node as its history, which is
-// passed in at unpack time, so that the node does not own itself.
+// passed in at unpack time, so that the node does not own itself. Under a
+// pack hook (saved_tensor_hooks.h) it keeps what the hook returned instead of
+// the values, and the rest as above (Note [Saved tensor hooks]).
 class SavedTensor {
  public:
   SavedTensor() = default;
@@ -54,6 +57,7 @@ class SavedTensor {
 
  private:
   Tensor data_;
+  std::shared_ptr<PackedTensor> packed_;  // set instead of data_ under a pack hook
   std::shared_ptr<Node> grad_fn_;
   std::shared_ptr<TensorImpl> leaf_;  // a leaf that requires grad: its gradient must reach it
   uint64_t version_ = 0;

@@ -1,6 +1,8 @@
 // The Generator that hands out Philox counters (Philox itself is inline in
-// core/random.h). Tests: tests/core/test_random.cpp.
+// core/random.h), and the recorder of generator uses (core/random_uses.h).
+// Tests: tests/core/test_random.cpp, tests/nn/test_checkpoint.cpp.
 #include "core/random.h"
+#include "core/random_uses.h"
 
 namespace ember {
 
@@ -24,8 +26,23 @@ void Generator::set_state(GeneratorState state) {
   state_ = state;
 }
 
+namespace {
+thread_local GeneratorUseRecorder* t_innermost_recorder = nullptr;
+}  // namespace
+
+GeneratorUseRecorder::GeneratorUseRecorder() : outer_(t_innermost_recorder) { t_innermost_recorder = this; }
+GeneratorUseRecorder::~GeneratorUseRecorder() { t_innermost_recorder = outer_; }
+
+void GeneratorUseRecorder::note(Generator* generator, GeneratorState before) {
+  for (const GeneratorUse& use : uses_)
+    if (use.generator == generator) return;
+  uses_.push_back({generator, before});
+}
+
 uint64_t Generator::reserve(uint64_t blocks) {
   std::lock_guard lock(mutex_);
+  for (GeneratorUseRecorder* recorder = t_innermost_recorder; recorder; recorder = recorder->outer_)
+    recorder->note(this, state_);
   uint64_t first = state_.offset;
   state_.offset += blocks;
   return first;

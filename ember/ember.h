@@ -36,6 +36,7 @@
 #include "autograd/dot.h"
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
+#include "autograd/saved_tensor_hooks.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "core/grad_hook.h"

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/grad_hook.h"
 #include "core/hook_list.h"
 #include "core/named_tensors.h"
 #include "core/tensor.h"
@@ -52,6 +53,17 @@ using ForwardWrapper = std::function<void(ForwardCall& call, const std::function
 using BackwardHook = std::function<void(Module& module)>;
 // What the register_*_hook functions return, for remove_hook.
 using ModuleHookId = HookId;
+
+namespace detail {
+// Activation checkpointing's core (nn/checkpoint.cpp, Note [Activation
+// checkpointing] in nn/README.md): runs `region` now, keeping none of the
+// tensors its operations save for backward, and keeps `replay` (the same
+// operations on the same arguments) to recompute them in backward. `name`
+// goes into error messages; `inputs` are the arguments' tensors, whose
+// versions are checked before the recomputation.
+void run_checkpointed(std::string name, std::span<Tensor* const> inputs, std::function<void()> replay,
+                      const std::function<void()>& region);
+}  // namespace detail
 
 // What load_state_dict found besides the keys it loaded (PyTorch's _IncompatibleKeys).
 struct LoadStateDictResult {
@@ -91,11 +103,11 @@ class Module {
     std::apply([&](auto&... argument) { (visit_tensors<false>(argument, add_input), ...); }, arguments);
     auto run_forward = [&] { return std::apply([&](auto&... argument) { return self.forward(argument...); }, arguments); };
     if constexpr (std::is_void_v<Result>) {
-      self.run_call(record, run_forward);
+      self.run_call(record, [&] { forward_step(self, record, arguments, run_forward); });
     } else {
       std::optional<Result> result;
       self.run_call(record, [&] {
-        result.emplace(run_forward());
+        forward_step(self, record, arguments, [&] { result.emplace(run_forward()); });
         auto add_output = [&record](Tensor& tensor) { record.outputs.push_back(&tensor); };
         visit_tensors<true>(*result, add_output);
       });
@@ -117,11 +129,17 @@ class Module {
   ModuleHookId register_backward_hook(BackwardHook hook);
   // Removes the hook or wrapper with this id; an unknown id is an error.
   void remove_hook(ModuleHookId id);
-  // Whether any hook or wrapper is registered (then calls take the hooked path).
+  // Whether any hook or wrapper is registered, or activation checkpointing is
+  // on (then calls take the hooked path).
   bool has_call_hooks() const {
     return !forward_pre_hooks_.empty() || !forward_hooks_.empty() || !forward_wrappers_.empty() ||
-           !backward_pre_hooks_.empty() || !backward_hooks_.empty();
+           !backward_pre_hooks_.empty() || !backward_hooks_.empty() || activation_checkpointing_;
   }
+  // Every call (operator(), call) runs forward without keeping the tensors
+  // its operations save for backward; backward runs forward again to get
+  // them (nn/checkpoint.h says which hooks run again).
+  void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
+  bool activation_checkpointing() const { return activation_checkpointing_; }
 
   // The class name printed in the tree; by default the C++ class name without namespaces.
   virtual std::string type_name() const;
@@ -202,6 +220,22 @@ class Module {
   void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, Module*>>& out,
                        std::unordered_set<const Module*>& seen);
 
+  // The forward step of a hooked call: `run` (forward itself), or with
+  // activation checkpointing on, `run` without keeping what its operations
+  // save for backward, and a copy of the arguments to run forward again then.
+  template <class Self, class Arguments, class Run>
+  static void forward_step(Self& self, ForwardCall& record, const Arguments& arguments, const Run& run) {
+    if (!self.activation_checkpointing_ || !grad_mode_enabled()) return run();
+    if constexpr (std::is_copy_constructible_v<Arguments>) {
+      auto replay = [&self, copy = std::make_shared<Arguments>(arguments)] {
+        std::apply([&](auto&... argument) { (void)self.forward(argument...); }, *copy);
+      };
+      detail::run_checkpointed(fmt::format("nn::checkpoint({})", self.type_name()), record.inputs, replay, run);
+    } else {
+      EMBER_CHECK(false, "nn::checkpoint({}): activation checkpointing keeps a copy of forward's arguments to run it "
+                  "again in backward, and these cannot be copied", self.type_name());
+    }
+  }
   // The hooked path of call(): wrappers, pre-hooks, `forward` (which fills
   // call.outputs), hooks, then the backward hooks' arming (module_hooks.cpp).
   void run_call(ForwardCall& call, const std::function<void()>& forward);
@@ -223,6 +257,7 @@ class Module {
   std::shared_ptr<BackwardState> backward_state_;  // made when backward hooks first arm
   NamedModules children_;
   bool training_ = true;
+  bool activation_checkpointing_ = false;
 };
 
 std::ostream& operator<<(std::ostream& stream, const Module& module);

@@ -34,7 +34,8 @@ Module::Module(Module&& other) noexcept
       backward_hooks_(std::move(other.backward_hooks_)),
       backward_state_(std::move(other.backward_state_)),
       children_(std::move(other.children_)),
-      training_(other.training_) {
+      training_(other.training_),
+      activation_checkpointing_(other.activation_checkpointing_) {
   if (backward_state_) backward_state_->module = this;  // the hooks find the module through it
 }
 
@@ -50,6 +51,7 @@ Module& Module::operator=(Module&& other) noexcept {
   if (backward_state_) backward_state_->module = this;  // the hooks find the module through it
   children_ = std::move(other.children_);
   training_ = other.training_;
+  activation_checkpointing_ = other.activation_checkpointing_;
   return *this;
 }
 

@@ -4,6 +4,7 @@
 
 #include "nn/activation.h"
 #include "nn/attention.h"
+#include "nn/checkpoint.h"
 #include "nn/container.h"
 #include "nn/conv.h"
 #include "nn/dropout.h"
