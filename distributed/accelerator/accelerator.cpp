@@ -16,6 +16,8 @@
 #include "core/version.h"
 #include "data/distributed_sampler.h"
 #include "distributed/accelerator/accelerator_state.h"
+#include "distributed/zero/wrap_policy.h"
+#include "nn/checkpoint.h"
 #include "optim/clip_grad.h"
 
 namespace ember {
@@ -108,6 +110,11 @@ Accelerator::Accelerator(AcceleratorOptions options) : state_(std::make_shared<A
     state.scaler = std::make_unique<distributed::GradScaler>(state.options.scaler, state.group);
   }
   if (state.options.seed) set_seed(*state.options.seed);
+  const distributed::ResolvedShardingOptions& sharding = state.options.sharding;
+  if (state.process_index == 0 && sharding.strategy != distributed::ShardingStrategy::ddp && !sharding.full_state_dict)
+    std::fprintf(stderr,
+                 "ember Accelerator: warning: state_dict_type 'sharded' (SHARDED_STATE_DICT) is not built; "
+                 "save_state writes whole state gathered from the shards (loadable at any world size)\n");
 }
 
 Accelerator::~Accelerator() {
@@ -147,6 +154,17 @@ void Accelerator::prepare_model(const std::shared_ptr<nn::Module>& model) {
   detail::PreparedModel prepared;
   prepared.module = model;
   model->to(state.device);
+  if (state.options.sharding.activation_checkpointing) {
+    // The units of the wrap policy recompute their activations in backward
+    // (Accelerate's fsdp_activation_checkpointing), whatever the strategy.
+    const std::vector<distributed::WrappedUnit> units = distributed::choose_units(*model, state.options.sharding);
+    EMBER_CHECK(!units.empty(),
+                "Accelerator::prepare: activation checkpointing is on, but the wrap policy chose no module of the {} "
+                "to checkpoint; name its block type in wrap_module_types (fsdp_transformer_layer_cls_to_wrap) or "
+                "lower min_num_params",
+                model->type_name());
+    for (const distributed::WrappedUnit& unit : units) nn::set_activation_checkpointing(*unit.module, true);
+  }
   if (state.group && state.options.sharding.strategy == distributed::ShardingStrategy::ddp)
     prepared.ddp = std::make_unique<distributed::DistributedDataParallel>(model, *state.group, state.options.ddp);
   else if (state.group)

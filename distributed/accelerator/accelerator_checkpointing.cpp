@@ -301,9 +301,10 @@ void check_model(const checkpoint::Manifest& manifest, const std::string& file, 
 }
 
 LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& directory) {
-  const checkpoint::Manifest manifest = checkpoint::verify_checkpoint(directory, state.num_processes);
+  const checkpoint::Manifest manifest = checkpoint::verify_checkpoint(directory);
   const fs::path manifest_path = directory / checkpoint::kManifestName;
   const json& metadata = manifest.metadata;
+  const int64_t saved_world = manifest.world_size;
   EMBER_CHECK(integer(metadata, "format", manifest_path) == kCheckpointFormat,
               "Accelerator::load_state: {} has checkpoint format {}, this ember reads {}", directory.string(),
               metadata["format"].dump(), kCheckpointFormat);
@@ -318,6 +319,14 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
 
   LoadedCheckpoint loaded;
   loaded.step = integer(metadata, "step", manifest_path);
+  // Note [Resuming at another world size]: whole tensors load at any world
+  // size; partial gradients of an accumulation step belong to their processes.
+  EMBER_CHECK(saved_world == state.num_processes || loaded.step == 0,
+              "checkpoint {}: saved by {} processes in the middle of an accumulation step (batch {} of {}), whose "
+              "partial gradients belong to those processes; this job has world size {}: resume it with {} processes, "
+              "or save at a step boundary (when sync_gradients() is true) to change the world size",
+              directory.string(), saved_world, loaded.step, state.options.gradient_accumulation_steps,
+              state.num_processes, saved_world);
   for (size_t i = 0; i < state.models.size(); ++i)
     loaded.models.push_back(load_safetensors(directory / numbered("model", i, ".safetensors")).tensors);
   for (size_t i = 0; i < state.optimizers.size(); ++i) {
@@ -339,7 +348,7 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
       loaded.custom.emplace_back(read_json(file));
   }
 
-  const fs::path process_file = directory / fmt::format("process_{}.json", state.process_index);
+  const fs::path process_file = directory / fmt::format("process_{}.json", state.process_index % saved_world);
   const json process = read_json(process_file);
   const json& random = field(process, "random_state", process_file);
   EMBER_CHECK(field(random, "seed", process_file).is_number_unsigned() &&
@@ -352,6 +361,16 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
               loaders.is_array() ? loaders.size() : 0, state.loaders.size());
   for (size_t i = 0; i < loaders.size(); ++i) {
     data::DataLoaderState position{integer(loaders[i], "epoch", process_file), integer(loaders[i], "batch", process_file)};
+    if (saved_world != state.num_processes && !state.options.split_batches) {
+      // Batches go round-robin: b batches on each of the saved processes are
+      // the epoch's first b * saved_world, which this world continues from.
+      const int64_t global = position.batch * saved_world;
+      EMBER_CHECK(global % state.num_processes == 0,
+                  "load_state: data loader {} stands at batch {} on each of {} processes ({} batches of its epoch), "
+                  "which {} processes cannot continue from evenly; resume with a world size that divides {}",
+                  i, position.batch, saved_world, global, state.num_processes, global);
+      position.batch = global / state.num_processes;
+    }
     const int64_t batches = state.loaders[i]->loader->size();
     EMBER_CHECK(position.epoch >= 0 && position.batch >= 0 && position.batch <= batches,
                 "load_state: {} puts data loader {} at batch {} of epoch {}, but its epochs have {} batches",

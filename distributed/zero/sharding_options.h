@@ -43,8 +43,9 @@ struct ShardingOptions {
   // EMBER_WRAP_MIN_NUM_PARAMS; default 100000 (FSDP's size-based policy's default is 1e8,
   // sized for GPUs; ember's CPU models are smaller).
   std::optional<int64_t> min_num_params = std::nullopt;
-  // EMBER_STATE_DICT_TYPE: "sharded" (each process writes its shards, loadable
-  // at any world size) or "full" (the main process writes whole tensors); default sharded.
+  // EMBER_STATE_DICT_TYPE: "full" (whole tensors gathered from the shards,
+  // loadable at any world size and strategy; default) or "sharded" (each
+  // process writing its own shards: not built yet, warned about, full written).
   std::optional<std::string> state_dict_type = std::nullopt;
   // EMBER_FORWARD_PREFETCH / EMBER_BACKWARD_PREFETCH: start the next unit's
   // all-gather while this one computes; default true.
@@ -64,7 +65,7 @@ struct ResolvedShardingOptions {
   WrapPolicy wrap_policy = WrapPolicy::transformer;
   std::vector<std::string> wrap_module_types = {"TransformerBlock"};
   int64_t min_num_params = 100000;
-  bool full_state_dict = false;
+  bool full_state_dict = true;
   bool forward_prefetch = true;
   bool backward_prefetch = true;
   bool activation_checkpointing = false;

@@ -85,6 +85,47 @@ TEST(AcceleratorCheckpoints, ExactResumeAfterKillUnderZero3) {
   check_exact_resume(3, 26, 30, {"EMBER_STRATEGY=zero3", "EMBER_WRAP_MIN_NUM_PARAMS=100"});
 }
 
+// Note [Resuming at another world size]: 4 processes train 12 batches each
+// (48 of the epoch) under ZeRO-3 and, separately, under DDP, and save. The
+// two checkpoints must hold the same bytes in their model and optimizer
+// files (ZeRO's whole state is DDP's). Each is then resumed on 1, 2 and 3
+// processes under the other strategy for 6 more batches each: the ZeRO-3
+// checkpoint under DDP and the DDP one under ZeRO-3 must end at the same
+// parameters, bit for bit. Mutations caught: cutting the optimizer state
+// into pieces at the wrong offset (load_full_optimizer_state_dict), or not
+// moving the data loaders to the global batch the saved processes reached.
+TEST(AcceleratorCheckpoints, ReshardsWhenTheWorldSizeChanges) {
+  testing::ScratchDirectory directory;
+  const std::string dir = directory.path().string();
+  const std::vector<std::string> zero3{"EMBER_STRATEGY=zero3", "EMBER_WRAP_MIN_NUM_PARAMS=100"};
+  const std::vector<std::string> ddp{"EMBER_STRATEGY=ddp"};
+  auto run = [&](int processes, const std::vector<std::string>& args, const std::vector<std::string>& env) {
+    ProcessResult result =
+        launch({"--nproc-per-node", std::to_string(processes)}, "accelerator_reshard", args, seconds(120), env);
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    return result;
+  };
+  run(4, {"save", dir, "zero3_checkpoint", "12"}, zero3);
+  run(4, {"save", dir, "ddp_checkpoint", "12"}, ddp);
+  for (const char* file : {"model.safetensors", "optimizer.safetensors", "optimizer.json"})
+    EXPECT_TRUE(read_bytes(directory.path() / "zero3_checkpoint" / file) ==
+                read_bytes(directory.path() / "ddp_checkpoint" / file))
+        << file << " differs between the ZeRO-3 and the DDP checkpoint";
+  for (int processes : {1, 2, 3}) {
+    const std::string zero_tag = fmt::format("from_zero3_{}", processes);
+    const std::string ddp_tag = fmt::format("from_ddp_{}", processes);
+    run(processes, {"resume", dir, "zero3_checkpoint", "6", zero_tag}, ddp);
+    ProcessResult resumed = run(processes, {"resume", dir, "ddp_checkpoint", "6", ddp_tag}, zero3);
+    EXPECT_NE(resumed.output.find(fmt::format("resumed at batch {}", 48 / processes)), std::string::npos)
+        << resumed.output;
+    const std::string expected = read_bytes(directory.path() / (zero_tag + "_0.safetensors"));
+    ASSERT_FALSE(expected.empty());
+    EXPECT_TRUE(expected == read_bytes(directory.path() / (ddp_tag + "_0.safetensors")))
+        << processes << " processes: resuming the ZeRO-3 checkpoint under DDP and the DDP one under ZeRO-3 differ";
+  }
+  expect_nothing_left();
+}
+
 TEST(AcceleratorCheckpoints, AKillWhileSavingLeavesThePreviousCheckpointLoadable) {
   testing::ScratchDirectory directory;
   ProcessResult killed =

@@ -93,14 +93,14 @@ TEST_F(AcceleratorOptionsTest, BadValuesNameTheOptionAndWhereItCameFrom) {
 }
 
 // Sharding (distributed/zero/sharding_options.h): DDP unless asked, each
-// transformer block a unit, sharded checkpoints, prefetching on, no clipping.
+// transformer block a unit, whole-state checkpoints, prefetching on, no clipping.
 TEST_F(AcceleratorOptionsTest, ShardingDefaults) {
   distributed::ResolvedShardingOptions resolved = resolve_accelerator_options({}).sharding;
   EXPECT_EQ(resolved.strategy, distributed::ShardingStrategy::ddp);
   EXPECT_EQ(resolved.wrap_policy, distributed::WrapPolicy::transformer);
   EXPECT_EQ(resolved.wrap_module_types, std::vector<std::string>{"TransformerBlock"});
   EXPECT_EQ(resolved.min_num_params, 100000);
-  EXPECT_FALSE(resolved.full_state_dict);
+  EXPECT_TRUE(resolved.full_state_dict);
   EXPECT_TRUE(resolved.forward_prefetch);
   EXPECT_TRUE(resolved.backward_prefetch);
   EXPECT_FALSE(resolved.activation_checkpointing);
@@ -112,7 +112,7 @@ TEST_F(AcceleratorOptionsTest, ShardingFromTheEnvironmentAndCode) {
   setenv("EMBER_WRAP_POLICY", "size", 1);
   setenv("EMBER_WRAP_MODULE_TYPES", "Block, Embedding", 1);
   setenv("EMBER_WRAP_MIN_NUM_PARAMS", "5000", 1);
-  setenv("EMBER_STATE_DICT_TYPE", "full", 1);
+  setenv("EMBER_STATE_DICT_TYPE", "sharded", 1);
   setenv("EMBER_FORWARD_PREFETCH", "false", 1);
   setenv("EMBER_BACKWARD_PREFETCH", "0", 1);
   setenv("EMBER_ACTIVATION_CHECKPOINTING", "true", 1);
@@ -122,7 +122,7 @@ TEST_F(AcceleratorOptionsTest, ShardingFromTheEnvironmentAndCode) {
   EXPECT_EQ(resolved.wrap_policy, distributed::WrapPolicy::size);
   EXPECT_EQ(resolved.wrap_module_types, (std::vector<std::string>{"Block", "Embedding"}));
   EXPECT_EQ(resolved.min_num_params, 5000);
-  EXPECT_TRUE(resolved.full_state_dict);
+  EXPECT_FALSE(resolved.full_state_dict);
   EXPECT_FALSE(resolved.forward_prefetch);
   EXPECT_FALSE(resolved.backward_prefetch);
   EXPECT_TRUE(resolved.activation_checkpointing);

@@ -137,6 +137,32 @@ EMBER_SCENARIO(accelerator_resume) {
   return 0;
 }
 
+// Note [Resuming at another world size]: `save <dir> <name> <batches>`
+// trains that many batches (a step boundary) and saves checkpoint <name>;
+// `resume <dir> <name> <batches> <tag>` loads it, whatever world size and
+// strategy (EMBER_STRATEGY) saved it, trains that many more batches and
+// writes the model to <tag>_<process>.safetensors.
+EMBER_SCENARIO(accelerator_reshard) {
+  const std::string mode = args.at(0);
+  const fs::path directory = args.at(1);
+  const fs::path checkpoint = directory / args.at(2);
+  const int64_t batches = std::stoll(args.at(3));
+  Run run;
+  const int rank = run.accelerator.process_index();
+  if (mode == "save") {
+    run.train_until(0, batches);
+    run.accelerator.save_state(checkpoint);
+    return 0;
+  }
+  EMBER_CHECK(mode == "resume", "accelerator_reshard: unknown mode {}", mode);
+  run.accelerator.load_state(checkpoint);
+  const int64_t done = run.batches_done();
+  run.train_until(done, done + batches);
+  save_safetensors(directory / fmt::format("{}_{}.safetensors", args.at(4), rank),
+                   run.accelerator.get_state_dict(*run.model));
+  return check(true, rank, fmt::format("resumed at batch {} of {} processes", done, run.accelerator.num_processes()));
+}
+
 namespace {
 
 // A registered object whose state the second save_state asks for while the

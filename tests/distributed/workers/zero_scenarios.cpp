@@ -21,6 +21,7 @@
 
 #include "distributed/ddp/distributed_data_parallel.h"
 #include "distributed/process_group.h"
+#include "distributed/zero/memory_estimate.h"
 #include "distributed/zero/sharded_data_parallel.h"
 #include "workers/scenario.h"
 
@@ -38,6 +39,8 @@ constexpr int64_t kVocab = 11;
 constexpr int64_t kWidth = 12;
 constexpr int64_t kGlobalBatch = 24;  // divisible by 1, 2, 3 and 4 ranks, and by 2 micro-batches
 constexpr int64_t kSteps = 20;
+
+}  // namespace
 
 // A residual MLP block; the wrap policy makes each one a unit.
 struct Block : nn::Module {
@@ -66,6 +69,8 @@ struct TiedModel : nn::Module {
   std::shared_ptr<nn::Sequential> blocks;
   std::shared_ptr<nn::Linear> unused, head;
 };
+
+namespace {
 
 struct Batch {
   Tensor ids;
@@ -190,6 +195,62 @@ EMBER_SCENARIO(zero_matches_ddp) {
     failures += check(whole.meta["state"] == expected.meta["state"], rank,
                       "step counts and the parameters with state agree: " + whole.meta["state"].dump());
     failures += check(!model->unused->weight.grad().defined(), rank, "the unused layer has no gradient");
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
+}  // namespace ember::test
+
+namespace ember::test {
+
+// What one rank holds between steps under `strategy` (args[0]), measured by
+// the allocator (live bytes after the second step, before zero_grad, less
+// what was live before the model existed), against estimate_memory's
+// parameters + gradients + optimizer state. Prints one row of the table
+// test_zero.cpp shows.
+EMBER_SCENARIO(zero_memory) {
+  const ShardingStrategy strategy = *distributed::parse_sharding_strategy(args.at(0));
+  ProcessGroup& group = distributed::init_process_group({.backend = "auto"});
+  const int rank = group.rank(), world = group.size();
+  constexpr int64_t kBlocks = 4, kMemoryWidth = 128;
+  int failures = 0;
+  {
+    const int64_t before = memory_allocated();
+    manual_seed(3);
+    auto model = std::make_shared<nn::Sequential>();
+    for (int64_t i = 0; i < kBlocks; ++i) model->push_back(std::make_shared<Block>(kMemoryWidth));
+    int64_t parameters = 0;
+    for (const Tensor& parameter : model->parameters()) parameters += parameter.numel();
+    std::unique_ptr<DistributedDataParallel> ddp;
+    std::unique_ptr<ShardedDataParallel> zero;
+    optim::AdamW optimizer(model->parameters(), {.lr = 1e-3});
+    if (strategy == ShardingStrategy::ddp) {
+      ddp = std::make_unique<DistributedDataParallel>(model, group);
+    } else {
+      ResolvedShardingOptions options;
+      options.strategy = strategy;
+      options.wrap_module_types = {"Block"};
+      zero = std::make_unique<ShardedDataParallel>(model, group, options);
+      zero->attach_optimizer(optimizer);
+    }
+    Generator generator(9);
+    const Tensor inputs = randn({8, kMemoryWidth}, {}, &generator);
+    for (int step = 0; step < 2; ++step) {
+      optimizer.zero_grad();
+      (*model)(inputs).square().mean().backward();
+      optimizer.step();
+    }
+    const int64_t measured = memory_allocated() - before - inputs.nbytes();
+    const distributed::MemoryEstimate estimate =
+        distributed::estimate_memory({.num_params = parameters, .strategy = strategy, .world_size = world});
+    const int64_t expected = estimate.parameters + estimate.gradients + estimate.optimizer_state;
+    const double ratio = double(measured) / double(expected);
+    std::printf("memory-row %s %d %d %lld %lld %.3f\n", args.at(0).c_str(), world, rank,
+                static_cast<long long>(measured), static_cast<long long>(expected), ratio);
+    failures += check(std::abs(ratio - 1) <= 0.10, rank,
+                      fmt::format("{} on {} ranks: {} bytes held, the formula says {} (ratio {:.3f})", args.at(0),
+                                  world, measured, expected, ratio));
   }
   distributed::destroy_process_group();
   return failures;
