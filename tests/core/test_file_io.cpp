@@ -2,8 +2,8 @@
 // temporaries never written through a planted link, readers that
 // refuse a FIFO or device at once instead of blocking, the copying load that
 // keeps nothing of the file, and names from files escaped in messages. Each
-// guarantee's test names the mutation it catches; each was checked once by
-// making that mutation (tests/RELIABILITY.md, "Attacks on files").
+// guarantee's test names the mutation it catches; which were checked by
+// making them: tests/RELIABILITY.md, "Attacks on files".
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>

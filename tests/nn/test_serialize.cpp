@@ -102,11 +102,11 @@ TEST(Serialize, LoadIntoTheWrongModelNamesThePathAndTheKeys) {
   std::filesystem::remove(path);
 }
 
-// Mutation caught: nn::load mapping the file again (load_safetensors(path)
-// with its default mmap) leaves nothing mapped after return only by luck of
-// the module copying; with the mapping kept, truncating the file while the
-// load runs kills it with SIGBUS. Here: once nn::load returns, the file is in
-// no mapping of this process and truncating it changes no parameter.
+// Mutation caught: nn::load keeping the loaded tensors (and with them a
+// mapping) alive past its return, e.g. a module taking the file's tensors
+// instead of copying them. (Mapping during the load alone is not caught here:
+// the mapping goes when the load returns.) Once nn::load returns, the file is
+// in no mapping of this process and truncating it changes no parameter.
 TEST(Serialize, LoadKeepsNothingOfTheFile) {
   testing::ScratchDirectory scratch;
   const std::filesystem::path path = scratch.path() / "model.safetensors";
