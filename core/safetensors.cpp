@@ -54,7 +54,6 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian, as is every host ember runs on");
 
 constexpr uint64_t kMaxHeaderSize = 100'000'000;  // the reference's MAX_HEADER_SIZE
-constexpr size_t kShownNameLength = 80;           // longer names are cut in messages
 constexpr size_t kShownErrorLength = 300;         // a JSON error quotes the token, which may be long
 
 struct DTypeCode {
@@ -73,11 +72,8 @@ const DTypeCode& code_of(DType dtype) {
   EMBER_ASSERT(false, "safetensors: no code for dtype {}", dtype);
 }
 
-// A name from the file, cut to a readable length for an error message.
-std::string shown(std::string_view name, size_t length = kShownNameLength) {
-  if (name.size() <= length) return std::string(name);
-  return fmt::format("{}... ({} bytes)", name.substr(0, length), name.size());
-}
+// A name from the file as a message shows it: cut, escaped (core/shown_text.h).
+std::string shown(std::string_view name, size_t length = 80) { return shown_text(name, length); }
 
 // ---------------------------------------------------------------------------
 // Header parsing: a SAX handler that accepts exactly the header's grammar
@@ -384,23 +380,54 @@ SafetensorsHeader parse_header(const std::string& path, std::string_view text, i
 // ---------------------------------------------------------------------------
 // Files.
 
-// Opens `path` for reading and returns its size, which must hold the 8-byte length.
-FileDescriptor open_for_reading(const std::string& path, int64_t& file_size) {
-  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  EMBER_CHECK(file.get() >= 0, "safetensors: cannot open '{}': {}", path, errno_text());
-  struct stat status {};
-  EMBER_CHECK(::fstat(file.get(), &status) == 0, "safetensors: cannot stat '{}': {}", path, errno_text());
-  EMBER_CHECK(S_ISREG(status.st_mode), "safetensors: '{}' is not a regular file", path);
-  file_size = int64_t(status.st_size);
+void check_file_size(const std::string& path, int64_t file_size) {
   EMBER_CHECK(file_size >= 8, "safetensors: '{}': the file has {} bytes, fewer than the 8-byte header length", path,
               file_size);
+}
+
+// The tensors of a whole file at `bytes` (`file_size` of them), which `owner`
+// keeps alive: each tensor views the bytes and holds `owner`, unless its data
+// is misaligned for its dtype, when it gets a copy.
+SafetensorsContents contents_of(const std::string& name, char* bytes, int64_t file_size,
+                                const std::shared_ptr<void>& owner) {
+  const int64_t header_size = header_size_of(name, reinterpret_cast<const unsigned char*>(bytes), file_size);
+  SafetensorsHeader header = parse_header(name, std::string_view(bytes + 8, size_t(header_size)), file_size);
+
+  SafetensorsContents contents;
+  contents.metadata = std::move(header.metadata);
+  contents.tensors.reserve(header.tensors.size());
+  for (const SafetensorsTensorInfo& info : header.tensors) {
+    const int64_t file_offset = header.data_start() + info.data_begin;
+    const size_t nbytes = size_t(info.data_end - info.data_begin);
+    char* data = bytes + file_offset;
+    Tensor tensor;
+    if (nbytes > 0 && reinterpret_cast<uintptr_t>(data) % uintptr_t(element_size(info.dtype)) == 0) {
+      // One storage per tensor (its own version counter), each holding the bytes alive.
+      auto storage = std::make_shared<Storage>(data, nbytes, kCPU, [owner](void*) {});
+      tensor = Tensor::make(std::move(storage), info.dtype, info.shape, contiguous_strides(info.shape, "safetensors"), 0);
+    } else {
+      tensor = make_tensor(info.shape, info.dtype);
+      if (nbytes > 0) std::memcpy(tensor.data_ptr(), data, nbytes);
+    }
+    contents.tensors.emplace_back(info.name, std::move(tensor));
+  }
+  return contents;
+}
+
+// Opens `path` for reading and returns its size, which must hold the 8-byte
+// length. A FIFO, device or directory is refused at once (open_regular_file);
+// a link the user gives is followed (model files are often links into a cache).
+FileDescriptor open_for_reading(const std::string& path, int64_t& file_size) {
+  FileDescriptor file = open_regular_file("safetensors", path, Links::follow, &file_size);
+  check_file_size(path, file_size);
   return file;
 }
 
 // A private, writable mapping of a whole file: pages are shared with the page
 // cache until a tensor writes to one, which then gets its own copy (MAP_PRIVATE
-// is copy-on-write), so the file never changes. As with any mapping, another
-// program truncating the file in place would fault readers; ember's own
+// is copy-on-write), so the file never changes. Another program truncating or
+// rewriting the file in place while tensors view it makes reading them
+// SIGBUS or changes them (Note [Mapped loads] in core/README.md); ember's own
 // writer replaces files by rename, which leaves mapped inodes intact.
 class FileMapping {
  public:
@@ -523,37 +550,25 @@ SafetensorsHeader read_safetensors_header(const std::filesystem::path& path) {
   return parse_header(name, text, file_size);
 }
 
-SafetensorsContents load_safetensors(const std::filesystem::path& path) {
+SafetensorsContents load_safetensors(const std::filesystem::path& path, const SafetensorsLoadOptions& options) {
   const std::string name = path.string();
   int64_t file_size = 0;
-  auto mapping = [&] {
-    FileDescriptor file = open_for_reading(name, file_size);
-    return std::make_shared<FileMapping>(file.get(), size_t(file_size), name);  // the mapping outlives the descriptor
-  }();
-  const char* bytes = mapping->data();
-  const int64_t header_size = header_size_of(name, reinterpret_cast<const unsigned char*>(bytes), file_size);
-  SafetensorsHeader header = parse_header(name, std::string_view(bytes + 8, size_t(header_size)), file_size);
-
-  SafetensorsContents contents;
-  contents.metadata = std::move(header.metadata);
-  contents.tensors.reserve(header.tensors.size());
-  for (const SafetensorsTensorInfo& info : header.tensors) {
-    const int64_t file_offset = header.data_start() + info.data_begin;
-    const size_t nbytes = size_t(info.data_end - info.data_begin);
-    char* data = mapping->data() + file_offset;
-    Tensor tensor;
-    // The mapping starts page-aligned, so the file offset decides alignment.
-    if (nbytes > 0 && file_offset % element_size(info.dtype) == 0) {
-      // One storage per tensor (its own version counter), each holding the mapping alive.
-      auto storage = std::make_shared<Storage>(data, nbytes, kCPU, [mapping](void*) {});
-      tensor = Tensor::make(std::move(storage), info.dtype, info.shape, contiguous_strides(info.shape, "safetensors"), 0);
-    } else {
-      tensor = make_tensor(info.shape, info.dtype);
-      if (nbytes > 0) std::memcpy(tensor.data_ptr(), data, nbytes);
-    }
-    contents.tensors.emplace_back(info.name, std::move(tensor));
+  FileDescriptor file = open_for_reading(name, file_size);
+  if (!options.mmap) {
+    auto bytes = std::make_shared<std::string>(read_whole_file("safetensors", file.get(), file_size, name));
+    return contents_of(name, bytes->data(), file_size, bytes);
   }
-  return contents;
+  // The mapping outlives the descriptor.
+  auto mapping = std::make_shared<FileMapping>(file.get(), size_t(file_size), name);
+  return contents_of(name, mapping->data(), file_size, mapping);
+}
+
+SafetensorsContents parse_safetensors(std::shared_ptr<std::string> bytes, const std::string& name) {
+  EMBER_CHECK(bytes != nullptr, "parse_safetensors: '{}': no bytes given", name);
+  check_file_size(name, int64_t(bytes->size()));
+  char* data = bytes->data();
+  const int64_t size = int64_t(bytes->size());  // read before `bytes` is moved into the owner
+  return contents_of(name, data, size, std::move(bytes));
 }
 
 }  // namespace ember

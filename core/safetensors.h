@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,16 +45,36 @@ struct SafetensorsHeader {
 
 // Writes `tensors` (any layout, any device; written contiguous, in the
 // reference writer's order) with {"format": "pt"} added to `metadata` unless it
-// has a "format". Atomic: written to `<path>.tmp`, flushed to disk, renamed.
+// has a "format". Atomic and safe (write_file_atomically in core/file_io.h):
+// written to a new temporary file beside `path`, flushed to disk, renamed.
 // Names must be unique, valid UTF-8 and not "__metadata__".
 void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
-// Memory-maps `path` (copy-on-write) and returns CPU tensors that view the
-// mapping without copying; a tensor whose data is misaligned for its dtype is
-// copied. Writing to a tensor never writes to the file. The mapping lives as
-// long as any tensor from it. Every malformed file is an ember::Error.
-SafetensorsContents load_safetensors(const std::filesystem::path& path);
+struct SafetensorsLoadOptions {
+  // true: the tensors view a private (copy-on-write) mapping of the file, no
+  // copy made. The mapping lives as long as any tensor from it, and so does a
+  // hazard: if another program truncates the file in place meanwhile, reading
+  // a tensor kills the process with SIGBUS; if it rewrites the file in place,
+  // pages not yet read show the new bytes. (Replacing the file by rename, as
+  // ember's writers do, is safe.) false: the file is read into memory once and
+  // the tensors view that memory; nothing of the file stays mapped or open.
+  bool mmap = true;
+};
+
+// Returns CPU tensors for the file at `path` (see SafetensorsLoadOptions for
+// whether they view a mapping of it or a copy); a tensor whose data is
+// misaligned for its dtype is copied. Writing to a tensor never writes to the
+// file. A FIFO, device or directory at `path` is refused at once (a link is
+// followed). Every malformed file is an ember::Error. nn::load and
+// Accelerator::load_state copy, and keep nothing of the file once they return.
+SafetensorsContents load_safetensors(const std::filesystem::path& path, const SafetensorsLoadOptions& options = {});
+
+// The tensors of a whole safetensors file already in memory, checked as
+// load_safetensors checks a file; they view `bytes` and keep it alive. `name`
+// is for messages. For readers that check the bytes first (load_state
+// verifies their checksum and parses the very bytes it checked).
+SafetensorsContents parse_safetensors(std::shared_ptr<std::string> bytes, const std::string& name);
 
 // The validated header (names, dtypes, shapes, offsets, metadata) without
 // reading the data section: for checkpoint manifests.

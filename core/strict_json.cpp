@@ -12,13 +12,6 @@ namespace {
 constexpr size_t kShownErrorLength = 300;  // a parse error quotes the text it stopped at, which may be long
 }  // namespace
 
-std::string shown_text(std::string_view text, size_t length) {
-  std::string shown;
-  for (char c : text.substr(0, length)) shown += c == '\0' ? std::string_view("\\0") : std::string_view(&c, 1);
-  if (text.size() <= length) return shown;
-  return fmt::format("{}... ({} bytes)", shown, text.size());
-}
-
 nlohmann::json parse_json_strictly(const std::string& text, std::string_view context) {
   using Json = nlohmann::json;
   std::vector<std::set<std::string>> open_objects;  // the keys seen in each object being parsed

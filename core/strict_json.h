@@ -11,14 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/shown_text.h"  // for the callers' messages
+
 namespace ember {
 
 // The parsed text; an ember::Error starting with `context` for invalid JSON
 // or a repeated key.
 nlohmann::json parse_json_strictly(const std::string& text, std::string_view context);
-
-// `text` for an error message, cut to `length` bytes, a NUL written `\0`:
-// what() is a C string, which would end the message at the NUL.
-std::string shown_text(std::string_view text, size_t length = 80);
 
 }  // namespace ember

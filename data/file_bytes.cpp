@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "core/file_io.h"
 
 namespace ember::data {
 
@@ -20,18 +21,18 @@ FileBytes read_file_bytes(const std::string& path, const char* op) {
   std::error_code error;
   auto status = std::filesystem::status(path, error);
   EMBER_CHECK(!error && std::filesystem::exists(status), "{}: cannot open '{}': no such file", op, path);
-  EMBER_CHECK(std::filesystem::is_regular_file(status), "{}: cannot read '{}': not a regular file", op, path);
-  uintmax_t file_size = std::filesystem::file_size(path, error);
-  EMBER_CHECK(!error, "{}: cannot read the size of '{}': {}", op, path, error.message());
-
-  gzFile file = gzopen(path.c_str(), "rb");
+  // A FIFO or device is refused at once, by fstat on the opened descriptor (a FIFO would block gzopen).
+  int64_t file_size = 0;
+  FileDescriptor descriptor = open_regular_file(op, path, Links::follow, &file_size);
+  gzFile file = gzdopen(descriptor.get(), "rb");
   EMBER_CHECK(file != nullptr, "{}: cannot open '{}': {}", op, path, std::strerror(errno));
+  descriptor.release();  // gzclose_r closes it
   gzbuffer(file, 1 << 17);
   FileBytes result;
   // A plain file fills the buffer exactly; a gzipped one grows it
   // geometrically. A full buffer grows only once a probe read finds more.
   std::string& bytes = result.bytes;
-  bytes.resize(size_t(std::max<uintmax_t>(file_size, 1 << 16)));
+  bytes.resize(size_t(std::max<int64_t>(file_size, 1 << 16)));
   size_t used = 0;
   std::array<char, 1 << 16> probe;
   for (;;) {

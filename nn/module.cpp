@@ -1,6 +1,8 @@
 // nn::Module: registration, the recursive listings, state dicts and printing (see module.h).
 #include "nn/module.h"
 
+#include "core/shown_text.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -276,7 +278,8 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
   collect_state("", expected);
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& [name, tensor] : state) {
-    EMBER_CHECK(tensor.defined(), "{}.load_state_dict: the value of \"{}\" is an undefined tensor", type_name(), name);
+    EMBER_CHECK(tensor.defined(), "{}.load_state_dict: the value of \"{}\" is an undefined tensor", type_name(),
+                shown_text(name));
     given.emplace(name, &tensor);
   }
   // Note [Parameter slots]: tied names share one tensor, so a file that
@@ -309,9 +312,10 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
   for (const auto& entry : state)
     if (!expected_names.count(entry.first)) result.unexpected_keys.push_back(entry.first);
 
+  // Unexpected keys come from a file (nn::load): escaped, as every name read from one (core/shown_text.h).
   auto quoted_list = [](const std::vector<std::string>& keys) {
     std::string out;
-    for (const std::string& key : keys) out += (out.empty() ? "\"" : ", \"") + key + "\"";
+    for (const std::string& key : keys) out += (out.empty() ? "\"" : ", \"") + shown_text(key) + "\"";
     return out;
   };
   std::string errors;

@@ -10,7 +10,10 @@ void save(const Module& module, const std::filesystem::path& path, const std::ma
 }
 
 LoadStateDictResult load(Module& module, const std::filesystem::path& path, bool strict) {
-  SafetensorsContents contents = load_safetensors(path);
+  // Copied, not mapped: the tensors are copied into the module anyway, and a
+  // mapping would let a file truncated during the load kill the process with
+  // SIGBUS. Nothing of the file is held once this returns.
+  SafetensorsContents contents = load_safetensors(path, {.mmap = false});
   try {
     return module.load_state_dict(contents.tensors, strict);
   } catch (const Error& error) {

@@ -25,6 +25,10 @@ void save(const Module& module, const std::filesystem::path& path,
 
 // Reads `path` and copies its tensors into the module in place
 // (load_state_dict, with its strictness and its error listing, prefixed by the path).
+// The file is read into memory, not mapped (SafetensorsLoadOptions in
+// core/safetensors.h says why a mapping is fragile): once this returns,
+// nothing of the file is held open or mapped, and truncating or rewriting it
+// changes nothing in the module. A FIFO or device at `path` is refused at once.
 LoadStateDictResult load(Module& module, const std::filesystem::path& path, bool strict = true);
 
 // Hugging Face's byte sizes: "10GB" (10^10 bytes), "500MB", "100KB", "1.5GB",
@@ -57,6 +61,7 @@ std::vector<std::filesystem::path> save_sharded(const NamedTensors& state, const
 // says; errors name the directory, the entry and the reason. A tensor in a
 // shard that the index does not list, a name listed twice, or a directory
 // holding both layouts is an error too. The module changes only once every
-// shard has been read and checked.
+// shard has been read and checked. Like load, it reads copies and keeps no
+// mapping; names from the index and the shards appear escaped in errors.
 LoadStateDictResult load_sharded(Module& module, const std::filesystem::path& directory, bool strict = true);
 }  // namespace ember::nn

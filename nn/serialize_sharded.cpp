@@ -146,7 +146,7 @@ NamedTensors read_shards(const fs::path& directory, const std::map<std::string, 
   NamedTensors state;
   for (const auto& [shard, tensors] : expected) {
     const std::string context = fmt::format("load_sharded: '{}': shard '{}'", directory.string(), shard);
-    SafetensorsContents contents = load_safetensors(directory / shard);
+    SafetensorsContents contents = load_safetensors(directory / shard, {.mmap = false});  // as nn::load
     for (const auto& [name, tensor] : contents.tensors) {
       const auto listed = weight_map.find(name);
       EMBER_CHECK(listed != weight_map.end(), "{} holds tensor '{}', which the index does not list", context,

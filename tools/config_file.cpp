@@ -21,9 +21,12 @@
 
 #include "accelerate_sections.h"
 #include "core/error.h"
+#include "core/file_io.h"
 
 namespace ember::launch {
 namespace {
+
+constexpr int64_t kMaxConfigBytes = int64_t(16) << 20;  // a config file is a few hundred bytes
 
 // Accelerate's keys that ember has no use for (ClusterConfig and BaseConfig in
 // accelerate/commands/config/config_args.py): they choose Accelerate's
@@ -107,13 +110,11 @@ YAML::Node parse_file(const std::string& path) {
   std::error_code error;
   EMBER_CHECK(std::filesystem::exists(path, error), "config file '{}' does not exist", path);
   EMBER_CHECK(!std::filesystem::is_directory(path, error), "config file '{}' is a directory", path);
-  std::ifstream file(path);
-  EMBER_CHECK(file.good(), "cannot read config file '{}': {}", path, std::strerror(errno));
-  std::stringstream text;
-  text << file.rdbuf();
-  check_utf8(text.str(), path);
+  // A FIFO or device is refused at once (read_small_file), not read forever.
+  const std::string text = read_small_file("ember: config file", path, kMaxConfigBytes);
+  check_utf8(text, path);
   try {
-    return YAML::Load(text.str());
+    return YAML::Load(text);
   } catch (const YAML::ParserException& parse_error) {
     EMBER_CHECK(false, "cannot parse config file '{}': {} at line {}, column {}", path, parse_error.msg,
                 parse_error.mark.line + 1, parse_error.mark.column + 1);
@@ -177,7 +178,7 @@ ConfigFile read_config_file(const std::string& path) {
     EMBER_CHECK(entry.first.IsScalar(), "config file '{}', line {}: a key must be a name, got a {}", path, line,
                 node_kind(entry.first));
     const std::string& name = entry.first.Scalar();
-    std::string where = fmt::format("config file '{}', line {}, {}", path, line, name);
+    std::string where = fmt::format("config file '{}', line {}, {}", path, line, shown_text(name));
     EMBER_CHECK(seen.insert(name).second, "{}: the key appears twice", where);
     sections.key_lines[name] = line;
     if (name == "distributed_type") {
@@ -192,7 +193,8 @@ ConfigFile read_config_file(const std::string& path) {
     } else if (const ConfigKey* key = find_config_key(name)) {
       if (auto text = value_text(*key, entry.second, where)) config.settings[name] = canonical_value(*key, *text, where);
     } else if (!is_ignored_accelerate_key(name)) {
-      config.warnings.push_back(fmt::format("config file '{}', line {}: unknown key '{}' ignored", path, line, name));
+      config.warnings.push_back(
+          fmt::format("config file '{}', line {}: unknown key '{}' ignored", path, line, shown_text(name)));
     }
   }
   apply_accelerate_sections(sections, config);
@@ -241,34 +243,11 @@ void write_config_file(const std::string& path, const Settings& settings) {
   std::filesystem::create_directories(target.parent_path(), error);
   EMBER_CHECK(!error, "cannot write config file '{}': cannot create its directory: {}", path, error.message());
 
-  std::string temporary = target.string() + ".tmp-XXXXXX";
-  int fd = mkstemp(temporary.data());
-  EMBER_CHECK(fd >= 0, "cannot write config file '{}': cannot create a temporary file beside it: {}", path,
-              std::strerror(errno));
-  // mkstemp makes the file private; a config file is as readable as any other.
-  mode_t mask = umask(0);
-  umask(mask);
-  std::string failure;
-  if (fchmod(fd, 0666 & ~mask) != 0) failure = "chmod";
-  for (size_t done = 0; failure.empty() && done < text.size();) {
-    ssize_t count = write(fd, text.data() + done, text.size() - done);
-    if (count < 0 && errno == EINTR) continue;
-    if (count <= 0) failure = "write";
-    if (count > 0) done += size_t(count);
-  }
-  if (failure.empty() && fsync(fd) != 0) failure = "fsync";
-  close(fd);
-  if (failure.empty() && rename(temporary.c_str(), target.c_str()) != 0) failure = "rename";
-  if (!failure.empty()) {
-    std::string reason = std::strerror(errno);
-    unlink(temporary.c_str());
-    EMBER_CHECK(false, "cannot write config file '{}': {} of the temporary file failed: {}", path, failure, reason);
-  }
-  // The rename is durable once the directory's entry is on disk.
-  int directory = open(target.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (directory >= 0) {
-    fsync(directory);
-    close(directory);
+  // A new temporary beside it, renamed over it: never written through a link (core/file_io.h).
+  try {
+    write_file_atomically("ember config", target, text);
+  } catch (const Error& write_error) {
+    EMBER_CHECK(false, "cannot write config file '{}': {}", path, write_error.what());
   }
 }
 

@@ -20,6 +20,7 @@
 #include "config_file.h"
 #include "node_rendezvous.h"
 #include "core/error.h"
+#include "core/file_io.h"
 #include "distributed/store/tcp_store.h"
 #include "output_prefixer.h"
 #include "supervisor.h"
@@ -219,13 +220,13 @@ class LogFiles {
     EMBER_CHECK(!error, "cannot create the log directory '{}': {}", directory, error.message());
     for (int rank = first_rank; rank < first_rank + count; ++rank) {
       std::string path = fmt::format("{}/rank_{}.log", directory, rank);
-      int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0) {
-        std::string reason = std::strerror(errno);
+      // Never through a link planted at rank_<r>.log, never a FIFO (core/file_io.h).
+      try {
+        fds_.push_back(open_log_file("ember launch", path, /*append=*/false).release());
+      } catch (const Error& open_error) {
         close_all();
-        EMBER_CHECK(false, "cannot write the log file '{}' in --log-dir '{}': {}", path, directory, reason);
+        EMBER_CHECK(false, "cannot write the log file '{}' in --log-dir '{}': {}", path, directory, open_error.what());
       }
-      fds_.push_back(fd);
     }
   }
   ~LogFiles() { close_all(); }

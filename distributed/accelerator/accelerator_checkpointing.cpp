@@ -15,14 +15,15 @@
 //   gradients_<r>.safetensors                        every process, only mid-accumulation
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <variant>
 #include <unordered_map>
 
+#include "core/file_io.h"
 #include "core/grad_hook.h"
 #include "core/ops/creation.h"
 #include "core/random.h"
 #include "core/safetensors.h"
+#include "core/strict_json.h"
 #include "distributed/accelerator/accelerator.h"
 #include "distributed/accelerator/accelerator_state.h"
 #include "distributed/checkpoint/checkpoint_dir.h"
@@ -44,19 +45,24 @@ std::string numbered(const std::string& stem, size_t index, const std::string& e
   return index == 0 ? stem + extension : fmt::format("{}_{}{}", stem, index, extension);
 }
 
+// Through a new temporary file, never through a link planted in the staging directory (core/file_io.h).
 void write_json(const fs::path& path, const json& value) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << value.dump(2) << '\n';
-  file.flush();
-  EMBER_CHECK(file.good(), "save_state: cannot write {}: {}", path.string(), std::strerror(errno));
+  write_file_atomically("save_state", path, value.dump(2) + "\n");
 }
 
-json read_json(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  EMBER_CHECK(file.good(), "load_state: cannot read {}", path.string());
-  json value = json::parse(file, nullptr, /*allow_exceptions=*/false);
-  EMBER_CHECK(!value.is_discarded(), "load_state: {} is not valid JSON", path.string());
-  return value;
+// load_state reads a file only through these: one the manifest lists, opened
+// inside the checkpoint without following links, and the very bytes whose
+// checksum matched (checkpoint::read_listed_file). An unlisted file is an
+// error, never applied.
+json read_json(const fs::path& directory, const checkpoint::Manifest& manifest, const std::string& name) {
+  return parse_json_strictly(checkpoint::read_listed_file(directory, manifest, name),
+                             fmt::format("load_state: {}", (directory / name).string()));
+}
+
+NamedTensors read_tensors(const fs::path& directory, const checkpoint::Manifest& manifest, const std::string& name) {
+  // Parsed from memory: nothing of the file stays mapped once load_state returns.
+  auto bytes = std::make_shared<std::string>(checkpoint::read_listed_file(directory, manifest, name));
+  return parse_safetensors(std::move(bytes), (directory / name).string()).tensors;
 }
 
 const json& field(const json& object, const char* key, const fs::path& file) {
@@ -123,13 +129,14 @@ optim::OptimizerStateDict index_optimizer_state(optim::OptimizerStateDict dict, 
     auto found = index.find(name);
     EMBER_CHECK(found != index.end(),
                 "load_state: {} holds state for parameter '{}', which the prepared optimizer does not have",
-                file.string(), name);
+                file.string(), shown_text(name));
     return found->second;
   };
   for (auto& [tensor_name, tensor] : dict.tensors) {
     const size_t last_dot = tensor_name.rfind('.');
     EMBER_CHECK(tensor_name.starts_with("state.") && last_dot != std::string::npos && last_dot > 6,
-                "load_state: {}: tensor '{}' is not named state.<parameter>.<buffer>", file.string(), tensor_name);
+                "load_state: {}: tensor '{}' is not named state.<parameter>.<buffer>", file.string(),
+                shown_text(tensor_name));
     tensor_name = fmt::format("state.{}{}", index_of(tensor_name.substr(6, last_dot - 6)), tensor_name.substr(last_dot));
   }
   json state = json::object();
@@ -295,7 +302,7 @@ void check_model(const checkpoint::Manifest& manifest, const std::string& file, 
                                      found->second->shape, tensor.shape()));
     saved.erase(found);
   }
-  for (const auto& [name, tensor] : saved) problems.push_back(fmt::format("unexpected {}", name));
+  for (const auto& [name, tensor] : saved) problems.push_back(fmt::format("unexpected {}", shown_text(name)));
   EMBER_CHECK(problems.empty(), "Accelerator::load_state: {}/{} does not fit the prepared {}: {}",
               directory.string(), file, model.type_name(), fmt::join(problems, "; "));
 }
@@ -328,28 +335,28 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
               directory.string(), saved_world, loaded.step, state.options.gradient_accumulation_steps,
               state.num_processes, saved_world);
   for (size_t i = 0; i < state.models.size(); ++i)
-    loaded.models.push_back(load_safetensors(directory / numbered("model", i, ".safetensors")).tensors);
+    loaded.models.push_back(read_tensors(directory, manifest, numbered("model", i, ".safetensors")));
   for (size_t i = 0; i < state.optimizers.size(); ++i) {
     const fs::path meta = directory / numbered("optimizer", i, ".json");
-    optim::OptimizerStateDict dict{load_safetensors(directory / numbered("optimizer", i, ".safetensors")).tensors,
-                                   read_json(meta)};
+    optim::OptimizerStateDict dict{read_tensors(directory, manifest, numbered("optimizer", i, ".safetensors")),
+                                   read_json(directory, manifest, meta.filename().string())};
     loaded.optimizers.push_back(
         index_optimizer_state(std::move(dict), optimizer_parameter_names(state, *state.optimizers[i]->optimizer), meta));
   }
   for (size_t i = 0; i < state.schedulers.size(); ++i)
-    loaded.schedulers.push_back(read_json(directory / numbered("scheduler", i, ".json")));
-  if (state.scaler && manifest.find_file("scaler.json")) loaded.scaler = read_json(directory / "scaler.json");
+    loaded.schedulers.push_back(read_json(directory, manifest, numbered("scheduler", i, ".json")));
+  if (state.scaler && manifest.find_file("scaler.json")) loaded.scaler = read_json(directory, manifest, "scaler.json");
   for (size_t i = 0; i < state.checkpointables.size(); ++i) {
     const bool tensors = state.checkpointables[i].save_tensors != nullptr;
-    const fs::path file = directory / fmt::format("custom_checkpoint_{}.{}", i, tensors ? "safetensors" : "json");
+    const std::string file = fmt::format("custom_checkpoint_{}.{}", i, tensors ? "safetensors" : "json");
     if (tensors)
-      loaded.custom.emplace_back(load_safetensors(file).tensors);
+      loaded.custom.emplace_back(read_tensors(directory, manifest, file));
     else
-      loaded.custom.emplace_back(read_json(file));
+      loaded.custom.emplace_back(read_json(directory, manifest, file));
   }
 
   const fs::path process_file = directory / fmt::format("process_{}.json", state.process_index % saved_world);
-  const json process = read_json(process_file);
+  const json process = read_json(directory, manifest, process_file.filename().string());
   const json& random = field(process, "random_state", process_file);
   EMBER_CHECK(field(random, "seed", process_file).is_number_unsigned() &&
                   field(random, "offset", process_file).is_number_unsigned(),
@@ -378,7 +385,7 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
     loaded.loaders.push_back(position);
   }
   const std::string gradients = fmt::format("gradients_{}.safetensors", state.process_index);
-  if (manifest.find_file(gradients)) loaded.gradients = load_safetensors(directory / gradients).tensors;
+  if (manifest.find_file(gradients)) loaded.gradients = read_tensors(directory, manifest, gradients);
   return loaded;
 }
 
@@ -412,8 +419,17 @@ fs::path Accelerator::save_state(const std::optional<fs::path>& directory) {
   const fs::path final_directory = save_directory(state, directory);
   const fs::path staging = checkpoint::staging_path(final_directory);
   const bool main = state.process_index == 0;
+  std::optional<checkpoint::SaveLock> directory_lock;  // an explicit directory's, for this save only
   detail::run_on_every_process(state, "save_state", [&] {
-    if (main) checkpoint::begin_staging(staging);
+    if (!main) return;
+    // Note [One job saves into a directory]: a second job is refused here, before it writes anything.
+    if (state.options.automatic_checkpoint_naming && !state.checkpoint_lock)
+      state.checkpoint_lock.emplace(
+          checkpoint::SaveLock::acquire(checkpoints_directory(state) / ".lock", "Accelerator::save_state"));
+    if (!state.options.automatic_checkpoint_naming)
+      directory_lock.emplace(checkpoint::SaveLock::acquire(checkpoint::lock_path(final_directory),
+                                                           "Accelerator::save_state"));
+    checkpoint::begin_staging(staging);
   });
   const WholeState whole = gather_whole_state(state);
   detail::run_on_every_process(state, "save_state", [&] {

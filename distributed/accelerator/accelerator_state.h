@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "distributed/accelerator/accelerator.h"
 #include "distributed/accelerator/trackers.h"
 #include "distributed/amp/grad_scaler.h"
+#include "distributed/checkpoint/checkpoint_dir.h"
 #include "distributed/ddp/distributed_data_parallel.h"
 #include "distributed/process_group.h"
 #include "distributed/zero/sharded_data_parallel.h"
@@ -99,6 +101,10 @@ struct AcceleratorState {
   std::vector<std::unique_ptr<PreparedLoader>> loaders;
   std::vector<Checkpointable> checkpointables;
   std::vector<std::unique_ptr<distributed::Tracker>> trackers;
+  // With automatic checkpoint naming, the main process's lock on the
+  // checkpoints directory, from its first save_state to the end
+  // (Note [One job saves into a directory]).
+  std::optional<distributed::checkpoint::SaveLock> checkpoint_lock;
 };
 
 // Runs `write` on this process, then all processes learn whether every one of

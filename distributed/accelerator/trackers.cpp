@@ -34,33 +34,23 @@ std::function<double()> clock_or_system(std::function<double()> clock) {
   return [] { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); };
 }
 
-void open_for_writing(std::ofstream& file, const std::filesystem::path& path, std::string_view tracker,
-                      std::ios::openmode mode) {
-  file.open(path, std::ios::out | mode);
-  EMBER_CHECK(file.is_open(), "{}: cannot open '{}' for writing", tracker, path.string());
+// A metrics file, appended to: never through a symbolic link, only a regular
+// file, emptied when `append` is false (open_log_file).
+FileDescriptor open_for_writing(const std::filesystem::path& path, std::string_view tracker, bool append) {
+  return open_log_file(tracker, path, append);
 }
 
-// Writes `text` and flushes it, so that a killed run keeps it.
-void write_flushed(std::ofstream& file, std::string_view text, const std::filesystem::path& path,
+// Writes `text` with write(2), unbuffered, so that a killed run keeps it.
+void write_flushed(const FileDescriptor& file, std::string_view text, const std::filesystem::path& path,
                    std::string_view tracker) {
-  file.write(text.data(), std::streamsize(text.size()));
-  file.flush();
-  EMBER_CHECK(file.good(), "{}: writing to '{}' failed", tracker, path.string());
+  write_exactly(tracker, file.get(), text.data(), text.size(), path.string());
 }
 
-// Replaces `path` by a file holding `text`: written beside it, then renamed
-// over it, so that a reader (or a kill) sees the old file or the new one.
+// Replaces `path` by a file holding `text`: written to a new temporary beside
+// it, then renamed over it, so that a reader (or a kill) sees the old file or
+// the new one (write_file_atomically, which never writes through a link).
 void replace_file(const std::filesystem::path& path, std::string_view text, std::string_view tracker) {
-  std::filesystem::path temporary = path;
-  temporary += ".tmp";
-  {
-    std::ofstream file;
-    open_for_writing(file, temporary, tracker, std::ios::trunc);
-    write_flushed(file, text, temporary, tracker);
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  EMBER_CHECK(!error, "{}: cannot replace '{}': {}", tracker, path.string(), error.message());
+  write_file_atomically(tracker, path, text);
 }
 
 void write_config(const std::filesystem::path& directory, const nlohmann::json& config, std::string_view tracker) {
@@ -78,8 +68,8 @@ void check_names(const TrackerValues& values, std::string_view tracker) {
   }
 }
 
-void check_open(const std::ofstream& file, const std::filesystem::path& path, std::string_view tracker) {
-  EMBER_CHECK(file.is_open(), "{}::log: the tracker writing '{}' is finished", tracker, path.string());
+void check_open(const FileDescriptor& file, const std::filesystem::path& path, std::string_view tracker) {
+  EMBER_CHECK(file.get() >= 0, "{}::log: the tracker writing '{}' is finished", tracker, path.string());
 }
 
 nlohmann::ordered_json to_json(const TrackerValue& value) {
@@ -118,7 +108,7 @@ JsonLinesTracker::JsonLinesTracker(TrackerOptions options)
     : directory_(make_run_directory("JsonLinesTracker", options)),
       path_(directory_ / "metrics.jsonl"),
       clock_(clock_or_system(std::move(options.clock))) {
-  open_for_writing(file_, path_, "JsonLinesTracker", std::ios::trunc);
+  file_ = open_for_writing(path_, "JsonLinesTracker", /*append=*/false);
 }
 
 void JsonLinesTracker::store_init_configuration(const nlohmann::json& config) {
@@ -139,14 +129,14 @@ void JsonLinesTracker::log(const TrackerValues& values, std::optional<int64_t> s
   write_flushed(file_, line, path_, "JsonLinesTracker");
 }
 
-void JsonLinesTracker::finish() { file_.close(); }
+void JsonLinesTracker::finish() { file_ = FileDescriptor(-1); }
 
 CsvTracker::CsvTracker(TrackerOptions options)
     : directory_(make_run_directory("CsvTracker", options)),
       path_(directory_ / "metrics.csv"),
       clock_(clock_or_system(std::move(options.clock))),
       columns_{"step", "time"} {
-  open_for_writing(file_, path_, "CsvTracker", std::ios::trunc);
+  file_ = open_for_writing(path_, "CsvTracker", /*append=*/false);
 }
 
 void CsvTracker::store_init_configuration(const nlohmann::json& config) {
@@ -180,12 +170,11 @@ void CsvTracker::rewrite() {
   // Until the new file is in place the old one stays open, so a failed
   // rewrite leaves the tracker as it was and the next log tries again.
   replace_file(path_, text, "CsvTracker");
-  file_.close();
-  open_for_writing(file_, path_, "CsvTracker", std::ios::app);
+  file_ = open_for_writing(path_, "CsvTracker", /*append=*/true);
   columns_in_file_ = columns_.size();
 }
 
-void CsvTracker::finish() { file_.close(); }
+void CsvTracker::finish() { file_ = FileDescriptor(-1); }
 
 std::unique_ptr<Tracker> make_tracker(std::string_view name, TrackerOptions options) {
   if (name == "jsonl") return std::make_unique<JsonLinesTracker>(std::move(options));

@@ -10,13 +10,15 @@
 // scripts/plot_metrics.py plots either metrics file. Every log call is one
 // line, written whole and flushed, so a run that is killed keeps every metric
 // logged before (Note [Tracker files] in distributed/README.md). A metrics
-// file is started afresh when its tracker is made.
+// file is started afresh when its tracker is made. No file is written
+// through a symbolic link, nor anything but a regular file (a link or FIFO at
+// metrics.jsonl is an error naming it); config.json and a rewritten
+// metrics.csv replace the old file through a new temporary (core/file_io.h).
 // Tests: tests/distributed/test_trackers.cpp.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -26,6 +28,8 @@
 #include <string_view>
 #include <variant>
 #include <vector>
+
+#include "core/file_io.h"
 
 namespace ember::distributed {
 
@@ -68,7 +72,7 @@ class JsonLinesTracker : public Tracker {
   std::filesystem::path directory_;
   std::filesystem::path path_;
   std::function<double()> clock_;
-  std::ofstream file_;
+  FileDescriptor file_{-1};  // the metrics file, appended to; -1 once finished
 };
 
 // RFC 4180 fields (quoted when they hold a comma, a quote or a line break;
@@ -90,7 +94,7 @@ class CsvTracker : public Tracker {
   std::filesystem::path directory_;
   std::filesystem::path path_;
   std::function<double()> clock_;
-  std::ofstream file_;
+  FileDescriptor file_{-1};  // the metrics file, appended to; -1 once finished
   std::vector<std::string> columns_;              // step, time, then the values' names
   std::vector<std::vector<std::string>> rows_;    // every record's fields, already escaped
   size_t columns_in_file_ = 0;                    // how many columns the file's header has

@@ -6,10 +6,14 @@
 
 #include <fcntl.h>
 #include <stdio.h>  // renameat2 (glibc >= 2.28)
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <limits>
 #include <string_view>
 #include <system_error>
@@ -122,6 +126,12 @@ fs::path staging_path(const fs::path& final_dir) {
   return final_path.parent_path() / fmt::format(".{}{}", name, kStagingSuffix);
 }
 
+fs::path lock_path(const fs::path& final_dir) {
+  const fs::path staging = staging_path(final_dir);  // checks the name
+  const std::string name = staging.filename().string();
+  return staging.parent_path() / (name.substr(0, name.size() - kStagingSuffix.size()) + ".lock");
+}
+
 void begin_staging(const fs::path& staging) {
   std::error_code error;
   fs::remove_all(staging, error);
@@ -165,13 +175,19 @@ std::optional<fs::path> latest(const fs::path& checkpoints_dir) {
   const fs::path pointer = checkpoints_dir / kLatestFile;
   std::error_code error;
   if (!fs::exists(fs::symlink_status(pointer, error))) return std::nullopt;
-  std::string name = read_small_file("checkpoint latest", pointer, kMaxLatestBytes);
+  // Neither `latest` nor the checkpoint it names may be a link: either could lead a load outside checkpoints_dir.
+  std::string name = read_small_file("checkpoint latest", pointer, kMaxLatestBytes, Links::refuse);
   if (name.ends_with('\n')) name.pop_back();  // an `echo checkpoint_3 > latest` by hand
   EMBER_CHECK(is_plain_name(name), "checkpoint latest: '{}' holds '{}', which is not a directory name", pointer.string(),
-              name);
+              shown_text(name));
   const fs::path checkpoint = checkpoints_dir / name;
-  EMBER_CHECK(fs::is_directory(checkpoint, error), "checkpoint latest: '{}' names '{}', which is not a directory",
-              pointer.string(), checkpoint.string());
+  const fs::file_type type = fs::symlink_status(checkpoint, error).type();
+  EMBER_CHECK(type != fs::file_type::symlink,
+              "checkpoint latest: '{}' names '{}', which is a symbolic link; a checkpoint is loaded only from inside "
+              "'{}'",
+              pointer.string(), shown_text(checkpoint.string(), 4096), checkpoints_dir.string());
+  EMBER_CHECK(type == fs::file_type::directory, "checkpoint latest: '{}' names '{}', which is not a directory",
+              pointer.string(), shown_text(checkpoint.string(), 4096));
   return checkpoint;
 }
 
@@ -219,6 +235,39 @@ void enforce_total_limit(const fs::path& checkpoints_dir, int64_t total_limit) {
     remove_checkpoint(path);
     --remaining;
   }
+}
+
+SaveLock SaveLock::acquire(const fs::path& lock_file, std::string_view op) {
+  std::error_code error;
+  fs::create_directories(lock_file.parent_path(), error);
+  EMBER_CHECK(!error, "{}: cannot create '{}': {}", op, lock_file.parent_path().string(), error.message());
+  // Opened like a log (never through a link, only a regular file), but not emptied before the lock is ours.
+  FileDescriptor file = open_log_file(op, lock_file, /*append=*/true);
+  if (::flock(file.get(), LOCK_EX | LOCK_NB) != 0) {
+    EMBER_CHECK(errno == EWOULDBLOCK, "{}: cannot lock '{}': {}", op, lock_file.string(), errno_text());
+    std::string text;
+    try {
+      text = read_small_file(op, lock_file, 4096, Links::refuse);
+    } catch (const Error&) {
+      // The holder may be between its lock and its write; the refusal stands either way.
+    }
+    if (text.ends_with('\n')) text.pop_back();
+    if (text.empty()) text = "a process that has not yet written its name";
+    EMBER_CHECK(false,
+                "{}: another job is saving checkpoints into '{}': '{}' is locked by {}. Two jobs saving into one "
+                "directory would interleave their checkpoints; give this one another project_dir (or wait for the "
+                "other to end)",
+                op, lock_file.parent_path().string(), lock_file.string(), shown_text(text, 400));
+  }
+  // Ours now: say who holds it, for the message of the next one that tries.
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "an unknown host");
+  const int64_t since = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+  const std::string text = fmt::format("process {} on host {} (since Unix time {})\n", ::getpid(), host, since);
+  EMBER_CHECK(::ftruncate(file.get(), 0) == 0, "{}: cannot write '{}': {}", op, lock_file.string(), errno_text());
+  write_exactly(op, file.get(), text.data(), text.size(), lock_file.string());
+  return SaveLock(std::move(file), lock_file);
 }
 
 }  // namespace ember::distributed::checkpoint

@@ -13,6 +13,9 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
+
+#include "core/file_io.h"
 
 namespace ember::distributed::checkpoint {
 
@@ -20,6 +23,10 @@ namespace ember::distributed::checkpoint {
 // ".<name>.staging" (same filesystem, so the final move is a rename). An error
 // when `final_dir` does not end in a directory name ("/", "a/..").
 std::filesystem::path staging_path(const std::filesystem::path& final_dir);
+
+// The lock file of a save into `final_dir` given by name: ".<name>.lock"
+// beside it (SaveLock below).
+std::filesystem::path lock_path(const std::filesystem::path& final_dir);
 
 // Removes whatever an interrupted save left at `staging`, then creates it
 // (and its parents) empty.
@@ -40,8 +47,11 @@ void commit(const std::filesystem::path& staging, const std::filesystem::path& f
 void set_latest(const std::filesystem::path& checkpoints_dir, const std::string& name);
 // The checkpoint `latest` names, or none when there is no `latest` file; an
 // error (naming the paths) when it names something that is not a directory
-// there, or holds anything but one plain name (a trailing newline, from an
-// edit by hand, is accepted; the file is read only up to 4 KiB).
+// there (a symbolic link to one included: a load never leaves
+// `checkpoints_dir` through a link), when `latest` itself is a link, a FIFO or
+// anything but a regular file, or holds anything but one plain name (a
+// trailing newline, from an edit by hand, is accepted; the file is read only
+// up to 4 KiB).
 std::optional<std::filesystem::path> latest(const std::filesystem::path& checkpoints_dir);
 
 // Automatic naming: `checkpoints_dir/checkpoint_N`, N one more than the
@@ -55,5 +65,25 @@ std::filesystem::path next_checkpoint_path(const std::filesystem::path& checkpoi
 // its staging name before it is removed. Also removes every ".<name>.staging"
 // directory, so call it only when no save into `checkpoints_dir` is running.
 void enforce_total_limit(const std::filesystem::path& checkpoints_dir, int64_t total_limit);
+
+// An advisory lock (flock) that keeps two jobs from saving into one
+// directory at once: their checkpoints would interleave, and one's
+// total_limit would delete the other's. The lock file holds "process <pid> on
+// host <host> (since ...)" of its holder, which the refusal quotes. The lock
+// goes when the SaveLock is destroyed or its process dies (the kernel drops
+// it; the stale text is overwritten by the next holder). Who takes it and
+// when: Note [One job saves into a directory] in distributed/README.md.
+class SaveLock {
+ public:
+  // Takes the lock on `lock_file` (created if absent, never through a symbolic
+  // link), or throws an ember::Error naming `op`, the directory and the holder.
+  static SaveLock acquire(const std::filesystem::path& lock_file, std::string_view op);
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  SaveLock(FileDescriptor file, std::filesystem::path path) : file_(std::move(file)), path_(std::move(path)) {}
+  FileDescriptor file_;  // holds the lock while open
+  std::filesystem::path path_;
+};
 
 }  // namespace ember::distributed::checkpoint

@@ -348,8 +348,34 @@ Manifest read_manifest(const fs::path& directory) {
   EMBER_CHECK(fs::exists(fs::symlink_status(path, error)),
               "checkpoint {}: there is no {} (the checkpoint is incomplete, or was not written by ember)",
               directory.string(), kManifestName);
-  return ManifestParser(directory).parse(read_small_file("checkpoint manifest", path, kMaxManifestBytes));
+  // Links::refuse: a manifest that is a link could vouch for a checkpoint from elsewhere.
+  return ManifestParser(directory).parse(read_small_file("checkpoint manifest", path, kMaxManifestBytes, Links::refuse));
 }
+
+namespace {
+
+// `expected` opened beneath `directory` as verify_checkpoint and
+// read_listed_file open it, checked to be a regular file of the listed size.
+FileDescriptor open_listed(const fs::path& directory, const ManifestFile& expected) {
+  const std::string checkpoint = directory.string();
+  const std::string shown_name = shown_text(expected.name, kMaxPathBytes);
+  OpenResult opened = open_beneath(directory, expected.name);
+  const int error = opened.error;
+  EMBER_CHECK(error != ENOENT, "checkpoint {}: {} is missing (the manifest lists it with {} bytes)", checkpoint,
+              shown_name, expected.size);
+  EMBER_CHECK(error != ELOOP && error != ENOTDIR,
+              "checkpoint {}: {} leads through a symbolic link or a non-directory; a checkpoint's files must be "
+              "inside it",
+              checkpoint, shown_name);
+  EMBER_CHECK(error == 0, "checkpoint {}: cannot open {}: {}", checkpoint, shown_name, std::strerror(error));
+  // A FIFO or device opened (O_NONBLOCK did not wait) and is refused here, naming what it is.
+  const int64_t size = check_regular_file("checkpoint", opened.file.get(), (directory / expected.name).string());
+  EMBER_CHECK(uint64_t(size) == expected.size, "checkpoint {}: {} has {} bytes but the manifest says {}", checkpoint,
+              shown_name, size, expected.size);
+  return std::move(opened.file);
+}
+
+}  // namespace
 
 Manifest verify_checkpoint(const fs::path& directory, std::optional<int64_t> world_size) {
   Manifest manifest = read_manifest(directory);
@@ -358,26 +384,39 @@ Manifest verify_checkpoint(const fs::path& directory, std::optional<int64_t> wor
               "checkpoint {}: saved by {} processes, but this job has {}; resume it with the same world size",
               checkpoint, manifest.world_size, world_size.value_or(0));
   for (const ManifestFile& expected : manifest.files) {
-    const auto [file, error] = open_beneath(directory, expected.name);
-    EMBER_CHECK(error != ENOENT, "checkpoint {}: {} is missing (the manifest lists it with {} bytes)", checkpoint,
-                expected.name, expected.size);
-    EMBER_CHECK(error != ELOOP && error != ENOTDIR,
-                "checkpoint {}: {} leads through a symbolic link or a non-directory; a checkpoint's files must be "
-                "inside it",
-                checkpoint, expected.name);
-    EMBER_CHECK(error == 0, "checkpoint {}: cannot open {}: {}", checkpoint, expected.name, std::strerror(error));
-    struct stat status {};
-    EMBER_CHECK(::fstat(file.get(), &status) == 0 && S_ISREG(status.st_mode), "checkpoint {}: {} is not a regular file",
-                checkpoint, expected.name);
-    EMBER_CHECK(uint64_t(status.st_size) == expected.size, "checkpoint {}: {} has {} bytes but the manifest says {}",
-                checkpoint, expected.name, int64_t(status.st_size), expected.size);
+    const std::string shown_name = shown_text(expected.name, kMaxPathBytes);
+    const FileDescriptor file = open_listed(directory, expected);
     const Digest found = digest(file.get(), (directory / expected.name).string());
     EMBER_CHECK(found.size == expected.size, "checkpoint {}: {} has {} bytes but the manifest says {}", checkpoint,
-                expected.name, found.size, expected.size);
+                shown_name, found.size, expected.size);
     EMBER_CHECK(found.sha256 == expected.sha256, "checkpoint {}: {} has SHA-256 {} but the manifest says {}",
-                checkpoint, expected.name, found.sha256, expected.sha256);
+                checkpoint, shown_name, found.sha256, expected.sha256);
   }
   return manifest;
+}
+
+std::string read_listed_file(const fs::path& directory, const Manifest& manifest, const std::string& name) {
+  const std::string checkpoint = directory.string();
+  const ManifestFile* expected = manifest.find_file(name);
+  EMBER_CHECK(expected != nullptr,
+              "checkpoint {}: {} is not among the files its manifest lists and checks, so it is not read (a file "
+              "added after the save, or a checkpoint of another kind)",
+              checkpoint, shown_text(name, kMaxPathBytes));
+  const FileDescriptor file = open_listed(directory, *expected);
+  const std::string path = (directory / name).string();
+  std::string bytes = read_whole_file("checkpoint", file.get(), int64_t(expected->size), path);
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  unsigned char hash[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EMBER_CHECK(context && EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr) == 1 &&
+                  EVP_DigestUpdate(context.get(), bytes.data(), bytes.size()) == 1 &&
+                  EVP_DigestFinal_ex(context.get(), hash, &length) == 1,
+              "checkpoint {}: SHA-256 of {} failed", checkpoint, path);
+  // The bytes handed on are the bytes checked: a file rewritten after verify_checkpoint cannot slip through.
+  const std::string found = hex(hash, length);
+  EMBER_CHECK(found == expected->sha256, "checkpoint {}: {} has SHA-256 {} but the manifest says {}", checkpoint,
+              shown_text(name, kMaxPathBytes), found, expected->sha256);
+  return bytes;
 }
 
 }  // namespace ember::distributed::checkpoint

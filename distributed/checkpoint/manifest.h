@@ -80,8 +80,18 @@ Manifest read_manifest(const std::filesystem::path& directory);
 // and found values ("checkpoint /x/checkpoint_3: optimizer.safetensors has
 // SHA-256 ab12... but the manifest says 9f86..."). Reads every file once.
 // Files are opened without following symbolic links at any component, so
-// verification never reads outside `directory`. Files the manifest does not
-// list are allowed (load_state reads only listed ones).
+// verification never reads outside `directory`; a FIFO or device in a listed
+// file's place is refused at once. Files the manifest does not list are
+// allowed (load_state reads only listed ones, through read_listed_file).
 Manifest verify_checkpoint(const std::filesystem::path& directory, std::optional<int64_t> world_size = std::nullopt);
+
+// The bytes of `name` for a loader: `name` must be among the manifest's files
+// (an unlisted file is never read, whatever lies in the directory); it is
+// opened as verify_checkpoint opens it (beneath `directory`, no symbolic link
+// at any component, a regular file, not blocking on a FIFO), must have the
+// listed size, and the bytes returned are the very bytes whose SHA-256 was
+// checked against the manifest, so a file changed after verify_checkpoint is
+// caught too. Errors name the checkpoint and the file.
+std::string read_listed_file(const std::filesystem::path& directory, const Manifest& manifest, const std::string& name);
 
 }  // namespace ember::distributed::checkpoint

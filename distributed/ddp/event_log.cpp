@@ -2,11 +2,11 @@
 #include "distributed/ddp/event_log.h"
 
 #include <algorithm>
-#include <fstream>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/file_io.h"
 
 namespace ember::distributed {
 
@@ -72,10 +72,9 @@ void EventLog::flush() const {
       events.push_back(std::move(entry));
     }
   }
-  std::ofstream file(path_, std::ios::trunc);
-  EMBER_CHECK(file.good(), "DistributedDataParallel event log: cannot open \"{}\" for writing", path_);
-  file << nlohmann::json{{"traceEvents", std::move(events)}}.dump() << "\n";
-  EMBER_CHECK(file.good(), "DistributedDataParallel event log: writing \"{}\" failed", path_);
+  // Replaced whole, never written through a link (core/file_io.h).
+  write_file_atomically("DistributedDataParallel event log", path_,
+                        nlohmann::json{{"traceEvents", std::move(events)}}.dump() + "\n");
 }
 
 }  // namespace ember::distributed

@@ -8,12 +8,14 @@
 // changes, and save_model's files loading strictly into a fresh model.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
+#include "core/file_io.h"
 #include "distributed/accelerator/accelerator.h"
 #include "distributed/process_runner.h"
 #include "nn/serialize.h"
@@ -296,6 +298,99 @@ TEST(AcceleratorCheckpoints, DamagedCheckpointsAreRefusedBeforeAnythingChanges) 
   fewer.prepare(same);
   EXPECT_EMBER_ERROR(fewer.load_state(saved), "holds 1 optimizers, but 0 were prepared");
   EXPECT_EMBER_ERROR(fewer.load_state(), "names no latest checkpoint");
+}
+
+// load_state reads only what the manifest lists and verifies, never through a
+// link, never blocking on a FIFO; nothing changes when it refuses.
+// Mutations caught: reading scheduler.json by its path (the old read_json,
+// an std::ifstream) applies the unlisted file; dropping O_NOFOLLOW in
+// open_beneath reads the link to the identical copy outside; dropping
+// O_NONBLOCK hangs on the FIFO (ctest's timeout fails the test).
+TEST(AcceleratorCheckpoints, LoadStateReadsOnlyListedFilesInsideTheCheckpoint) {
+  testing::ScratchDirectory directory;
+  Training training;
+  training.train(2);
+  const fs::path saved = training.accelerator.save_state(directory.path() / "good");
+  training.train(3);
+  const std::vector<Tensor> parameters = clones(training.model->parameters());
+  const double lr = training.optimizer.lr(0);
+  auto copy_of = [&](const std::string& name) {
+    const fs::path copy = directory.path() / name;
+    fs::copy(saved, copy, fs::copy_options::recursive);
+    return copy;
+  };
+  // The manifest no longer lists scheduler.json, and a scheduler file with another state lies there.
+  const fs::path unlisted = copy_of("unlisted");
+  nlohmann::json manifest = nlohmann::json::parse(read_bytes(unlisted / "manifest.json"));
+  manifest["files"].erase("scheduler.json");
+  std::ofstream(unlisted / "manifest.json") << manifest.dump();
+  nlohmann::json scheduler = nlohmann::json::parse(read_bytes(unlisted / "scheduler.json"));
+  std::ofstream(unlisted / "scheduler.json") << scheduler.dump();
+  EXPECT_EMBER_ERROR(training.accelerator.load_state(unlisted), "scheduler.json is not among the files its manifest lists");
+  // A listed file that is a link to an identical copy outside.
+  const fs::path linked = copy_of("linked");
+  fs::copy_file(linked / "scheduler.json", directory.path() / "outside.json");
+  fs::remove(linked / "scheduler.json");
+  fs::create_symlink(directory.path() / "outside.json", linked / "scheduler.json");
+  EXPECT_EMBER_ERROR(training.accelerator.load_state(linked), "scheduler.json leads through a symbolic link");
+  // A FIFO in place of this process's file.
+  const fs::path fifo = copy_of("fifo");
+  fs::remove(fifo / "process_0.json");
+  ASSERT_EQ(::mkfifo((fifo / "process_0.json").c_str(), 0600), 0);
+  EXPECT_EMBER_ERROR(training.accelerator.load_state(fifo), "it is a FIFO");
+  expect_equal(training.model->parameters(), parameters);
+  EXPECT_EQ(training.optimizer.lr(0), lr);
+  // And the good one still loads, keeping nothing of its files mapped.
+  training.accelerator.load_state(saved);
+  const std::string maps = read_bytes("/proc/self/maps");
+  EXPECT_EQ(maps.find(fs::canonical(saved).string()), std::string::npos) << "a checkpoint file is still mapped";
+}
+
+// Mutation caught: without the lock (save_state not taking
+// checkpoint::SaveLock), the second accelerator saves checkpoint_1 into the
+// first's directory and moves its `latest`.
+TEST(AcceleratorCheckpoints, ASecondJobSavingIntoTheSameProjectIsRefusedNamingTheFirst) {
+  testing::ScratchDirectory directory;
+  const AcceleratorOptions options{.project_dir = directory.path().string(), .automatic_checkpoint_naming = true};
+  auto first = std::make_unique<Training>(options);
+  first->train(1);
+  first->accelerator.save_state();
+  const fs::path checkpoints = directory.path() / "checkpoints";
+  const std::string before = read_bytes(checkpoints / "latest");
+  {
+    Training second(options);
+    second.train(1);
+    EXPECT_EMBER_ERROR(second.accelerator.save_state(),
+                       fmt::format("another job is saving checkpoints into '{}'", checkpoints.string()));
+    EXPECT_EMBER_ERROR(second.accelerator.save_state(), fmt::format("locked by process {} on host", ::getpid()));
+    EXPECT_FALSE(fs::exists(checkpoints / "checkpoint_1"));
+    EXPECT_FALSE(fs::exists(checkpoints / ".checkpoint_1.staging")) << "nothing half-written";
+    EXPECT_EQ(read_bytes(checkpoints / "latest"), before);
+  }
+  first->train(1);
+  EXPECT_EQ(first->accelerator.save_state(), checkpoints / "checkpoint_1");  // the holder carries on
+  first.reset();  // the lock goes with the accelerator
+  Training third(options);
+  EXPECT_EQ(third.accelerator.save_state(), checkpoints / "checkpoint_2");
+}
+
+// Mutation caught: set_latest's temporary opened with O_TRUNC and no
+// O_EXCL | O_NOFOLLOW (the old fixed `latest.tmp`) overwrites the planted
+// link's target outside the project.
+TEST(AcceleratorCheckpoints, SaveStateNeverWritesThroughAPlantedTemporaryLink) {
+  testing::ScratchDirectory directory;
+  Training training({.project_dir = (directory.path() / "project").string(), .automatic_checkpoint_naming = true});
+  const fs::path outside = directory.path() / "outside";
+  std::ofstream(outside) << "precious";
+  fs::create_directories(directory.path() / "project" / "checkpoints");
+  fs::create_symlink(outside, directory.path() / "project" / "checkpoints" / "latest.tmp");
+  detail::set_temporary_names_for_testing(
+      [](const std::string& target, int attempt) { return target + (attempt == 0 ? ".tmp" : ".tmp2"); });
+  training.accelerator.save_state();
+  detail::set_temporary_names_for_testing(nullptr);
+  EXPECT_EQ(read_bytes(outside), "precious");
+  EXPECT_EQ(read_bytes(directory.path() / "project" / "checkpoints" / "latest"), "checkpoint_0");
+  training.accelerator.load_state();
 }
 
 TEST(AcceleratorCheckpoints, SaveModelWritesShardsThatLoadStrictlyIntoAFreshModel) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -447,7 +448,98 @@ TEST(Manifest, AFifoInPlaceOfTheManifestIsAnErrorNotAHang) {
   write_manifest(fixture.directory, 2, Json::object());
   fs::remove(fixture.directory / "abc.json");
   ASSERT_EQ(::mkfifo((fixture.directory / "abc.json").c_str(), 0600), 0);
-  EXPECT_EMBER_ERROR(verify_checkpoint(fixture.directory), "abc.json is not a regular file");
+  EXPECT_EMBER_ERROR(verify_checkpoint(fixture.directory), "abc.json' is not a regular file: it is a FIFO");
+}
+
+// Mutation caught: reading a file by its path (as load_state did, with
+// std::ifstream) instead of through read_listed_file reads the unlisted file
+// and the one changed after verification; dropping the checksum of the bytes
+// read (trusting verify_checkpoint's earlier pass) accepts the rewrite.
+TEST(Manifest, ReadListedFileReadsOnlyListedFilesAndTheBytesItChecked) {
+  CheckpointFixture fixture;
+  const Manifest manifest = verify_checkpoint(fixture.directory);
+  EXPECT_EQ(read_listed_file(fixture.directory, manifest, "abc.json"), read_text(fixture.directory / "abc.json"));
+  write_text(fixture.directory / "scheduler.json", "{}");
+  EXPECT_EMBER_ERROR(read_listed_file(fixture.directory, manifest, "scheduler.json"),
+                     "scheduler.json is not among the files its manifest lists");
+  // Rewritten in place after verification, same size: the checksum of what is read catches it.
+  std::string text = read_text(fixture.directory / "abc.json");
+  text[0] = text[0] == 'x' ? 'y' : 'x';
+  write_text(fixture.directory / "abc.json", text);
+  EXPECT_EMBER_ERROR(read_listed_file(fixture.directory, manifest, "abc.json"), "abc.json has SHA-256");
+}
+
+// Mutation caught: dropping O_NOFOLLOW from open_beneath lets the listed file
+// that is a link to a copy outside be read (its size and checksum match).
+TEST(Manifest, ReadListedFileNeverFollowsALinkOrBlocksOnAFifo) {
+  CheckpointFixture fixture;
+  const Manifest manifest = verify_checkpoint(fixture.directory);
+  const fs::path outside = fixture.scratch.path() / "outside.json";
+  fs::copy_file(fixture.directory / "abc.json", outside);
+  fs::remove(fixture.directory / "abc.json");
+  fs::create_symlink(outside, fixture.directory / "abc.json");
+  EXPECT_EMBER_ERROR(read_listed_file(fixture.directory, manifest, "abc.json"), "abc.json leads through a symbolic link");
+  fs::remove(fixture.directory / "abc.json");
+  ASSERT_EQ(::mkfifo((fixture.directory / "abc.json").c_str(), 0600), 0);
+  EXPECT_EMBER_ERROR(read_listed_file(fixture.directory, manifest, "abc.json"), "it is a FIFO");
+}
+
+// Mutation caught: following links in latest() (read_small_file with
+// Links::follow, or fs::is_directory instead of the symlink_status check) loads a
+// checkpoint from outside the checkpoints directory.
+TEST(CheckpointDir, LatestNeverLeadsOutsideThroughALink) {
+  testing::ScratchDirectory scratch;
+  const fs::path checkpoints = scratch.path() / "checkpoints";
+  fs::create_directories(checkpoints / "checkpoint_0");
+  fs::create_directories(scratch.path() / "elsewhere" / "checkpoint_9");
+  fs::create_directory_symlink(scratch.path() / "elsewhere" / "checkpoint_9", checkpoints / "checkpoint_1");
+  write_text(checkpoints / "latest", "checkpoint_1");
+  EXPECT_EMBER_ERROR(latest(checkpoints), "which is a symbolic link");
+  fs::remove(checkpoints / "latest");
+  write_text(scratch.path() / "elsewhere" / "latest", "checkpoint_0");
+  fs::create_symlink(scratch.path() / "elsewhere" / "latest", checkpoints / "latest");
+  EXPECT_EMBER_ERROR(latest(checkpoints), "is a symbolic link, which is not followed");
+  fs::remove(checkpoints / "latest");
+  ASSERT_EQ(::mkfifo((checkpoints / "latest").c_str(), 0600), 0);
+  EXPECT_EMBER_ERROR(latest(checkpoints), "it is a FIFO");
+  fs::remove(checkpoints / "latest");
+  write_text(checkpoints / "latest", std::string("checkpoint_\x1b[31m", 16));
+  try {
+    latest(checkpoints);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()).find('\x1b'), std::string::npos) << "the name is shown escaped";
+  }
+}
+
+// Mutation caught: without the flock (acquire returning at once) the second
+// lock is granted and both "jobs" would save into one directory.
+TEST(CheckpointDir, ASecondSaveLockIsRefusedNamingTheHolder) {
+  testing::ScratchDirectory scratch;
+  const fs::path lock_file = scratch.path() / "checkpoints" / ".lock";
+  {
+    SaveLock first = SaveLock::acquire(lock_file, "test");
+    EXPECT_EMBER_ERROR(SaveLock::acquire(lock_file, "test"), fmt::format("locked by process {} on host", ::getpid()));
+    // Another process (a second job) is refused too: flock is per open file, not per process.
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      try {
+        SaveLock::acquire(lock_file, "test");
+        ::_exit(1);
+      } catch (const Error&) {
+        ::_exit(0);
+      }
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child got the lock the parent holds";
+  }
+  SaveLock again = SaveLock::acquire(lock_file, "test");  // released with the first
+  EXPECT_EQ(again.path(), lock_file);
+  // Never taken through a link.
+  fs::create_symlink(scratch.path() / "elsewhere", scratch.path() / "link.lock");
+  EXPECT_EMBER_ERROR(SaveLock::acquire(scratch.path() / "link.lock", "test"), "is a symbolic link");
 }
 
 TEST(Manifest, WriteErrors) {

@@ -5,6 +5,10 @@
 #include "distributed/accelerator/trackers.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <csignal>
 
 #include <cmath>
 #include <filesystem>
@@ -170,30 +174,67 @@ TEST(Trackers, BadNamesAndPathsAreErrorsNamingThem) {
   }
 }
 
+// A file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) fails every write past
+// it with EFBIG, as a full disk fails them with ENOSPC. (A link to /dev/full
+// did this before; trackers no longer write through links.)
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) : previous_signal_(std::signal(SIGXFSZ, SIG_IGN)) {
+    ::getrlimit(RLIMIT_FSIZE, &previous_);
+    rlimit limit = previous_;
+    limit.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &previous_);
+    std::signal(SIGXFSZ, previous_signal_);
+  }
+
+ private:
+  rlimit previous_{};
+  void (*previous_signal_)(int);
+};
+
 TEST(Trackers, AFailedWriteIsAnErrorNamingTheFile) {
   ScratchDirectory scratch;
-  // /dev/full takes the open and fails every write (ENOSPC), as a full disk does.
-  fs::create_directories(scratch.file("full"));
-  fs::create_symlink("/dev/full", fs::path(scratch.file("full")) / "metrics.jsonl");
   JsonLinesTracker json_lines(options_in(scratch, "full"));
-  EXPECT_EMBER_ERROR(json_lines.log({{"loss", 0.5}}, 1),
-                     "writing to '" + (fs::path(scratch.file("full")) / "metrics.jsonl").string() + "' failed");
+  {
+    FileSizeLimit limit(10);
+    EXPECT_EMBER_ERROR(json_lines.log({{"loss", 0.5}}, 1),
+                       "cannot write '" + (fs::path(scratch.file("full")) / "metrics.jsonl").string() + "'");
+  }
 
   // A CSV rewrite that fails leaves the file as it was; the next log writes
   // the wider header with every row.
   CsvTracker csv(options_in(scratch, "rewrite"));
   csv.log({{"loss", 0.5}}, 1);
-  fs::path temporary = fs::path(scratch.file("rewrite")) / "metrics.csv.tmp";
-  fs::create_symlink("/dev/full", temporary);
-  EXPECT_EMBER_ERROR(csv.log({{"accuracy", 0.5}}, 2), "writing to '" + temporary.string() + "' failed");
+  {
+    FileSizeLimit limit(30);
+    EXPECT_EMBER_ERROR(csv.log({{"accuracy", 0.5}}, 2), "cannot write '" + csv.path().string() + ".tmp.");
+  }
   EXPECT_EQ(read_file(csv.path()), "step,time,loss\n1,100.5,0.5\n");
-  fs::remove(temporary);
   csv.log({{"loss", 0.25}}, 3);
   EXPECT_EQ(read_file(csv.path()), "step,time,loss,accuracy\n1,100.5,0.5,\n2,101,,0.5\n3,101.5,0.25,\n");
 }
 
 // scripts/plot_metrics.py on what both trackers wrote: it draws a PNG, and
 // reads exactly the values logged (tests/distributed/check_plot_metrics.py).
+// Mutation caught: opening the metrics file as before (std::ofstream, which
+// follows links and truncates) empties and fills the planted link's target;
+// a FIFO there would block the tracker's construction.
+TEST(Trackers, MetricsFilesAreNeverWrittenThroughALinkOrIntoAFifo) {
+  ScratchDirectory scratch;
+  const fs::path run = scratch.path() / "run";
+  fs::create_directories(run);
+  const fs::path outside = scratch.path() / "outside";
+  std::ofstream(outside) << "precious";
+  fs::create_symlink(outside, run / "metrics.jsonl");
+  EXPECT_EMBER_ERROR(JsonLinesTracker(options_in(scratch)), "is a symbolic link");
+  ASSERT_EQ(::mkfifo((run / "metrics.csv").c_str(), 0600), 0);
+  EXPECT_EMBER_ERROR(CsvTracker(options_in(scratch)), (run / "metrics.csv").string());
+  EXPECT_EQ(read_file(outside), "precious");
+}
+
 TEST(Trackers, PlotScriptReadsBothFiles) {
   ScratchDirectory scratch;
   std::vector<std::unique_ptr<Tracker>> trackers;

@@ -5,6 +5,8 @@
 #include <iterator>
 #include <unistd.h>
 
+#include "core/file_io.h"
+
 #include "support/test_support.h"
 
 namespace ember {
@@ -98,6 +100,62 @@ TEST(Serialize, LoadIntoTheWrongModelNamesThePathAndTheKeys) {
   EXPECT_EQ(result.missing_keys, (std::vector<std::string>{"1.weight", "1.bias"}));
   EXPECT_EMBER_ERROR(nn::load(wider, temporary_path("absent")), "absent");
   std::filesystem::remove(path);
+}
+
+// Mutation caught: nn::load keeping the loaded tensors (and with them a
+// mapping) alive past its return, e.g. a module taking the file's tensors
+// instead of copying them. (Mapping during the load alone is not caught here:
+// the mapping goes when the load returns.) Once nn::load returns, the file is
+// in no mapping of this process and truncating it changes no parameter.
+TEST(Serialize, LoadKeepsNothingOfTheFile) {
+  testing::ScratchDirectory scratch;
+  const std::filesystem::path path = scratch.path() / "model.safetensors";
+  nn::Sequential source = small_cnn();
+  nn::save(source, path);
+  nn::Sequential target = small_cnn();
+  nn::load(target, path);
+  std::ifstream maps("/proc/self/maps");
+  const std::string mapped{std::istreambuf_iterator<char>(maps), std::istreambuf_iterator<char>()};
+  EXPECT_EQ(mapped.find(std::filesystem::canonical(path).string()), std::string::npos);
+  std::filesystem::resize_file(path, 0);
+  NamedTensors expected = source.state_dict(), loaded = target.state_dict();
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_TRUE(all_close(loaded[i].second, expected[i].second, 0, 0));
+}
+
+// Mutation caught: nn::save through the old fixed `<path>.tmp`, opened with
+// O_TRUNC and no O_EXCL | O_NOFOLLOW, writes the model into the planted
+// link's target. (The temporary's name is random now; the test plants the
+// link where the writer is told to look first.)
+TEST(Serialize, SaveNeverWritesThroughAPlantedTemporaryLink) {
+  testing::ScratchDirectory scratch;
+  const std::filesystem::path outside = scratch.path() / "outside";
+  { std::ofstream(outside) << "precious"; }
+  const std::filesystem::path path = scratch.path() / "model.safetensors";
+  std::filesystem::create_symlink(outside, path.string() + ".tmp");
+  detail::set_temporary_names_for_testing(
+      [](const std::string& target, int attempt) { return target + (attempt == 0 ? ".tmp" : ".tmp2"); });
+  nn::save(small_cnn(), path);
+  detail::set_temporary_names_for_testing(nullptr);
+  EXPECT_EQ(file_bytes(outside), "precious");
+  nn::Sequential target = small_cnn();
+  EXPECT_TRUE(nn::load(target, path).missing_keys.empty());
+}
+
+// Mutation caught: printing unexpected keys raw in load_state_dict's listing
+// puts the file's escape sequence into the message (byte 0x1b).
+TEST(Serialize, NamesFromTheFileAreEscapedInTheErrorListing) {
+  testing::ScratchDirectory scratch;
+  const std::filesystem::path path = scratch.path() / "hostile.safetensors";
+  save_safetensors(path, {{"0.weight\x1b]0;owned\x07", zeros({2, 3})}, {"0.weight", zeros({2, 3})}, {"0.bias", zeros({2})}});
+  nn::Sequential model(nn::Linear(3, 2));
+  try {
+    nn::load(model, path);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
+    EXPECT_NE(message.find("\"0.weight\\x1b]0;owned\\x07\""), std::string::npos) << message;
+  }
 }
 
 }  // namespace
