@@ -27,9 +27,9 @@ Tensor unversioned_alias(const Tensor& tensor) {
 }  // namespace
 
 FlatParameter::FlatParameter(std::vector<std::string> names, std::vector<Tensor> parameters, ProcessGroup& group,
-                             bool sharded_parameters)
+                             bool sharded_parameters, EventLog* log, std::string unit)
     : names_(std::move(names)), parameters_(std::move(parameters)), group_(group),
-      sharded_parameters_(sharded_parameters) {
+      sharded_parameters_(sharded_parameters), log_(log), unit_(std::move(unit)) {
   EMBER_ASSERT(!parameters_.empty() && names_.size() == parameters_.size(), "a FlatParameter needs parameters");
   const Tensor& first = parameters_.front();
   for (const Tensor& parameter : parameters_) {
@@ -86,8 +86,15 @@ FlatParameter::~FlatParameter() {
 void FlatParameter::start_gather() {
   if (!sharded_parameters_ || state_ != State::released) return;
   full_.storage()->reallocate();
+  gather_began_ = EventLog::Clock::now();
   gather_work_ = group_.allgather(unversioned_alias(full_), shard_data_);
   state_ = State::gathering;
+}
+
+void FlatParameter::log_collective(const char* op, EventLog::Clock::time_point begin, int64_t bytes) const {
+  if (log_ == nullptr) return;
+  log_->span(EventLog::Lane::comm, fmt::format("{} {}", op, unit_.empty() ? "(root)" : unit_), begin,
+             EventLog::Clock::now(), {{"op", op}, {"unit", unit_}, {"bytes", bytes}, {"ranks", group_.size()}});
 }
 
 void FlatParameter::gather() {
@@ -96,6 +103,7 @@ void FlatParameter::gather() {
   std::shared_ptr<Work> work = std::move(gather_work_);
   work->wait();
   state_ = State::gathered;
+  log_collective("all_gather", gather_began_, full_.nbytes());
 }
 
 void FlatParameter::release() {
@@ -110,7 +118,9 @@ void FlatParameter::refresh_after_step() {
   if (group_.size() == 1) return;
   // Its own copy: block rank() of the output is the input's place.
   Tensor mine = shard_data_.clone();
+  const auto began = EventLog::Clock::now();
   group_.allgather(full_, mine)->wait();
+  log_collective("all_gather_updated", began, full_.nbytes());
 }
 
 void FlatParameter::launch_reduction(bool keep_full_gradients) {
@@ -131,6 +141,7 @@ void FlatParameter::launch_reduction(bool keep_full_gradients) {
   }
   used_ = from_vector(used, {int64_t(used.size())}).to(device);
   reduced_full_ = keep_full_gradients;
+  reduce_began_ = EventLog::Clock::now();
   if (keep_full_gradients) {
     reduce_work_ = group_.allreduce(grad_flat_, ReduceOp::sum);
   } else {
@@ -146,6 +157,7 @@ void FlatParameter::finish_reduction() {
   std::shared_ptr<Work> used = std::move(used_work_);
   reduce->wait();
   used->wait();
+  log_collective(reduced_full_ ? "all_reduce" : "reduce_scatter", reduce_began_, grad_flat_.nbytes());
   NoGradGuard no_grad;
   const double size = double(group_.size());
   if (reduced_full_) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "distributed/ddp/event_log.h"
 #include "distributed/process_group.h"
 
 namespace ember::distributed {
@@ -24,8 +25,10 @@ class FlatParameter {
   // everywhere) and re-points each at its place in the full buffer. With
   // `sharded_parameters` (ZeRO-3) the shard gets memory of its own and the
   // full buffer is released until gather().
+  // `log` (may be null; it must outlive this) gets a span per collective,
+  // named after `unit`, with the bytes it moved.
   FlatParameter(std::vector<std::string> names, std::vector<Tensor> parameters, ProcessGroup& group,
-                bool sharded_parameters);
+                bool sharded_parameters, EventLog* log = nullptr, std::string unit = "");
   ~FlatParameter();  // waits for collectives in flight (they write into its buffers)
   FlatParameter(const FlatParameter&) = delete;
   FlatParameter& operator=(const FlatParameter&) = delete;
@@ -93,11 +96,16 @@ class FlatParameter {
 
  private:
   enum class State { released, gathering, gathered };
+  // A span on the log's comm lane from `begin` to now.
+  void log_collective(const char* op, EventLog::Clock::time_point begin, int64_t bytes) const;
 
   std::vector<std::string> names_;
   std::vector<Tensor> parameters_;
   ProcessGroup& group_;
   bool sharded_parameters_;
+  EventLog* log_;
+  std::string unit_;
+  EventLog::Clock::time_point gather_began_, reduce_began_;
   std::vector<int64_t> offsets_;
   int64_t total_ = 0;
   int64_t shard_ = 0;

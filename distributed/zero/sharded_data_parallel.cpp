@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -61,6 +63,12 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module, Pro
     for (const Tensor& buffer : buffers_) works.push_back(group_.broadcast(buffer, 0));
     for (const auto& work : works) work->wait();
   }
+  // The same per-rank trace as DDP's (EMBER_DDP_TRACE=<prefix>): every
+  // all-gather and reduction with its bytes.
+  if (const char* prefix = std::getenv("EMBER_DDP_TRACE"); prefix != nullptr && *prefix != '\0') {
+    const int rank = group_.global_rank(group_.rank());
+    log_ = std::make_unique<EventLog>(EventLog::path_for(prefix, rank), rank);
+  }
   build_units(parameters);
   install_module_hooks();
 }
@@ -73,6 +81,14 @@ ShardedDataParallel::~ShardedDataParallel() {
   // An optimizer destroyed first took its hooks (and their token) with it.
   if (!optimizer_alive_.expired())
     for (HookId id : optimizer_hooks_) optimizer_->remove_hook(id);
+  flats_.clear();  // they wait for their collectives, which log
+  if (log_) {
+    try {
+      log_->flush();
+    } catch (const Error& error) {
+      std::fprintf(stderr, "%s\n", error.what());
+    }
+  }
 }
 
 // PyTorch's _verify_param_shape_across_processes, by content: a rank built
@@ -134,7 +150,8 @@ void ShardedDataParallel::build_units(const NamedTensors& parameters) {
     for (const auto& key : kinds) {
       units_[u].flats.push_back(flats_.size());
       flat_unit_.push_back(u);
-      flats_.push_back(std::make_unique<FlatParameter>(by_kind[key].first, by_kind[key].second, group_, sharded));
+      flats_.push_back(std::make_unique<FlatParameter>(by_kind[key].first, by_kind[key].second, group_, sharded,
+                                                       log_.get(), units_[u].name));
     }
   }
   ready_.assign(units_.size(), false);

@@ -247,6 +247,7 @@ EMBER_SCENARIO(zero_memory) {
         distributed::estimate_memory({.num_params = parameters, .strategy = strategy, .world_size = world});
     const int64_t expected = estimate.parameters + estimate.gradients + estimate.optimizer_state;
     const double ratio = double(measured) / double(expected);
+    // strategy, ranks, rank, measured, formula, ratio
     std::printf("memory-row %s %d %d %lld %lld %.3f\n", args.at(0).c_str(), world, rank,
                 static_cast<long long>(measured), static_cast<long long>(expected), ratio);
     failures += check(std::abs(ratio - 1) <= 0.10, rank,
@@ -255,6 +256,36 @@ EMBER_SCENARIO(zero_memory) {
   }
   distributed::destroy_process_group();
   return failures;
+}
+
+}  // namespace ember::test
+
+namespace ember::test {
+
+// Three Block units under ZeRO-3, two AdamW steps, with the per-rank trace
+// on (EMBER_DDP_TRACE): test_zero.cpp reads what it recorded.
+EMBER_SCENARIO(zero_trace) {
+  ProcessGroup& group = distributed::init_process_group({.backend = "auto"});
+  {
+    manual_seed(4);
+    auto model = std::make_shared<nn::Sequential>(Block(kWidth), Block(kWidth), Block(kWidth));
+    optim::AdamW optimizer(model->parameters(), {.lr = 1e-3});
+    ResolvedShardingOptions options;
+    options.strategy = ShardingStrategy::zero3;
+    options.wrap_module_types = {"Block"};
+    ShardedDataParallel zero(model, group, options);
+    zero.attach_optimizer(optimizer);
+    Generator generator(2);
+    const Tensor inputs = randn({4, kWidth}, {}, &generator);
+    for (int step = 0; step < 2; ++step) {
+      const Tensor out = (*model)(inputs);
+      mean(out * out).backward();
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+  distributed::destroy_process_group();
+  return 0;
 }
 
 }  // namespace ember::test
