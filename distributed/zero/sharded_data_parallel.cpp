@@ -265,8 +265,8 @@ void ShardedDataParallel::on_gradient(size_t flat, size_t member) {
               "(Note [Forwards that skip the hooks] in distributed/README.md)",
               name, group_.size());
   EMBER_CHECK(!launched_[flat_unit_[flat]],
-              "ShardedDataParallel: parameter {} got a gradient after the gradients of its unit '{}' were reduced; "
-              "a unit whose module runs twice in one forward must be wrapped as part of a larger unit",
+              "ShardedDataParallel: parameter {} got a gradient after the gradients of its unit '{}' were reduced in "
+              "this backward (a second backward through the same forward?); under ZeRO each forward has one backward",
               name, units_[flat_unit_[flat]].name);
 }
 

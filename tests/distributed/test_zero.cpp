@@ -1,7 +1,10 @@
 // ZeRO stages 1-3 on real processes (scenarios in workers/zero_scenarios.cpp):
 // on 2, 3 and 4 ranks each strategy ends with the parameters and optimizer
 // state of DDP on the same batches, with accumulation, clipping, bf16
-// autocast, tied weights and an unused layer.
+// autocast, tied weights and an unused layer (mutation caught: dropping
+// the division by the group size after the reduce-scatter,
+// FlatParameter::finish_reduction). The paths ZeRO refuses, each with an
+// error saying what to do; the per-rank trace; memory against the formula.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -45,6 +48,10 @@ TEST_P(ZeroMatchesDdp, WithBf16Autocast) { expect_clean_success(run_ranks(2, {Ge
 TEST_P(ZeroMatchesDdp, OverGloo) { expect_clean_success(run_ranks(2, {GetParam(), "gloo", "accumulate"})); }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, ZeroMatchesDdp, ::testing::Values("zero1", "zero2", "zero3"));
+
+TEST(Zero, RefusedPathsSayWhatToDo) {
+  expect_clean_success(launch({"--nproc-per-node", "2"}, "zero_errors", {}, seconds(60)));
+}
 
 // What each rank holds between steps, by the allocator's counters, against
 // Note [ZeRO stages]' formula (estimate_memory), within 10%, for DDP and

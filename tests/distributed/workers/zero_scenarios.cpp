@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "distributed/ddp/distributed_data_parallel.h"
@@ -286,6 +287,90 @@ EMBER_SCENARIO(zero_trace) {
   }
   distributed::destroy_process_group();
   return 0;
+}
+
+}  // namespace ember::test
+
+namespace ember::test {
+namespace {
+
+// Whether `action` throws an ember::Error whose message holds `expected`.
+int expect_error(int rank, const std::string& what, const std::string& expected, const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& error) {
+    const bool found = std::string(error.what()).find(expected) != std::string::npos;
+    if (!found) std::printf("rank %d: %s: got: %s\n", rank, what.c_str(), error.what());
+    return check(found, rank, what);
+  }
+  return check(false, rank, what + " (no error)");
+}
+
+ResolvedShardingOptions options_for(ShardingStrategy strategy) {
+  ResolvedShardingOptions options;
+  options.strategy = strategy;
+  options.wrap_module_types = {"Block"};
+  return options;
+}
+
+}  // namespace
+
+// The paths that must be refused, each with an error that says what to do.
+EMBER_SCENARIO(zero_errors) {
+  ProcessGroup& group = distributed::init_process_group({.backend = "auto"});
+  const int rank = group.rank();
+  int failures = 0;
+  Generator generator(6);
+  const Tensor inputs = randn({4, kWidth}, {}, &generator);
+  {
+    auto model = std::make_shared<nn::Sequential>(Block(kWidth), Block(kWidth));
+    ShardedDataParallel zero(model, group, options_for(ShardingStrategy::zero3));
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1});
+    Tensor stranger = zeros({3}).requires_grad_(true);
+    optim::SGD foreign(std::vector<Tensor>{stranger}, {.lr = 0.1});
+    failures += expect_error(rank, "an optimizer of other tensors", "not a trainable parameter",
+                             [&] { zero.attach_optimizer(foreign); });
+    zero.attach_optimizer(optimizer);
+    failures += expect_error(rank, "a second optimizer", "already attached", [&] {
+      optim::SGD second(model->parameters(), {.lr = 0.1});
+      zero.attach_optimizer(second);
+    });
+    {
+      auto no_sync = zero.no_sync();
+      const Tensor out = (*model)(inputs);
+      mean(out * out).backward();
+    }
+    failures += expect_error(rank, "a step on gradients never reduced", "never reduced", [&] { optimizer.step(); });
+    optimizer.zero_grad();
+    {
+      const Tensor out = (*model)(inputs);
+      failures += expect_error(rank, "a forward before the last one's backward", "before the backward",
+                               [&] { (void)(*model)(inputs); });
+    }
+  }
+  {
+    auto model = std::make_shared<nn::Sequential>(Block(kWidth), Block(kWidth));
+    ShardedDataParallel zero(model, group, options_for(ShardingStrategy::zero3));
+    // A unit's forward() called directly runs without its gather.
+    failures += expect_error(rank, "a forward that skips the hooks (ZeRO-3)", "released",
+                             [&] { (void)model->children()[0]->forward(inputs); });
+  }
+  {
+    auto model = std::make_shared<nn::Sequential>(Block(kWidth));
+    failures += expect_error(rank, "hybrid", "hybrid", [&] {
+      ShardedDataParallel zero(model, group, options_for(ShardingStrategy::hybrid));
+    });
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    const Tensor out = (*model)(inputs);
+    mean(out * out).backward();
+    optimizer.step();
+    failures += expect_error(rank, "sharding an optimizer that has stepped", "already has state", [&] {
+      ShardedDataParallel zero(model, group, options_for(ShardingStrategy::zero1));
+      zero.attach_optimizer(optimizer);
+    });
+  }
+  distributed::destroy_process_group();
+  return failures;
 }
 
 }  // namespace ember::test
