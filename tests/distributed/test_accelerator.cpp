@@ -43,6 +43,31 @@ TEST(AcceleratorProcesses, AccumulationEqualsOneStepOnAKTimesLargerBatch) {
   expect_clean_success(run_processes(1, "accelerator_accumulation_matches_large_batch", {"4", "3"}));
 }
 
+// The same scenarios under ZeRO (EMBER_STRATEGY, as `ember launch
+// --strategy` sets it), every Linear a unit: accumulation through no_sync,
+// the fp16 overflow agreed across ranks on the optimizer's pieces, bf16
+// autocast and forwards with two inputs or two outputs, each equal to one
+// process (Note [ZeRO stages]).
+TEST(AcceleratorProcesses, ZeroStrategiesThroughTheAccelerator) {
+  for (const char* strategy : {"zero1", "zero2", "zero3"}) {
+    SCOPED_TRACE(strategy);
+    const std::vector<std::string> env{std::string("EMBER_STRATEGY=") + strategy, "EMBER_WRAP_MIN_NUM_PARAMS=50"};
+    auto run = [&](int processes, const std::string& scenario, const std::vector<std::string>& args) {
+      expect_clean_success(
+          launch({"--nproc-per-node", std::to_string(processes)}, scenario, args, seconds(90), env));
+    };
+    run(2, "accelerator_accumulation_matches_large_batch", {"3", "4"});
+    run(3, "accelerator_fp16_overflow_skips_everywhere", {});
+    run(2, "module_call_matches_single_process", {"masked", "bf16"});
+    run(3, "module_call_matches_single_process", {"loss", "no"});
+  }
+  // Activation checkpointing of the units (fsdp_activation_checkpointing)
+  // changes what is stored, not the result.
+  expect_clean_success(launch({"--nproc-per-node", "2"}, "module_call_matches_single_process", {"masked", "no"},
+                              seconds(90),
+                              {"EMBER_STRATEGY=zero3", "EMBER_WRAP_MIN_NUM_PARAMS=50", "EMBER_ACTIVATION_CHECKPOINTING=true"}));
+}
+
 TEST(AcceleratorProcesses, Fp16OverflowSkipsTheSameStepAndBacksOffEverywhere) {
   expect_clean_success(run_processes(2, "accelerator_fp16_overflow_skips_everywhere"));
   expect_clean_success(run_processes(3, "accelerator_fp16_overflow_skips_everywhere"));

@@ -52,8 +52,10 @@ bool same_values(const Tensor& a, const Tensor& b, double tolerance = 0) {
   return a.numel() == 0 || max(abs(a.to(DType::f64) - b.to(DType::f64))).item<double>() <= tolerance;
 }
 
-double max_abs_difference(const nn::Module& a, const nn::Module& b) {
-  NamedTensors pa = a.named_parameters(), pb = b.named_parameters();
+// `a` read through the accelerator: under ZeRO-3 (EMBER_STRATEGY) the model
+// holds shards, and get_state_dict gathers them.
+double max_abs_difference(Accelerator& accelerator, nn::Module& a, const nn::Module& b) {
+  NamedTensors pa = accelerator.get_state_dict(a), pb = b.state_dict();
   double worst = 0;
   for (size_t i = 0; i < pa.size(); ++i) worst = std::max(worst, max(abs(pa[i].second - pb[i].second)).item<double>());
   return worst;
@@ -109,7 +111,7 @@ EMBER_SCENARIO(accelerator_accumulation_matches_large_batch) {
   failures += check(scheduler.last_epoch() == 8 && optimizer.lr(0) == reference_optimizer.lr(0), rank,
                     fmt::format("the scheduler stepped {} times (lr {}), as the reference's (lr {})",
                                 scheduler.last_epoch(), optimizer.lr(0), reference_optimizer.lr(0)));
-  const double difference = max_abs_difference(*model, *reference);
+  const double difference = max_abs_difference(accelerator, *model, *reference);
   failures += check(difference < 1e-5, rank,
                     fmt::format("max |accelerated - one process on {}-sample batches| = {:.3g}", big, difference));
   return failures;
@@ -132,13 +134,13 @@ EMBER_SCENARIO(accelerator_fp16_overflow_skips_everywhere) {
     Tensor loss = F::cross_entropy((*model)(inputs), targets);
     if (step == 3 && rank == world - 1) loss = loss * std::numeric_limits<double>::infinity();
     accelerator.backward(loss);
-    NamedTensors before = model->state_dict();
+    NamedTensors before = accelerator.get_state_dict(*model);
     std::vector<Tensor> saved;
     for (const auto& [name, tensor] : before) saved.push_back(tensor.clone());
     optimizer.step();
     optimizer.zero_grad();
     bool unchanged = true;
-    NamedTensors after = model->state_dict();
+    NamedTensors after = accelerator.get_state_dict(*model);
     for (size_t i = 0; i < after.size(); ++i) unchanged = unchanged && same_values(after[i].second, saved[i]);
     const double scale = accelerator.scaler()->get_scale();
     if (step == 3)

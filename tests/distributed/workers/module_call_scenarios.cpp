@@ -85,19 +85,20 @@ int check(bool ok, int rank, const std::string& what) {
   return ok ? 0 : 1;
 }
 
-double max_abs_difference(const nn::Module& a, const nn::Module& b) {
+// `a` through the accelerator, which gathers ZeRO-3's shards (EMBER_STRATEGY).
+double max_abs_difference(Accelerator& accelerator, nn::Module& a, const nn::Module& b) {
   double worst = 0;
-  NamedTensors pa = a.named_parameters(), pb = b.named_parameters();
+  NamedTensors pa = accelerator.get_state_dict(a), pb = b.state_dict();
   for (size_t i = 0; i < pa.size(); ++i)
     worst = std::max(worst, max(abs(pa[i].second - pb[i].second)).item<double>());
   return worst;
 }
 
 // Every rank's parameters, bit for bit, against rank 0's.
-bool equal_on_every_rank(const nn::Module& model, distributed::ProcessGroup* group) {
+bool equal_on_every_rank(Accelerator& accelerator, nn::Module& model, distributed::ProcessGroup* group) {
   if (!group) return true;
   bool equal = true;
-  for (const Tensor& parameter : model.parameters()) {
+  for (const auto& [name, parameter] : accelerator.get_state_dict(model)) {
     Tensor from_rank0 = parameter.detach().clone();
     group->broadcast(from_rank0, 0)->wait();
     equal &= max(abs(from_rank0 - parameter)).item<double>() == 0;
@@ -138,11 +139,11 @@ int run_matches_single_process(const std::string& precision) {
     reference_optimizer.step();
     reference_optimizer.zero_grad();
   }
-  failures += check(equal_on_every_rank(*model, accelerator.process_group()), rank,
+  failures += check(equal_on_every_rank(accelerator, *model, accelerator.process_group()), rank,
                     "parameters are identical on every rank");
   // bf16 rounds each rank's slice gradient before the average: looser.
   const double tolerance = bf16 ? 5e-3 : 1e-5;
-  const double difference = max_abs_difference(*model, reference);
+  const double difference = max_abs_difference(accelerator, *model, reference);
   failures += check(difference <= tolerance, rank,
                     fmt::format("after {} steps max |{} ranks - one process| = {:.3g} (tolerance {})", kSteps, world,
                                 difference, tolerance));
