@@ -27,8 +27,8 @@ Tensor unversioned_alias(const Tensor& tensor) {
 }  // namespace
 
 FlatParameter::FlatParameter(std::vector<std::string> names, std::vector<Tensor> parameters, ProcessGroup& group,
-                             bool sharded_parameters, EventLog* log, std::string unit)
-    : names_(std::move(names)), parameters_(std::move(parameters)), group_(group),
+                             bool sharded_parameters, EventLog* log, std::string unit, ProcessGroup* replicas)
+    : names_(std::move(names)), parameters_(std::move(parameters)), group_(group), replicas_(replicas),
       sharded_parameters_(sharded_parameters), log_(log), unit_(std::move(unit)) {
   EMBER_ASSERT(!parameters_.empty() && names_.size() == parameters_.size(), "a FlatParameter needs parameters");
   const Tensor& first = parameters_.front();
@@ -158,8 +158,16 @@ void FlatParameter::finish_reduction() {
   reduce->wait();
   used->wait();
   log_collective(reduced_full_ ? "all_reduce" : "reduce_scatter", reduce_began_, grad_flat_.nbytes());
+  double size = double(group_.size());
+  if (replicas_ != nullptr && replicas_->size() > 1) {
+    // Hybrid: the same shard on the other nodes holds their nodes' sums.
+    const auto began = EventLog::Clock::now();
+    replicas_->allreduce(grad_reduced_, ReduceOp::sum)->wait();
+    replicas_->allreduce(used_, ReduceOp::sum)->wait();
+    log_collective("all_reduce_replicas", began, grad_reduced_.nbytes());
+    size *= double(replicas_->size());
+  }
   NoGradGuard no_grad;
-  const double size = double(group_.size());
   if (reduced_full_) {
     // The parameters' .grad are views of grad_flat_ and accumulate into it,
     // so it already holds the earlier micro-batches' (equal) averages.

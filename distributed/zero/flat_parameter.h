@@ -26,9 +26,13 @@ class FlatParameter {
   // `sharded_parameters` (ZeRO-3) the shard gets memory of its own and the
   // full buffer is released until gather().
   // `log` (may be null; it must outlive this) gets a span per collective,
-  // named after `unit`, with the bytes it moved.
+  // named after `unit`, with the bytes it moved. With `replicas` (hybrid
+  // sharding), `group` is this node's processes, which shard, and the
+  // reduced gradient shard is then averaged over `replicas`, the processes
+  // holding the same shard on the other nodes.
   FlatParameter(std::vector<std::string> names, std::vector<Tensor> parameters, ProcessGroup& group,
-                bool sharded_parameters, EventLog* log = nullptr, std::string unit = "");
+                bool sharded_parameters, EventLog* log = nullptr, std::string unit = "",
+                ProcessGroup* replicas = nullptr);
   ~FlatParameter();  // waits for collectives in flight (they write into its buffers)
   FlatParameter(const FlatParameter&) = delete;
   FlatParameter& operator=(const FlatParameter&) = delete;
@@ -102,6 +106,7 @@ class FlatParameter {
   std::vector<std::string> names_;
   std::vector<Tensor> parameters_;
   ProcessGroup& group_;
+  ProcessGroup* replicas_;
   bool sharded_parameters_;
   EventLog* log_;
   std::string unit_;

@@ -41,9 +41,6 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module, Pro
   EMBER_CHECK(module_ != nullptr, "ShardedDataParallel: the module is null");
   EMBER_CHECK(options_.strategy != ShardingStrategy::ddp,
               "ShardedDataParallel: strategy ddp keeps full replicas; use DistributedDataParallel");
-  EMBER_CHECK(options_.strategy != ShardingStrategy::hybrid,
-              "ShardedDataParallel: strategy hybrid (HYBRID_SHARD) is not built yet; use zero3 (shards over every "
-              "process) or ddp");
   NamedTensors parameters;
   std::unordered_set<const TensorImpl*> seen;
   for (auto& [name, parameter] : module_->named_parameters())
@@ -69,6 +66,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module, Pro
     const int rank = group_.global_rank(group_.rank());
     log_ = std::make_unique<EventLog>(EventLog::path_for(prefix, rank), rank);
   }
+  if (options_.strategy == ShardingStrategy::hybrid) make_hybrid_groups();
   build_units(parameters);
   install_module_hooks();
 }
@@ -109,6 +107,32 @@ void ShardedDataParallel::check_same_parameters_on_every_rank(const NamedTensors
                 rank, group_.rank(), mine.size() > 2000 ? mine.substr(0, 2000) + "..." : mine);
 }
 
+// HYBRID_SHARD: ranks are laid out node by node (ember launch, torchrun), so
+// node k holds ranks [k*L, (k+1)*L) for L processes per node. Every rank
+// takes part in making every group (new_group is collective over the
+// default group), keeping the two it belongs to.
+void ShardedDataParallel::make_hybrid_groups() {
+  EMBER_CHECK(is_initialized() && &group_ == &default_group(),
+              "ShardedDataParallel: strategy hybrid needs the default process group (it makes a group per node)");
+  const int world = group_.size();
+  const int per_node = read_distributed_env().local_world_size;
+  EMBER_CHECK(per_node >= 1 && world % per_node == 0,
+              "ShardedDataParallel: strategy hybrid: {} processes are not whole nodes of LOCAL_WORLD_SIZE={} each",
+              world, per_node);
+  const int rank = group_.rank();
+  for (int node = 0; node < world / per_node; ++node) {
+    std::vector<int> ranks;
+    for (int local = 0; local < per_node; ++local) ranks.push_back(node * per_node + local);
+    if (auto made = new_group(ranks)) shard_group_ = made;
+  }
+  for (int local = 0; local < per_node; ++local) {
+    std::vector<int> ranks;
+    for (int node = 0; node < world / per_node; ++node) ranks.push_back(node * per_node + local);
+    if (auto made = new_group(ranks)) replica_group_ = made;
+  }
+  EMBER_ASSERT(shard_group_ && replica_group_, "rank {} is in no hybrid group", rank);
+}
+
 void ShardedDataParallel::build_units(const NamedTensors& parameters) {
   const std::vector<WrappedUnit> wrapped = choose_units(*module_, options_);
   // A parameter belongs to the one unit whose subtree holds it; one shared
@@ -136,7 +160,7 @@ void ShardedDataParallel::build_units(const NamedTensors& parameters) {
     const size_t unit = found != holders.end() && found->second.size() == 1 ? found->second[0] : units_.size() - 1;
     members[unit].push_back(entry);
   }
-  const bool sharded = options_.strategy == ShardingStrategy::zero3;
+  const bool sharded = shards_parameters();
   for (size_t u = 0; u < units_.size(); ++u) {
     // One flat buffer per (dtype, device) in the unit, in parameter order.
     std::map<std::pair<int, std::string>, std::pair<std::vector<std::string>, std::vector<Tensor>>> by_kind;
@@ -150,8 +174,8 @@ void ShardedDataParallel::build_units(const NamedTensors& parameters) {
     for (const auto& key : kinds) {
       units_[u].flats.push_back(flats_.size());
       flat_unit_.push_back(u);
-      flats_.push_back(std::make_unique<FlatParameter>(by_kind[key].first, by_kind[key].second, group_, sharded,
-                                                       log_.get(), units_[u].name));
+      flats_.push_back(std::make_unique<FlatParameter>(by_kind[key].first, by_kind[key].second, shard_group(),
+                                                       sharded, log_.get(), units_[u].name, replica_group_.get()));
     }
   }
   ready_.assign(units_.size(), false);
@@ -212,7 +236,7 @@ void ShardedDataParallel::before_unit_forward(size_t unit) {
 
 void ShardedDataParallel::after_unit_forward(size_t unit, const nn::ForwardCall& call) {
   if (!units_[unit].root) {
-    if (options_.strategy == ShardingStrategy::zero3) release_unit(unit);
+    if (shards_parameters()) release_unit(unit);
     return;
   }
   bool differentiable = false;
@@ -250,7 +274,7 @@ void ShardedDataParallel::before_unit_backward(size_t unit) {
 void ShardedDataParallel::unit_gradients_ready(size_t unit) {
   if (!backward_expected_ || launched_[unit]) return;
   if (!iteration_syncs_) {
-    if (!units_[unit].root && options_.strategy == ShardingStrategy::zero3) release_unit(unit);
+    if (!units_[unit].root && shards_parameters()) release_unit(unit);
     return;
   }
   ready_[unit] = true;
@@ -278,7 +302,7 @@ void ShardedDataParallel::launch_ready_in_order() {
     for (size_t f = 0; f < flats_.size(); ++f) flats_[f]->finish_reduction();
     for (size_t f : units_[unit].flats) flats_[f]->launch_reduction(options_.strategy == ShardingStrategy::zero1);
     launched_[unit] = true;
-    if (!units_[unit].root && options_.strategy == ShardingStrategy::zero3) release_unit(unit);
+    if (!units_[unit].root && shards_parameters()) release_unit(unit);
   }
 }
 
@@ -316,7 +340,7 @@ void ShardedDataParallel::release_unit(size_t unit) {
 }
 
 void ShardedDataParallel::release_all() {
-  if (options_.strategy != ShardingStrategy::zero3) return;
+  if (!shards_parameters()) return;
   for (auto& flat : flats_) flat->release();
 }
 
@@ -381,7 +405,7 @@ void ShardedDataParallel::before_step() {
 }
 
 void ShardedDataParallel::after_step() {
-  if (options_.strategy != ShardingStrategy::zero3)
+  if (!shards_parameters())
     for (auto& flat : flats_) flat->refresh_after_step();
   reduced_since_step_ = false;
 }
@@ -414,8 +438,9 @@ Tensor ShardedDataParallel::clip_grad_norm_(double max_norm, double norm_type) {
     const double shard_norm = norm(flat->gradient_shard(), infinity ? INFINITY : norm_type).to(DType::f64).item<double>();
     local = infinity ? std::max(local, shard_norm) : local + std::pow(shard_norm, norm_type);
   }
+  // Over one copy of each shard: under hybrid the other nodes hold the same ones.
   Tensor total = scalar_tensor(local, {.dtype = DType::f64});
-  if (group_.size() > 1) group_.allreduce(total, infinity ? ReduceOp::max : ReduceOp::sum)->wait();
+  if (shard_group().size() > 1) shard_group().allreduce(total, infinity ? ReduceOp::max : ReduceOp::sum)->wait();
   const double norm_value = infinity ? total.item<double>() : std::pow(total.item<double>(), 1.0 / norm_type);
   const double coefficient = std::min(max_norm / (norm_value + 1e-6), 1.0);
   NoGradGuard no_grad;

@@ -65,6 +65,8 @@ class ShardedDataParallel {
   nn::Module& module() const { return *module_; }
   ShardingStrategy strategy() const { return options_.strategy; }
   ProcessGroup& group() const { return group_; }
+  // The processes a shard is spread over: the group, or under hybrid this node's.
+  ProcessGroup& shard_group() const { return shard_group_ ? *shard_group_ : group_; }
   // The units' module paths ("" for the root), in the order of the model's modules.
   std::vector<std::string> unit_names() const;
   const std::vector<std::unique_ptr<FlatParameter>>& flat_parameters() const { return flats_; }
@@ -150,10 +152,18 @@ class ShardedDataParallel {
   void prefetch_after(size_t unit, const std::vector<size_t>& order);
   void release_unit(size_t unit);
   void release_all();  // ZeRO-3: every unit, the root too
+  // zero3 and hybrid: parameters are released between uses.
+  bool shards_parameters() const {
+    return options_.strategy == ShardingStrategy::zero3 || options_.strategy == ShardingStrategy::hybrid;
+  }
+  void make_hybrid_groups();
 
   std::shared_ptr<nn::Module> module_;
   ProcessGroup& group_;
   ResolvedShardingOptions options_;
+  // Hybrid: this node's processes (they shard) and this shard's holders on
+  // every node (they average); both null otherwise.
+  std::shared_ptr<ProcessGroup> shard_group_, replica_group_;
   std::vector<Tensor> buffers_;
   std::unique_ptr<EventLog> log_;  // declared before flats_: they log into it
   std::vector<std::unique_ptr<FlatParameter>> flats_;

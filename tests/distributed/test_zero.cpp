@@ -11,6 +11,8 @@
 #include <fstream>
 #include <map>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "distributed/process_runner.h"
@@ -48,6 +50,30 @@ TEST_P(ZeroMatchesDdp, WithBf16Autocast) { expect_clean_success(run_ranks(2, {Ge
 TEST_P(ZeroMatchesDdp, OverGloo) { expect_clean_success(run_ranks(2, {GetParam(), "gloo", "accumulate"})); }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, ZeroMatchesDdp, ::testing::Values("zero1", "zero2", "zero3"));
+
+// HYBRID_SHARD on two nodes of two processes (two launchers on loopback):
+// shards inside each node, averaged across nodes, equal to DDP over all four.
+// Mutation caught: skipping the all-reduce over the replica group leaves
+// each node with its own node's average.
+TEST(Zero, HybridShardsInsideEachNodeAndAveragesAcrossNodes) {
+  const int port = free_port();
+  const std::vector<std::string> env{"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=passive",
+                                     "EMBER_STORE_TOKEN=zero-hybrid-" + std::to_string(::getpid())};
+  auto node = [&](int rank) {
+    return launch_command({"--nnodes", "2", "--node-rank", std::to_string(rank), "--nproc-per-node", "2",
+                           "--master-port", std::to_string(port)},
+                          "zero_matches_ddp", {"hybrid", "auto", "accumulate"});
+  };
+  Process first(node(0), env);
+  Process second(node(1), env);
+  for (Process* launcher : {&first, &second}) {
+    const ProcessResult result = launcher->wait(seconds(120));
+    EXPECT_FALSE(result.timed_out) << result.output;
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+  }
+  EXPECT_TRUE(leftover_workers().empty());
+  EXPECT_TRUE(leftover_segments().empty());
+}
 
 TEST(Zero, RefusedPathsSayWhatToDo) {
   expect_clean_success(launch({"--nproc-per-node", "2"}, "zero_errors", {}, seconds(60)));

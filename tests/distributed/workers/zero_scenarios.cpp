@@ -357,9 +357,6 @@ EMBER_SCENARIO(zero_errors) {
   }
   {
     auto model = std::make_shared<nn::Sequential>(Block(kWidth));
-    failures += expect_error(rank, "hybrid", "hybrid", [&] {
-      ShardedDataParallel zero(model, group, options_for(ShardingStrategy::hybrid));
-    });
     optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
     const Tensor out = (*model)(inputs);
     mean(out * out).backward();
