@@ -110,11 +110,6 @@ Accelerator::Accelerator(AcceleratorOptions options) : state_(std::make_shared<A
     state.scaler = std::make_unique<distributed::GradScaler>(state.options.scaler, state.group);
   }
   if (state.options.seed) set_seed(*state.options.seed);
-  const distributed::ResolvedShardingOptions& sharding = state.options.sharding;
-  if (state.process_index == 0 && sharding.strategy != distributed::ShardingStrategy::ddp && !sharding.full_state_dict)
-    std::fprintf(stderr,
-                 "ember Accelerator: warning: state_dict_type 'sharded' (SHARDED_STATE_DICT) is not built; "
-                 "save_state writes whole state gathered from the shards (loadable at any world size)\n");
 }
 
 Accelerator::~Accelerator() {

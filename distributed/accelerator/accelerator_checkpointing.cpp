@@ -13,16 +13,26 @@
 //   custom_checkpoint_0.json | .safetensors, ...     main process, register_for_checkpointing
 //   process_<r>.json                                 every process: its RNG state and loader positions
 //   gradients_<r>.safetensors                        every process, only mid-accumulation
+// and with state_dict_type "sharded" under ZeRO (Note [Sharded checkpoints]),
+// instead of the sharded parameters in model*.safetensors and the ZeRO
+// optimizers' optimizer*.safetensors:
+//   model_shard_<r>.safetensors, model_1_shard_<r>... every process, its pieces of each parameter
+//   optimizer_shard_<r>.safetensors, ...             every process, its pieces' optimizer state
+//   shards_<r>.json                                  every process, where each piece starts
 #include <cerrno>
 #include <cstring>
-#include <variant>
+#include <functional>
+#include <span>
 #include <unordered_map>
+#include <variant>
 
 #include "core/file_io.h"
 #include "core/grad_hook.h"
 #include "core/ops/creation.h"
 #include "core/random.h"
+#include "core/ops/views.h"
 #include "core/safetensors.h"
+#include "core/shown_text.h"
 #include "core/strict_json.h"
 #include "distributed/accelerator/accelerator.h"
 #include "distributed/accelerator/accelerator_state.h"
@@ -211,32 +221,63 @@ json counts_of(const AcceleratorState& state) {
           {"custom_objects", state.checkpointables.size()}, {"scaler", state.scaler != nullptr}};
 }
 
-// The models' and optimizers' whole state, as one process would hold it:
-// under ZeRO every process takes part in gathering it (collectives).
-struct WholeState {
+// What the models and optimizers save: whole state, as one process would
+// hold it (under ZeRO every process takes part in gathering it), or, with
+// state_dict_type "sharded", each process's pieces (Note [Sharded checkpoints]).
+struct SavedState {
+  bool sharded = false;
+  // The main process's model files: everything, or (sharded) what no engine shards.
   std::vector<NamedTensors> models;
-  std::vector<optim::OptimizerStateDict> optimizers;  // indexed by parameter name
+  // Parameter names (prefixed "model_<m>." for m > 0); tensors are whole, or
+  // (sharded) this process's pieces, for its own file.
+  std::vector<optim::OptimizerStateDict> optimizers;
+  std::vector<NamedTensors> model_pieces;  // sharded: per model, this process's pieces
+  json ranges = json::object();            // sharded: qualified parameter name -> {begin, shape}
 };
 
-WholeState gather_whole_state(const AcceleratorState& state) {
-  WholeState whole;
-  for (const detail::PreparedModel& model : state.models)
-    whole.models.push_back(model.zero ? model.zero->full_state_dict() : model.module->state_dict());
-  for (const auto& prepared : state.optimizers) {
-    const optim::Optimizer& optimizer = *prepared->optimizer;
-    whole.optimizers.push_back(name_optimizer_state(
-        prepared->zero ? prepared->zero->full_optimizer_state_dict() : optimizer.state_dict(),
-        optimizer_parameter_names(state, optimizer)));
-  }
-  return whole;
+std::string qualified(size_t model, const std::string& name) {
+  return model == 0 ? name : fmt::format("model_{}.{}", model, name);
 }
 
-void write_main_process_files(const AcceleratorState& state, const WholeState& whole, const fs::path& staging) {
+SavedState saved_state(const AcceleratorState& state) {
+  SavedState saved;
+  for (const detail::PreparedModel& model : state.models)
+    saved.sharded = saved.sharded || (model.zero && !state.options.sharding.full_state_dict);
+  for (size_t m = 0; m < state.models.size(); ++m) {
+    const detail::PreparedModel& model = state.models[m];
+    NamedTensors pieces;
+    if (!model.zero) {
+      saved.models.push_back(model.module->state_dict());
+    } else if (!saved.sharded) {
+      saved.models.push_back(model.zero->full_state_dict());
+    } else {
+      NamedTensors rest;
+      for (const auto& [name, tensor] : model.module->state_dict())
+        if (!model.zero->holds(tensor)) rest.emplace_back(name, tensor);
+      saved.models.push_back(std::move(rest));
+      pieces = model.zero->local_parameter_pieces();
+      const json ranges = model.zero->piece_ranges();
+      for (const auto& [name, range] : ranges.items()) saved.ranges[qualified(m, name)] = range;
+    }
+    saved.model_pieces.push_back(std::move(pieces));
+  }
+  for (const auto& prepared : state.optimizers) {
+    const optim::Optimizer& optimizer = *prepared->optimizer;
+    optim::OptimizerStateDict dict = optimizer.state_dict();
+    if (prepared->zero)
+      dict = saved.sharded ? prepared->zero->local_optimizer_state() : prepared->zero->full_optimizer_state_dict();
+    saved.optimizers.push_back(name_optimizer_state(std::move(dict), optimizer_parameter_names(state, optimizer)));
+  }
+  return saved;
+}
+
+void write_main_process_files(const AcceleratorState& state, const SavedState& saved, const fs::path& staging) {
   for (size_t i = 0; i < state.models.size(); ++i)
-    save_safetensors(staging / numbered("model", i, ".safetensors"), whole.models[i]);
+    save_safetensors(staging / numbered("model", i, ".safetensors"), saved.models[i]);
   for (size_t i = 0; i < state.optimizers.size(); ++i) {
-    save_safetensors(staging / numbered("optimizer", i, ".safetensors"), whole.optimizers[i].tensors);
-    write_json(staging / numbered("optimizer", i, ".json"), whole.optimizers[i].meta);
+    if (!saved.sharded || !state.optimizers[i]->zero)
+      save_safetensors(staging / numbered("optimizer", i, ".safetensors"), saved.optimizers[i].tensors);
+    write_json(staging / numbered("optimizer", i, ".json"), saved.optimizers[i].meta);
   }
   for (size_t i = 0; i < state.schedulers.size(); ++i)
     write_json(staging / numbered("scheduler", i, ".json"), state.schedulers[i]->scheduler->state_dict());
@@ -248,6 +289,22 @@ void write_main_process_files(const AcceleratorState& state, const WholeState& w
     else
       write_json(staging / fmt::format("custom_checkpoint_{}.json", i), object.save_json());
   }
+}
+
+// model_shard_<r>.safetensors, model_<i>_shard_<r>..., optimizer_shard_<r>...
+std::string shard_file(const char* stem, size_t index, int process) {
+  return index == 0 ? fmt::format("{}_shard_{}.safetensors", stem, process)
+                    : fmt::format("{}_{}_shard_{}.safetensors", stem, index, process);
+}
+
+void write_shard_files(const AcceleratorState& state, const SavedState& saved, const fs::path& staging) {
+  const int process = state.process_index;
+  for (size_t m = 0; m < state.models.size(); ++m)
+    if (state.models[m].zero) save_safetensors(staging / shard_file("model", m, process), saved.model_pieces[m]);
+  for (size_t i = 0; i < state.optimizers.size(); ++i)
+    if (state.optimizers[i]->zero)
+      save_safetensors(staging / shard_file("optimizer", i, process), saved.optimizers[i].tensors);
+  write_json(staging / fmt::format("shards_{}.json", process), {{"ranges", saved.ranges}});
 }
 
 void write_process_files(const AcceleratorState& state, const fs::path& staging) {
@@ -307,6 +364,87 @@ void check_model(const checkpoint::Manifest& manifest, const std::string& file, 
               directory.string(), file, model.type_name(), fmt::join(problems, "; "));
 }
 
+// Note [Sharded checkpoints]: whole tensors put back together from every
+// saved process's pieces in the files shard_file(stem, index, r); each
+// piece's place comes from shards_<r>.json, under the parameter name that
+// `parameter_of` gives for the tensor's name.
+NamedTensors assemble_pieces(const fs::path& directory, const checkpoint::Manifest& manifest,
+                             const std::vector<json>& ranges, const char* stem, size_t index,
+                             const std::function<std::string(const std::string&)>& parameter_of) {
+  NamedTensors whole;
+  std::unordered_map<std::string, size_t> position;
+  NoGradGuard no_grad;
+  for (size_t process = 0; process < ranges.size(); ++process) {
+    const std::string file = shard_file(stem, index, int(process));
+    for (auto& [name, piece] : read_tensors(directory, manifest, file)) {
+      const std::string parameter = parameter_of(name);
+      const json& range = ranges[process];
+      EMBER_CHECK(range.contains(parameter) && range[parameter].contains("begin") && range[parameter].contains("shape"),
+                  "load_state: {}: {} has a piece of {}, which shards_{}.json does not place", directory.string(), file,
+                  shown_text(parameter), process);
+      const std::vector<int64_t> dims = range[parameter]["shape"].get<std::vector<int64_t>>();
+      const int64_t begin = range[parameter]["begin"].get<int64_t>();
+      auto [at, fresh] = position.emplace(name, whole.size());
+      if (fresh) whole.emplace_back(name, zeros(Shape(std::span<const int64_t>(dims)), {.dtype = piece.dtype()}));
+      Tensor flat = whole[at->second].second.reshape({-1});
+      EMBER_CHECK(begin >= 0 && begin + piece.numel() <= flat.numel() && piece.dtype() == flat.dtype(),
+                  "load_state: {}: the piece of {} in {} ({} elements of {} at {}) does not fit the shape {}",
+                  directory.string(), shown_text(name), file, piece.numel(), piece.dtype(), begin, flat.numel());
+      copy_(flat.narrow(0, begin, piece.numel()), piece.reshape({-1}));
+    }
+  }
+  return whole;
+}
+
+// Each saved process's shards_<r>.json "ranges".
+std::vector<json> read_ranges(const fs::path& directory, const checkpoint::Manifest& manifest, int64_t world) {
+  std::vector<json> ranges;
+  for (int64_t process = 0; process < world; ++process) {
+    const std::string name = fmt::format("shards_{}.json", process);
+    const json file = read_json(directory, manifest, name);
+    ranges.push_back(field(file, "ranges", directory / name));
+  }
+  return ranges;
+}
+
+// A tie's other names get the tensor its first name was saved under.
+void fill_ties(NamedTensors& loaded, const nn::Module& model) {
+  std::unordered_map<std::string, size_t> position;
+  for (size_t i = 0; i < loaded.size(); ++i) position.emplace(loaded[i].first, i);
+  const NamedTensors expected = model.state_dict();
+  for (const auto& [name, tensor] : expected) {
+    if (position.count(name)) continue;
+    // state_dict() hands out views: a tie is the same memory at the same place.
+    for (const auto& [other, other_tensor] : expected)
+      if (other_tensor.storage() == tensor.storage() && other_tensor.offset() == tensor.offset() &&
+          position.count(other)) {
+        loaded.emplace_back(name, loaded[position.at(other)].second);
+        break;
+      }
+  }
+}
+
+// The assembled tensors must be exactly the model's state dict, shape for shape.
+void check_assembled_model(const NamedTensors& loaded, const nn::Module& model, const fs::path& directory) {
+  std::unordered_map<std::string, Shape> saved;
+  for (const auto& [name, tensor] : loaded) saved.emplace(name, tensor.shape());
+  std::vector<std::string> problems;
+  for (const auto& [name, tensor] : model.state_dict()) {
+    auto found = saved.find(name);
+    if (found == saved.end()) {
+      problems.push_back(fmt::format("missing {}", name));
+      continue;
+    }
+    if (found->second != tensor.shape())
+      problems.push_back(fmt::format("{} has shape {} in the checkpoint but {} in the model", name, found->second,
+                                     tensor.shape()));
+    saved.erase(found);
+  }
+  for (const auto& [name, shape] : saved) problems.push_back(fmt::format("unexpected {}", shown_text(name)));
+  EMBER_CHECK(problems.empty(), "Accelerator::load_state: the sharded model state in {} does not fit the prepared {}: {}",
+              directory.string(), model.type_name(), fmt::join(problems, "; "));
+}
+
 LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& directory) {
   const checkpoint::Manifest manifest = checkpoint::verify_checkpoint(directory);
   const fs::path manifest_path = directory / checkpoint::kManifestName;
@@ -321,8 +459,11 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
   check_count(counts, "schedulers", state.schedulers.size(), directory);
   check_count(counts, "dataloaders", state.loaders.size(), directory);
   check_count(counts, "custom_objects", state.checkpointables.size(), directory);
+  const bool sharded = metadata.contains("state_dict_type") && metadata["state_dict_type"] == "sharded";
+  const std::vector<json> ranges = sharded ? read_ranges(directory, manifest, saved_world) : std::vector<json>{};
   for (size_t i = 0; i < state.models.size(); ++i)
-    check_model(manifest, numbered("model", i, ".safetensors"), *state.models[i].module, directory);
+    if (!manifest.find_file(shard_file("model", i, 0)))
+      check_model(manifest, numbered("model", i, ".safetensors"), *state.models[i].module, directory);
 
   LoadedCheckpoint loaded;
   loaded.step = integer(metadata, "step", manifest_path);
@@ -334,12 +475,29 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
               "or save at a step boundary (when sync_gradients() is true) to change the world size",
               directory.string(), saved_world, loaded.step, state.options.gradient_accumulation_steps,
               state.num_processes, saved_world);
-  for (size_t i = 0; i < state.models.size(); ++i)
-    loaded.models.push_back(read_tensors(directory, manifest, numbered("model", i, ".safetensors")));
+  for (size_t i = 0; i < state.models.size(); ++i) {
+    NamedTensors tensors = read_tensors(directory, manifest, numbered("model", i, ".safetensors"));
+    if (manifest.find_file(shard_file("model", i, 0))) {
+      for (auto& entry : assemble_pieces(directory, manifest, ranges, "model", i,
+                                         [i](const std::string& name) { return qualified(i, name); }))
+        tensors.push_back(std::move(entry));
+      fill_ties(tensors, *state.models[i].module);
+      check_assembled_model(tensors, *state.models[i].module, directory);
+    }
+    loaded.models.push_back(std::move(tensors));
+  }
   for (size_t i = 0; i < state.optimizers.size(); ++i) {
     const fs::path meta = directory / numbered("optimizer", i, ".json");
-    optim::OptimizerStateDict dict{read_tensors(directory, manifest, numbered("optimizer", i, ".safetensors")),
-                                   read_json(directory, manifest, meta.filename().string())};
+    // state.<parameter>.<buffer>: the parameter whose range places the piece.
+    auto parameter_of = [](const std::string& name) {
+      const size_t last_dot = name.rfind('.');
+      return name.starts_with("state.") && last_dot > 6 ? name.substr(6, last_dot - 6) : name;
+    };
+    optim::OptimizerStateDict dict{
+        manifest.find_file(shard_file("optimizer", i, 0))
+            ? assemble_pieces(directory, manifest, ranges, "optimizer", i, parameter_of)
+            : read_tensors(directory, manifest, numbered("optimizer", i, ".safetensors")),
+        read_json(directory, manifest, meta.filename().string())};
     loaded.optimizers.push_back(
         index_optimizer_state(std::move(dict), optimizer_parameter_names(state, *state.optimizers[i]->optimizer), meta));
   }
@@ -431,10 +589,11 @@ fs::path Accelerator::save_state(const std::optional<fs::path>& directory) {
                                                            "Accelerator::save_state"));
     checkpoint::begin_staging(staging);
   });
-  const WholeState whole = gather_whole_state(state);
+  const SavedState saved = saved_state(state);
   detail::run_on_every_process(state, "save_state", [&] {
     write_process_files(state, staging);
-    if (main) write_main_process_files(state, whole, staging);
+    if (saved.sharded) write_shard_files(state, saved, staging);
+    if (main) write_main_process_files(state, saved, staging);
   });
   detail::run_on_every_process(state, "save_state", [&] {
     if (!main) return;
@@ -442,6 +601,7 @@ fs::path Accelerator::save_state(const std::optional<fs::path>& directory) {
                      {"step", state.gradient.step},
                      {"mixed_precision", state.options.mixed_precision},
                      {"gradient_accumulation_steps", state.options.gradient_accumulation_steps},
+                     {"state_dict_type", saved.sharded ? "sharded" : "full"},
                      {"counts", counts_of(state)}};
     checkpoint::write_manifest(staging, state.num_processes, metadata, param_of);
     checkpoint::commit(staging, final_directory);

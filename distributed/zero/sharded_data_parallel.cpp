@@ -482,22 +482,6 @@ optim::OptimizerStateDict ShardedDataParallel::full_optimizer_state_dict() {
   EMBER_CHECK(optimizer_ != nullptr, "ShardedDataParallel::full_optimizer_state_dict: no optimizer is attached");
   optim::OptimizerStateDict local = optimizer_->state_dict();
   const size_t count = optimizer_slots_.size();
-  // Which parameters have state on some rank (a rank whose piece is empty
-  // has none), and their step counts.
-  // [has state] * count, [step] * count, [counts steps]: agreed over ranks.
-  std::vector<double> known(2 * count + 1, 0.0);
-  for (const auto& [key, entry] : local.meta["state"].items()) {
-    const size_t k = std::stoul(key);
-    known[k] = 1;
-    if (entry.contains("step")) {
-      known[count + k] = double(entry["step"].get<int64_t>());
-      known[2 * count] = 1;
-    }
-  }
-  Tensor agreed = from_vector(known, {int64_t(known.size())});
-  if (group_.size() > 1) group_.allreduce(agreed, ReduceOp::max)->wait();
-  known = agreed.to_vector<double>();
-
   std::unordered_map<std::string, Tensor> mine;
   for (const auto& [name, tensor] : local.tensors) mine.emplace(name, tensor);
   std::vector<std::vector<size_t>> slots_of_flat(flats_.size());
@@ -505,13 +489,7 @@ optim::OptimizerStateDict ShardedDataParallel::full_optimizer_state_dict() {
 
   optim::OptimizerStateDict full;
   full.meta = local.meta;
-  full.meta["state"] = nlohmann::json::object();
-  for (size_t k = 0; k < count; ++k) {
-    if (known[k] == 0) continue;
-    nlohmann::json entry = nlohmann::json::object();
-    if (known[2 * count] != 0) entry["step"] = int64_t(known[count + k]);
-    full.meta["state"][std::to_string(k)] = entry;
-  }
+  full.meta["state"] = agreed_optimizer_state_entries(local);
   for (size_t f = 0; f < flats_.size(); ++f) {
     std::set<std::string> buffers;
     for (size_t k : slots_of_flat[f])
@@ -528,7 +506,7 @@ optim::OptimizerStateDict ShardedDataParallel::full_optimizer_state_dict() {
       Tensor gathered = flat.all_gather_shaped(shard);
       for (size_t k : slots_of_flat[f]) {
         const size_t i = optimizer_slots_[k].second;
-        if (known[k] == 0) continue;
+        if (!full.meta["state"].contains(std::to_string(k))) continue;
         const std::vector<std::string> names = optimizer_->state_buffer_names(slot_groups_[k]);
         if (std::find(names.begin(), names.end(), buffer) == names.end()) continue;
         const Tensor& parameter = flat.parameters()[i];
@@ -560,6 +538,64 @@ void ShardedDataParallel::load_full_optimizer_state_dict(const optim::OptimizerS
     pieces.tensors.emplace_back(name, tensor.reshape({-1}).narrow(0, flats_[f]->piece_begin(i), piece.numel()).clone());
   }
   optimizer_->load_state_dict(pieces);
+}
+
+nlohmann::json ShardedDataParallel::agreed_optimizer_state_entries(const optim::OptimizerStateDict& local) {
+  const size_t count = optimizer_slots_.size();
+  // [has state] * count, [step] * count, [counts steps]: agreed over ranks (a
+  // rank whose piece of a parameter is empty has no state for it).
+  std::vector<double> known(2 * count + 1, 0.0);
+  for (const auto& [key, entry] : local.meta["state"].items()) {
+    const size_t k = std::stoul(key);
+    known[k] = 1;
+    if (entry.contains("step")) {
+      known[count + k] = double(entry["step"].get<int64_t>());
+      known[2 * count] = 1;
+    }
+  }
+  Tensor agreed = from_vector(known, {int64_t(known.size())});
+  if (group_.size() > 1) group_.allreduce(agreed, ReduceOp::max)->wait();
+  known = agreed.to_vector<double>();
+  nlohmann::json entries = nlohmann::json::object();
+  for (size_t k = 0; k < count; ++k) {
+    if (known[k] == 0) continue;
+    nlohmann::json entry = nlohmann::json::object();
+    if (known[2 * count] != 0) entry["step"] = int64_t(known[count + k]);
+    entries[std::to_string(k)] = entry;
+  }
+  return entries;
+}
+
+NamedTensors ShardedDataParallel::local_parameter_pieces() const {
+  NamedTensors pieces;
+  for (const auto& flat : flats_)
+    for (size_t i = 0; i < flat->parameters().size(); ++i) pieces.emplace_back(flat->names()[i], flat->piece(i).detach().clone());
+  return pieces;
+}
+
+bool ShardedDataParallel::holds(const Tensor& tensor) const {
+  // By memory, not TensorImpl: state_dict() hands out detached views.
+  for (const auto& flat : flats_)
+    if (flat->parameters().front().storage() == tensor.storage()) return true;
+  return false;
+}
+
+nlohmann::json ShardedDataParallel::piece_ranges() const {
+  nlohmann::json ranges = nlohmann::json::object();
+  for (const auto& flat : flats_)
+    for (size_t i = 0; i < flat->parameters().size(); ++i)
+      ranges[flat->names()[i]] = {
+          {"begin", flat->piece_begin(i)},
+          {"shape", std::vector<int64_t>(flat->parameters()[i].shape().begin(), flat->parameters()[i].shape().end())}};
+  return ranges;
+}
+
+optim::OptimizerStateDict ShardedDataParallel::local_optimizer_state() {
+  EMBER_CHECK(optimizer_ != nullptr, "ShardedDataParallel::local_optimizer_state: no optimizer is attached");
+  optim::OptimizerStateDict local = optimizer_->state_dict();
+  local.meta["state"] = agreed_optimizer_state_entries(local);
+  for (auto& [name, tensor] : local.tensors) tensor = tensor.detach().clone();
+  return local;
 }
 
 ShardedMemory ShardedDataParallel::memory() const {

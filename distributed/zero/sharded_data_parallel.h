@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -124,6 +125,19 @@ class ShardedDataParallel {
   // DDP run's) into this rank's pieces.
   void load_full_optimizer_state_dict(const optim::OptimizerStateDict& state);
 
+  // --- Sharded state (state_dict_type "sharded", Note [Sharded checkpoints]) --
+  // This rank's piece of every parameter (1-D copies, by parameter name) and
+  // where each piece starts in its flattened parameter:
+  //   {"<name>": {"begin": b, "shape": [...]}}.
+  NamedTensors local_parameter_pieces() const;
+  // Whether `tensor` is (a view of) one of the sharded parameters.
+  bool holds(const Tensor& tensor) const;
+  nlohmann::json piece_ranges() const;
+  // The attached optimizer's state of this rank's pieces, its "state" entries
+  // made whole (which parameters have state and their steps, agreed over
+  // the ranks: a collective).
+  optim::OptimizerStateDict local_optimizer_state();
+
   ShardedMemory memory() const;
 
  private:
@@ -157,6 +171,9 @@ class ShardedDataParallel {
     return options_.strategy == ShardingStrategy::zero3 || options_.strategy == ShardingStrategy::hybrid;
   }
   void make_hybrid_groups();
+  // The "state" of full_optimizer_state_dict: every parameter some rank has
+  // state for, with its step count (one all-reduce).
+  nlohmann::json agreed_optimizer_state_entries(const optim::OptimizerStateDict& local);
 
   std::shared_ptr<nn::Module> module_;
   ProcessGroup& group_;

@@ -43,9 +43,10 @@ struct ShardingOptions {
   // EMBER_WRAP_MIN_NUM_PARAMS; default 100000 (FSDP's size-based policy's default is 1e8,
   // sized for GPUs; ember's CPU models are smaller).
   std::optional<int64_t> min_num_params = std::nullopt;
-  // EMBER_STATE_DICT_TYPE: "full" (whole tensors gathered from the shards,
-  // loadable at any world size and strategy; default) or "sharded" (each
-  // process writing its own shards: not built yet, warned about, full written).
+  // EMBER_STATE_DICT_TYPE: "full" (save_state gathers whole tensors from the
+  // shards and the main process writes them, as DDP would; default) or
+  // "sharded" (each process writes its own pieces, nothing is gathered).
+  // Both load at any world size and under any strategy (Note [Sharded checkpoints]).
   std::optional<std::string> state_dict_type = std::nullopt;
   // EMBER_FORWARD_PREFETCH / EMBER_BACKWARD_PREFETCH: start the next unit's
   // all-gather while this one computes; default true.

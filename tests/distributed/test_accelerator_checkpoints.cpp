@@ -93,7 +93,8 @@ TEST(AcceleratorCheckpoints, ExactResumeAfterKillUnderZero3) {
 // files (ZeRO's whole state is DDP's). Each is then resumed on 1, 2 and 3
 // processes under the other strategy for 6 more batches each: the ZeRO-3
 // checkpoint under DDP and the DDP one under ZeRO-3 must end at the same
-// parameters, bit for bit. Mutations caught: cutting the optimizer state
+// parameters, bit for bit, and so must a sharded checkpoint (each process's
+// pieces, Note [Sharded checkpoints]) resumed under DDP. Mutations caught: cutting the optimizer state
 // into pieces at the wrong offset (load_full_optimizer_state_dict), or not
 // moving the data loaders to the global batch the saved processes reached.
 TEST(AcceleratorCheckpoints, ReshardsWhenTheWorldSizeChanges) {
@@ -109,6 +110,13 @@ TEST(AcceleratorCheckpoints, ReshardsWhenTheWorldSizeChanges) {
   };
   run(4, {"save", dir, "zero3_checkpoint", "12"}, zero3);
   run(4, {"save", dir, "ddp_checkpoint", "12"}, ddp);
+  std::vector<std::string> sharded = zero3;
+  sharded.push_back("EMBER_STATE_DICT_TYPE=sharded");
+  run(4, {"save", dir, "sharded_checkpoint", "12"}, sharded);
+  // Note [Sharded checkpoints]: every process wrote its pieces, nothing whole.
+  for (int process = 0; process < 4; ++process)
+    EXPECT_TRUE(fs::exists(directory.path() / "sharded_checkpoint" / fmt::format("model_shard_{}.safetensors", process)));
+  EXPECT_FALSE(fs::exists(directory.path() / "sharded_checkpoint" / "optimizer.safetensors"));
   for (const char* file : {"model.safetensors", "optimizer.safetensors", "optimizer.json"})
     EXPECT_TRUE(read_bytes(directory.path() / "zero3_checkpoint" / file) ==
                 read_bytes(directory.path() / "ddp_checkpoint" / file))
@@ -120,10 +128,14 @@ TEST(AcceleratorCheckpoints, ReshardsWhenTheWorldSizeChanges) {
     ProcessResult resumed = run(processes, {"resume", dir, "ddp_checkpoint", "6", ddp_tag}, zero3);
     EXPECT_NE(resumed.output.find(fmt::format("resumed at batch {}", 48 / processes)), std::string::npos)
         << resumed.output;
+    const std::string sharded_tag = fmt::format("from_sharded_{}", processes);
+    run(processes, {"resume", dir, "sharded_checkpoint", "6", sharded_tag}, ddp);
     const std::string expected = read_bytes(directory.path() / (zero_tag + "_0.safetensors"));
     ASSERT_FALSE(expected.empty());
     EXPECT_TRUE(expected == read_bytes(directory.path() / (ddp_tag + "_0.safetensors")))
         << processes << " processes: resuming the ZeRO-3 checkpoint under DDP and the DDP one under ZeRO-3 differ";
+    EXPECT_TRUE(expected == read_bytes(directory.path() / (sharded_tag + "_0.safetensors")))
+        << processes << " processes: resuming the sharded checkpoint differs from resuming the whole one";
   }
   expect_nothing_left();
 }
