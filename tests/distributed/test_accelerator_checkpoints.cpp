@@ -96,7 +96,9 @@ TEST(AcceleratorCheckpoints, ExactResumeAfterKillUnderZero3) {
 // parameters, bit for bit, and so must a sharded checkpoint (each process's
 // pieces, Note [Sharded checkpoints]) resumed under DDP. Mutations caught: cutting the optimizer state
 // into pieces at the wrong offset (load_full_optimizer_state_dict), or not
-// moving the data loaders to the global batch the saved processes reached.
+// moving the data loaders to the global batch the saved processes reached,
+// or placing every sharded piece at the start of its parameter
+// (assemble_pieces).
 TEST(AcceleratorCheckpoints, ReshardsWhenTheWorldSizeChanges) {
   testing::ScratchDirectory directory;
   const std::string dir = directory.path().string();
