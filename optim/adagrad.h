@@ -21,7 +21,7 @@ class Adagrad final : public OptimizerWithOptions<AdagradOptions> {
  public:
   Adagrad(std::vector<Tensor> params, const AdagradOptions& options = {});
   explicit Adagrad(std::vector<ParamGroup<AdagradOptions>> groups);
-
+  bool updates_elementwise() const override { return true; }
 
  private:
   void update() override;

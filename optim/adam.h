@@ -35,6 +35,7 @@ namespace detail {
 template <class Options>
 class AdamFamily : public OptimizerWithOptions<Options> {
  public:
+  bool updates_elementwise() const override { return true; }
   bool has_momentum() const override { return true; }
   double momentum(size_t group) const override { return this->options(group).betas.first; }
   void set_momentum(size_t group, double momentum) override { this->options(group).betas.first = momentum; }

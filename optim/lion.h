@@ -22,6 +22,7 @@ class Lion final : public OptimizerWithOptions<LionOptions> {
  public:
   Lion(std::vector<Tensor> params, const LionOptions& options = {});
   explicit Lion(std::vector<ParamGroup<LionOptions>> groups);
+  bool updates_elementwise() const override { return true; }
 
   bool has_momentum() const override { return true; }
   double momentum(size_t group) const override { return options(group).betas.first; }

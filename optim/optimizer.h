@@ -101,6 +101,12 @@ class Optimizer {
   // names): the required ones, and those an optimizer may also keep.
   virtual std::vector<std::string> state_buffer_names(size_t group) const { return required_buffers(group); }
 
+  // Whether update() acts on each element alone (given its gradient and
+  // state), with no norm or other reduction over a parameter: what lets ZeRO
+  // update each process's piece of a parameter (Note [ZeRO stages]). Every
+  // built-in optimizer does; an optimizer of one's own says so explicitly.
+  virtual bool updates_elementwise() const { return false; }
+
   // ZeRO (distributed/zero/): every parameter is replaced, in its place in its
   // group, by what `substitute` returns for it: the piece of it this process
   // updates. Before the first update only (state would not fit the pieces).

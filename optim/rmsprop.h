@@ -21,6 +21,7 @@ class RMSprop final : public OptimizerWithOptions<RMSpropOptions> {
  public:
   RMSprop(std::vector<Tensor> params, const RMSpropOptions& options = {});
   explicit RMSprop(std::vector<ParamGroup<RMSpropOptions>> groups);
+  bool updates_elementwise() const override { return true; }
 
   bool has_momentum() const override { return true; }
   double momentum(size_t group) const override { return options(group).momentum; }

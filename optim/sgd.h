@@ -21,6 +21,7 @@ class SGD final : public OptimizerWithOptions<SGDOptions> {
  public:
   SGD(std::vector<Tensor> params, const SGDOptions& options = {});
   explicit SGD(std::vector<ParamGroup<SGDOptions>> groups);
+  bool updates_elementwise() const override { return true; }
 
   bool has_momentum() const override { return true; }
   double momentum(size_t group) const override { return options(group).momentum; }

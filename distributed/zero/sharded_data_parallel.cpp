@@ -350,6 +350,11 @@ void ShardedDataParallel::attach_optimizer(optim::Optimizer& optimizer, bool ins
   EMBER_CHECK(optimizer_ == nullptr,
               "ShardedDataParallel: an optimizer ({}) is already attached; ZeRO shards one optimizer per model",
               optimizer_ != nullptr ? optimizer_->name() : "");
+  EMBER_CHECK(optimizer.updates_elementwise(),
+              "ShardedDataParallel: {} does not say it updates element by element (Optimizer::updates_elementwise), "
+              "so updating each rank's piece of a parameter might not be updating the parameter; ZeRO takes SGD, "
+              "Adam, AdamW, RMSprop, Adagrad, Lion, or an optimizer of one's own that overrides updates_elementwise",
+              optimizer.name());
   std::unordered_map<const TensorImpl*, std::pair<size_t, size_t>> where;
   for (size_t f = 0; f < flats_.size(); ++f)
     for (size_t i = 0; i < flats_[f]->parameters().size(); ++i) where.emplace(flats_[f]->parameters()[i].impl(), std::pair{f, i});

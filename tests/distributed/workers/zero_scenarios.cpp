@@ -294,6 +294,23 @@ EMBER_SCENARIO(zero_trace) {
 namespace ember::test {
 namespace {
 
+// An optimizer of one's own that scales each parameter by its own norm: not
+// element by element, so ZeRO must refuse it.
+class NormScaling final : public optim::OptimizerWithOptions<optim::SGDOptions> {
+ public:
+  explicit NormScaling(std::vector<Tensor> params) : OptimizerWithOptions("NormScaling") {
+    add_param_groups({{std::move(params), {}}});
+  }
+
+ private:
+  void update() override {}
+  void check_options(const optim::SGDOptions&) const override {}
+  nlohmann::json group_to_json(size_t) const override { return nlohmann::json::object(); }
+  void group_from_json(size_t, const nlohmann::json&) override {}
+  std::vector<std::string> required_buffers(size_t) const override { return {}; }
+  bool counts_steps() const override { return false; }
+};
+
 // Whether `action` throws an ember::Error whose message holds `expected`.
 int expect_error(int rank, const std::string& what, const std::string& expected, const std::function<void()>& action) {
   try {
@@ -328,6 +345,9 @@ EMBER_SCENARIO(zero_errors) {
     optim::SGD optimizer(model->parameters(), {.lr = 0.1});
     Tensor stranger = zeros({3}).requires_grad_(true);
     optim::SGD foreign(std::vector<Tensor>{stranger}, {.lr = 0.1});
+    NormScaling norm_scaling(model->parameters());
+    failures += expect_error(rank, "an optimizer that is not element by element", "updates_elementwise",
+                             [&] { zero.attach_optimizer(norm_scaling); });
     failures += expect_error(rank, "an optimizer of other tensors", "not a trainable parameter",
                              [&] { zero.attach_optimizer(foreign); });
     zero.attach_optimizer(optimizer);
