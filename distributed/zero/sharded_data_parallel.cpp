@@ -16,22 +16,10 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/reduction.h"
 #include "core/ops/views.h"
+#include "distributed/parameter_signature.h"
 #include "distributed/zero/wrap_policy.h"
 
 namespace ember::distributed {
-
-namespace {
-
-// One string per rank that differs when the models differ: every trainable
-// parameter's name, shape and dtype, in order.
-std::string describe(const NamedTensors& parameters) {
-  std::string text;
-  for (const auto& [name, parameter] : parameters)
-    text += fmt::format("{}:{}:{};", name, parameter.shape(), parameter.dtype());
-  return text;
-}
-
-}  // namespace
 
 ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module, ProcessGroup& group,
                                          ResolvedShardingOptions options)
@@ -75,22 +63,9 @@ ShardedDataParallel::~ShardedDataParallel() {
     for (HookId id : optimizer_hooks_) optimizer_->remove_hook(id);
 }
 
-// PyTorch's _verify_param_shape_across_processes, by content: a rank built
-// with another model (another shape, or f64 where rank 0 has f32) would
-// otherwise exchange buffers of the wrong size or meaning.
+// Note [Same parameters on every rank].
 void ShardedDataParallel::check_same_parameters_on_every_rank(const NamedTensors& parameters) const {
-  if (group_.size() == 1) return;
-  const std::string mine = describe(parameters);
-  const uint64_t hash = std::hash<std::string>{}(mine);
-  Tensor local = from_vector(std::vector<int64_t>{int64_t(hash)}, {1});
-  Tensor all = zeros({group_.size()}, {.dtype = DType::i64});
-  group_.allgather(all, local)->wait();
-  const std::vector<int64_t> hashes = all.to_vector<int64_t>();
-  for (int rank = 0; rank < group_.size(); ++rank)
-    EMBER_CHECK(hashes[size_t(rank)] == hashes[0],
-                "ShardedDataParallel: rank {} has other parameters (names, shapes or dtypes) than rank 0; every rank "
-                "must build the same model. Rank {} has: {}",
-                rank, group_.rank(), mine.size() > 2000 ? mine.substr(0, 2000) + "..." : mine);
+  distributed::check_same_parameters_on_every_rank(group_, parameters, "ShardedDataParallel");
 }
 
 void ShardedDataParallel::build_units(const NamedTensors& parameters) {

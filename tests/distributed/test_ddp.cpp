@@ -60,6 +60,16 @@ TEST(DDP, UnusedParametersWithoutFindUnusedAreNamedInTheError) {
 
 TEST(DDP, BuffersAreBroadcastFromRankZero) { expect_clean_success(run_ranks(2, "ddp_broadcast_buffers")); }
 
+TEST(DDP, RanksWithOtherParameterDtypesAreRefusedNamingTheParameter) {
+  for (const char* engine : {"ddp", "zero3"})
+    expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_mismatched_parameters", {"dtype", engine}, seconds(60)));
+}
+
+TEST(DDP, RanksWithOtherParameterShapesAreRefusedNamingTheParameter) {
+  for (const char* engine : {"ddp", "zero3"})
+    expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_mismatched_parameters", {"shape", engine}, seconds(60)));
+}
+
 // The trace of ddp_trace (three buckets, three iterations): in every
 // iteration the buckets launch in index order, bucket 0 holds the last
 // registered layer, and the first launch comes before the last backward node
