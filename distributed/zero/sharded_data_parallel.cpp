@@ -475,6 +475,16 @@ optim::OptimizerStateDict ShardedDataParallel::full_optimizer_state_dict() {
 
 void ShardedDataParallel::load_full_optimizer_state_dict(const optim::OptimizerStateDict& state) {
   EMBER_CHECK(optimizer_ != nullptr, "ShardedDataParallel::load_full_optimizer_state_dict: no optimizer is attached");
+  optimizer_->load_state_dict(optimizer_pieces(state, /*copy=*/true));
+}
+
+void ShardedDataParallel::check_full_optimizer_state_dict(const optim::OptimizerStateDict& state) {
+  EMBER_CHECK(optimizer_ != nullptr, "ShardedDataParallel::load_full_optimizer_state_dict: no optimizer is attached");
+  optimizer_->check_state_dict(optimizer_pieces(state, /*copy=*/false));
+}
+
+optim::OptimizerStateDict ShardedDataParallel::optimizer_pieces(const optim::OptimizerStateDict& state,
+                                                                bool copy) const {
   optim::OptimizerStateDict pieces;
   pieces.meta = state.meta;
   for (const auto& [name, tensor] : state.tensors) {
@@ -490,9 +500,10 @@ void ShardedDataParallel::load_full_optimizer_state_dict(const optim::OptimizerS
                 "ShardedDataParallel: optimizer state '{}' has {} elements, its parameter {} has {}", name,
                 tensor.numel(), flats_[f]->names()[i], parameter.numel());
     const Tensor& piece = flats_[f]->piece(i);
-    pieces.tensors.emplace_back(name, tensor.reshape({-1}).narrow(0, flats_[f]->piece_begin(i), piece.numel()).clone());
+    Tensor mine = tensor.reshape({-1}).narrow(0, flats_[f]->piece_begin(i), piece.numel());
+    pieces.tensors.emplace_back(name, copy ? mine.clone() : mine);
   }
-  optimizer_->load_state_dict(pieces);
+  return pieces;
 }
 
 ShardedMemory ShardedDataParallel::memory() const {
