@@ -140,8 +140,9 @@ TEST_F(LoadStateDict, ChecksTheGroups) {
 
 // Fields that would train wrongly are refused, and check_state_dict refuses
 // the same and changes nothing. Mutation caught (run once, failed as
-// expected): dropping the finiteness check in detail::number_field loads a
-// NaN lr.
+// expected): reading initial_lr with detail::number_field (any finite
+// number) instead of non_negative_field loads initial_lr -1. (A NaN or
+// negative lr or beta is also refused by each optimizer's check_options.)
 TEST_F(LoadStateDict, RefusesNegativeOrNonFiniteFields) {
   const double nan = std::nan("");
   const std::vector<std::pair<std::string, nlohmann::json::json_pointer>> places = {
