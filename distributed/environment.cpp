@@ -30,8 +30,8 @@ milliseconds parse_env_seconds(const char* name, const char* text) {
   errno = 0;
   char* end = nullptr;
   const double seconds = std::strtod(text, &end);
-  EMBER_CHECK(*text != '\0' && *end == '\0' && errno == 0 && seconds > 0 && seconds < 1e9,
-              "{}='{}' is not a positive number of seconds", name, text);
+  EMBER_CHECK(*text != '\0' && *end == '\0' && errno == 0 && seconds > 0 && seconds < kMaxTimeoutSeconds,
+              "{}='{}' is not a positive number of seconds below {:g}", name, text, kMaxTimeoutSeconds);
   return milliseconds(int64_t(seconds * 1000));
 }
 

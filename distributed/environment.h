@@ -15,7 +15,12 @@ namespace ember::distributed {
 int64_t parse_env_integer(const char* name, const char* text, int64_t low, int64_t high);
 // 1/true or 0/false (empty counts as false).
 bool parse_env_flag(const char* name, const char* text);
-// A positive number of seconds (fractions allowed).
+// The longest timeout (EMBER_TIMEOUT, `ember launch --timeout`) the workers
+// accept, in seconds (excluded): ~31 years, far inside every clock's range.
+// One constant, so that the launcher refuses what its workers would.
+inline constexpr double kMaxTimeoutSeconds = 1e9;
+
+// A positive number of seconds (fractions allowed), below kMaxTimeoutSeconds.
 milliseconds parse_env_seconds(const char* name, const char* text);
 
 }  // namespace ember::distributed

@@ -17,7 +17,21 @@ const nlohmann::json& field(const nlohmann::json& object, std::string_view key, 
 double number_field(const nlohmann::json& object, std::string_view key, std::string_view where) {
   const nlohmann::json& value = field(object, key, where);
   EMBER_CHECK(value.is_number(), "{}: '{}' must be a number, got {}", where, key, value.dump());
-  return value.get<double>();
+  const double number = value.get<double>();
+  EMBER_CHECK(std::isfinite(number), "{}: '{}' must be finite, got {}", where, key, number);
+  return number;
+}
+
+double non_negative_field(const nlohmann::json& object, std::string_view key, std::string_view where) {
+  const double number = number_field(object, key, where);
+  EMBER_CHECK(number >= 0, "{}: '{}' must not be negative, got {}", where, key, number);
+  return number;
+}
+
+int64_t count_field(const nlohmann::json& object, std::string_view key, std::string_view where, int64_t minimum) {
+  const int64_t count = integer_field(object, key, where);
+  EMBER_CHECK(count >= minimum, "{}: '{}' must be at least {}, got {}", where, key, minimum, count);
+  return count;
 }
 
 int64_t integer_field(const nlohmann::json& object, std::string_view key, std::string_view where) {
@@ -46,6 +60,8 @@ std::vector<double> number_list_field(const nlohmann::json& object, std::string_
   std::vector<double> numbers;
   for (const nlohmann::json& element : value) {
     EMBER_CHECK(element.is_number(), "{}: '{}' must hold numbers, got {}", where, key, value.dump());
+    EMBER_CHECK(std::isfinite(element.get<double>()), "{}: '{}' must hold finite numbers, got {}", where, key,
+                element.get<double>());
     numbers.push_back(element.get<double>());
   }
   return numbers;

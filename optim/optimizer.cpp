@@ -199,7 +199,11 @@ int64_t parse_index(std::string_view text, std::string_view where) {
 
 }  // namespace
 
-void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
+void Optimizer::load_state_dict(const OptimizerStateDict& dict) { load_or_check(dict, /*apply=*/true); }
+
+void Optimizer::check_state_dict(const OptimizerStateDict& dict) { load_or_check(dict, /*apply=*/false); }
+
+void Optimizer::load_or_check(const OptimizerStateDict& dict, bool apply) {
   const std::string where = name_ + ".load_state_dict";
   const nlohmann::json& saved_groups = detail::field(dict.meta, "param_groups", where);
   const nlohmann::json& saved_state = detail::field(dict.meta, "state", where);
@@ -266,8 +270,12 @@ void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
     EMBER_CHECK(tensor.defined() && tensor.shape() == param.shape(),
                 "{}: tensor '{}' has shape {} but its parameter has shape {}", where, tensor_name,
                 tensor.defined() ? tensor.shape().str() : "undefined", param.shape());
-    Tensor copy = empty(param.shape(), {.dtype = param.dtype(), .device = param.device()});
-    copy.copy_(tensor);
+    // A check needs only to know the buffer is there: no copy.
+    Tensor copy = tensor;
+    if (apply) {
+      copy = empty(param.shape(), {.dtype = param.dtype(), .device = param.device()});
+      copy.copy_(tensor);
+    }
     state->buffers.emplace_back(buffer_name, copy);
   }
 
@@ -280,7 +288,7 @@ void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
     for (size_t g = 0; g < groups_.size(); ++g) {
       if (saved_groups[g].contains("initial_lr"))
         initial_lrs[g] =
-            detail::number_field(saved_groups[g], "initial_lr", fmt::format("{}: param_groups[{}]", where, g));
+            detail::non_negative_field(saved_groups[g], "initial_lr", fmt::format("{}: param_groups[{}]", where, g));
       group_from_json(g, saved_groups[g]);
       for (size_t i = 0; i < loaded[g].size(); ++i) {
         if (!loaded[g][i]) continue;
@@ -295,6 +303,10 @@ void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
   } catch (...) {
     for (size_t g = 0; g < groups_.size(); ++g) group_from_json(g, previous[g]);
     throw;
+  }
+  if (!apply) {
+    for (size_t g = 0; g < groups_.size(); ++g) group_from_json(g, previous[g]);
+    return;
   }
   for (size_t g = 0; g < groups_.size(); ++g) {
     groups_[g].state = std::move(loaded[g]);

@@ -118,6 +118,10 @@ class Optimizer {
   // Copies the state into this optimizer (converted to each parameter's dtype
   // and device) after checking it all: nothing changes when it throws.
   void load_state_dict(const OptimizerStateDict& state);
+  // Throws what load_state_dict(state) would throw and changes nothing either
+  // way (the hyper-parameters are applied to check the buffers they require,
+  // then put back): Accelerator::load_state checks every object first.
+  void check_state_dict(const OptimizerStateDict& state);
 
  protected:
   explicit Optimizer(std::string name) : name_(std::move(name)) {}
@@ -141,6 +145,7 @@ class Optimizer {
   virtual bool counts_steps() const = 0;
 
  private:
+  void load_or_check(const OptimizerStateDict& state, bool apply);
   struct Group {
     std::vector<Tensor> params;
     std::vector<std::optional<ParamState>> state;

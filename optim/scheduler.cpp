@@ -4,6 +4,7 @@
 #include "optim/scheduler.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <numbers>
 
@@ -73,14 +74,35 @@ nlohmann::json LRScheduler::state_dict() const {
   return state;
 }
 
+void LRScheduler::check_state_dict(const nlohmann::json& state) {
+  const nlohmann::json before = state_dict();
+  load_state_dict(state);  // changes nothing when it throws
+  load_state_dict(before);
+}
+
 void LRScheduler::load_state_dict(const nlohmann::json& state) {
   const std::string at = where("load_state_dict");
   const size_t groups = optimizer_.num_param_groups();
   std::vector<double> base_lrs = detail::number_list_field(state, "base_lrs", at, int64_t(groups));
   std::vector<double> last_lr = detail::number_list_field(state, "_last_lr", at, int64_t(groups));
-  int64_t last_epoch = detail::integer_field(state, "last_epoch", at);
-  int64_t step_count = detail::integer_field(state, "_step_count", at);
-  load_fields(state);
+  for (size_t g = 0; g < groups; ++g)
+    EMBER_CHECK(base_lrs[g] >= 0 && last_lr[g] >= 0,
+                "{}: learning rates must not be negative, got base_lrs[{}] = {} and _last_lr[{}] = {}", at, g,
+                base_lrs[g], g, last_lr[g]);
+  // -1 is "before the first step" (a constructor's argument); a count below
+  // it would give a negative epoch and, for most schedules, a negative lr.
+  int64_t last_epoch = detail::count_field(state, "last_epoch", at, -1);
+  int64_t step_count = detail::count_field(state, "_step_count", at, 0);
+  // The derived fields are read last and put back if one of them is wrong,
+  // so that nothing changes when this throws.
+  nlohmann::json before;
+  save_fields(before);
+  try {
+    load_fields(state);
+  } catch (...) {
+    load_fields(before);
+    throw;
+  }
   base_lrs_ = std::move(base_lrs);
   last_lr_ = std::move(last_lr);
   last_epoch_ = last_epoch;
@@ -159,7 +181,7 @@ void StepLR::load_fields(const nlohmann::json& state) {
   const std::string at = where("load_state_dict");
   int64_t step_size = detail::integer_field(state, "step_size", at);
   EMBER_CHECK(step_size > 0, "{}: step_size must be positive, got {}", at, step_size);
-  gamma_ = detail::number_field(state, "gamma", at);
+  gamma_ = detail::non_negative_field(state, "gamma", at);
   step_size_ = step_size;
 }
 
@@ -202,11 +224,19 @@ void MultiStepLR::load_fields(const nlohmann::json& state) {
   EMBER_CHECK(counts.is_object(), "{}: 'milestones' must map each milestone to its count", at);
   std::vector<int64_t> milestones;
   for (const auto& item : counts.items()) {
-    const int64_t count = detail::integer_field(counts, item.key(), at);
-    for (int64_t i = 0; i < count; ++i) milestones.push_back(std::stoll(item.key()));
+    int64_t milestone = -1;
+    const std::string& key = item.key();
+    auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), milestone);
+    EMBER_CHECK(error == std::errc() && end == key.data() + key.size() && milestone >= 0,
+                "{}: milestone '{}' is not an epoch (a whole number >= 0)", at, key);
+    // A count of 10^18 would loop here for ever: a milestone is listed at
+    // most as often as a state dict has entries to spare.
+    const int64_t count = detail::count_field(counts, key, at, 1);
+    EMBER_CHECK(count <= 1024, "{}: milestone {} is listed {} times (at most 1024)", at, key, count);
+    for (int64_t i = 0; i < count; ++i) milestones.push_back(milestone);
   }
   std::sort(milestones.begin(), milestones.end());
-  gamma_ = detail::number_field(state, "gamma", at);
+  gamma_ = detail::non_negative_field(state, "gamma", at);
   milestones_ = std::move(milestones);
 }
 
@@ -231,7 +261,7 @@ std::optional<std::vector<double>> ExponentialLR::closed_form_lr() const {
 
 void ExponentialLR::save_fields(nlohmann::json& state) const { state["gamma"] = gamma_; }
 void ExponentialLR::load_fields(const nlohmann::json& state) {
-  gamma_ = detail::number_field(state, "gamma", where("load_state_dict"));
+  gamma_ = detail::non_negative_field(state, "gamma", where("load_state_dict"));
 }
 
 // CosineAnnealingLR
@@ -278,7 +308,7 @@ void CosineAnnealingLR::load_fields(const nlohmann::json& state) {
   const std::string at = where("load_state_dict");
   int64_t T_max = detail::integer_field(state, "T_max", at);
   EMBER_CHECK(T_max > 0, "{}: T_max must be positive, got {}", at, T_max);
-  eta_min_ = detail::number_field(state, "eta_min", at);
+  eta_min_ = detail::non_negative_field(state, "eta_min", at);
   T_max_ = T_max;
 }
 
@@ -320,9 +350,15 @@ void LinearLR::save_fields(nlohmann::json& state) const {
 
 void LinearLR::load_fields(const nlohmann::json& state) {
   const std::string at = where("load_state_dict");
-  options_.start_factor = detail::number_field(state, "start_factor", at);
-  options_.end_factor = detail::number_field(state, "end_factor", at);
-  options_.total_iters = detail::integer_field(state, "total_iters", at);
+  const double start_factor = detail::number_field(state, "start_factor", at);
+  const double end_factor = detail::number_field(state, "end_factor", at);
+  const int64_t total_iters = detail::count_field(state, "total_iters", at, 1);
+  EMBER_CHECK(start_factor > 0 && start_factor <= 1 && end_factor >= 0 && end_factor <= 1,
+              "{}: start_factor must be in (0, 1] and end_factor in [0, 1], got {} and {}", at, start_factor,
+              end_factor);
+  options_.start_factor = start_factor;
+  options_.end_factor = end_factor;
+  options_.total_iters = total_iters;
 }
 
 }  // namespace ember::optim

@@ -46,8 +46,14 @@ class LRScheduler {
 
   // PyTorch's scheduler state_dict keys (base_lrs, last_epoch, _step_count,
   // _last_lr, and each scheduler's own fields), as JSON.
+  // Loading checks every field (counts not below their start, learning rates
+  // finite and not negative) and changes nothing when it throws.
   virtual nlohmann::json state_dict() const;
   virtual void load_state_dict(const nlohmann::json& state);
+  // Throws what load_state_dict(state) would throw, and leaves this scheduler
+  // as it was either way: Accelerator::load_state checks every object before
+  // it changes any.
+  void check_state_dict(const nlohmann::json& state);
 
  protected:
   LRScheduler(Optimizer& optimizer, std::string name, int64_t last_epoch);

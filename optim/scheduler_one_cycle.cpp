@@ -133,7 +133,7 @@ void OneCycleLR::save_fields(nlohmann::json& state) const {
 
 void OneCycleLR::load_fields(const nlohmann::json& state) {
   const std::string at = where("load_state_dict");
-  const int64_t total_steps = detail::integer_field(state, "total_steps", at);
+  const int64_t total_steps = detail::count_field(state, "total_steps", at, 1);
   const nlohmann::json& phases = detail::field(state, "_schedule_phases", at);
   EMBER_CHECK(phases.is_array() && phases.size() == phases_.size(), "{}: '_schedule_phases' must hold {} phases", at,
               phases_.size());
@@ -142,12 +142,14 @@ void OneCycleLR::load_fields(const nlohmann::json& state) {
               groups_.size());
   std::vector<GroupValues> values;
   for (const nlohmann::json& group : groups)
-    values.push_back({.initial_lr = detail::number_field(group, "initial_lr", at),
-                      .max_lr = detail::number_field(group, "max_lr", at),
-                      .min_lr = detail::number_field(group, "min_lr", at),
+    values.push_back({.initial_lr = detail::non_negative_field(group, "initial_lr", at),
+                      .max_lr = detail::non_negative_field(group, "max_lr", at),
+                      .min_lr = detail::non_negative_field(group, "min_lr", at),
                       .base_momentum = detail::number_field(group, "base_momentum", at),
                       .max_momentum = detail::number_field(group, "max_momentum", at)});
-  for (size_t i = 0; i < phases_.size(); ++i) phases_[i].end_step = detail::number_field(phases[i], "end_step", at);
+  std::vector<double> end_steps;
+  for (size_t i = 0; i < phases_.size(); ++i) end_steps.push_back(detail::non_negative_field(phases[i], "end_step", at));
+  for (size_t i = 0; i < phases_.size(); ++i) phases_[i].end_step = end_steps[i];
   total_steps_ = total_steps;
   groups_ = std::move(values);
 }

@@ -94,20 +94,29 @@ void ReduceLROnPlateau::load_state_dict(const nlohmann::json& state) {
               threshold_mode.dump());
   options.mode = mode == "min" ? PlateauMode::min : PlateauMode::max;
   options.threshold_mode = threshold_mode == "rel" ? ThresholdMode::rel : ThresholdMode::abs;
-  options.factor = detail::number_field(state, "factor", at);
-  options.patience = detail::integer_field(state, "patience", at);
+  options.factor = detail::non_negative_field(state, "factor", at);
+  EMBER_CHECK(options.factor < 1.0, "{}: factor should be < 1.0, got {}", at, options.factor);
+  options.patience = detail::count_field(state, "patience", at, 0);
   options.threshold = detail::number_field(state, "threshold", at);
-  options.cooldown = detail::integer_field(state, "cooldown", at);
-  options.eps = detail::number_field(state, "eps", at);
+  options.cooldown = detail::count_field(state, "cooldown", at, 0);
+  options.eps = detail::non_negative_field(state, "eps", at);
   std::vector<double> min_lrs = detail::number_list_field(state, "min_lrs", at, int64_t(groups));
   std::vector<double> last_lr = detail::number_list_field(state, "_last_lr", at, int64_t(groups));
+  for (size_t g = 0; g < groups; ++g)
+    EMBER_CHECK(min_lrs[g] >= 0 && last_lr[g] >= 0,
+                "{}: learning rates must not be negative, got min_lrs[{}] = {} and _last_lr[{}] = {}", at, g,
+                min_lrs[g], g, last_lr[g]);
   const nlohmann::json& best = detail::field(state, "best", at);
   EMBER_CHECK(best.is_null() || best.is_number(), "{}: 'best' must be a number or null, got {}", at, best.dump());
   const double worst = options.mode == PlateauMode::min ? kInfinity : -kInfinity;
+  const int64_t num_bad_epochs = detail::count_field(state, "num_bad_epochs", at, 0);
+  const int64_t cooldown_counter = detail::count_field(state, "cooldown_counter", at, 0);
+  const int64_t last_epoch = detail::count_field(state, "last_epoch", at, 0);
+  // Everything is read and checked: from here on nothing throws.
   best_ = best.is_null() ? worst : best.get<double>();
-  num_bad_epochs_ = detail::integer_field(state, "num_bad_epochs", at);
-  cooldown_counter_ = detail::integer_field(state, "cooldown_counter", at);
-  last_epoch_ = detail::integer_field(state, "last_epoch", at);
+  num_bad_epochs_ = num_bad_epochs;
+  cooldown_counter_ = cooldown_counter;
+  last_epoch_ = last_epoch;
   options_ = options;
   options_.min_lr = min_lrs;
   min_lrs_ = std::move(min_lrs);

@@ -5,6 +5,7 @@
 #include "optim/scheduler_sequential.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "optim/json_fields.h"
@@ -63,10 +64,26 @@ void SequentialLR::load_state_dict(const nlohmann::json& state) {
   EMBER_CHECK(children.is_array() && children.size() == schedulers_.size(),
               "{}: '_schedulers' must hold the states of {} schedulers", at, schedulers_.size());
   std::vector<double> milestones = detail::number_list_field(state, "_milestones", at, int64_t(milestones_.size()));
+  for (size_t i = 0; i < milestones.size(); ++i)
+    EMBER_CHECK(milestones[i] >= 0 && std::floor(milestones[i]) == milestones[i] && milestones[i] < 9.2e18 &&
+                    (i == 0 || milestones[i] >= milestones[i - 1]),
+                "{}: '_milestones' must be increasing whole numbers >= 0, got {}", at, state["_milestones"].dump());
   std::vector<double> last_lr =
       detail::number_list_field(state, "_last_lr", at, int64_t(optimizer_.num_param_groups()));
-  const int64_t last_epoch = detail::integer_field(state, "last_epoch", at);
-  for (size_t i = 0; i < schedulers_.size(); ++i) schedulers_[i]->load_state_dict(children[i]);
+  for (double lr : last_lr) EMBER_CHECK(lr >= 0, "{}: '_last_lr' must not be negative, got {}", at, lr);
+  const int64_t last_epoch = detail::count_field(state, "last_epoch", at, -1);
+  // Each child checks its own state; one that throws after others were
+  // loaded puts them back, so that nothing changes.
+  std::vector<nlohmann::json> before;
+  for (const auto& child : schedulers_) before.push_back(child->state_dict());
+  for (size_t i = 0; i < schedulers_.size(); ++i) {
+    try {
+      schedulers_[i]->load_state_dict(children[i]);
+    } catch (...) {
+      for (size_t j = 0; j < i; ++j) schedulers_[j]->load_state_dict(before[j]);
+      throw;
+    }
+  }
   for (size_t i = 0; i < milestones.size(); ++i) milestones_[i] = int64_t(milestones[i]);
   last_lr_ = std::move(last_lr);
   last_epoch_ = last_epoch;

@@ -11,6 +11,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +23,7 @@
 #include "node_rendezvous.h"
 #include "core/error.h"
 #include "core/file_io.h"
+#include "distributed/environment.h"
 #include "distributed/store/tcp_store.h"
 #include "output_prefixer.h"
 #include "supervisor.h"
@@ -42,6 +45,11 @@ void validate(const LaunchOptions& options) {
   EMBER_CHECK(!options.command.empty(), "no program given: ember launch [options] -- program [args...]");
   EMBER_CHECK(options.nproc_per_node >= 1, "--nproc-per-node must be at least 1, got {}", options.nproc_per_node);
   EMBER_CHECK(options.nnodes >= 1, "--nnodes must be at least 1, got {}", options.nnodes);
+  // Ranks are ints everywhere (RANK, WORLD_SIZE, the process groups).
+  const int64_t world_size = int64_t(options.nnodes) * int64_t(options.nproc_per_node);
+  EMBER_CHECK(world_size <= std::numeric_limits<int>::max(),
+              "--nnodes {} times --nproc-per-node {} is {} processes, more than a world size can be ({})",
+              options.nnodes, options.nproc_per_node, world_size, std::numeric_limits<int>::max());
   EMBER_CHECK(options.node_rank >= 0 && options.node_rank < options.nnodes,
               "--node-rank {} is not a node of --nnodes {} (0 to {})", options.node_rank, options.nnodes,
               options.nnodes - 1);
@@ -49,8 +57,17 @@ void validate(const LaunchOptions& options) {
               options.master_port);
   EMBER_CHECK(options.max_restarts >= 0, "--max-restarts must be at least 0, got {}", options.max_restarts);
   EMBER_CHECK(options.timeout_seconds >= 1, "--timeout must be at least 1 second, got {}", options.timeout_seconds);
-  EMBER_CHECK(options.grace_period_seconds >= 0, "--grace-period must not be negative, got {}",
-              options.grace_period_seconds);
+  // What the workers' parse_env_seconds accepts for EMBER_TIMEOUT, or every
+  // worker would refuse it after the job started.
+  EMBER_CHECK(options.timeout_seconds < distributed::kMaxTimeoutSeconds,
+              "--timeout {} is more than the workers accept (EMBER_TIMEOUT below {:g} seconds)",
+              options.timeout_seconds, distributed::kMaxTimeoutSeconds);
+  // `inf` would become a grace of no milliseconds at all (the conversion
+  // overflows), NaN likewise: a finite number of seconds, bounded as --timeout.
+  EMBER_CHECK(std::isfinite(options.grace_period_seconds) && options.grace_period_seconds >= 0 &&
+                  options.grace_period_seconds < distributed::kMaxTimeoutSeconds,
+              "--grace-period must be a finite number of seconds from 0 to below {:g}, got {}",
+              distributed::kMaxTimeoutSeconds, options.grace_period_seconds);
   if (options.nnodes > 1) {
     EMBER_CHECK(options.master_port > 0, "--nnodes {} needs --master-port: every node must know the store's port",
                 options.nnodes);
@@ -72,22 +89,31 @@ LaunchOptions with_config_file(const LaunchOptions& flags) {
   for (const std::string& warning : config->warnings) say("warning: " + warning);
   say(fmt::format("config file '{}'", config->path));
   const Settings& file = config->settings;
-  auto from_file = [&](const char* flag, const char* key) {
-    return flags.flags_given.count(flag) ? std::nullopt : integer_setting(file, key);
+  // An int in [low, INT_MAX], or an error naming the key: a value cut to an
+  // int (or num_machines 0, a division by zero below) would be a silent mistake.
+  auto from_file = [&](const char* flag, const char* key, long long low) -> std::optional<int> {
+    if (flags.flags_given.count(flag)) return std::nullopt;
+    const auto value = integer_setting(file, key);
+    if (!value) return std::nullopt;
+    EMBER_CHECK(*value >= low && *value <= std::numeric_limits<int>::max(),
+                "config file '{}': {} {} is not between {} and {}", config->path, key, *value, low,
+                std::numeric_limits<int>::max());
+    return int(*value);
   };
-  if (auto machines = from_file("--nnodes", "num_machines")) options.nnodes = int(*machines);
-  if (auto rank = from_file("--node-rank", "machine_rank")) options.node_rank = int(*rank);
-  if (auto port = from_file("--master-port", "main_process_port")) options.master_port = int(*port);
+  if (auto machines = from_file("--nnodes", "num_machines", 1)) options.nnodes = *machines;
+  if (auto rank = from_file("--node-rank", "machine_rank", 0)) options.node_rank = *rank;
+  if (auto port = from_file("--master-port", "main_process_port", 0)) options.master_port = *port;
   if (!flags.flags_given.count("--master-addr") && file.count("main_process_ip")) {
     options.master_addr = file.at("main_process_ip");
   }
-  if (auto total = from_file("--nproc-per-node", "num_processes")) {
+  if (auto total = from_file("--nproc-per-node", "num_processes", 1)) {
+    EMBER_CHECK(options.nnodes >= 1, "--nnodes must be at least 1, got {}", options.nnodes);
     EMBER_CHECK(*total % options.nnodes == 0,
                 "config file '{}': num_processes {} (the processes of every machine together) is not divisible by "
                 "{} {}",
                 config->path, *total, flags.flags_given.count("--nnodes") ? "--nnodes" : "num_machines",
                 options.nnodes);
-    options.nproc_per_node = int(*total / options.nnodes);
+    options.nproc_per_node = *total / options.nnodes;
   }
   for (const ConfigKey& key : config_keys()) {
     std::string name(key.name);

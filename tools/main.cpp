@@ -10,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config_command.h"
@@ -17,6 +18,7 @@
 #include "env_command.h"
 #include "estimate_memory.h"
 #include "launch.h"
+#include "supervisor.h"
 
 namespace {
 
@@ -33,6 +35,9 @@ int run_reporting_errors(const char* name, const std::function<int()>& body) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything else: a SIGINT sent while the launcher reads its flags
+  // and config file must stop the job it then starts (supervisor.h).
+  if (argc > 1 && std::string_view(argv[1]) == "launch") ember::launch::hold_stop_signals();
   // Everything after the first "--" is the program and its arguments, never
   // flags of ours; CLI11 parses only what comes before it.
   std::vector<std::string> args(argv + 1, argv + argc);

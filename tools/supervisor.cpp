@@ -360,6 +360,25 @@ std::string signal_name(int signal_number) {
   return abbreviation ? fmt::format("SIG{}", abbreviation) : fmt::format("signal {}", signal_number);
 }
 
+void hold_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  struct sigaction hangup {};
+  sigaction(SIGHUP, nullptr, &hangup);
+  if (hangup.sa_handler != SIG_IGN) sigaddset(&set, SIGHUP);
+  // Blocked first: Linux keeps a blocked signal pending even while its
+  // action is SIG_IGN, and the default action of an unblocked one would end
+  // the launcher without stopping anything. Then the disposition: a shell
+  // starts background jobs with SIGINT ignored, and an ignored signal that
+  // is unblocked later is dropped.
+  EMBER_CHECK(pthread_sigmask(SIG_BLOCK, &set, nullptr) == 0, "ember launch: cannot block signals");
+  struct sigaction action {};
+  action.sa_handler = SIG_DFL;
+  for (int signal_number : {SIGINT, SIGTERM}) sigaction(signal_number, &action, nullptr);
+}
+
 int block_launcher_signals() {
   sigset_t set;
   sigemptyset(&set);

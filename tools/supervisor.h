@@ -41,6 +41,13 @@ struct AttemptResult {
   int exit_code = 0;  // what the launcher exits with if it stops here
 };
 
+// The first thing `ember launch` does (tools/main.cpp, before it parses a
+// flag): blocks SIGINT, SIGTERM and SIGHUP (unless SIGHUP is ignored), then
+// resets an inherited SIG_IGN of SIGINT and SIGTERM to the default. A stop
+// signal that arrives from here on stays pending until the supervisor reads
+// it from block_launcher_signals' signalfd, however early it came (Note
+// [Launcher supervision]).
+void hold_stop_signals();
 // Blocks SIGCHLD, SIGINT, SIGTERM and SIGHUP (unless SIGHUP is ignored
 // already, as under nohup) and returns a non-blocking signalfd for them. Call it before
 // any thread starts (the store server's), so that every thread blocks them.

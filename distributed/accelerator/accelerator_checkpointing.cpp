@@ -475,6 +475,26 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
               "or save at a step boundary (when sync_gradients() is true) to change the world size",
               directory.string(), saved_world, loaded.step, state.options.gradient_accumulation_steps,
               state.num_processes, saved_world);
+  // Note [Resuming mid-accumulation]: the saved partial gradients are sums
+  // over `step` micro-batches of losses divided by the saved number of steps
+  // (and multiplied by the saved loss scale): only the same settings can add
+  // to them.
+  if (loaded.step != 0) {
+    const int64_t saved_steps = integer(metadata, "gradient_accumulation_steps", manifest_path);
+    const json& saved_precision = field(metadata, "mixed_precision", manifest_path);
+    const bool saved_scaler = field(counts, "scaler", manifest_path) == true;
+    const std::string now = fmt::format("gradient_accumulation_steps {}, mixed_precision {}, {}",
+                                        state.options.gradient_accumulation_steps, state.options.mixed_precision,
+                                        state.scaler ? "a loss scaler" : "no loss scaler");
+    EMBER_CHECK(saved_steps == state.options.gradient_accumulation_steps &&
+                    saved_precision == state.options.mixed_precision && saved_scaler == (state.scaler != nullptr),
+                "Accelerator::load_state: {} was saved in the middle of an accumulation step (micro-batch {} of {}) "
+                "with gradient_accumulation_steps {}, mixed_precision {}, {}; this job has {}, which would add "
+                "to its partial gradients with another weighting or loss scale. Resume with the saved settings, or "
+                "save at a step boundary (when sync_gradients() is true) to change them",
+                directory.string(), loaded.step, saved_steps, saved_steps, saved_precision.dump(),
+                saved_scaler ? "a loss scaler" : "no loss scaler", now);
+  }
   for (size_t i = 0; i < state.models.size(); ++i) {
     NamedTensors tensors = read_tensors(directory, manifest, numbered("model", i, ".safetensors"));
     if (manifest.find_file(shard_file("model", i, 0))) {
@@ -547,21 +567,53 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
   return loaded;
 }
 
-void apply_gradients(AcceleratorState& state, const std::optional<NamedTensors>& saved, const fs::path& directory) {
+// Each saved gradient by the name its parameter has in named_gradients.
+std::unordered_map<std::string, Tensor> gradients_by_name(const std::optional<NamedTensors>& saved) {
   std::unordered_map<std::string, Tensor> by_name;
   if (saved)
     for (const auto& [name, tensor] : *saved) by_name.emplace(name, tensor);
+  return by_name;
+}
+
+std::string gradient_name(size_t model, const std::string& parameter) {
+  return model == 0 ? parameter : fmt::format("model_{}.{}", model, parameter);
+}
+
+// Note [Accelerator checkpoints]: load_state checks every object against
+// what it read before it changes any (the models were checked by
+// read_checkpoint), so a checkpoint that does not fit (another optimizer or
+// scheduler class, a bad field) leaves the training exactly as it was.
+void check_objects(AcceleratorState& state, const LoadedCheckpoint& loaded, const fs::path& directory) {
+  for (size_t i = 0; i < state.optimizers.size(); ++i) {
+    detail::PreparedOptimizer& prepared = *state.optimizers[i];
+    if (prepared.zero)
+      prepared.zero->check_full_optimizer_state_dict(loaded.optimizers[i]);
+    else
+      prepared.optimizer->check_state_dict(loaded.optimizers[i]);
+  }
+  for (size_t i = 0; i < state.schedulers.size(); ++i) state.schedulers[i]->scheduler->check_state_dict(loaded.schedulers[i]);
+  if (loaded.scaler) state.scaler->check_state_dict(*loaded.scaler);
+  const std::unordered_map<std::string, Tensor> gradients = gradients_by_name(loaded.gradients);
+  for (size_t m = 0; m < state.models.size(); ++m)
+    for (const auto& [name, parameter] : state.models[m].module->named_parameters()) {
+      auto found = gradients.find(gradient_name(m, name));
+      EMBER_CHECK(found == gradients.end() || found->second.shape() == parameter.shape(),
+                  "load_state: the gradient of {} in {} has shape {}, the parameter {}", name, directory.string(),
+                  found->second.shape(), parameter.shape());
+    }
+}
+
+// Checked by check_objects.
+void apply_gradients(AcceleratorState& state, const std::optional<NamedTensors>& saved) {
+  const std::unordered_map<std::string, Tensor> by_name = gradients_by_name(saved);
   NoGradGuard no_grad;
   for (size_t m = 0; m < state.models.size(); ++m)
     for (const auto& [name, parameter] : state.models[m].module->named_parameters()) {
-      auto found = by_name.find(m == 0 ? name : fmt::format("model_{}.{}", m, name));
+      auto found = by_name.find(gradient_name(m, name));
       if (found == by_name.end()) {
         parameter.set_grad(Tensor());
         continue;
       }
-      EMBER_CHECK(found->second.shape() == parameter.shape(),
-                  "load_state: the gradient of {} in {} has shape {}, the parameter {}", name, directory.string(),
-                  found->second.shape(), parameter.shape());
       // Into the existing .grad when there is one: under DDP it is a bucket view.
       if (Tensor grad = parameter.grad(); grad.defined())
         grad.copy_(found->second);
@@ -626,7 +678,16 @@ void Accelerator::load_state(const std::optional<fs::path>& directory) {
     source = *latest;
   }
   LoadedCheckpoint loaded = read_checkpoint(state, source);
+  check_objects(state, loaded, source);
 
+  // The user's own objects first: a load function of theirs that throws
+  // then finds everything else as it was.
+  for (size_t i = 0; i < state.checkpointables.size(); ++i) {
+    if (auto* tensors = std::get_if<NamedTensors>(&loaded.custom[i]))
+      state.checkpointables[i].load_tensors(*tensors);
+    else
+      state.checkpointables[i].load_json(std::get<json>(loaded.custom[i]));
+  }
   for (size_t i = 0; i < state.models.size(); ++i) {
     if (state.models[i].zero)
       state.models[i].zero->load_full_state_dict(loaded.models[i]);
@@ -646,15 +707,9 @@ void Accelerator::load_state(const std::optional<fs::path>& directory) {
     prepared.seen_optimizer_steps = prepared.scheduler->optimizer().steps_taken();
   }
   if (loaded.scaler) state.scaler->load_state_dict(*loaded.scaler);
-  for (size_t i = 0; i < state.checkpointables.size(); ++i) {
-    if (auto* tensors = std::get_if<NamedTensors>(&loaded.custom[i]))
-      state.checkpointables[i].load_tensors(*tensors);
-    else
-      state.checkpointables[i].load_json(std::get<json>(loaded.custom[i]));
-  }
   default_generator().set_state(loaded.random);
   for (size_t i = 0; i < state.loaders.size(); ++i) state.loaders[i]->loader->set_state(loaded.loaders[i]);
-  apply_gradients(state, loaded.gradients, source);
+  apply_gradients(state, loaded.gradients);
   state.gradient = {.sync_gradients = true, .step = loaded.step, .end_of_dataloader = false, .active_loader = nullptr};
 }
 

@@ -133,6 +133,11 @@ nlohmann::json GradScaler::state_dict() const {
           {"_growth_tracker", growth_tracker_}};
 }
 
+void GradScaler::check_state_dict(const nlohmann::json& state) const {
+  GradScaler copy(options_);
+  copy.load_state_dict(state);
+}
+
 void GradScaler::load_state_dict(const nlohmann::json& state) {
   if (!options_.enabled) return;
   EMBER_CHECK(state.is_object() && !state.empty(),

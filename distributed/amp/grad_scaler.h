@@ -79,6 +79,8 @@ class GradScaler {
   // _growth_tracker (min_scale is not saved: it is set in code, as `enabled`).
   nlohmann::json state_dict() const;
   void load_state_dict(const nlohmann::json& state);
+  // Throws what load_state_dict(state) would throw; changes nothing.
+  void check_state_dict(const nlohmann::json& state) const;
 
  private:
   GradScalerOptions options_;

@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -24,13 +26,26 @@ constexpr size_t kPageBytes = 4096;
 // out of L3), while fewer chunks mean fewer waits. A rank stages chunk j while
 // it reduces j-1 and gathers j-2, so the pipeline needs 3 buffers per slot
 // (with 2 it deadlocks); the 4th lets a rank run a chunk ahead of its peers.
+// Note [Shared-memory collectives], "Budget": past 8 ranks the chunks
+// shrink so that the slots stay within 32 MiB, and the mailboxes (n² of
+// them) share 16 MiB, so that 16 ranks fit in a default container's 64 MB
+// /dev/shm.
 constexpr size_t kChunkBytes = size_t(1) << 20;
 constexpr size_t kDepth = 4;
 static_assert(kDepth >= 3, "the pipeline keeps three chunks in flight per slot");
+constexpr size_t kSlotBudgetBytes = size_t(32) << 20;
 constexpr size_t kMailboxChunkBytes = size_t(512) << 10;
 constexpr size_t kMailboxDepth = 2;
+constexpr size_t kMailboxBudgetBytes = size_t(16) << 20;
 
 size_t align_up(size_t value, size_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+// The largest power of two <= value, and at least one page.
+size_t floor_power_of_two(size_t value) {
+  size_t power = kPageBytes;
+  while (power * 2 <= value) power *= 2;
+  return power;
+}
 
 std::string sanitize(const std::string& text, size_t max_length) {
   std::string out;
@@ -53,13 +68,11 @@ std::string random_hex(int digits) {
 }  // namespace
 
 Layout::Layout(int ranks_)
-    : ranks(ranks_),
-      chunk_bytes(kChunkBytes),
-      depth(kDepth),
-      mailbox_chunk_bytes(kMailboxChunkBytes),
-      mailbox_depth(kMailboxDepth) {
+    : ranks(ranks_), depth(kDepth), mailbox_depth(kMailboxDepth) {
   EMBER_ASSERT(ranks > 0, "a segment for {} ranks", ranks);
   size_t n = size_t(ranks);
+  chunk_bytes = std::min(kChunkBytes, floor_power_of_two(kSlotBudgetBytes / (n * depth)));
+  mailbox_chunk_bytes = std::min(kMailboxChunkBytes, floor_power_of_two(kMailboxBudgetBytes / (n * n * mailbox_depth)));
   rank_controls_offset = align_up(sizeof(SegmentHeader), kLineBytes);
   mailbox_controls_offset = align_up(rank_controls_offset + n * sizeof(RankControl), kLineBytes);
   slots_offset = align_up(mailbox_controls_offset + n * n * sizeof(MailboxControl), kPageBytes);
@@ -87,14 +100,41 @@ void Segment::unlink() {
   EMBER_CHECK(shm_unlink(name_.c_str()) == 0, "shm backend: shm_unlink({}) failed: {}", name_, std::strerror(errno));
 }
 
+namespace {
+
+std::string mib(uint64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / double(1 << 20)); }
+
+// posix_fallocate, again after a signal (it returns the error, not errno).
+int reserve(int fd, size_t bytes) {
+  int error = 0;
+  do {
+    error = posix_fallocate(fd, 0, off_t(bytes));
+  } while (error == EINTR);
+  return error;
+}
+
+}  // namespace
+
 Segment Segment::create(const std::string& name, const Layout& layout) {
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   EMBER_CHECK(fd >= 0, "shm backend: shm_open({}, O_CREAT | O_EXCL) failed: {}", name, std::strerror(errno));
-  if (ftruncate(fd, off_t(layout.total_bytes)) != 0) {
-    int error = errno;
+  // Reserved, not a sparse ftruncate: tmpfs would hand out the pages when
+  // first touched, and a full /dev/shm would then kill a rank mid-collective
+  // with SIGBUS instead of failing here.
+  if (int error = reserve(fd, layout.total_bytes); error != 0) {
     close(fd);
     shm_unlink(name.c_str());
-    EMBER_CHECK(false, "shm backend: ftruncate({}, {} bytes) failed: {}", name, layout.total_bytes, std::strerror(error));
+    struct statvfs shm {};
+    const bool known = statvfs("/dev/shm", &shm) == 0;
+    const uint64_t free_bytes = known ? uint64_t(shm.f_bavail) * uint64_t(shm.f_frsize) : 0;
+    EMBER_CHECK(error != ENOSPC,
+                "shm backend: the segment for {} ranks needs {} bytes ({}) of /dev/shm, which has {} free; give the "
+                "container more (docker run --shm-size=1g), run fewer ranks per host, or use the gloo backend "
+                "(init_process_group({{.backend = \"gloo\"}}))",
+                layout.ranks, layout.total_bytes, mib(layout.total_bytes),
+                known ? fmt::format("{} bytes ({})", free_bytes, mib(free_bytes)) : std::string("an unknown number of bytes"));
+    EMBER_CHECK(false, "shm backend: posix_fallocate({}, {} bytes) failed: {}", name, layout.total_bytes,
+                std::strerror(error));
   }
   void* base = mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int error = errno;

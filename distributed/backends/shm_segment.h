@@ -86,7 +86,8 @@ struct Layout {
 // every rank has mapped it; the memory lives until the last mapping goes.
 class Segment {
  public:
-  // shm_open(O_CREAT | O_EXCL), ftruncate, mmap, initialise the header.
+  // shm_open(O_CREAT | O_EXCL), posix_fallocate (an error naming the bytes
+  // needed and free when /dev/shm is too small), mmap, initialise the header.
   static Segment create(const std::string& name, const Layout& layout);
   // shm_open and mmap an existing segment; checks its header against `layout`.
   static Segment open(const std::string& name, const Layout& layout);

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/grad_hook.h"
 #include "core/ops/creation.h"
+#include "distributed/parameter_signature.h"
 
 namespace ember::distributed {
 
@@ -102,22 +103,10 @@ void DistributedDataParallel::flush() {
   if (log_) log_->flush();
 }
 
-// What PyTorch's _verify_param_shape_across_processes checks, in two numbers:
-// a rank built with a different model would otherwise hang in the broadcast
-// or all-reduce buffers of the wrong size.
+// Note [Same parameters on every rank]: a rank built with another model would
+// otherwise hang in the broadcast, or train on buffers of the wrong meaning.
 void DistributedDataParallel::check_same_parameters_on_every_rank() const {
-  if (group_.size() == 1) return;
-  int64_t numel = 0;
-  for (const auto& entry : parameters_) numel += entry.second.numel();
-  Tensor mine = from_vector(std::vector<int64_t>{int64_t(parameters_.size()), numel}, {2});
-  Tensor all = zeros({group_.size(), 2}, {.dtype = DType::i64});
-  group_.allgather(all, mine)->wait();
-  std::vector<int64_t> values = all.to_vector<int64_t>();
-  for (int rank = 1; rank < group_.size(); ++rank)
-    EMBER_CHECK(values[size_t(2 * rank)] == values[0] && values[size_t(2 * rank + 1)] == values[1],
-                "DistributedDataParallel: rank {} has {} parameters with {} elements, but rank 0 has {} with {}: "
-                "every rank must build the same model",
-                rank, values[size_t(2 * rank)], values[size_t(2 * rank + 1)], values[0], values[1]);
+  distributed::check_same_parameters_on_every_rank(group_, parameters_, "DistributedDataParallel");
 }
 
 void DistributedDataParallel::broadcast_from_rank0(const std::vector<Tensor>& tensors) const {

@@ -108,6 +108,7 @@ void Reducer::prepare_for_backward(const std::vector<size_t>& unused) {
   expecting_ = true;
   accumulating_ = false;
   if (log_) log_->set_iteration(++iteration_);
+  last_gradient_at_ = EventLog::Clock::now();  // in case no gradient comes (every parameter unused)
   ready_.assign(parameters_.size(), false);
   had_no_grad_.assign(parameters_.size(), false);
   next_launch_ = 0;
@@ -134,6 +135,7 @@ void Reducer::prepare_for_backward(const std::vector<size_t>& unused) {
 }
 
 void Reducer::on_gradient(size_t index) {
+  if (log_) last_gradient_at_ = EventLog::Clock::now();
   adopt_gradient(index, /*zero_if_none=*/false);
   // Under no_sync gradients only accumulate in the views.
   if (accumulating_ && !expecting_) return;
@@ -186,6 +188,10 @@ void Reducer::launch_in_order() {
 // sees averaged gradients without any call from the user.
 void Reducer::finalize() {
   expecting_ = false;
+  // The end of backward's own work, apart from the wait below that the last
+  // AccumulateGrad's span includes: what the overlap test compares the
+  // launches with.
+  if (log_) log_->instant(EventLog::Lane::backward, "last gradient", last_gradient_at_);
   log_completed(/*wait=*/true);
   NoGradGuard no_grad;
   if (group_.size() > 1)

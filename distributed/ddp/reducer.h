@@ -107,6 +107,9 @@ class Reducer {
   int64_t iteration_ = 0;  // synced forwards so far
   std::vector<bool> ready_;
   size_t next_launch_ = 0;  // buckets before it were launched this iteration
+  // When the latest gradient reached its hook: at finalize, the moment
+  // backward had computed every gradient (the trace's "last gradient").
+  EventLog::Clock::time_point last_gradient_at_{};
   // find_unused_parameters: 1 per parameter this rank used, summed over ranks.
   Tensor used_;
   std::shared_ptr<Work> used_work_;

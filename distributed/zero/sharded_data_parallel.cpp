@@ -18,22 +18,10 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/reduction.h"
 #include "core/ops/views.h"
+#include "distributed/parameter_signature.h"
 #include "distributed/zero/wrap_policy.h"
 
 namespace ember::distributed {
-
-namespace {
-
-// One string per rank that differs when the models differ: every trainable
-// parameter's name, shape and dtype, in order.
-std::string describe(const NamedTensors& parameters) {
-  std::string text;
-  for (const auto& [name, parameter] : parameters)
-    text += fmt::format("{}:{}:{};", name, parameter.shape(), parameter.dtype());
-  return text;
-}
-
-}  // namespace
 
 ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module, ProcessGroup& group,
                                          ResolvedShardingOptions options)
@@ -89,22 +77,9 @@ ShardedDataParallel::~ShardedDataParallel() {
   }
 }
 
-// PyTorch's _verify_param_shape_across_processes, by content: a rank built
-// with another model (another shape, or f64 where rank 0 has f32) would
-// otherwise exchange buffers of the wrong size or meaning.
+// Note [Same parameters on every rank].
 void ShardedDataParallel::check_same_parameters_on_every_rank(const NamedTensors& parameters) const {
-  if (group_.size() == 1) return;
-  const std::string mine = describe(parameters);
-  const uint64_t hash = std::hash<std::string>{}(mine);
-  Tensor local = from_vector(std::vector<int64_t>{int64_t(hash)}, {1});
-  Tensor all = zeros({group_.size()}, {.dtype = DType::i64});
-  group_.allgather(all, local)->wait();
-  const std::vector<int64_t> hashes = all.to_vector<int64_t>();
-  for (int rank = 0; rank < group_.size(); ++rank)
-    EMBER_CHECK(hashes[size_t(rank)] == hashes[0],
-                "ShardedDataParallel: rank {} has other parameters (names, shapes or dtypes) than rank 0; every rank "
-                "must build the same model. Rank {} has: {}",
-                rank, group_.rank(), mine.size() > 2000 ? mine.substr(0, 2000) + "..." : mine);
+  distributed::check_same_parameters_on_every_rank(group_, parameters, "ShardedDataParallel");
 }
 
 // HYBRID_SHARD: ranks are laid out node by node (ember launch, torchrun), so
@@ -525,6 +500,16 @@ optim::OptimizerStateDict ShardedDataParallel::full_optimizer_state_dict() {
 
 void ShardedDataParallel::load_full_optimizer_state_dict(const optim::OptimizerStateDict& state) {
   EMBER_CHECK(optimizer_ != nullptr, "ShardedDataParallel::load_full_optimizer_state_dict: no optimizer is attached");
+  optimizer_->load_state_dict(optimizer_pieces(state, /*copy=*/true));
+}
+
+void ShardedDataParallel::check_full_optimizer_state_dict(const optim::OptimizerStateDict& state) {
+  EMBER_CHECK(optimizer_ != nullptr, "ShardedDataParallel::load_full_optimizer_state_dict: no optimizer is attached");
+  optimizer_->check_state_dict(optimizer_pieces(state, /*copy=*/false));
+}
+
+optim::OptimizerStateDict ShardedDataParallel::optimizer_pieces(const optim::OptimizerStateDict& state,
+                                                                bool copy) const {
   optim::OptimizerStateDict pieces;
   pieces.meta = state.meta;
   for (const auto& [name, tensor] : state.tensors) {
@@ -540,9 +525,10 @@ void ShardedDataParallel::load_full_optimizer_state_dict(const optim::OptimizerS
                 "ShardedDataParallel: optimizer state '{}' has {} elements, its parameter {} has {}", name,
                 tensor.numel(), flats_[f]->names()[i], parameter.numel());
     const Tensor& piece = flats_[f]->piece(i);
-    pieces.tensors.emplace_back(name, tensor.reshape({-1}).narrow(0, flats_[f]->piece_begin(i), piece.numel()).clone());
+    Tensor mine = tensor.reshape({-1}).narrow(0, flats_[f]->piece_begin(i), piece.numel());
+    pieces.tensors.emplace_back(name, copy ? mine.clone() : mine);
   }
-  optimizer_->load_state_dict(pieces);
+  return pieces;
 }
 
 nlohmann::json ShardedDataParallel::agreed_optimizer_state_entries(const optim::OptimizerStateDict& local) {

@@ -124,6 +124,8 @@ class ShardedDataParallel {
   // Cuts a whole-parameter optimizer state (full_optimizer_state_dict's, or a
   // DDP run's) into this rank's pieces.
   void load_full_optimizer_state_dict(const optim::OptimizerStateDict& state);
+  // Throws what load_full_optimizer_state_dict(state) would throw; changes nothing.
+  void check_full_optimizer_state_dict(const optim::OptimizerStateDict& state);
 
   // --- Sharded state (state_dict_type "sharded", Note [Sharded checkpoints]) --
   // This rank's piece of every parameter (1-D copies, by parameter name) and
@@ -149,6 +151,9 @@ class ShardedDataParallel {
   };
 
   void check_same_parameters_on_every_rank(const NamedTensors& parameters) const;
+  // This rank's pieces of a whole-parameter optimizer state: copies, or
+  // views into `state` when `copy` is false (a check).
+  optim::OptimizerStateDict optimizer_pieces(const optim::OptimizerStateDict& state, bool copy) const;
   void build_units(const NamedTensors& parameters);
   void install_module_hooks();
   // Hooks of each unit's module (the root's pre-hook also runs before_root_forward).

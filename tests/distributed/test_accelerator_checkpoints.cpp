@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <type_traits>
 
 #include "core/file_io.h"
 #include "distributed/accelerator/accelerator.h"
@@ -42,6 +43,9 @@ void expect_nothing_left() {
 
 // 2N batches straight equal N batches, kill -9, a new process, load_state, N
 // more; the cut falls mid-epoch and mid-accumulation.
+// Mutation caught (run once on 1 process, failed as expected: "the resumed
+// run's parameters differ"): load_state not restoring the RNG state
+// (default_generator().set_state), so dropout draws other masks.
 void check_exact_resume(int processes, int64_t before, int64_t total, const std::vector<std::string>& env = {}) {
   testing::ScratchDirectory directory;
   const std::vector<std::string> launch_args{"--nproc-per-node", std::to_string(processes)};
@@ -163,16 +167,25 @@ std::shared_ptr<nn::Sequential> make_model(int64_t hidden = 16) {
   return std::make_shared<nn::Sequential>(nn::Linear(6, hidden), nn::ReLU(), nn::Linear(hidden, 3));
 }
 
+template <class Scheduler>
+Scheduler make_scheduler(optim::Optimizer& optimizer) {
+  if constexpr (std::is_same_v<Scheduler, optim::StepLR>)
+    return Scheduler(optimizer, 2, 0.5);
+  else
+    return Scheduler(optimizer, /*T_max=*/10);
+}
+
 // A prepared model, optimizer, scheduler and loader that train a few batches.
-struct Training {
+template <class Optimizer = optim::AdamW, class Scheduler = optim::StepLR>
+struct TrainingWith {
   Accelerator accelerator;
   data::TensorDataset dataset;
   std::shared_ptr<nn::Sequential> model;
-  optim::AdamW optimizer{model->parameters(), {.lr = 1e-2}};
-  optim::StepLR scheduler{optimizer, 2, 0.5};
+  Optimizer optimizer{model->parameters(), {.lr = 1e-2}};
+  Scheduler scheduler = make_scheduler<Scheduler>(optimizer);
   data::DataLoader loader;
 
-  explicit Training(AcceleratorOptions options = {}, int64_t hidden = 16)
+  explicit TrainingWith(AcceleratorOptions options = {}, int64_t hidden = 16)
       : accelerator(std::move(options)),
         dataset(randn({24, 6}), randint(0, 3, {24})),
         model(make_model(hidden)),
@@ -192,6 +205,7 @@ struct Training {
     }
   }
 };
+using Training = TrainingWith<>;
 
 std::vector<Tensor> clones(const std::vector<Tensor>& tensors) {
   std::vector<Tensor> copies;
@@ -270,6 +284,80 @@ TEST(AcceleratorCheckpoints, RegisteredObjectsTravelWithTheCheckpoint) {
   training.accelerator.load_state(directory.path() / "state");
   EXPECT_EQ(counter.value, 41);
   expect_equal(extra->parameters(), extra_parameters);
+}
+
+// The model's parameters and every other byte a refused load_state must not touch.
+std::vector<std::string> parameter_bytes(const nn::Module& model) {
+  std::vector<std::string> bytes;
+  for (const Tensor& parameter : model.parameters()) {
+    const std::vector<float> values = parameter.to_vector<float>();
+    bytes.emplace_back(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  }
+  return bytes;
+}
+
+// A checkpoint of AdamW + StepLR loaded where SGD or CosineAnnealingLR was
+// prepared is refused, and the model's parameters are the same bytes after.
+// Mutation caught (run once, failed as expected): checking the optimizers
+// and schedulers only after the models were applied (as load_state did
+// before check_objects) overwrites the parameters, then throws.
+TEST(AcceleratorCheckpoints, AnotherOptimizerOrSchedulerClassIsRefusedBeforeAnythingChanges) {
+  testing::ScratchDirectory directory;
+  const fs::path saved = [&] {
+    Training training;
+    training.train(3);
+    return training.accelerator.save_state(directory.path() / "adamw");
+  }();
+  {
+    TrainingWith<optim::SGD> sgd;
+    sgd.train(1);  // other parameters than the checkpoint's
+    const std::vector<std::string> before = parameter_bytes(*sgd.model);
+    const double lr = sgd.optimizer.lr(0);
+    EXPECT_EMBER_ERROR(sgd.accelerator.load_state(saved), "SGD.load_state_dict");
+    EXPECT_TRUE(parameter_bytes(*sgd.model) == before) << "the refused load changed the parameters";
+    EXPECT_EQ(sgd.optimizer.lr(0), lr);
+    EXPECT_EQ(sgd.scheduler.last_epoch(), 1);
+  }
+  {
+    TrainingWith<optim::AdamW, optim::CosineAnnealingLR> cosine;
+    cosine.train(1);
+    const std::vector<std::string> before = parameter_bytes(*cosine.model);
+    const optim::OptimizerStateDict optimizer_before = cosine.optimizer.state_dict();
+    const std::vector<float> exp_avg = optimizer_before.tensors.at(0).second.to_vector<float>();
+    EXPECT_EMBER_ERROR(cosine.accelerator.load_state(saved), "CosineAnnealingLR.load_state_dict has no 'T_max'");
+    EXPECT_TRUE(parameter_bytes(*cosine.model) == before) << "the refused load changed the parameters";
+    EXPECT_EQ(cosine.optimizer.state_dict().tensors.at(0).second.to_vector<float>(), exp_avg);
+    EXPECT_EQ(cosine.scheduler.last_epoch(), 1);
+  }
+}
+
+// Note [Resuming mid-accumulation]: a checkpoint saved after micro-batch 1
+// of 2 resumes only with the same gradient_accumulation_steps, mixed
+// precision and scaler; at a step boundary any of them may change.
+// Mutation caught (run once, failed as expected): without the check the
+// 3-step and bf16 jobs load and go on training on the half-weighted sums.
+TEST(AcceleratorCheckpoints, MidAccumulationResumeNeedsTheSavedSettings) {
+  testing::ScratchDirectory directory;
+  const auto save_after = [&](int batches, const std::string& name) {
+    Training training({.mixed_precision = "fp16", .gradient_accumulation_steps = 2});
+    training.train(batches);
+    return training.accelerator.save_state(directory.path() / name);
+  };
+  const fs::path middle = save_after(3, "middle"), boundary = save_after(4, "boundary");
+  for (const AcceleratorOptions& options :
+       {AcceleratorOptions{.mixed_precision = "fp16", .gradient_accumulation_steps = 3},
+        AcceleratorOptions{.mixed_precision = "bf16", .gradient_accumulation_steps = 2},
+        AcceleratorOptions{.mixed_precision = "no", .gradient_accumulation_steps = 2}}) {
+    Training training(options);
+    const std::vector<std::string> before = parameter_bytes(*training.model);
+    EXPECT_EMBER_ERROR(training.accelerator.load_state(middle),
+                       "in the middle of an accumulation step (micro-batch 1 of 2) with gradient_accumulation_steps "
+                       "2, mixed_precision \"fp16\", a loss scaler");
+    EXPECT_TRUE(parameter_bytes(*training.model) == before) << "the refused load changed the parameters";
+    training.accelerator.load_state(boundary);  // no partial gradients: fine
+  }
+  Training same({.mixed_precision = "fp16", .gradient_accumulation_steps = 2});
+  same.accelerator.load_state(middle);
 }
 
 // A damaged checkpoint is refused with the file and the reason, and the

@@ -384,6 +384,8 @@ TEST(Manifest, VerifyRefusesMalformedManifests) {
   }
 }
 
+// Mutation caught (run once, failed as expected): verify_checkpoint not
+// comparing the SHA-256 (only the size) accepts the flipped bit.
 TEST(Manifest, VerifyNamesTheFileThatIsMissingTruncatedOrChanged) {
   CheckpointFixture fixture;
   const std::string checkpoint = "checkpoint " + fixture.directory.string() + ": ";

@@ -35,6 +35,9 @@ ProcessResult run_ranks(int ranks, const std::string& scenario, const std::strin
   return launch({"--nproc-per-node", std::to_string(ranks)}, scenario, {backend}, seconds(60), extra_env);
 }
 
+// Mutation caught (run once, failed as expected): the reducer leaving the
+// bucket sums undivided at the end of backward (no `/= size` in
+// Reducer::finalize) doubles every gradient on 2 ranks: the parameters part.
 TEST(DDP, TwoRanksEqualOneProcessOnTheGlobalBatch) {
   expect_clean_success(run_ranks(2, "ddp_matches_single_process"));
 }
@@ -60,10 +63,28 @@ TEST(DDP, UnusedParametersWithoutFindUnusedAreNamedInTheError) {
 
 TEST(DDP, BuffersAreBroadcastFromRankZero) { expect_clean_success(run_ranks(2, "ddp_broadcast_buffers")); }
 
+TEST(DDP, RanksWithOtherParameterDtypesAreRefusedNamingTheParameter) {
+  for (const char* engine : {"ddp", "zero3"})
+    expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_mismatched_parameters", {"dtype", engine}, seconds(60)));
+}
+
+TEST(DDP, RanksWithOtherParameterShapesAreRefusedNamingTheParameter) {
+  for (const char* engine : {"ddp", "zero3"})
+    expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_mismatched_parameters", {"shape", engine}, seconds(60)));
+}
+
 // The trace of ddp_trace (three buckets, three iterations): in every
 // iteration the buckets launch in index order, bucket 0 holds the last
-// registered layer, and the first launch comes before the last backward node
-// ends (communication overlaps backward).
+// registered layer, and bucket 0 launches before backward has computed its
+// last gradient (communication overlaps backward). The reducer marks that
+// moment ("last gradient", an instant on the backward lane) before it waits:
+// the last AccumulateGrad's span contains that wait, so comparing with the
+// end of the backward lane (as this test once did) passed even when every
+// all-reduce ran after backward's work.
+// Mutation caught (run once, failed as expected): a reducer that launches
+// no bucket until every bucket is full (`launch_in_order` returning while
+// any bucket is pending, then launching all) fails "no overlap" in every
+// iteration, while the old end-of-lane comparison still passed it.
 TEST(DDP, TraceShowsBucketsLaunchedInOrderDuringBackward) {
   std::filesystem::path directory =
       std::filesystem::temp_directory_path() / ("ember-ddp-trace-" + std::to_string(::getpid()));
@@ -82,15 +103,17 @@ TEST(DDP, TraceShowsBucketsLaunchedInOrderDuringBackward) {
       std::vector<std::string> parameters;
     };
     std::map<int64_t, std::vector<Launch>> launches;  // by iteration
-    std::map<int64_t, int64_t> last_backward_end;      // by iteration
+    std::map<int64_t, int64_t> last_gradient;          // by iteration
     for (const auto& event : trace.at("traceEvents")) {
+      if (event.at("ph") == "i" && event.at("name") == "last gradient") {
+        EXPECT_EQ(event.at("tid"), 1);
+        last_gradient[event.at("args").at("iteration")] = event.at("ts");
+      }
       if (event.at("ph") != "X") continue;
       EXPECT_EQ(event.at("pid"), rank);
       int64_t iteration = event.at("args").at("iteration");
-      int64_t ts = event.at("ts"), end = ts + event.at("dur").get<int64_t>();
-      if (event.at("tid") == 1) {  // the backward lane
-        last_backward_end[iteration] = std::max(last_backward_end[iteration], end);
-      } else {
+      int64_t ts = event.at("ts");
+      if (event.at("tid") != 1) {  // not the backward lane
         ASSERT_EQ(event.at("tid"), 2);
         launches[iteration].push_back({event.at("args").at("bucket"), ts,
                                        event.at("args").at("parameters").get<std::vector<std::string>>()});
@@ -112,7 +135,8 @@ TEST(DDP, TraceShowsBucketsLaunchedInOrderDuringBackward) {
       EXPECT_EQ(in_iteration.front().parameters.front(), "6.bias");
       const auto& last = in_iteration.back().parameters;
       EXPECT_NE(std::find(last.begin(), last.end(), "0.weight"), last.end());
-      EXPECT_LT(in_iteration.front().ts, last_backward_end[iteration])
+      ASSERT_EQ(last_gradient.count(iteration), 1u) << "rank " << rank << " iteration " << iteration;
+      EXPECT_LT(in_iteration.front().ts, last_gradient[iteration])
           << "rank " << rank << " iteration " << iteration << ": no overlap";
     }
   }

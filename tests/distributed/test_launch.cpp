@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -292,6 +295,81 @@ TEST(Launch, SigintStopsEveryWorker) {
   expect_nothing_left();
 }
 
+// A SIGINT that reaches the launcher before it has set anything up, while it
+// runs with SIGINT ignored (how a shell starts a background job), still stops
+// the job. To send it at a known early point, not after a guessed 50 ms, the
+// launcher's output goes into a pipe filled to the brim: its first message
+// (the --mixed-precision line, written before the supervisor's signalfd and
+// before any worker) blocks until the test reads, and the SIGINT is sent
+// while it is blocked there.
+// Mutation caught (run once, failed as expected: the job ran on until the
+// test's timeout): without hold_stop_signals at the top of main, the
+// ignored SIGINT is discarded on arrival.
+TEST(Launch, SigintWhileTheLauncherStartsWithSigintIgnoredStopsTheJob) {
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  ASSERT_EQ(fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
+  const std::string block(4096, 'x');
+  while (write(fds[1], block.data(), block.size()) > 0) {
+  }
+  while (write(fds[1], "x", 1) == 1) {
+  }
+  ASSERT_EQ(fcntl(fds[1], F_SETFL, 0), 0);
+  const std::vector<std::string> argv =
+      launch_command({"--nproc-per-node", "1", "--mixed-precision", "no", "--grace-period", "2"}, "launch_wait");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setpgid(0, 0);
+    signal(SIGINT, SIG_IGN);  // inherited through exec
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    for (const std::string& entry : kOmpEnv) putenv(const_cast<char*>(entry.c_str()));
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(fds[1]);
+  // Blocked in write(2) on the full pipe: /proc/<pid>/syscall starts with 1.
+  const std::string syscall_file = "/proc/" + std::to_string(pid) + "/syscall";
+  bool blocked = false;
+  for (Clock::time_point deadline = Clock::now() + 20s; !blocked && Clock::now() < deadline;) {
+    std::ifstream file(syscall_file);
+    std::string number;
+    file >> number;
+    blocked = number == "1";
+    if (!blocked) std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_TRUE(blocked) << "the launcher never blocked writing its first message";
+  kill(pid, SIGINT);
+
+  std::string output;
+  int status = 0;
+  bool exited = false;
+  for (Clock::time_point deadline = Clock::now() + 30s; !exited && Clock::now() < deadline;) {
+    pollfd poll_fd{fds[0], POLLIN, 0};
+    if (poll(&poll_fd, 1, 50) > 0) {
+      char buffer[65536];
+      const ssize_t got = read(fds[0], buffer, sizeof buffer);
+      if (got > 0) output.append(buffer, size_t(got));
+    }
+    exited = waitpid(pid, &status, WNOHANG) == pid;
+  }
+  if (!exited) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  close(fds[0]);
+  output.erase(0, output.find_first_not_of('x'));
+  EXPECT_TRUE(exited) << "the SIGINT was lost: the job ran on\n" << output;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << output;
+  EXPECT_TRUE(contains(output, "ember launch: received SIGINT")) << output;
+  expect_nothing_left();
+}
+
 // Workers that ignore the forwarded SIGTERM get SIGKILL after the grace period.
 TEST(Launch, SigtermEscalatesToSigkill) {
   Process process(launch_command({"--nproc-per-node", "2", "--grace-period", "0.5"}, "launch_wait",
@@ -348,6 +426,13 @@ TEST(Launch, BadOptionsAreErrors) {
       {{"--nnodes", "2", "--node-rank", "1", "--master-port", "1234"}, "needs the job's token in EMBER_STORE_TOKEN"},
       {{"--nnodes", "2", "--max-restarts", "1", "--master-port", "1234"}, "--max-restarts works on a single node only"},
       {{"--no-such-flag"}, "unknown option '--no-such-flag'"},
+      // Numbers the workers would refuse, or that overflow.
+      {{"--grace-period", "inf"}, "--grace-period must be a finite number of seconds from 0 to below 1e+09, got inf"},
+      {{"--grace-period", "nan"}, "--grace-period must be a finite number of seconds"},
+      {{"--grace-period", "-1"}, "--grace-period must be a finite number of seconds"},
+      {{"--timeout", "2147483647"}, "--timeout 2147483647 is more than the workers accept (EMBER_TIMEOUT below 1e+09"},
+      {{"--nnodes", "3", "--nproc-per-node", "1000000000", "--master-port", "1234"},
+       "--nnodes 3 times --nproc-per-node 1000000000 is 3000000000 processes, more than a world size can be"},
       {{"--master-port", busy_port}, "cannot host the store on 127.0.0.1:" + busy_port},
   };
   for (const Case& c : cases) {

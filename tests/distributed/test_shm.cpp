@@ -17,11 +17,13 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "distributed/backend.h"
+#include "distributed/backends/shm_segment.h"
 #include "distributed/process_runner.h"
 #include "distributed/store/tcp_store.h"
 
@@ -380,6 +382,63 @@ TEST(ShmLaunch, RankKilledMidAllreduceEndsTheJobAndLeavesNoSegment) {
       contains(result.output, "cannot finish on rank") && contains(result.output, "rank 1 (global rank 1, pid");
   const bool by_launcher = contains(result.output, "rank 1 (pid") && contains(result.output, "SIGKILL");
   EXPECT_TRUE(by_backend || by_launcher) << result.output;
+  EXPECT_EQ(test::leftover_segments(), std::vector<std::string>{});
+}
+
+// Note [Shared-memory collectives], "Budget": the segment stays within 48 MiB
+// plus its control blocks up to 16 ranks, and 2 ranks keep 1 MiB chunks.
+TEST(ShmLayout, SixteenRanksFitInADefaultContainersShm) {
+  for (int ranks = 1; ranks <= 16; ++ranks) {
+    const shm::Layout layout(ranks);
+    EXPECT_LE(layout.total_bytes, (size_t(48) << 20) + (size_t(1) << 20)) << ranks << " ranks";
+    EXPECT_GE(layout.mailbox_chunk_bytes, size_t(4096)) << ranks << " ranks";
+  }
+  EXPECT_EQ(shm::Layout(2).chunk_bytes, size_t(1) << 20);
+  EXPECT_EQ(shm::Layout(2).mailbox_chunk_bytes, size_t(512) << 10);
+}
+
+// `ember launch` in a mount namespace of its own whose /dev/shm is a tmpfs
+// of `size` (a container's --shm-size), or nullopt when this test may not
+// make one (no CAP_SYS_ADMIN).
+std::optional<test::ProcessResult> launch_with_shm_size(const std::string& size, int ranks) {
+  if (test::run_process({"/usr/bin/unshare", "--mount", "/bin/sh", "-c", "mount -t tmpfs -o size=1m tmpfs /dev/shm"},
+                        20s)
+          .exit_code != 0)
+    return std::nullopt;
+  std::vector<std::string> command = {"/usr/bin/unshare", "--mount", "/bin/sh", "-c",
+                                      "mount -t tmpfs -o size=" + size + " tmpfs /dev/shm && exec \"$@\"", "sh"};
+  const std::vector<std::string> launch =
+      test::launch_command({"--nproc-per-node", std::to_string(ranks), "--timeout", "60"}, "shm_segment_fits");
+  command.insert(command.end(), launch.begin(), launch.end());
+  return test::run_process(command, 120s, kOmpEnv);
+}
+
+// On a /dev/shm too small for the segment, init fails with an error naming
+// the bytes needed and free and what to do, instead of a rank dying of
+// SIGBUS at its first touch of a page that does not exist.
+// Mutation caught (run once, failed as expected): the sparse ftruncate in
+// place of posix_fallocate lets init succeed and rank 0 die of SIGBUS.
+TEST(ShmLaunch, TooSmallDevShmIsAnErrorNamingTheBytes) {
+  const std::optional<test::ProcessResult> result = launch_with_shm_size("4m", 2);
+  if (!result) GTEST_SKIP() << "cannot mount a small tmpfs on /dev/shm in a private mount namespace (needs CAP_SYS_ADMIN)";
+  EXPECT_FALSE(result->timed_out) << result->output;
+  EXPECT_NE(result->exit_code, 0) << result->output;
+  EXPECT_TRUE(contains(result->output, fmt::format("the segment for 2 ranks needs {} bytes (12.0 MiB) of /dev/shm, which "
+                                                   "has 4194304 bytes (4.0 MiB) free",
+                                                   shm::Layout(2).total_bytes)))
+      << result->output;
+  EXPECT_TRUE(contains(result->output, "docker run --shm-size")) << result->output;
+  EXPECT_FALSE(contains(result->output, "SIGBUS")) << result->output;
+  EXPECT_EQ(test::leftover_segments(), std::vector<std::string>{});
+}
+
+// 16 ranks in a default container's 64 MB /dev/shm, every part of the segment touched.
+TEST(ShmLaunch, SixteenRanksRunInA64MegabyteDevShm) {
+  const std::optional<test::ProcessResult> result = launch_with_shm_size("64m", 16);
+  if (!result) GTEST_SKIP() << "cannot mount a small tmpfs on /dev/shm in a private mount namespace (needs CAP_SYS_ADMIN)";
+  EXPECT_EQ(result->exit_code, 0) << result->output;
+  for (int rank = 0; rank < 16; ++rank)
+    EXPECT_TRUE(contains(result->output, fmt::format("rank {}: fits", rank))) << result->output;
   EXPECT_EQ(test::leftover_segments(), std::vector<std::string>{});
 }
 

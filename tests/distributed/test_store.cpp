@@ -221,6 +221,8 @@ TEST(TcpStore, TimeoutNamesTheKeyAndRankAndTheClientStaysUsable) {
   EXPECT_NE(message.find("not set after 0.05 s (" + where + ")"), std::string::npos) << message;
 }
 
+// Mutation caught (run once, failed as expected): the server accepting any
+// proof (skipping auth::proofs_equal in tcp_store.cpp) lets the intruder in.
 TEST(TcpStore, WrongTokenIsRefusedAndOtherClientsAreUnaffected) {
   TcpStoreServer server({.token = kToken});
   TcpStore good(client_options(server));

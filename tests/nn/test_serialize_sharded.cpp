@@ -269,6 +269,9 @@ struct ShardedFixture {
   }
 };
 
+// Mutation caught (run once, failed as expected): without the plain-name
+// check in load_sharded's index reader, '../x' and '/etc/passwd' are opened
+// as shards (the errors are then about their contents, not their names).
 TEST(LoadSharded, RefusesWeightMapEntriesOutsideTheDirectory) {
   ShardedFixture fixture;
   write_text(fixture.scratch.path().parent_path() / "x", "outside");

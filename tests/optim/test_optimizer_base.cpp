@@ -1,6 +1,8 @@
 // The Optimizer base: zero_grad, parameter checks, option checks, the state
 // dict's layout and names (PyTorch's), load_state_dict's validation, and
 // 16-bit parameters.
+#include <cmath>
+
 #include "optim/optim_golden.h"
 
 namespace ember::testing {
@@ -134,6 +136,40 @@ TEST_F(LoadStateDict, ChecksTheGroups) {
   optim::OptimizerStateDict bad_betas = saved;
   bad_betas.meta["param_groups"][0]["betas"] = {0.9};
   EXPECT_EMBER_ERROR(optimizer.load_state_dict(bad_betas), "'betas' must have 2 values, got 1");
+}
+
+// Fields that would train wrongly are refused, and check_state_dict refuses
+// the same and changes nothing. Mutation caught (run once, failed as
+// expected): reading initial_lr with detail::number_field (any finite
+// number) instead of non_negative_field loads initial_lr -1. (A NaN or
+// negative lr or beta is also refused by each optimizer's check_options.)
+TEST_F(LoadStateDict, RefusesNegativeOrNonFiniteFields) {
+  const double nan = std::nan("");
+  const std::vector<std::pair<std::string, nlohmann::json::json_pointer>> places = {
+      {"lr", nlohmann::json::json_pointer("/param_groups/0/lr")},
+      {"initial_lr", nlohmann::json::json_pointer("/param_groups/0/initial_lr")},
+      {"betas", nlohmann::json::json_pointer("/param_groups/0/betas/1")},
+      {"step", nlohmann::json::json_pointer("/state/0/step")}};
+  const std::vector<std::pair<std::string, double>> values = {{"-1", -1.0}, {"NaN", nan}, {"1 (a beta)", 1.0}};
+  optim::Adam fresh({leaf({2}), leaf({3})});
+  for (const auto& [field, at] : places)
+    for (const auto& [shown, value] : values) {
+      if (value == 1.0 && field != "betas") continue;
+      if (field == "step" && value != -1.0) continue;  // a step must be an integer: NaN is refused as such
+      optim::OptimizerStateDict bad = saved;
+      bad.meta[at] = field == "step" ? nlohmann::json(-3) : nlohmann::json(value);
+      EXPECT_THROW(fresh.load_state_dict(bad), Error) << field << " = " << shown;
+      EXPECT_THROW(fresh.check_state_dict(bad), Error) << field << " = " << shown;
+      EXPECT_EQ(fresh.options(0).lr, 1e-3) << field << " = " << shown;
+      EXPECT_EQ(fresh.state(0, 0), nullptr) << field << " = " << shown;
+    }
+  // A good state: check_state_dict leaves the fresh optimizer untouched, the load applies it.
+  fresh.check_state_dict(saved);
+  EXPECT_EQ(fresh.state(0, 0), nullptr);
+  EXPECT_EQ(fresh.options(0).lr, 1e-3);
+  fresh.load_state_dict(saved);
+  EXPECT_EQ(fresh.options(0).lr, 0.1);
+  ASSERT_NE(fresh.state(0, 0), nullptr);
 }
 
 TEST_F(LoadStateDict, ChecksTheState) {

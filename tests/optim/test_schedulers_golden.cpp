@@ -163,6 +163,62 @@ TEST(SchedulerGolden, StateDictRoundTripContinuesTheSchedule) {
   }
 }
 
+// Every scheduler refuses a state whose counts are below their start (a
+// last_epoch of -50 gave negative learning rates), whose learning rates are
+// negative or not finite, or whose own factors are, and is unchanged after
+// (check_state_dict likewise). Mutation caught (run once, failed as
+// expected): without the count checks in LRScheduler::load_state_dict,
+// last_epoch -2 loads into every scheduler but the plateau.
+TEST(Scheduler, LoadStateDictRefusesBadFieldsAndChangesNothing) {
+  const double nan = std::nan("");
+  for (const nlohmann::json& spec : golden_optim()["schedulers"]) {
+    const std::string name = spec["name"];
+    auto optimizer = make_optimizer(spec);
+    Schedule schedule = make_schedule(name, *optimizer);
+    for (size_t s = 0; s < 10; ++s) schedule.step(s);
+    const nlohmann::json saved = schedule.state_dict();
+    std::vector<std::pair<std::string, nlohmann::json>> bad;
+    auto corrupt = [&](const std::string& what, const nlohmann::json::json_pointer& at, const nlohmann::json& value) {
+      if (!saved.contains(at)) return;
+      nlohmann::json state = saved;
+      state[at] = value;
+      bad.emplace_back(what, state);
+    };
+    using pointer = nlohmann::json::json_pointer;
+    corrupt("last_epoch below its start", pointer("/last_epoch"), schedule.plateau ? -1 : -2);
+    corrupt("negative _step_count", pointer("/_step_count"), -1);
+    corrupt("negative base lr", pointer("/base_lrs/0"), -0.1);
+    corrupt("negative last lr", pointer("/_last_lr/0"), -0.1);
+    corrupt("NaN last lr", pointer("/_last_lr/0"), nan);
+    corrupt("negative gamma", pointer("/gamma"), -0.5);
+    corrupt("NaN eta_min", pointer("/eta_min"), nan);
+    corrupt("zero start_factor", pointer("/start_factor"), 0.0);
+    corrupt("negative min lr", pointer("/min_lrs/0"), -1.0);
+    corrupt("negative num_bad_epochs", pointer("/num_bad_epochs"), -3);
+    corrupt("factor of 1", pointer("/factor"), 1.0);
+    corrupt("a child's last_epoch", pointer("/_schedulers/1/last_epoch"), -7);
+    corrupt("a child's negative lr", pointer("/_schedulers/0/_last_lr/0"), -1.0);
+    corrupt("negative max_lr", pointer("/group_values/0/max_lr"), -0.1);
+    corrupt("zero total_steps", pointer("/total_steps"), 0);
+    corrupt("milestone counted 10^18 times", pointer("/milestones/8"), 1000000000000000000);
+    corrupt("milestone that is no number", pointer("/milestones/x"), 1);
+    EXPECT_GE(bad.size(), 3u) << name;
+    for (const auto& [what, state] : bad) {
+      const std::vector<double> lrs = lrs_of(*optimizer);
+      EXPECT_THROW(schedule.load_state_dict(state), Error) << name << ": " << what;
+      if (schedule.scheduler) {
+        EXPECT_THROW(schedule.scheduler->check_state_dict(state), Error) << name << ": " << what;
+      }
+      EXPECT_EQ(schedule.state_dict().dump(), saved.dump()) << name << ": " << what << " changed the scheduler";
+      EXPECT_EQ(lrs_of(*optimizer), lrs) << name << ": " << what << " changed the optimizer";
+    }
+    // The good state still loads, and check_state_dict changes nothing.
+    schedule.load_state_dict(saved);
+    if (schedule.scheduler) schedule.scheduler->check_state_dict(saved);
+    EXPECT_EQ(schedule.state_dict().dump(), saved.dump()) << name;
+  }
+}
+
 TEST(Scheduler, RejectsBadArguments) {
   optim::SGD sgd({zeros({1}).requires_grad_()}, {.lr = 0.1});
   EXPECT_EMBER_ERROR(optim::StepLR(sgd, 0), "StepLR: step_size must be positive, got 0");

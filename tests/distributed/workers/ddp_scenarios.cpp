@@ -14,6 +14,7 @@
 
 #include "distributed/ddp/distributed_data_parallel.h"
 #include "distributed/process_group.h"
+#include "distributed/zero/sharded_data_parallel.h"
 #include "workers/scenario.h"
 
 namespace ember::test {
@@ -317,6 +318,50 @@ EMBER_SCENARIO(ddp_trace) {
       sgd_step(*model, optimizer, local);  // through DDP's hooks on the model
     }
   }
+  distributed::destroy_process_group();
+  return failures;
+}
+
+// Ranks that built different models (Note [Same parameters on every rank]):
+// args[0] "dtype": rank 1's model is f64 where rank 0's is f32; "shape": one
+// weight, [6, 4] on rank 0 and [4, 6] on rank 1 (same count, same number of
+// elements); args[1] "ddp" or "zero3" picks the engine. Every rank must
+// throw at construction, naming the parameter and both ranks' versions.
+// Mutation caught: comparing only the parameter count and the total number
+// of elements (the check before) passes "shape" and "dtype" silently, and
+// the job then trains to garbage (seen once: the scenario exits 1, "no error").
+EMBER_SCENARIO(ddp_mismatched_parameters) {
+  const std::string kind = args.at(0), engine = args.at(1);
+  ProcessGroup& group = distributed::init_process_group({.backend = "auto"});
+  const int rank = group.rank();
+  manual_seed(7);
+  std::shared_ptr<nn::Module> model;
+  if (kind == "dtype") {
+    model = std::make_shared<nn::Sequential>(nn::Linear(kFeatures, 16), nn::Tanh(), nn::Linear(16, kClasses));
+    if (rank == 1) model->to(DType::f64);
+  } else {
+    const int64_t in = rank == 0 ? 4 : 6, out = rank == 0 ? 6 : 4;
+    model = std::make_shared<nn::Sequential>(nn::Linear(in, out, {.bias = false}));
+  }
+  std::string message;
+  try {
+    if (engine == "ddp") {
+      DistributedDataParallel ddp(model, group);
+    } else {
+      distributed::ResolvedShardingOptions options;
+      options.strategy = distributed::ShardingStrategy::zero3;
+      distributed::ShardedDataParallel zero(model, group, options);
+    }
+  } catch (const Error& error) {
+    message = error.what();
+  }
+  std::printf("rank %d: construction said: %s\n", rank, message.empty() ? "(no error)" : message.c_str());
+  auto says = [&message](const std::string& text) { return message.find(text) != std::string::npos; };
+  const std::string op = engine == "ddp" ? "DistributedDataParallel:" : "ShardedDataParallel:";
+  bool named = kind == "dtype"
+                   ? says("'0.weight [16, 8] float64 cpu' on rank 1 and '0.weight [16, 8] float32 cpu' on rank 0")
+                   : says("'0.weight [4, 6] float32 cpu' on rank 1 and '0.weight [6, 4] float32 cpu' on rank 0");
+  int failures = check(says(op) && named, rank, "the error names the first differing parameter on both ranks");
   distributed::destroy_process_group();
   return failures;
 }

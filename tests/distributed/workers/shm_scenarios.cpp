@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -38,6 +39,39 @@ EMBER_SCENARIO(shm_killed_mid_allreduce) {
     for (;;) group.allreduce(data)->wait();
   } catch (const Error& error) {
     std::printf("rank %d: %s\n", group.rank(), error.what());
+    std::fflush(stdout);
+    return 3;
+  }
+}
+
+// Touches every part of the segment: a 4 MB allreduce (every slot buffer) and
+// one 1 MB message to every other rank (every mailbox, several chunks each).
+// Prints "fits" on success; an init that throws prints its error.
+EMBER_SCENARIO(shm_segment_fits) {
+  try {
+    ProcessGroup& group = distributed::init_process_group({.backend = "shm"});
+    const int rank = group.rank(), size = group.size();
+    Tensor data = make_tensor({1 << 20}, DType::f32);
+    data.fill_(Scalar(1.0));
+    group.allreduce(data)->wait();
+    EMBER_CHECK(data.to_vector<float>()[12345] == float(size), "allreduce gave {}", data.to_vector<float>()[12345]);
+    Tensor message = make_tensor({1 << 18}, DType::f32);
+    message.fill_(Scalar(double(rank)));
+    std::vector<Tensor> received;
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      group.send(message, peer);
+      received.push_back(make_tensor({1 << 18}, DType::f32));
+      group.recv(received.back(), peer)->wait();
+      EMBER_CHECK(received.back().to_vector<float>().back() == float(peer), "rank {}: wrong message from {}", rank, peer);
+    }
+    group.barrier()->wait();
+    std::printf("rank %d: fits\n", rank);
+    std::fflush(stdout);
+    distributed::destroy_process_group();
+    return 0;
+  } catch (const Error& error) {
+    std::printf("%s\n", error.what());
     std::fflush(stdout);
     return 3;
   }
