@@ -110,45 +110,33 @@ std::shared_ptr<ProcessGroup> make_group(const BackendContext& context, const Ba
   return std::make_shared<ProcessGroup>(context, std::move(host), options, std::move(device));
 }
 
-}  // namespace
-
-DistributedEnv read_distributed_env() {
-  DistributedEnv env;
-  const char* rank = std::getenv("RANK");
-  const char* world_size = std::getenv("WORLD_SIZE");
-  EMBER_CHECK((rank == nullptr) == (world_size == nullptr), "RANK and WORLD_SIZE must be set together ({} is missing)",
-              rank ? "WORLD_SIZE" : "RANK");
-  env.launched = rank != nullptr;
-  if (env.launched) {
-    env.world_size = int(parse_env_integer("WORLD_SIZE", world_size, 1, INT_MAX));
-    env.rank = int(parse_env_integer("RANK", rank, 0, env.world_size - 1));
+// What a job of several processes needs beyond its ranks, said on every rank
+// (each reads its own environment): the token (Note [Store tokens per
+// engine]), and a store ember can speak to.
+void check_store_settings(DistributedEnv& env) {
+  if (!env.launched) return;
+  // torchrun's agent serves PyTorch's own store (another protocol) on
+  // MASTER_PORT; rank 0 could not serve ember's there, and the others would
+  // wait for a greeting that never comes.
+  EMBER_CHECK(env.engine != JobEngine::torchrun,
+              "init_process_group: started by torchrun (rank {} of {}), whose agent serves its own store, in "
+              "PyTorch's protocol, on MASTER_ADDR:MASTER_PORT {}:{}; ember's workers cannot join it yet. Start them "
+              "with ember launch, which takes torchrun's flags (--nproc_per_node, --nnodes, --node_rank, "
+              "--master_addr, --master_port)",
+              env.rank, env.world_size, env.master_addr, env.master_port);
+  if (!env.token.empty()) return;
+  // A job of one shares its store with nobody: any fresh secret does.
+  if (env.world_size == 1) {
+    env.token = make_job_token();
+    return;
   }
-  // Without LOCAL_* every rank counts as local: a manual start on one host.
-  env.local_world_size = env.world_size;
-  env.local_rank = env.rank;
-  if (const char* value = std::getenv("LOCAL_WORLD_SIZE")) env.local_world_size = int(parse_env_integer("LOCAL_WORLD_SIZE", value, 1, INT_MAX));
-  if (const char* value = std::getenv("LOCAL_RANK"))
-    env.local_rank = int(parse_env_integer("LOCAL_RANK", value, 0, env.local_world_size - 1));
-  EMBER_CHECK(env.local_rank < env.local_world_size, "LOCAL_RANK={} is out of range for LOCAL_WORLD_SIZE={}",
-              env.local_rank, env.local_world_size);
-  if (const char* value = std::getenv("GROUP_RANK")) env.node_rank = int(parse_env_integer("GROUP_RANK", value, 0, INT_MAX));
-  if (const char* value = std::getenv("MASTER_ADDR")) {
-    EMBER_CHECK(*value != '\0', "MASTER_ADDR is set but empty");
-    env.master_addr = value;
-  }
-  if (const char* value = std::getenv("MASTER_PORT")) {
-    env.master_port = int(parse_env_integer("MASTER_PORT", value, 1, 65535));
-  } else {
-    EMBER_CHECK(!env.launched || env.world_size == 1, "MASTER_PORT is not set (RANK={}, WORLD_SIZE={}): the ranks "
-                "need the store's port", env.rank, env.world_size);
-  }
-  if (const char* value = std::getenv("EMBER_STORE_TOKEN")) env.token = value;
-  if (const char* value = std::getenv("EMBER_STORE_HOSTED")) env.store_hosted = parse_env_flag("EMBER_STORE_HOSTED", value);
-  if (const char* value = std::getenv("EMBER_TIMEOUT")) env.timeout = parse_env_seconds("EMBER_TIMEOUT", value);
-  if (const char* value = std::getenv("EMBER_DISTRIBUTED_DEBUG")) env.debug = parse_env_flag("EMBER_DISTRIBUTED_DEBUG", value);
-  if (const char* value = std::getenv("EMBER_GLOO_ADDR")) env.gloo_address = value;
-  return env;
+  EMBER_CHECK(false,
+              "init_process_group: EMBER_STORE_TOKEN is not set (rank {} of {}, started by {}): every process of the "
+              "job needs the same secret to reach the store. {}",
+              env.rank, env.world_size, to_string(env.engine), store_token_advice(env.engine));
 }
+
+}  // namespace
 
 ProcessGroup& init_process_group(InitOptions options) {
   Registry& state = registry();
@@ -158,6 +146,7 @@ ProcessGroup& init_process_group(InitOptions options) {
               state.world->rank(), state.world->size(), state.world->backend_name());
   check_backend_name("init_process_group", options.backend);
   DistributedEnv env = read_distributed_env();
+  check_store_settings(env);
   const milliseconds timeout = options.timeout.value_or(env.timeout);
   EMBER_CHECK(timeout.count() > 0, "init_process_group: timeout must be positive, got {} ms", timeout.count());
 

@@ -36,6 +36,7 @@
 #include "core/stream.h"
 #include "core/tensor.h"
 #include "distributed/backend.h"
+#include "distributed/environment.h"
 #include "distributed/store/tcp_store.h"
 
 namespace ember::distributed {
@@ -155,26 +156,7 @@ class ProcessGroup {
   std::unique_ptr<Queue> queue_;
 };
 
-// What the launcher (or the user) put in the environment.
-struct DistributedEnv {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-  int local_world_size = 1;
-  int node_rank = 0;         // GROUP_RANK
-  std::string master_addr = "127.0.0.1";
-  int master_port = 0;
-  std::string token;          // EMBER_STORE_TOKEN
-  bool store_hosted = false;  // EMBER_STORE_HOSTED=1: the launcher serves the store; else rank 0 does
-  milliseconds timeout = kDefaultTimeout;  // EMBER_TIMEOUT (seconds)
-  bool debug = false;         // EMBER_DISTRIBUTED_DEBUG
-  std::string gloo_address;   // EMBER_GLOO_ADDR: the address this rank advertises to Gloo peers
-  // Whether RANK and WORLD_SIZE were set at all (false: a plain single process).
-  bool launched = false;
-};
-// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
-// MASTER_PORT and ember's EMBER_* variables; an error names a malformed one.
-DistributedEnv read_distributed_env();
+// DistributedEnv and read_distributed_env(): distributed/environment.h.
 
 struct InitOptions {
   std::string backend = "auto";  // "auto", "gloo", "shm", "nccl" (Note [Choosing a backend])

@@ -20,6 +20,7 @@
 #include "core/parallel.h"
 #include "core/version.h"
 #include "distributed/backends/nccl_backend.h"
+#include "distributed/environment.h"
 
 extern char** environ;
 
@@ -63,8 +64,15 @@ constexpr const char* kLowPrecisionFlags[] = {"avx512f", "avx512_bf16", "avx512_
 // The variables a report shows: ember's, the launcher's (torchrun's names),
 // OpenMP's, and those of the libraries ember calls.
 bool is_reported_variable(std::string_view name) {
-  constexpr std::string_view kPrefixes[] = {"EMBER_", "OMP_", "KMP_", "MASTER_", "GLOO_", "NCCL_", "CUDA_", "ONEDNN_", "DNNL_"};
-  constexpr std::string_view kNames[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "XDG_CACHE_HOME"};
+  constexpr std::string_view kPrefixes[] = {"EMBER_", "OMP_", "KMP_", "MASTER_", "GLOO_", "NCCL_", "CUDA_", "ONEDNN_",
+                                            "DNNL_", "TORCHELASTIC_", "OMPI_COMM_WORLD_", "MV2_COMM_WORLD_", "ACCELERATE_"};
+  // The job engines' variables distributed/environment.h reads.
+  constexpr std::string_view kNames[] = {
+      "RANK",           "WORLD_SIZE",    "LOCAL_RANK",           "LOCAL_WORLD_SIZE",      "GROUP_RANK",
+      "XDG_CACHE_HOME", "HF_HOME",       "SLURM_PROCID",         "SLURM_NTASKS",          "SLURM_LOCALID",
+      "SLURM_NODEID",   "SLURM_JOB_ID",  "SLURM_STEP_ID",        "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
+      "SLURM_JOB_NODELIST", "SLURM_STEP_NODELIST", "SLURM_NODELIST", "PMI_RANK", "PMI_SIZE",
+      "MPI_LOCALRANKID", "MPI_LOCALNRANKS"};
   return std::any_of(std::begin(kPrefixes), std::end(kPrefixes), [&](std::string_view p) { return name.starts_with(p); }) ||
          std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
 }
@@ -145,6 +153,11 @@ std::vector<std::string> environment_report(const EnvCommandOptions& options) {
   };
   for (std::string& line : cuda_library_lines()) lines.push_back(std::move(line));
   for (std::string& line : gpu_lines()) lines.push_back(std::move(line));
+  try {
+    lines.push_back("- job engine: " + distributed::describe(distributed::read_distributed_env()));
+  } catch (const Error& error) {
+    lines.push_back(fmt::format("- job engine: cannot be read: {}", error.what()));
+  }
   lines.push_back("- environment:");
   for (std::string& line : environment_lines()) lines.push_back(std::move(line));
   try {

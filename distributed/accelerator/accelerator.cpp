@@ -5,6 +5,7 @@
 // [Gradient accumulation] in distributed/README.md.
 #include "distributed/accelerator/accelerator.h"
 
+#include <cstdio>
 #include <optional>
 #include <unordered_set>
 
@@ -16,6 +17,7 @@
 #include "core/version.h"
 #include "data/distributed_sampler.h"
 #include "distributed/accelerator/accelerator_state.h"
+#include "distributed/environment.h"
 #include "distributed/zero/wrap_policy.h"
 #include "nn/checkpoint.h"
 #include "optim/clip_grad.h"
@@ -104,6 +106,9 @@ Accelerator::Accelerator(AcceleratorOptions options) : state_(std::make_shared<A
     state.num_processes = state.group->size();
   }
   state.local_process_index = state.group ? env.local_rank : 0;
+  // One line on the main process: who started the job (Note [Job engines]).
+  if (state.group && state.process_index == 0)
+    std::fprintf(stderr, "ember Accelerator: %s\n", distributed::describe(env).c_str());
   if (state.options.mixed_precision == "bf16") state.low_precision = DType::bf16;
   if (state.options.mixed_precision == "fp16") {
     state.low_precision = DType::f16;
