@@ -381,7 +381,7 @@ namespace {
 // the numbers it stands for (already padded).
 using HostPattern = std::vector<std::vector<std::string>>;
 
-// "01-03,07" -> 01 02 03 07.
+// "01-03,07" -> 01 02 03 07; with `limit` 1, the first alone (the rest checked, not expanded).
 std::vector<std::string> expand_bracket(std::string_view group, std::string_view text, const char* variable,
                                         size_t limit) {
   std::vector<std::string> numbers;
@@ -402,10 +402,14 @@ std::vector<std::string> expand_bracket(std::string_view group, std::string_view
     if (!is_number(low) || !is_number(high)) bad(fmt::format("'{}' is not a number or a range", item));
     const uint64_t first = std::stoull(std::string(low)), last = std::stoull(std::string(high));
     if (first > last) bad(fmt::format("the range '{}' runs backwards", item));
-    if (last - first >= limit || numbers.size() + (last - first) >= limit)
-      bad(fmt::format("more than {} names", limit));
-    for (uint64_t number = first; number <= last; ++number)
-      numbers.push_back(fmt::format("{:0{}}", number, low.size()));
+    if (limit == 1) {
+      if (numbers.empty()) numbers.push_back(fmt::format("{:0{}}", first, low.size()));
+    } else {
+      if (last - first >= limit || numbers.size() + (last - first) >= limit)
+        bad(fmt::format("more than {} names", limit));
+      for (uint64_t number = first; number <= last; ++number)
+        numbers.push_back(fmt::format("{:0{}}", number, low.size()));
+    }
     start = end + 1;
   }
   return numbers;
@@ -452,6 +456,7 @@ std::vector<HostPattern> parse_hostlist(std::string_view text, const char* varia
 }  // namespace
 
 std::vector<std::string> expand_slurm_hostlist(std::string_view text, const char* variable, size_t limit) {
+  EMBER_ASSERT(limit >= 2, "expand_slurm_hostlist: limit {} (1 means the first name alone)", limit);
   std::vector<std::string> hosts;
   for (const HostPattern& pattern : parse_hostlist(text, variable, limit)) {
     // Every combination, the last group varying fastest: r[1-2]n[1-2] -> r1n1 r1n2 r2n1 r2n2.
@@ -470,7 +475,7 @@ std::vector<std::string> expand_slurm_hostlist(std::string_view text, const char
 }
 
 std::string first_slurm_host(std::string_view text, const char* variable) {
-  const std::vector<HostPattern> entries = parse_hostlist(text, variable, 100000);
+  const std::vector<HostPattern> entries = parse_hostlist(text, variable, /*limit=*/1);
   std::string host;
   for (const std::vector<std::string>& part : entries.front()) host += part.front();
   return host;

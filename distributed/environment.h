@@ -80,7 +80,7 @@ std::string store_token_advice(JobEngine engine);
 // -> node01 node02 node03 node07 gpu-a1 gpu-a2. Ranges keep the lower bound's
 // width ("[08-10]" -> 08 09 10); several bracket groups in one name multiply
 // ("r[1-2]n[1-2]" -> r1n1 r1n2 r2n1 r2n2); text may follow a bracket. Errors
-// name `variable` and the text. More than `limit` names is an error.
+// name `variable` and the text. More than `limit` (at least 2) names is an error.
 std::vector<std::string> expand_slurm_hostlist(std::string_view text, const char* variable = "host list",
                                                size_t limit = 100000);
 // The first name of a host list, without expanding the rest (checked all the same).

@@ -81,7 +81,8 @@ std::vector<std::string> describe_active_config(const std::string& explicit_path
   if (!config) {
     return {fmt::format("- config file: none ({} does not exist; ember config writes it)", default_config_path())};
   }
-  std::vector<std::string> lines = {"- config file: " + config->path};
+  std::vector<std::string> lines = {"- config file: " + config->path +
+                                    (config->origin.empty() ? "" : " (" + config->origin + ")")};
   for (const std::string& warning : config->warnings) lines.push_back("  - warning: " + warning);
   for (const auto& [name, value] : config->settings) lines.push_back(fmt::format("  - {}: {}", name, value));
   return lines;

@@ -86,6 +86,13 @@ std::optional<std::string> value_text(const ConfigKey& key, const YAML::Node& va
       EMBER_CHECK(YAML::convert<bool>::decode(value, flag), "{}: '{}' is not true or false", where, text);
       return flag ? "true" : "false";
     }
+    case ValueKind::positive_integer:
+    case ValueKind::non_negative_integer:
+    case ValueKind::integer:
+    case ValueKind::port:
+    case ValueKind::count:
+      // Accelerate converts its integer keys with int(), so `num_processes: '2'` is 2 there (and here).
+      return text;
     default:
       EMBER_CHECK(!quoted, "{}: expected {}, got the string '{}'", where, describe_kind(key.kind), text);
       return text;
@@ -166,9 +173,20 @@ std::string default_config_path() {
   return "";
 }
 
+std::optional<std::string> accelerate_default_config_path() {
+  auto variable = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value && *value ? std::optional<std::string>(value) : std::nullopt;
+  };
+  if (auto hf_home = variable("HF_HOME")) return *hf_home + "/accelerate/default_config.yaml";
+  if (auto cache = variable("XDG_CACHE_HOME")) return *cache + "/huggingface/accelerate/default_config.yaml";
+  if (auto home = variable("HOME")) return *home + "/.cache/huggingface/accelerate/default_config.yaml";
+  return std::nullopt;
+}
+
 ConfigFile read_config_file(const std::string& path) {
   YAML::Node root = parse_file(path);
-  ConfigFile config{.path = path, .settings = {}, .warnings = {}};
+  ConfigFile config{.path = path, .settings = {}, .warnings = {}, .origin = {}};
   if (root.IsNull()) return config;  // an empty file sets nothing
   EMBER_CHECK(root.IsMap(), "config file '{}': expected a mapping of keys to values, got a {}", path, node_kind(root));
   std::set<std::string> seen;
@@ -212,8 +230,15 @@ std::optional<ConfigFile> active_config_file(const std::string& explicit_path) {
   if (!explicit_path.empty()) return read_config_file(explicit_path);
   std::string path = default_config_path();
   std::error_code error;
-  if (!std::filesystem::exists(path, error)) return std::nullopt;
-  return read_config_file(path);
+  if (std::filesystem::exists(path, error)) return read_config_file(path);
+  // ember's own is absent: Accelerate's, unless EMBER_CONFIG_FILE named a file (which then counts as none).
+  const char* named = std::getenv("EMBER_CONFIG_FILE");
+  if (named && *named) return std::nullopt;
+  std::optional<std::string> accelerate = accelerate_default_config_path();
+  if (!accelerate || !std::filesystem::exists(*accelerate, error)) return std::nullopt;
+  ConfigFile config = read_config_file(*accelerate);
+  config.origin = fmt::format("Accelerate's default config; ember's own {} is absent", path);
+  return config;
 }
 
 std::string config_yaml(const Settings& settings) {

@@ -18,6 +18,7 @@ struct ConfigFile {
   std::string path;
   Settings settings;                  // the keys ember uses, with their values
   std::vector<std::string> warnings;  // one per unknown key: not an error, newer Accelerate versions add keys
+  std::string origin;                 // "" for ember's own; else why this file (Accelerate's default)
 };
 
 // Where the config file is when no --config-file names one:
@@ -31,8 +32,14 @@ std::string default_config_path();
 // the key, line and value that is wrong.
 ConfigFile read_config_file(const std::string& path);
 
+// Accelerate's default config file: $HF_HOME/accelerate/default_config.yaml,
+// else $XDG_CACHE_HOME/huggingface/accelerate/..., else
+// ~/.cache/huggingface/accelerate/... (accelerate/commands/config/config_args.py).
+std::optional<std::string> accelerate_default_config_path();
+
 // The config in force: `explicit_path` when not empty (it must exist), else
-// the default file when it exists, else none.
+// the default file when it exists, else (when EMBER_CONFIG_FILE is not set)
+// Accelerate's default file when it exists, with its `origin` saying so, else none.
 std::optional<ConfigFile> active_config_file(const std::string& explicit_path);
 
 // The file's text: the settings in Accelerate's format (keys sorted, strings

@@ -81,13 +81,44 @@ void validate(const LaunchOptions& options) {
 // which beats the defaults (and, for the Accelerator's options, the inherited
 // environment). num_processes counts every machine's processes, as in
 // Accelerate; the launcher starts its share of them.
+// Accelerate's and torchrun's flags that are more than another spelling of
+// ember's (Note [Accelerate's and torchrun's flags] in tools/README.md):
+// --num_processes counts every machine's processes, --standalone is one node
+// with a store on a free loopback port.
+void apply_total_and_standalone(const LaunchOptions& flags, LaunchOptions& options) {
+  if (flags.flags_given.count("--num-processes")) {
+    EMBER_CHECK(!flags.flags_given.count("--nproc-per-node"),
+                "--num_processes {} (Accelerate's: the processes of every machine together) and --nproc-per-node {} "
+                "(this machine's) are both given: use one",
+                flags.num_processes, flags.nproc_per_node);
+    EMBER_CHECK(flags.num_processes >= 1, "--num_processes must be at least 1, got {}", flags.num_processes);
+    EMBER_CHECK(options.nnodes >= 1, "--nnodes must be at least 1, got {}", options.nnodes);
+    EMBER_CHECK(flags.num_processes % options.nnodes == 0,
+                "--num_processes {} (the processes of every machine together) is not divisible by the {} machines "
+                "(--nnodes / --num_machines / num_machines)",
+                flags.num_processes, options.nnodes);
+    options.nproc_per_node = flags.num_processes / options.nnodes;
+  }
+  if (!flags.standalone) return;
+  EMBER_CHECK(options.nnodes == 1, "--standalone is a job on one node, but --nnodes (or num_machines) is {}",
+              options.nnodes);
+  for (const char* flag : {"--master-addr", "--master-port"}) {
+    EMBER_CHECK(!flags.flags_given.count(flag),
+                "--standalone hosts the store on a free loopback port: it takes no {} (torchrun ignores it there)",
+                flag);
+  }
+  options.master_addr = "127.0.0.1";
+  options.master_port = 0;
+}
+
 LaunchOptions with_config_file(const LaunchOptions& flags) {
   LaunchOptions options = flags;
   for (auto& [name, value] : options.accelerator) value = canonical_value(*find_config_key(name), value, flag_name(name));
   std::optional<ConfigFile> config = active_config_file(flags.config_file);
   if (!config) return options;
   for (const std::string& warning : config->warnings) say("warning: " + warning);
-  say(fmt::format("config file '{}'", config->path));
+  say(config->origin.empty() ? fmt::format("config file '{}'", config->path)
+                              : fmt::format("config file '{}' ({})", config->path, config->origin));
   const Settings& file = config->settings;
   // An int in [low, INT_MAX], or an error naming the key: a value cut to an
   // int (or num_machines 0, a division by zero below) would be a silent mistake.
@@ -106,7 +137,9 @@ LaunchOptions with_config_file(const LaunchOptions& flags) {
   if (!flags.flags_given.count("--master-addr") && file.count("main_process_ip")) {
     options.master_addr = file.at("main_process_ip");
   }
-  if (auto total = from_file("--nproc-per-node", "num_processes", 1)) {
+  auto total = from_file("--nproc-per-node", "num_processes", 1);
+  if (flags.flags_given.count("--num-processes")) total.reset();  // the flag's total beats the file's
+  if (total) {
     EMBER_CHECK(options.nnodes >= 1, "--nnodes must be at least 1, got {}", options.nnodes);
     EMBER_CHECK(*total % options.nnodes == 0,
                 "config file '{}': num_processes {} (the processes of every machine together) is not divisible by "
@@ -300,13 +333,27 @@ std::unique_ptr<distributed::TcpStoreServer> host_store(const LaunchOptions& opt
 
 CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
   CLI::App* launch = app.add_subcommand("launch", "Start and supervise the workers of a distributed job on this node");
-  launch->add_option("--nproc-per-node", options.nproc_per_node, "Workers on this node")->capture_default_str();
-  launch->add_option("--nnodes", options.nnodes, "Nodes in the job (one launcher each)")->capture_default_str();
-  launch->add_option("--node-rank", options.node_rank, "This node's index, 0 to nnodes-1; node 0 hosts the store")
+  // Accelerate's and torchrun's spellings are aliases (Note [Accelerate's and
+  // torchrun's flags] in tools/README.md); flags_given holds the first name.
+  launch->add_option("--nproc-per-node,--nproc_per_node", options.nproc_per_node, "Workers on this node")
       ->capture_default_str();
-  launch->add_option("--master-addr", options.master_addr, "Address of the store (node 0)")->capture_default_str();
-  launch->add_option("--master-port", options.master_port, "Port of the store; 0: a free one (single node)")
+  launch->add_option("--num-processes,--num_processes", options.num_processes,
+                     "Accelerate's: workers of ALL nodes together; each node starts num_processes / nnodes");
+  launch->add_option("--nnodes,--num-machines,--num_machines", options.nnodes, "Nodes in the job (one launcher each)")
       ->capture_default_str();
+  launch->add_option("--node-rank,--node_rank,--machine-rank,--machine_rank", options.node_rank,
+                     "This node's index, 0 to nnodes-1; node 0 hosts the store")
+      ->capture_default_str();
+  launch->add_option("--master-addr,--master_addr,--main-process-ip,--main_process_ip", options.master_addr,
+                     "Address of the store (node 0)")
+      ->capture_default_str();
+  launch->add_option("--master-port,--master_port,--main-process-port,--main_process_port", options.master_port,
+                     "Port of the store; 0: a free one (single node)")
+      ->capture_default_str();
+  launch->add_flag("--standalone", options.standalone,
+                   "torchrun's: one node, the store on a free loopback port (no --master-addr/--master-port)");
+  launch->add_flag("--multi-gpu,--multi_gpu")
+      ->description("Accelerate's; accepted and changes nothing: ember uses one GPU per worker when it has GPUs");
   launch->add_option("--max-restarts", options.max_restarts, "Relaunch the workers after a failure up to this often")
       ->capture_default_str();
   launch->add_option("--timeout", options.timeout_seconds,
@@ -317,14 +364,14 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
       ->capture_default_str();
   launch->add_option("--log-dir", options.log_dir, "Write each rank's output to DIR/rank_N.log");
   launch->add_option("--local-addr", options.local_addr, "Address this node's workers give Gloo peers");
-  launch->add_option("--config-file", options.config_file,
+  launch->add_option("--config-file,--config_file", options.config_file,
                      "YAML config written by ember config (or accelerate config); default: $EMBER_CONFIG_FILE, else "
                      "$XDG_CACHE_HOME/ember/default_config.yaml, else ~/.cache/ember/default_config.yaml, if it exists");
   launch->add_option_function<std::string>(
-      "--mixed-precision", [&options](const std::string& value) { options.accelerator["mixed_precision"] = value; },
+      "--mixed-precision,--mixed_precision", [&options](const std::string& value) { options.accelerator["mixed_precision"] = value; },
       "The Accelerator's mixed precision: no, fp16 or bf16 (EMBER_MIXED_PRECISION)");
   launch->add_option_function<std::string>(
-      "--gradient-accumulation-steps",
+      "--gradient-accumulation-steps,--gradient_accumulation_steps",
       [&options](const std::string& value) { options.accelerator["gradient_accumulation_steps"] = value; },
       "Batches per optimizer step (EMBER_GRADIENT_ACCUMULATION_STEPS)");
   launch->add_flag_callback(
@@ -356,7 +403,8 @@ int run_launch(const LaunchOptions& given) {
   for (int fd = 0; fd <= 2; ++fd) {
     if (fcntl(fd, F_GETFD) == -1) EMBER_CHECK(open("/dev/null", O_RDWR) == fd, "cannot open /dev/null");
   }
-  const LaunchOptions options = with_config_file(given);
+  LaunchOptions options = with_config_file(given);
+  apply_total_and_standalone(given, options);
   validate(options);
   std::string program = resolve_program(options.command.front());
   // Checks the inherited Accelerator variables: before anything is created.

@@ -32,6 +32,8 @@ struct LaunchOptions {
   std::string log_dir;                // "": prefixed lines on the terminal; else D/rank_N.log
   std::string local_addr;             // EMBER_GLOO_ADDR, when given
   std::vector<std::string> command;   // the program and its arguments
+  int num_processes = 0;              // --num_processes: every machine's together (Accelerate's); 0: not given
+  bool standalone = false;            // --standalone (torchrun's): one node, a store on a free loopback port
   std::string config_file;            // --config-file; "": the default one, when it exists
   Settings accelerator;               // by config key: the Accelerator's options from the flags
   std::set<std::string> flags_given;  // "--nproc-per-node", ...: they beat the config file

@@ -109,6 +109,9 @@ Accelerator::Accelerator(AcceleratorOptions options) : state_(std::make_shared<A
   // One line on the main process: who started the job (Note [Job engines]).
   if (state.group && state.process_index == 0)
     std::fprintf(stderr, "ember Accelerator: %s\n", distributed::describe(env).c_str());
+  if (state.process_index == 0)
+    for (const std::string& warning : state.options.warnings)
+      std::fprintf(stderr, "ember Accelerator: warning: %s\n", warning.c_str());
   if (state.options.mixed_precision == "bf16") state.low_precision = DType::bf16;
   if (state.options.mixed_precision == "fp16") {
     state.low_precision = DType::f16;

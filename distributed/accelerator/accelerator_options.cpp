@@ -2,11 +2,16 @@
 // the defaults (see accelerator_options.h).
 #include "distributed/accelerator/accelerator_options.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <limits>
+#include <string_view>
 
 #include "core/error.h"
 #include "distributed/environment.h"
+
+extern char** environ;
 
 namespace ember {
 namespace {
@@ -39,24 +44,85 @@ std::string origin(bool from_code, const char* variable) {
   return from_code ? "AcceleratorOptions" : std::string("the environment variable ") + variable;
 }
 
+// Note [Accelerate's variables]: the ACCELERATE_* variable that stands in for
+// an EMBER_* one when code and the EMBER_* variable leave the option unset.
+struct AccelerateVariable {
+  const char* ember;
+  const char* accelerate;
+};
+constexpr AccelerateVariable kAccelerateVariables[] = {
+    {"EMBER_MIXED_PRECISION", "ACCELERATE_MIXED_PRECISION"},
+    {"EMBER_GRADIENT_ACCUMULATION_STEPS", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS"},
+    {"EMBER_USE_CPU", "ACCELERATE_USE_CPU"},
+};
+
+// The variable that gives `ember`'s value: itself, else its ACCELERATE_* stand-in when set.
+const char* source_variable(const char* ember) {
+  if (std::getenv(ember) != nullptr) return ember;
+  for (const AccelerateVariable& pair : kAccelerateVariables)
+    if (std::string_view(pair.ember) == ember && std::getenv(pair.accelerate) != nullptr) return pair.accelerate;
+  return ember;
+}
+
+// Accelerate's booleans (str_to_bool): y, yes, t, true, on, 1 and n, no, f, false, off, 0, any case.
+bool parse_accelerate_flag(const char* name, const char* text) {
+  std::string value = text;
+  std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  for (const char* yes : {"y", "yes", "t", "true", "on", "1"})
+    if (value == yes) return true;
+  for (const char* no : {"n", "no", "f", "false", "off", "0"})
+    if (value == no) return false;
+  EMBER_CHECK(false, "{}='{}' is not a flag (Accelerate's: yes/no, true/false, on/off, 1/0)", name, text);
+  return false;
+}
+
+// A warning for every ACCELERATE_* variable ember does not read, and for a
+// stand-in that its EMBER_* variable overrides.
+std::vector<std::string> accelerate_warnings() {
+  std::vector<std::string> warnings;
+  for (char** entry = environ; *entry; ++entry) {
+    const std::string_view text(*entry);
+    const std::string name(text.substr(0, text.find('=')));
+    if (!name.starts_with("ACCELERATE_")) continue;
+    const AccelerateVariable* read = nullptr;
+    for (const AccelerateVariable& pair : kAccelerateVariables)
+      if (name == pair.accelerate) read = &pair;
+    if (read == nullptr) {
+      warnings.push_back(fmt::format("{} is Accelerate's and ember does not honour it (it reads "
+                                     "ACCELERATE_MIXED_PRECISION, ACCELERATE_GRADIENT_ACCUMULATION_STEPS and "
+                                     "ACCELERATE_USE_CPU; distributed/README.md, Note [Accelerate's variables])",
+                                     name));
+    } else if (std::getenv(read->ember) != nullptr) {
+      warnings.push_back(fmt::format("{} is ignored: {} is set and wins", name, read->ember));
+    }
+  }
+  return warnings;
+}
+
 }  // namespace
 
 ResolvedAcceleratorOptions resolve_accelerator_options(const AcceleratorOptions& options) {
   ResolvedAcceleratorOptions resolved;
-  if (auto value = text(options.mixed_precision, "EMBER_MIXED_PRECISION")) resolved.mixed_precision = *value;
+  const char* precision_variable = source_variable("EMBER_MIXED_PRECISION");
+  if (auto value = text(options.mixed_precision, precision_variable)) resolved.mixed_precision = *value;
   EMBER_CHECK(resolved.mixed_precision == "no" || resolved.mixed_precision == "fp16" ||
                   resolved.mixed_precision == "bf16",
               "Accelerator: mixed_precision '{}' (from {}) is not one of no, fp16, bf16", resolved.mixed_precision,
-              origin(options.mixed_precision.has_value(), "EMBER_MIXED_PRECISION"));
+              origin(options.mixed_precision.has_value(), precision_variable));
 
-  if (auto value = integer(options.gradient_accumulation_steps, "EMBER_GRADIENT_ACCUMULATION_STEPS", 1))
+  const char* accumulation_variable = source_variable("EMBER_GRADIENT_ACCUMULATION_STEPS");
+  if (auto value = integer(options.gradient_accumulation_steps, accumulation_variable, 1))
     resolved.gradient_accumulation_steps = *value;
   EMBER_CHECK(resolved.gradient_accumulation_steps >= 1,
               "Accelerator: gradient_accumulation_steps must be at least 1, got {} (from {})",
               resolved.gradient_accumulation_steps,
-              origin(options.gradient_accumulation_steps.has_value(), "EMBER_GRADIENT_ACCUMULATION_STEPS"));
+              origin(options.gradient_accumulation_steps.has_value(), accumulation_variable));
 
-  resolved.cpu = flag(options.cpu, "EMBER_USE_CPU").value_or(false);
+  const char* cpu_variable = source_variable("EMBER_USE_CPU");
+  resolved.cpu = std::string_view(cpu_variable) == "EMBER_USE_CPU"
+                     ? flag(options.cpu, cpu_variable).value_or(false)
+                     : from_code_or_env(options.cpu, cpu_variable, parse_accelerate_flag).value_or(false);
+  resolved.warnings = accelerate_warnings();
   resolved.split_batches = flag(options.split_batches, "EMBER_SPLIT_BATCHES").value_or(false);
   resolved.even_batches = flag(options.even_batches, "EMBER_EVEN_BATCHES").value_or(true);
   resolved.automatic_checkpoint_naming =

@@ -67,6 +67,8 @@ struct ResolvedAcceleratorOptions {
   distributed::DDPOptions ddp;
   distributed::GradScalerOptions scaler;
   distributed::ResolvedShardingOptions sharding;
+  // ACCELERATE_* variables not honoured, by name (the Accelerator prints them on the main process).
+  std::vector<std::string> warnings;
 };
 
 // Errors name the option, where its value came from (code or the variable)
