@@ -374,6 +374,16 @@ TEST_F(ConfigFileTest, UnknownKeyIsAWarning) {
   EXPECT_EQ(config.warnings[0], "config file '" + path() + "', line 2: unknown key 'parallelism_config' ignored");
 }
 
+// Accelerate reads its integer keys with int(), so `num_processes: '2'` is 2
+// there, and here. Booleans and numbers with a fraction stay strict.
+// Catches: the quoted-string check applied to integer keys again.
+TEST_F(ConfigFileTest, QuotedIntegersAreNumbersAsInAccelerate) {
+  write_text(path(), "num_processes: '2'\nnum_machines: \"1\"\nmain_process_port: '29500'\nseed: '007'\n");
+  ConfigFile config = launch::read_config_file(path());
+  Settings expected = {{"main_process_port", "29500"}, {"num_machines", "1"}, {"num_processes", "2"}, {"seed", "7"}};
+  EXPECT_EQ(config.settings, expected);
+}
+
 // Every error names the file, the line, the key and the value.
 TEST_F(ConfigFileTest, WrongValuesAndTypesAreErrors) {
   struct Case {
@@ -384,7 +394,7 @@ TEST_F(ConfigFileTest, WrongValuesAndTypesAreErrors) {
       {"mixed_precision: fp8\n", "1, mixed_precision: 'fp8' is not one of no, fp16 or bf16"},
       {"num_processes: 0\n", "1, num_processes: '0' is not an integer of at least 1"},
       {"num_processes: 2.5\n", "1, num_processes: '2.5' is not an integer of at least 1"},
-      {"num_processes: '2'\n", "1, num_processes: expected an integer of at least 1, got the string '2'"},
+      {"num_processes: 'two'\n", "1, num_processes: 'two' is not an integer of at least 1"},
       {"num_processes: 99999999999\n", "1, num_processes: '99999999999' is not an integer of at least 1"},
       {"num_machines: [1, 2]\n", "1, num_machines: expected an integer of at least 1, got a list"},
       {"machine_rank: -1\n", "1, machine_rank: '-1' is not an integer of at least 0"},

@@ -315,5 +315,86 @@ TEST_F(LaunchConfigTest, BadValuesAreErrorsBeforeAnyWorkerStarts) {
   EXPECT_EQ(leftover_workers(), std::vector<pid_t>{});
 }
 
+// --- Accelerate's and torchrun's spellings (Note [Accelerate's and torchrun's flags]) ---
+
+// Accelerate's command line as it is: --num_processes is every machine's
+// processes (one machine here), --multi_gpu changes nothing.
+TEST_F(LaunchConfigTest, AccelerateFlagSpellingsAreAliases) {
+  ProcessResult result = launch_in({no_default_file}, {"--multi_gpu", "--num_processes", "2", "--mixed_precision", "bf16",
+                                                        "--gradient_accumulation_steps", "4", "--cpu"});
+  expect_workers(result, 2,
+                 {{"EMBER_MIXED_PRECISION", "bf16"}, {"EMBER_GRADIENT_ACCUMULATION_STEPS", "4"}, {"EMBER_USE_CPU", "true"}});
+  std::string file = config("mixed_precision: fp16\n");
+  result = launch_in({no_default_file}, {"--config_file", file, "--num-processes", "2"});
+  expect_workers(result, 2, {{"EMBER_MIXED_PRECISION", "fp16"}});
+}
+
+TEST_F(LaunchConfigTest, TorchrunFlagSpellingsAreAliases) {
+  ProcessResult result = launch_in({no_default_file}, {"--nproc_per_node", "2", "--nnodes", "1", "--node_rank", "0",
+                                                        "--master_addr", "127.0.0.1", "--master_port", "0"});
+  expect_workers(result, 2, {});
+  EXPECT_TRUE(contains(result.output, "ember launch: 2 workers, ")) << result.output;
+  // --standalone: one node, a free loopback port, whatever the file's launch keys say.
+  std::string file = config("main_process_ip: 10.9.9.9\nmain_process_port: 1\n");
+  result = launch_in({no_default_file}, {"--standalone", "--nproc_per_node", "2", "--config-file", file});
+  expect_workers(result, 2, {});
+  EXPECT_TRUE(contains(result.output, ", store 127.0.0.1:")) << result.output;
+}
+
+// Accelerate's --num_processes is the total of every machine: two launchers
+// of --num_processes 2 --num_machines 2 start one worker each (ranks 0 and 1
+// of 2). Catches: --num_processes taken as per node (ranks 0-1 and 2-3 of 4).
+TEST_F(LaunchConfigTest, NumProcessesFlagIsTheTotalOfEveryMachine) {
+  const std::string port = std::to_string(free_port());
+  const std::vector<std::string> job = {no_default_file, "EMBER_STORE_TOKEN=launch-alias-test-token"};
+  auto flags = [&](const char* rank) {
+    return std::vector<std::string>{"--num_processes", "2", "--num_machines", "2", "--machine_rank", rank,
+                                    "--main_process_ip", "127.0.0.1", "--main_process_port", port};
+  };
+  Process node0(clean_command(job, launch_command(flags("0"), "launch_accelerator_env")));
+  ProcessResult second = launch_in(job, flags("1"));
+  ProcessResult first = node0.wait(60s);
+  EXPECT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_TRUE(contains(first.output, "ember launch: 1 worker (ranks 0-0 of 2, node 0 of 2)")) << first.output;
+  EXPECT_TRUE(contains(second.output, "ember launch: 1 worker (ranks 1-1 of 2, node 1 of 2)")) << second.output;
+  EXPECT_EQ(leftover_workers(), std::vector<pid_t>{});
+}
+
+TEST_F(LaunchConfigTest, AliasMisusesAreErrorsBeforeAnyWorkerStarts) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--num_processes", "4", "--nproc-per-node", "2"},
+       "ember launch: --num_processes 4 (Accelerate's: the processes of every machine together) and --nproc-per-node 2 "
+       "(this machine's) are both given: use one\n"},
+      {{"--num_processes", "3", "--num_machines", "2", "--main_process_port", "1"},
+       "ember launch: --num_processes 3 (the processes of every machine together) is not divisible by the 2 machines"},
+      {{"--standalone", "--nnodes", "2", "--master_port", "1"},
+       "ember launch: --standalone is a job on one node, but --nnodes (or num_machines) is 2\n"},
+      {{"--standalone", "--master_port", "29500"},
+       "ember launch: --standalone hosts the store on a free loopback port: it takes no --master-port"},
+  };
+  for (const auto& [flags, message] : cases) {
+    ProcessResult result = launch_in({no_default_file}, flags);
+    EXPECT_EQ(result.exit_code, 1) << result.output;
+    EXPECT_TRUE(contains(result.output, message)) << "expected '" << message << "' in: " << result.output;
+    EXPECT_FALSE(contains(result.output, "[rank")) << result.output;
+  }
+}
+
+// Without ember's own default file, Accelerate's ($HF_HOME/accelerate/
+// default_config.yaml) is read, quoted numbers and all, and the launcher says
+// which file it used. EMBER_CONFIG_FILE naming an absent file still means none.
+TEST_F(LaunchConfigTest, AcceleratesDefaultConfigIsReadWhenEmbersIsAbsent) {
+  std::filesystem::create_directories(directory / "hf" / "accelerate");
+  std::string file = config("num_processes: '2'\nmixed_precision: bf16\n", "hf/accelerate/default_config.yaml");
+  const std::string cache = (directory / "cache").string();
+  ProcessResult result = launch_in({"HF_HOME=" + (directory / "hf").string(), "XDG_CACHE_HOME=" + cache}, {});
+  expect_workers(result, 2, {{"EMBER_MIXED_PRECISION", "bf16"}});
+  EXPECT_TRUE(contains(result.output, "ember launch: config file '" + file + "' (Accelerate's default config; ember's own " +
+                                          cache + "/ember/default_config.yaml is absent)\n"))
+      << result.output;
+  expect_workers(launch_in({no_default_file, "HF_HOME=" + (directory / "hf").string()}, {}), 1, {});
+}
+
 }  // namespace
 }  // namespace ember::test
