@@ -3,6 +3,7 @@
 // its value.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "distributed/accelerator/accelerator_options.h"
@@ -16,7 +17,9 @@ const char* const kVariables[] = {"EMBER_MIXED_PRECISION", "EMBER_GRADIENT_ACCUM
                                   "EMBER_PROJECT_DIR",     "EMBER_AUTOMATIC_CHECKPOINT_NAMING", "EMBER_TOTAL_LIMIT",
                                   "EMBER_STRATEGY",        "EMBER_WRAP_POLICY",                 "EMBER_WRAP_MODULE_TYPES",
                                   "EMBER_WRAP_MIN_NUM_PARAMS", "EMBER_STATE_DICT_TYPE",         "EMBER_FORWARD_PREFETCH",
-                                  "EMBER_BACKWARD_PREFETCH", "EMBER_ACTIVATION_CHECKPOINTING",  "EMBER_MAX_GRAD_NORM"};
+                                  "EMBER_BACKWARD_PREFETCH", "EMBER_ACTIVATION_CHECKPOINTING",  "EMBER_MAX_GRAD_NORM",
+                                  "ACCELERATE_MIXED_PRECISION", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS",
+                                  "ACCELERATE_USE_CPU",      "ACCELERATE_USE_FSDP",               "ACCELERATE_DEBUG_MODE"};
 
 // Clears the variables for the test and restores nothing: no other test in
 // this binary sets them.
@@ -90,6 +93,52 @@ TEST_F(AcceleratorOptionsTest, BadValuesNameTheOptionAndWhereItCameFrom) {
   unsetenv("EMBER_USE_CPU");
   EXPECT_EMBER_ERROR(resolve_accelerator_options({.total_limit = 0}), "total_limit must be at least 1, got 0");
   EXPECT_EMBER_ERROR(resolve_accelerator_options({.project_dir = ""}), "project_dir (from AcceleratorOptions) is empty");
+}
+
+// Note [Accelerate's variables]: ACCELERATE_MIXED_PRECISION,
+// ACCELERATE_GRADIENT_ACCUMULATION_STEPS and ACCELERATE_USE_CPU (Accelerate's
+// booleans) stand in for the EMBER_* ones, which win; code wins over both.
+// Catches: the ACCELERATE_* variable read before the EMBER_* one.
+TEST_F(AcceleratorOptionsTest, AccelerateVariablesStandInForEmbers) {
+  setenv("ACCELERATE_MIXED_PRECISION", "bf16", 1);
+  setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "3", 1);
+  setenv("ACCELERATE_USE_CPU", "True", 1);
+  ResolvedAcceleratorOptions resolved = resolve_accelerator_options({});
+  EXPECT_EQ(resolved.mixed_precision, "bf16");
+  EXPECT_EQ(resolved.gradient_accumulation_steps, 3);
+  EXPECT_TRUE(resolved.cpu);
+  EXPECT_EQ(resolved.warnings, std::vector<std::string>{});
+
+  setenv("EMBER_MIXED_PRECISION", "fp16", 1);
+  setenv("EMBER_USE_CPU", "false", 1);
+  resolved = resolve_accelerator_options({.gradient_accumulation_steps = 2});
+  EXPECT_EQ(resolved.mixed_precision, "fp16");
+  EXPECT_EQ(resolved.gradient_accumulation_steps, 2);
+  EXPECT_FALSE(resolved.cpu);
+  EXPECT_EQ(resolved.warnings.size(), 2u);
+  for (const std::string& warning : resolved.warnings)
+    EXPECT_TRUE(warning.find(" is ignored: EMBER_") != std::string::npos) << warning;
+
+  unsetenv("EMBER_MIXED_PRECISION");
+  setenv("ACCELERATE_MIXED_PRECISION", "fp8", 1);
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({}), "(from the environment variable ACCELERATE_MIXED_PRECISION)");
+  unsetenv("ACCELERATE_MIXED_PRECISION");
+  unsetenv("EMBER_USE_CPU");
+  setenv("ACCELERATE_USE_CPU", "perhaps", 1);
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({}), "ACCELERATE_USE_CPU='perhaps' is not a flag");
+}
+
+// An ACCELERATE_* variable ember does not honour is named in a warning.
+TEST_F(AcceleratorOptionsTest, UnhonouredAccelerateVariablesAreWarnedAbout) {
+  setenv("ACCELERATE_USE_FSDP", "true", 1);
+  setenv("ACCELERATE_DEBUG_MODE", "1", 1);
+  const std::vector<std::string> warnings = resolve_accelerator_options({}).warnings;
+  ASSERT_EQ(warnings.size(), 2u);
+  for (const char* name : {"ACCELERATE_USE_FSDP", "ACCELERATE_DEBUG_MODE"}) {
+    EXPECT_TRUE(std::any_of(warnings.begin(), warnings.end(), [&](const std::string& warning) {
+      return warning.rfind(std::string(name) + " is Accelerate's and ember does not honour it", 0) == 0;
+    })) << name;
+  }
 }
 
 // Sharding (distributed/zero/sharding_options.h): DDP unless asked, each
