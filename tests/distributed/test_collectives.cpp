@@ -149,7 +149,7 @@ TEST(Collectives, MalformedEnvironmentIsNamed) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"RANK=abc", "WORLD_SIZE=2", "MASTER_PORT=1"}, "RANK='abc' is not an integer"},
       {{"RANK=2", "WORLD_SIZE=2", "MASTER_PORT=1"}, "RANK=2 is out of range [0, 1]"},
-      {{"RANK=0"}, "RANK and WORLD_SIZE must be set together (WORLD_SIZE is missing)"},
+      {{"RANK=0"}, "RANK and WORLD_SIZE must be set together (WORLD_SIZE is missing; found RANK=0"},
       {{"RANK=0", "WORLD_SIZE=2"}, "MASTER_PORT is not set"},
       {{"RANK=0", "WORLD_SIZE=1", "EMBER_TIMEOUT=soon"}, "EMBER_TIMEOUT='soon' is not a positive number of seconds"},
       {{"EMBER_DISTRIBUTED_DEBUG=yes"}, "EMBER_DISTRIBUTED_DEBUG='yes' is not a flag"},
