@@ -55,8 +55,9 @@ std::string node_kind(const YAML::Node& node) {
 
 // The text of a key's YAML value, or nullopt when the key is present but
 // empty or null (`main_process_ip: null`, as Accelerate writes it), which
-// leaves it unset. A quoted number or boolean is a string, not a number:
-// checked here because yaml-cpp hands both over as the same text.
+// leaves it unset. A quoted boolean or fractional number is a string, not a
+// value of its kind: checked here because yaml-cpp hands both over as the same
+// text. Quoted integers are integers, as Accelerate reads them (int()).
 std::optional<std::string> value_text(const ConfigKey& key, const YAML::Node& value, const std::string& where) {
   if (value.IsNull()) return std::nullopt;
   EMBER_CHECK(value.IsScalar(), "{}: expected {}, got a {}", where, describe_kind(key.kind), node_kind(value));

@@ -2,9 +2,9 @@
 // machine, as `accelerate env` prints it: one "- key: value" line each for
 // the version, the build (type, compiler, sanitizers, CUDA), the CUDA
 // libraries loaded (version and file), the distributed backends built, the
-// CPU and its features, the threads, the GPUs, the relevant environment
-// variables (EMBER_STORE_TOKEN's value never: "set") and the config file in
-// force. tools/main.cpp calls it.
+// CPU and its features, the threads, the GPUs, the job engine detected
+// (distributed/environment.h), the relevant environment variables
+// (EMBER_STORE_TOKEN's value never: "set") and the config file in force. tools/main.cpp calls it.
 // Tests: tests/tools/test_env_command.cpp.
 #pragma once
 

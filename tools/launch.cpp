@@ -393,7 +393,10 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
       "--nnodes > 1: the same EMBER_STORE_TOKEN must be in every launcher's environment.\n"
       "The Accelerator's options reach the workers as EMBER_MIXED_PRECISION, EMBER_GRADIENT_ACCUMULATION_STEPS,\n"
       "EMBER_USE_CPU, EMBER_STRATEGY, ...: from the flags, else the config file (its deepspeed_config or\n"
-      "fsdp_config section too), else the environment (tools/README.md).");
+      "fsdp_config section too), else the environment (tools/README.md).\n"
+      "Accelerate's and torchrun's spellings are accepted too (--num_processes: all machines' workers together,\n"
+      "--nproc_per_node, --main_process_port, --master_port, --standalone, ...; Note [Accelerate's and torchrun's\n"
+      "flags] in tools/README.md).");
   return launch;
 }
 

@@ -67,6 +67,26 @@ TEST_F(EnvCommandTest, PrintsEverySection) {
   EXPECT_TRUE(contains(out, "- config file: none (" + config_path + " does not exist; ember config writes it)\n")) << out;
 }
 
+// The job engine, as distributed/environment.h reads it: none here; the
+// values srun gives a task; and an environment that cannot be read, shown
+// (the report still prints, and exits 0).
+TEST_F(EnvCommandTest, SaysWhichJobEngineWasDetected) {
+  ProcessResult result = ember_env({"EMBER_CONFIG_FILE=" + config_path});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(lines_starting(result.output, "- job engine: "),
+            std::vector<std::string>{"- job engine: no job engine detected: a single process"});
+  result = ember_env({"EMBER_CONFIG_FILE=" + config_path, "SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_LOCALID=1",
+                      "SLURM_JOB_NODELIST=node[3-4]", "MASTER_PORT=4321"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(contains(result.output, "- job engine: Slurm: rank 1 of 2, local rank 1 of 2, node 0, store node3:4321 ("))
+      << result.output;
+  EXPECT_TRUE(contains(result.output, "  - SLURM_PROCID: 1\n")) << result.output;
+  result = ember_env({"EMBER_CONFIG_FILE=" + config_path, "SLURM_NTASKS=4"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(contains(result.output, "- job engine: cannot be read: found SLURM_NTASKS=4 but not SLURM_PROCID"))
+      << result.output;
+}
+
 TEST_F(EnvCommandTest, NeverPrintsTheStoreToken) {
   const std::string token = "0123456789abcdef-a-secret-never-to-print";
   ProcessResult result = ember_env({"EMBER_CONFIG_FILE=" + config_path, "EMBER_STORE_TOKEN=" + token});
