@@ -340,7 +340,7 @@ std::string describe(const DistributedEnv& env) {
                         env.node_rank, env.master_addr, env.master_port);
   }
   std::vector<std::string> sources;
-  for (const auto& [field, source] : env.sources) sources.push_back(fmt::format("{} from {}", field, source));
+  for (const auto& [field, source] : env.sources) sources.push_back(fmt::format("{}: {}", field, source));
   if (!sources.empty()) text += fmt::format(" ({})", fmt::join(sources, "; "));
   return text;
 }

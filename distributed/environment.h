@@ -67,9 +67,10 @@ DistributedEnv read_distributed_env();
 // Reads the variables `lookup` gives: the same rules, for tests and tools.
 DistributedEnv read_distributed_env(const EnvironmentLookup& lookup);
 
-// One line for a start-up message and `ember env`: "Slurm: rank 0 of 4
-// (SLURM_PROCID, SLURM_NTASKS), local rank 0 of 2, store node01:15234
-// (MASTER_ADDR from SLURM_JOB_NODELIST, MASTER_PORT derived from SLURM_JOB_ID=1234)".
+// One line for a start-up message and `ember env`: "Slurm: rank 0 of 4, local
+// rank 0 of 2, node 0, store node01:18510 (rank: SLURM_PROCID; world_size:
+// SLURM_NTASKS; ...; master_addr: first host of SLURM_JOB_NODELIST;
+// master_port: derived from SLURM_JOB_ID=1234)".
 std::string describe(const DistributedEnv& env);
 
 // How to give every process of a job run by `engine` the same

@@ -132,7 +132,7 @@ TEST(ClusterEnvironment, SlurmVariablesFormAnAcceleratorJob) {
                                    "localhost:{}",
                                    port)))
       << results[0].output;
-  EXPECT_TRUE(contains(results[0].output, fmt::format("master_port from derived from SLURM_JOB_ID={}", job)))
+  EXPECT_TRUE(contains(results[0].output, fmt::format("master_port: derived from SLURM_JOB_ID={}", job)))
       << results[0].output;
   EXPECT_FALSE(contains(results[1].output, "ember Accelerator: Slurm")) << "said on rank 1 too:\n" << results[1].output;
   expect_nothing_left();

@@ -258,8 +258,8 @@ TEST(Environment, DescribeNamesTheEngineAndTheSources) {
   EXPECT_TRUE(contains(text, fmt::format("Slurm: rank 1 of 2, local rank 1 of 2, node 0, store localhost:{}",
                                          slurm_port(1234, 0))))
       << text;
-  EXPECT_TRUE(contains(text, "rank from SLURM_PROCID")) << text;
-  EXPECT_TRUE(contains(text, "master_port from derived from SLURM_JOB_ID=1234")) << text;
+  EXPECT_TRUE(contains(text, "rank: SLURM_PROCID")) << text;
+  EXPECT_TRUE(contains(text, "master_port: derived from SLURM_JOB_ID=1234")) << text;
   EXPECT_EQ(describe(read({})), "no job engine detected: a single process");
 }
 
