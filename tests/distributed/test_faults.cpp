@@ -174,9 +174,12 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Kill>& info) { return info.param.fault; });
 
 // A job resumed with another number of processes than its checkpoint's
-// (automatic naming finds checkpoint_1 of a 2-process job) is refused at
-// load_state on every process, before anything changes.
-TEST(Faults, ResumingWithAnotherWorldSizeIsRefused) {
+// (automatic naming finds checkpoint_1 of a 2-process job, saved at a step
+// boundary) continues from it on every process (Note [Resuming at another
+// world size]; the parameters' equality is AcceleratorCheckpoints.
+// ReshardsWhenTheWorldSizeChanges's, the refusal mid-accumulation
+// AcceleratorCheckpoints.ExactResumeAfterKillOnThreeProcesses's).
+TEST(Faults, ResumingWithAnotherWorldSizeContinuesFromTheCheckpoint) {
   testing::ScratchDirectory directory;
   const std::vector<std::string> args = {directory.path().string(), "none", "0", "0"};
   const ProcessResult first = launch(two_ranks(), "fault_train", args, 120s, kOmpEnv);
@@ -185,14 +188,11 @@ TEST(Faults, ResumingWithAnotherWorldSizeIsRefused) {
     const std::vector<std::string> flags = {"--nproc-per-node", std::to_string(processes), "--timeout",
                                             std::to_string(kTimeoutSeconds)};
     const ProcessResult result = launch(flags, "fault_train", args, 120s, kOmpEnv);
-    EXPECT_EQ(result.exit_code, 2) << result.output;
+    EXPECT_EQ(result.exit_code, 0) << result.output;
     EXPECT_LT(result.seconds, kBoundSeconds) << "the whole job, start-up included:\n" << result.output;
-    const std::string message = fmt::format("ember::Error: checkpoint {}: saved by 2 processes, but this job has {}",
-                                            (directory.path() / "project" / "checkpoints" / "checkpoint_1").string(),
-                                            processes);
     for (int rank = 0; rank < processes; ++rank)
-      EXPECT_TRUE(contains(result.output, fmt::format("[rank {}] {}", rank, message))) << result.output;
-    EXPECT_FALSE(contains(result.output, "resumed from")) << result.output;
+      EXPECT_TRUE(contains(result.output, fmt::format("[rank {}] rank {}: resumed from checkpoint_1", rank, rank)))
+          << result.output;
   }
   expect_nothing_left();
 }
@@ -270,6 +270,7 @@ TEST_P(DiskFullWhileSaving, FailsOnEveryRankAndKeepsThePreviousCheckpoint) {
                                            full.rank) +
                                    fmt::format(fmt::runtime(full.error), staging.string())))
       << output;
+  EXPECT_TRUE(contains(output, "': File too large")) << output;
   const int other = 1 - full.rank;
   EXPECT_TRUE(contains(output, fmt::format("[rank {}] rank {}: the save on a full disk failed with: "
                                            "Accelerator::save_state: process {} failed (its own error says why)",
@@ -284,9 +285,10 @@ INSTANTIATE_TEST_SUITE_P(
     Faults, DiskFullWhileSaving,
     ::testing::Values(
         // The main process's model file does not fit in 1 KiB.
-        FullDisk{0, 1024, "save_safetensors: cannot write '{}/model.safetensors.tmp': File too large"},
+        // (the temporary file's name ends in six random characters, core/file_io.h)
+        FullDisk{0, 1024, "save_safetensors: cannot write '{}/model.safetensors.tmp."},
         // Not even process_1.json fits in 16 bytes.
-        FullDisk{1, 16, "save_state: cannot write {}/process_1.json: File too large"}),
+        FullDisk{1, 16, "save_state: cannot write '{}/process_1.json.tmp."}),
     [](const ::testing::TestParamInfo<FullDisk>& info) { return fmt::format("FullOnRank{}", info.param.rank); });
 
 // --- A NaN loss under fp16 ---------------------------------------------------------------
