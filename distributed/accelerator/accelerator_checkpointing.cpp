@@ -342,11 +342,9 @@ void check_count(const json& counts, const char* kind, size_t prepared, const fs
               directory.string(), saved, kind, prepared);
 }
 
-// The model file's tensors must be exactly the model's state dict, shape for shape.
-void check_model(const checkpoint::Manifest& manifest, const std::string& file, const nn::Module& model,
-                 const fs::path& directory) {
-  std::unordered_map<std::string, const checkpoint::ManifestTensor*> saved;
-  for (const checkpoint::ManifestTensor* tensor : manifest.tensors_of(file)) saved.emplace(tensor->name, tensor);
+// The saved tensors (name -> shape) must be exactly the model's state dict,
+// shape for shape; `what` says which saved state, for the error.
+void check_model_shapes(std::unordered_map<std::string, Shape> saved, const nn::Module& model, const std::string& what) {
   std::vector<std::string> problems;
   for (const auto& [name, tensor] : model.state_dict()) {
     auto found = saved.find(name);
@@ -354,14 +352,22 @@ void check_model(const checkpoint::Manifest& manifest, const std::string& file, 
       problems.push_back(fmt::format("missing {}", name));
       continue;
     }
-    if (found->second->shape != tensor.shape())
-      problems.push_back(fmt::format("{} has shape {} in the checkpoint but {} in the model", name,
-                                     found->second->shape, tensor.shape()));
+    if (found->second != tensor.shape())
+      problems.push_back(fmt::format("{} has shape {} in the checkpoint but {} in the model", name, found->second,
+                                     tensor.shape()));
     saved.erase(found);
   }
-  for (const auto& [name, tensor] : saved) problems.push_back(fmt::format("unexpected {}", shown_text(name)));
-  EMBER_CHECK(problems.empty(), "Accelerator::load_state: {}/{} does not fit the prepared {}: {}",
-              directory.string(), file, model.type_name(), fmt::join(problems, "; "));
+  for (const auto& [name, shape] : saved) problems.push_back(fmt::format("unexpected {}", shown_text(name)));
+  EMBER_CHECK(problems.empty(), "Accelerator::load_state: {} does not fit the prepared {}: {}", what, model.type_name(),
+              fmt::join(problems, "; "));
+}
+
+// The model file's tensors, from the manifest.
+void check_model(const checkpoint::Manifest& manifest, const std::string& file, const nn::Module& model,
+                 const fs::path& directory) {
+  std::unordered_map<std::string, Shape> saved;
+  for (const checkpoint::ManifestTensor* tensor : manifest.tensors_of(file)) saved.emplace(tensor->name, tensor->shape);
+  check_model_shapes(std::move(saved), model, (directory / file).string());
 }
 
 // Note [Sharded checkpoints]: whole tensors put back together from every
@@ -424,25 +430,11 @@ void fill_ties(NamedTensors& loaded, const nn::Module& model) {
   }
 }
 
-// The assembled tensors must be exactly the model's state dict, shape for shape.
+// The tensors put back together from a sharded checkpoint.
 void check_assembled_model(const NamedTensors& loaded, const nn::Module& model, const fs::path& directory) {
   std::unordered_map<std::string, Shape> saved;
   for (const auto& [name, tensor] : loaded) saved.emplace(name, tensor.shape());
-  std::vector<std::string> problems;
-  for (const auto& [name, tensor] : model.state_dict()) {
-    auto found = saved.find(name);
-    if (found == saved.end()) {
-      problems.push_back(fmt::format("missing {}", name));
-      continue;
-    }
-    if (found->second != tensor.shape())
-      problems.push_back(fmt::format("{} has shape {} in the checkpoint but {} in the model", name, found->second,
-                                     tensor.shape()));
-    saved.erase(found);
-  }
-  for (const auto& [name, shape] : saved) problems.push_back(fmt::format("unexpected {}", shown_text(name)));
-  EMBER_CHECK(problems.empty(), "Accelerator::load_state: the sharded model state in {} does not fit the prepared {}: {}",
-              directory.string(), model.type_name(), fmt::join(problems, "; "));
+  check_model_shapes(std::move(saved), model, "the sharded model state in " + directory.string());
 }
 
 LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& directory) {

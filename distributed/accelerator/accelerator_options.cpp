@@ -10,23 +10,17 @@
 
 #include "core/error.h"
 #include "distributed/environment.h"
+#include "distributed/option_sources.h"
 
 extern char** environ;
 
 namespace ember {
 namespace {
 
-// The option's value from code, else from `variable` through `parse`, else none.
-template <class T, class Parse>
-std::optional<T> from_code_or_env(const std::optional<T>& code, const char* variable, Parse parse) {
-  if (code) return code;
-  const char* text = std::getenv(variable);
-  if (text == nullptr) return std::nullopt;
-  return parse(variable, text);
-}
+using distributed::from_code_or_env;
 
 std::optional<bool> flag(const std::optional<bool>& code, const char* variable) {
-  return from_code_or_env(code, variable, distributed::parse_env_flag);
+  return distributed::flag_from_code_or_env(code, variable);
 }
 
 std::optional<int64_t> integer(const std::optional<int64_t>& code, const char* variable, int64_t low) {
@@ -36,13 +30,10 @@ std::optional<int64_t> integer(const std::optional<int64_t>& code, const char* v
 }
 
 std::optional<std::string> text(const std::optional<std::string>& code, const char* variable) {
-  return from_code_or_env(code, variable, [](const char*, const char* value) { return std::string(value); });
+  return distributed::text_from_code_or_env(code, variable);
 }
 
-// Where a value came from, for error messages.
-std::string origin(bool from_code, const char* variable) {
-  return from_code ? "AcceleratorOptions" : std::string("the environment variable ") + variable;
-}
+std::string origin(bool from_code, const char* variable) { return distributed::option_origin(from_code, variable); }
 
 // Note [Accelerate's variables]: the ACCELERATE_* variable that stands in for
 // an EMBER_* one when code and the EMBER_* variable leave the option unset.

@@ -11,30 +11,19 @@
 
 #include "core/error.h"
 #include "distributed/environment.h"
+#include "distributed/option_sources.h"
 
 namespace ember::distributed {
 namespace {
 
-// Where a value came from, for error messages.
-std::string origin(bool from_code, const char* variable) {
-  return from_code ? "AcceleratorOptions" : std::string("the environment variable ") + variable;
-}
-
-// The option's value from code, else from `variable` through `parse`, else none.
-template <class T, class Parse>
-std::optional<T> from_code_or_env(const std::optional<T>& code, const char* variable, Parse parse) {
-  if (code) return code;
-  const char* text = std::getenv(variable);
-  if (text == nullptr) return std::nullopt;
-  return parse(variable, text);
-}
+std::string origin(bool from_code, const char* variable) { return option_origin(from_code, variable); }
 
 std::optional<std::string> text(const std::optional<std::string>& code, const char* variable) {
-  return from_code_or_env(code, variable, [](const char*, const char* value) { return std::string(value); });
+  return text_from_code_or_env(code, variable);
 }
 
 std::optional<bool> flag(const std::optional<bool>& code, const char* variable) {
-  return from_code_or_env(code, variable, parse_env_flag);
+  return flag_from_code_or_env(code, variable);
 }
 
 // "GPT2Block, T5Block" -> {"GPT2Block", "T5Block"} (spaces around names

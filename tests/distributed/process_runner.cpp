@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -171,6 +173,13 @@ std::vector<std::string> leftover_segments() {
     if (name.rfind("ember-", 0) == 0) found.push_back(name);
   }
   return found;
+}
+
+void expect_clean_success(const ProcessResult& result) {
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(leftover_workers().empty());
+  EXPECT_TRUE(leftover_segments().empty());
 }
 
 }  // namespace ember::test

@@ -56,6 +56,10 @@ ProcessResult launch(const std::vector<std::string>& launch_args, const std::str
                      std::chrono::milliseconds timeout = std::chrono::seconds(120),
                      const std::vector<std::string>& extra_env = {});
 
+// A job that ended by itself with exit code 0, leaving no worker process
+// and no shared-memory segment behind (GoogleTest expectations).
+void expect_clean_success(const ProcessResult& result);
+
 // A loopback port that was free a moment ago (bound to port 0, read, closed).
 int free_port();
 

@@ -23,13 +23,7 @@ using std::chrono::seconds;
 using test::launch;
 using test::ProcessResult;
 namespace F = nn::functional;
-
-void expect_clean_success(const ProcessResult& result) {
-  EXPECT_FALSE(result.timed_out) << result.output;
-  EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_TRUE(test::leftover_workers().empty());
-  EXPECT_TRUE(test::leftover_segments().empty());
-}
+using test::expect_clean_success;
 
 ProcessResult run_processes(int processes, const std::string& scenario, const std::vector<std::string>& args = {}) {
   return launch({"--nproc-per-node", std::to_string(processes)}, scenario, args, seconds(90));

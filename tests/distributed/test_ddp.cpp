@@ -23,13 +23,6 @@ namespace {
 
 using std::chrono::seconds;
 
-void expect_clean_success(const ProcessResult& result) {
-  EXPECT_FALSE(result.timed_out) << result.output;
-  EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_TRUE(leftover_workers().empty());
-  EXPECT_TRUE(leftover_segments().empty());
-}
-
 ProcessResult run_ranks(int ranks, const std::string& scenario, const std::string& backend = "auto",
                         const std::vector<std::string>& extra_env = {}) {
   return launch({"--nproc-per-node", std::to_string(ranks)}, scenario, {backend}, seconds(60), extra_env);
