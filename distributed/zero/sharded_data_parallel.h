@@ -22,7 +22,8 @@
 //
 // The Accelerator builds one when its strategy is not ddp; then it calls
 // before_step/after_step/zero_grad from its own optimizer hooks (which know
-// whether this step really steps). Tests: tests/distributed/test_zero.cpp
+// whether this step really steps). Whole and sharded state for checkpoints
+// are in sharded_state.cpp. Tests: tests/distributed/test_zero.cpp
 // (scenarios in workers/zero_scenarios.cpp).
 #pragma once
 
