@@ -221,7 +221,8 @@ Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
   int d = int(wrap_dim(dim, t.dim(), "narrow"));
   int64_t size = t.shape()[d];
   if (start < 0 && start >= -size) start += size;
-  EMBER_CHECK(start >= 0 && length >= 0 && start + length <= size,
+  // length <= size - start, not start + length <= size: that sum can overflow.
+  EMBER_CHECK(start >= 0 && length >= 0 && start <= size && length <= size - start,
               "narrow: start {} + length {} exceeds dimension size {} (dim {} of shape {})", start, length, size, d,
               t.shape());
   return slice(t, d, start, start + length);

@@ -81,6 +81,16 @@ TEST(Indexing, SplitAndChunkTakeSizesUpToTheInt64Limit) {
   EXPECT_EQ(ones[4].to_vector<int64_t>(), (std::vector<int64_t>{8, 9}));
 }
 
+// The fuzzer found start + length overflowing int64 inside narrow's own
+// bounds check (UBSan); a length up to the limit is an error, not UB.
+TEST(Indexing, NarrowBoundsDoNotOverflow) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  Tensor t = arange(10);
+  EXPECT_EMBER_ERROR(t.narrow(0, 3, kMax), "narrow: start 3 + length 9223372036854775807 exceeds dimension size 10");
+  EXPECT_EMBER_ERROR(t.narrow(0, kMax, 1), "exceeds dimension size 10");
+  EXPECT_EQ(t.narrow(0, 3, 7).to_vector<int64_t>(), (std::vector<int64_t>{3, 4, 5, 6, 7, 8, 9}));
+}
+
 TEST(Indexing, CatPromotesAndSkipsLegacyEmpty) {
   Tensor ints = ones({2}, {.dtype = DType::i32}), halfs = ones({1}, {.dtype = DType::f16});
   EXPECT_EQ(cat({ints, halfs}).dtype(), DType::f16);
