@@ -64,8 +64,16 @@ ShardedDataParallel::~ShardedDataParallel() {
     for (size_t i = 0; i < flats_[f]->parameters().size(); ++i)
       flats_[f]->parameters()[i].remove_post_accumulate_grad_hook(gradient_hooks_[f][i]);
   // An optimizer destroyed first took its hooks (and their token) with it.
-  if (!optimizer_alive_.expired())
+  if (!optimizer_alive_.expired()) {
     for (HookId id : optimizer_hooks_) optimizer_->remove_hook(id);
+    optimizer_->register_step_pre_hook([](optim::Optimizer& optimizer) -> bool {
+      EMBER_CHECK(false,
+                  "{}: its parameters are the pieces of a model whose ShardedDataParallel is gone, so a step would "
+                  "update this rank's pieces only; build a new optimizer from the model's parameters",
+                  optimizer.name());
+      return false;
+    });
+  }
   flats_.clear();  // they wait for their collectives, which log
   if (log_) {
     try {

@@ -58,8 +58,10 @@ class ShardedDataParallel {
   // parameters and buffers are broadcast first (as DDP does), after checking
   // that every rank has the same parameter names, shapes and dtypes.
   ShardedDataParallel(std::shared_ptr<nn::Module> module, ProcessGroup& group, ResolvedShardingOptions options);
-  // Leaves every parameter whole (gathered) and usable without the engine;
-  // an attached optimizer refuses to step from then on.
+  // Removes every hook it installed. The parameters stay as they are: under
+  // ZeRO-3 released, so read the model through full_state_dict() first. An
+  // attached optimizer that is still alive refuses to step from then on: its
+  // parameters are pieces that no engine all-gathers any more.
   ~ShardedDataParallel();
   ShardedDataParallel(const ShardedDataParallel&) = delete;
   ShardedDataParallel& operator=(const ShardedDataParallel&) = delete;

@@ -369,6 +369,15 @@ EMBER_SCENARIO(zero_errors) {
     }
   }
   {
+    auto model = std::make_shared<nn::Sequential>(Block(kWidth));
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1});
+    {
+      ShardedDataParallel zero(model, group, options_for(ShardingStrategy::zero2));
+      zero.attach_optimizer(optimizer);
+    }
+    failures += expect_error(rank, "a step after the engine is gone", "is gone", [&] { optimizer.step(); });
+  }
+  {
     auto model = std::make_shared<nn::Sequential>(Block(kWidth), Block(kWidth));
     ShardedDataParallel zero(model, group, options_for(ShardingStrategy::zero3));
     // A unit's forward() called directly runs without its gather.
