@@ -21,17 +21,6 @@ using launch::Settings;
 
 const std::string kDataDir = EMBER_TEST_DATA_DIR;
 
-// The message of the ember::Error that `body` throws, or "" when it throws none.
-template <class Body>
-std::string error_of(Body&& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
 class ConfigFileTest : public ::testing::Test {
  protected:
   std::filesystem::path directory = fresh_temp_dir("config_file");

@@ -25,16 +25,6 @@ namespace {
 using namespace std::chrono_literals;
 using launch::EstimateMemoryOptions;
 
-template <class Body>
-std::string error_of(Body&& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
 int64_t count(const nn::Module& module) {
   int64_t total = 0;
   for (const Tensor& parameter : module.parameters()) total += parameter.numel();

@@ -12,7 +12,20 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace ember::test {
+
+// The message of the ember::Error that `body` throws, or "" when it throws none.
+template <class Body>
+std::string error_of(Body&& body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
 
 // The variables a test controls; each command starts without them.
 inline const std::vector<std::string> kControlledVariables = {
