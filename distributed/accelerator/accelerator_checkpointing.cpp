@@ -221,6 +221,17 @@ json counts_of(const AcceleratorState& state) {
           {"custom_objects", state.checkpointables.size()}, {"scaler", state.scaler != nullptr}};
 }
 
+// The class of each optimizer and scheduler: their state dicts do not say it
+// (PyTorch's do not either), and classes with the same fields (Adam and
+// AdamW, StepLR and ExponentialLR, any scheduler and LambdaLR) would load
+// each other's state without a word.
+json classes_of(const AcceleratorState& state) {
+  json optimizers = json::array(), schedulers = json::array();
+  for (const auto& prepared : state.optimizers) optimizers.push_back(prepared->optimizer->name());
+  for (const auto& prepared : state.schedulers) schedulers.push_back(prepared->scheduler->name());
+  return {{"optimizers", optimizers}, {"schedulers", schedulers}};
+}
+
 // What the models and optimizers save: whole state, as one process would
 // hold it (under ZeRO every process takes part in gathering it), or, with
 // state_dict_type "sharded", each process's pieces (Note [Sharded checkpoints]).
@@ -342,6 +353,21 @@ void check_count(const json& counts, const char* kind, size_t prepared, const fs
               directory.string(), saved, kind, prepared);
 }
 
+// Checkpoints written before the classes were recorded have none to compare.
+void check_classes(const json& metadata, const AcceleratorState& state, const fs::path& directory) {
+  if (!metadata.contains("classes")) return;
+  const fs::path manifest_path = directory / checkpoint::kManifestName;
+  const json& classes = field(metadata, "classes", manifest_path);
+  const json prepared = classes_of(state);
+  for (const char* kind : {"optimizers", "schedulers"}) {
+    const json& saved = field(classes, kind, manifest_path);
+    EMBER_CHECK(saved == prepared[kind],
+                "Accelerator::load_state: {} holds the state of {} {}, but {} were prepared; load it into the same "
+                "classes, or load the state dicts yourself if the change is meant",
+                directory.string(), kind, shown_text(saved.dump()), shown_text(prepared[kind].dump()));
+  }
+}
+
 // The saved tensors (name -> shape) must be exactly the model's state dict,
 // shape for shape; `what` says which saved state, for the error.
 void check_model_shapes(std::unordered_map<std::string, Shape> saved, const nn::Module& model, const std::string& what) {
@@ -437,8 +463,11 @@ void check_assembled_model(const NamedTensors& loaded, const nn::Module& model, 
   check_model_shapes(std::move(saved), model, "the sharded model state in " + directory.string());
 }
 
+// Every file is read once, through read_listed_file, which checks its size
+// and SHA-256 against the manifest on the bytes it hands on; hashing the
+// whole checkpoint first (verify_checkpoint) would read it twice.
 LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& directory) {
-  const checkpoint::Manifest manifest = checkpoint::verify_checkpoint(directory);
+  const checkpoint::Manifest manifest = checkpoint::read_manifest(directory);
   const fs::path manifest_path = directory / checkpoint::kManifestName;
   const json& metadata = manifest.metadata;
   const int64_t saved_world = manifest.world_size;
@@ -451,6 +480,7 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
   check_count(counts, "schedulers", state.schedulers.size(), directory);
   check_count(counts, "dataloaders", state.loaders.size(), directory);
   check_count(counts, "custom_objects", state.checkpointables.size(), directory);
+  check_classes(metadata, state, directory);
   const bool sharded = metadata.contains("state_dict_type") && metadata["state_dict_type"] == "sharded";
   const std::vector<json> ranges = sharded ? read_ranges(directory, manifest, saved_world) : std::vector<json>{};
   for (size_t i = 0; i < state.models.size(); ++i)
@@ -646,7 +676,8 @@ fs::path Accelerator::save_state(const std::optional<fs::path>& directory) {
                      {"mixed_precision", state.options.mixed_precision},
                      {"gradient_accumulation_steps", state.options.gradient_accumulation_steps},
                      {"state_dict_type", saved.sharded ? "sharded" : "full"},
-                     {"counts", counts_of(state)}};
+                     {"counts", counts_of(state)},
+                     {"classes", classes_of(state)}};
     checkpoint::write_manifest(staging, state.num_processes, metadata, param_of);
     checkpoint::commit(staging, final_directory);
     if (state.options.automatic_checkpoint_naming) {

@@ -56,6 +56,21 @@ fs::path without_trailing_separator(const fs::path& path) {
   return normal.has_filename() ? normal : normal.parent_path();
 }
 
+// The `<file>.tmp.*` files (core/file_io.h) a crash between their creation
+// and their rename left beside `file` in `directory`. Only regular files go:
+// a link or directory of that name is the user's.
+void remove_stray_temporaries(const fs::path& directory, std::string_view file) {
+  const std::string prefix = std::string(file) + ".tmp.";
+  std::error_code error;
+  for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.starts_with(prefix) && it->symlink_status(error).type() == fs::file_type::regular) {
+      std::error_code ignored;  // gone already, or not ours to remove: the save goes on either way
+      fs::remove(it->path(), ignored);
+    }
+  }
+}
+
 bool is_real_directory(const fs::path& path) {
   std::error_code error;
   return fs::symlink_status(path, error).type() == fs::file_type::directory;
@@ -168,6 +183,7 @@ void set_latest(const fs::path& checkpoints_dir, const std::string& name) {
   EMBER_CHECK(is_plain_name(name), "set_latest: '{}' is not a directory name (no '/', not empty, '.' or '..')", name);
   EMBER_CHECK(is_real_directory(checkpoints_dir / name), "set_latest: '{}' is not a directory",
               (checkpoints_dir / name).string());
+  remove_stray_temporaries(checkpoints_dir, kLatestFile);
   write_file_atomically("set_latest", checkpoints_dir / kLatestFile, name);
 }
 

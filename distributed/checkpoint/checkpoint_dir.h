@@ -43,7 +43,9 @@ void commit(const std::filesystem::path& staging, const std::filesystem::path& f
 
 // The `latest` file in `checkpoints_dir` names its newest complete checkpoint
 // (a directory name inside it). set_latest writes a temporary file, fsyncs it,
-// renames it over `latest` and fsyncs the directory.
+// renames it over `latest` and fsyncs the directory. Its callers hold the
+// directory's SaveLock, so a `latest.tmp.*` it finds was left by a save that
+// crashed mid-write, and is removed.
 void set_latest(const std::filesystem::path& checkpoints_dir, const std::string& name);
 // The checkpoint `latest` names, or none when there is no `latest` file; an
 // error (naming the paths) when it names something that is not a directory

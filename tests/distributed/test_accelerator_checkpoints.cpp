@@ -171,6 +171,8 @@ template <class Scheduler>
 Scheduler make_scheduler(optim::Optimizer& optimizer) {
   if constexpr (std::is_same_v<Scheduler, optim::StepLR>)
     return Scheduler(optimizer, 2, 0.5);
+  else if constexpr (std::is_same_v<Scheduler, optim::ExponentialLR>)
+    return Scheduler(optimizer, 0.5);
   else
     return Scheduler(optimizer, /*T_max=*/10);
 }
@@ -297,10 +299,16 @@ std::vector<std::string> parameter_bytes(const nn::Module& model) {
 }
 
 // A checkpoint of AdamW + StepLR loaded where SGD or CosineAnnealingLR was
-// prepared is refused, and the model's parameters are the same bytes after.
-// Mutation caught (run once, failed as expected): checking the optimizers
-// and schedulers only after the models were applied (as load_state did
-// before check_objects) overwrites the parameters, then throws.
+// prepared is refused, and the model's parameters are the same bytes after:
+// by the recorded classes, and, in a checkpoint that records none (written
+// before they were), by the state dicts' own checks, which load_state makes
+// before it changes anything. A checkpoint loaded where Adam or
+// ExponentialLR was, whose state dicts have the same fields as AdamW's and
+// StepLR's, is refused by the classes alone.
+// Mutations caught (run once each, failed as expected): checking the
+// optimizers and schedulers only after the models were applied (as
+// load_state did before check_objects) overwrites the parameters, then
+// throws; without check_classes, Adam and ExponentialLR load silently.
 TEST(AcceleratorCheckpoints, AnotherOptimizerOrSchedulerClassIsRefusedBeforeAnythingChanges) {
   testing::ScratchDirectory directory;
   const fs::path saved = [&] {
@@ -310,10 +318,23 @@ TEST(AcceleratorCheckpoints, AnotherOptimizerOrSchedulerClassIsRefusedBeforeAnyt
   }();
   {
     TrainingWith<optim::SGD> sgd;
+    EXPECT_EMBER_ERROR(sgd.accelerator.load_state(saved),
+                       "holds the state of optimizers [\"AdamW\"], but [\"SGD\"] were prepared");
+    TrainingWith<optim::AdamW, optim::CosineAnnealingLR> cosine;
+    EXPECT_EMBER_ERROR(cosine.accelerator.load_state(saved),
+                       "holds the state of schedulers [\"StepLR\"], but [\"CosineAnnealingLR\"] were prepared");
+  }
+  const fs::path unrecorded = directory.path() / "unrecorded";
+  fs::copy(saved, unrecorded, fs::copy_options::recursive);
+  nlohmann::json manifest = nlohmann::json::parse(read_bytes(unrecorded / "manifest.json"));
+  manifest["metadata"].erase("classes");
+  std::ofstream(unrecorded / "manifest.json") << manifest.dump();
+  {
+    TrainingWith<optim::SGD> sgd;
     sgd.train(1);  // other parameters than the checkpoint's
     const std::vector<std::string> before = parameter_bytes(*sgd.model);
     const double lr = sgd.optimizer.lr(0);
-    EXPECT_EMBER_ERROR(sgd.accelerator.load_state(saved), "SGD.load_state_dict");
+    EXPECT_EMBER_ERROR(sgd.accelerator.load_state(unrecorded), "SGD.load_state_dict");
     EXPECT_TRUE(parameter_bytes(*sgd.model) == before) << "the refused load changed the parameters";
     EXPECT_EQ(sgd.optimizer.lr(0), lr);
     EXPECT_EQ(sgd.scheduler.last_epoch(), 1);
@@ -324,10 +345,27 @@ TEST(AcceleratorCheckpoints, AnotherOptimizerOrSchedulerClassIsRefusedBeforeAnyt
     const std::vector<std::string> before = parameter_bytes(*cosine.model);
     const optim::OptimizerStateDict optimizer_before = cosine.optimizer.state_dict();
     const std::vector<float> exp_avg = optimizer_before.tensors.at(0).second.to_vector<float>();
-    EXPECT_EMBER_ERROR(cosine.accelerator.load_state(saved), "CosineAnnealingLR.load_state_dict has no 'T_max'");
+    EXPECT_EMBER_ERROR(cosine.accelerator.load_state(unrecorded), "CosineAnnealingLR.load_state_dict has no 'T_max'");
     EXPECT_TRUE(parameter_bytes(*cosine.model) == before) << "the refused load changed the parameters";
     EXPECT_EQ(cosine.optimizer.state_dict().tensors.at(0).second.to_vector<float>(), exp_avg);
     EXPECT_EQ(cosine.scheduler.last_epoch(), 1);
+  }
+  {
+    TrainingWith<optim::Adam> adam;
+    adam.train(1);
+    const std::vector<std::string> before = parameter_bytes(*adam.model);
+    EXPECT_EMBER_ERROR(adam.accelerator.load_state(saved),
+                       "holds the state of optimizers [\"AdamW\"], but [\"Adam\"] were prepared");
+    EXPECT_TRUE(parameter_bytes(*adam.model) == before) << "the refused load changed the parameters";
+  }
+  {
+    TrainingWith<optim::AdamW, optim::ExponentialLR> exponential;
+    exponential.train(1);
+    const std::vector<std::string> before = parameter_bytes(*exponential.model);
+    EXPECT_EMBER_ERROR(exponential.accelerator.load_state(saved),
+                       "holds the state of schedulers [\"StepLR\"], but [\"ExponentialLR\"] were prepared");
+    EXPECT_TRUE(parameter_bytes(*exponential.model) == before) << "the refused load changed the parameters";
+    EXPECT_EQ(exponential.scheduler.last_epoch(), 1);
   }
 }
 
