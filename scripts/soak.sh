@@ -6,9 +6,15 @@
 # per process over time (soak.png) and checks that memory and descriptors
 # stayed flat after warm-up. With --repeat N it instead runs the same job N
 # times, each for a few seconds with a checkpoint every 40 steps, to find
-# flakes: every run must end cleanly and leave no segment behind.
+# flakes: every run must end cleanly and leave no segment behind. With
+# --chaos it runs a 4-process job under `ember launch --max-restarts` while
+# this script kills a random worker (SIGKILL, or SIGSTOP left past the
+# collective timeout) every few minutes, then compares the final parameters
+# byte for byte with the same job run without faults (figures in
+# tests/RELIABILITY.md).
 #   scripts/soak.sh [seconds]                 default 1800
 #   scripts/soak.sh --repeat 50 [seconds]     default 10 s a run
+#   scripts/soak.sh --chaos [seconds]         default 1800
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 ember_install_packages
@@ -33,6 +39,10 @@ if [[ "${1:-}" == "--repeat" ]]; then
   done
   echo "$runs runs, $failed failed"
   exit $((failed > 0))
+fi
+
+if [[ "${1:-}" == "--chaos" ]]; then
+  exec "$EMBER_ROOT/scripts/chaos_soak.sh" "$EMBER_ROOT/build" "${2:-1800}"
 fi
 
 seconds="${1:-1800}"

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/ops/creation.h"
 #include "distributed/accelerator/accelerator_options.h"
+#include "distributed/environment.h"
 #include "distributed/process_group.h"
 #include "distributed/store/tcp_store.h"
 #include "workers/scenario.h"
@@ -220,6 +221,22 @@ EMBER_SCENARIO(launch_exit) {
   if (env_int("RANK") == std::stoi(args.at(0))) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(args.at(2))));
     std::printf("rank %d: exiting with %s\n", env_int("RANK"), args.at(1).c_str());
+    std::fflush(stdout);
+    std::exit(std::stoi(args.at(1)));
+  }
+  sleep_until_stopped();
+  return 0;
+}
+
+// args: rank code. As launch_exit, for any job engine (the rank as
+// read_distributed_env finds it, e.g. under mpirun): that rank exits with
+// `code` after half a second; the others wait to be stopped.
+EMBER_SCENARIO(engine_exit) {
+  say_ready();
+  const int rank = dist::read_distributed_env().rank;
+  if (rank == std::stoi(args.at(0))) {
+    std::this_thread::sleep_for(500ms);
+    std::printf("rank %d: exiting with %s\n", rank, args.at(1).c_str());
     std::fflush(stdout);
     std::exit(std::stoi(args.at(1)));
   }
