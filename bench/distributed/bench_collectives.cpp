@@ -117,6 +117,8 @@ int main(int argc, char** argv) {
     std::unique_ptr<dist::Backend> gloo = dist::make_gloo_backend(context("gloo"));
     auto transport = std::make_unique<CountingTransport>(dist::make_shm_backend(context("reference")));
     const ref::Peers peers{.transport = *transport, .rank = rank, .size = n};
+    // Plain pointers, not structured bindings: clang's lambdas cannot capture those.
+    const std::vector<std::pair<const char*, dist::Backend*>> production = {{"shm", shm.get()}, {"gloo", gloo.get()}};
     const double all_reduce_factor = 2.0 * (n - 1) / n, gather_factor = double(n - 1) / n;
     if (rank == 0) {
       std::printf("# collectives on %d ranks, float32 (sum where reducing); time = slowest rank's mean per call;\n", n);
@@ -128,17 +130,23 @@ int main(int argc, char** argv) {
       const int64_t count = size / 4;
       std::vector<float> buffer(size_t(count), 0.0f), piece(size_t(count) / size_t(n));
       std::vector<float> gathered(piece.size() * size_t(n));
-      for (auto& [name, backend] : {std::pair{"shm", shm.get()}, std::pair{"gloo", gloo.get()}})
-        measure(world, {"allreduce", name, size, all_reduce_factor}, nullptr,
+      for (const auto& entry : production) {
+        dist::Backend* backend = entry.second;
+        measure(world, {"allreduce", entry.first, size, all_reduce_factor}, nullptr,
                 [&] { backend->allreduce(buffer.data(), count, ember::DType::f32, dist::ReduceOp::sum); });
+      }
       for (ref::AllreduceAlgorithm algorithm : {ref::AllreduceAlgorithm::naive, ref::AllreduceAlgorithm::ring,
-                                                ref::AllreduceAlgorithm::halving_doubling})
-        measure(world, {"allreduce", fmt::format("reference {}", ref::allreduce_algorithm_name(algorithm)), size,
-                        all_reduce_factor},
-                transport.get(), [&] { ref::allreduce(algorithm, peers, buffer.data(), count, ember::DType::f32, dist::ReduceOp::sum); });
+                                                ref::AllreduceAlgorithm::halving_doubling}) {
+        const std::string name = fmt::format("reference {}", ref::allreduce_algorithm_name(algorithm));
+        measure(world, {"allreduce", name, size, all_reduce_factor}, transport.get(), [&] {
+          ref::allreduce(algorithm, peers, buffer.data(), count, ember::DType::f32, dist::ReduceOp::sum);
+        });
+      }
       // all-gather: n pieces of size / n make `size`; reduce-scatter: n blocks of size / n.
       const int64_t piece_bytes = int64_t(piece.size()) * 4;
-      for (auto& [name, backend] : {std::pair{"shm", shm.get()}, std::pair{"gloo", gloo.get()}}) {
+      for (const auto& entry : production) {
+        dist::Backend* backend = entry.second;
+        const char* name = entry.first;
         measure(world, {"allgather", name, piece_bytes * n, gather_factor}, nullptr,
                 [&] { backend->allgather(piece.data(), gathered.data(), piece_bytes); });
         measure(world, {"reduce_scatter", name, piece_bytes * n, gather_factor}, nullptr, [&] {
