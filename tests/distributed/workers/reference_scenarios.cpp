@@ -5,6 +5,9 @@
 //       Gloo as a subgroup) and against its own documented reduction order
 //   reference_ddp  DDP trained over backend "reference" (the all-reduce that
 //       EMBER_REFERENCE_ALLREDUCE names) against the same training over shm
+//   reference_accelerator <backend>  an Accelerator training loop on a
+//       default group of `backend`; prints a digest of the final parameters,
+//       which the test compares between "reference" and "shm"
 // Two kinds of floating-point comparison, kept apart on purpose:
 //  * "production": inputs are small integers, so every sum, max, min and
 //    product is exact in every dtype (bf16 included) whatever the order, and
@@ -25,6 +28,7 @@
 #include <ember/ember.h>
 #include <fmt/format.h>
 
+#include "distributed/accelerator/accelerator.h"
 #include "distributed/backends/reference/reference_collectives.h"
 #include "distributed/ddp/distributed_data_parallel.h"
 #include "distributed/process_group.h"
@@ -298,6 +302,36 @@ EMBER_SCENARIO(reference_ddp) {
               replicas_agree ? "yes" : "no", ok ? "ok" : "FAILED");
   dist::destroy_process_group();
   return ok ? 0 : 1;
+}
+
+// The learner's path: init_process_group({.backend = "reference"}) before the
+// Accelerator, which then trains over that default group (gradient
+// accumulation, AdamW, a shuffled DataLoader).
+EMBER_SCENARIO(reference_accelerator) {
+  dist::ProcessGroup& group = dist::init_process_group({.backend = args.at(0)});
+  uint64_t digest = 1469598103934665603ull;  // FNV-1a over every parameter's bytes
+  {
+    Accelerator accelerator({.gradient_accumulation_steps = 2});
+    manual_seed(3);
+    auto model = std::make_shared<nn::Sequential>(nn::Linear(8, 16), nn::Tanh(), nn::Linear(16, 4));
+    optim::AdamW optimizer(model->parameters(), {.lr = 1e-2});
+    Generator generator(5);
+    data::TensorDataset dataset(randn({48, 8}, {}, &generator), randint(0, 4, {48}, {.dtype = DType::i64}, &generator));
+    data::DataLoader loader(dataset, {.batch_size = 4, .shuffle = true, .seed = 9});
+    accelerator.prepare(model, optimizer, loader);
+    for (auto& [inputs, targets] : loader) {
+      auto step = accelerator.accumulate(model);
+      accelerator.backward(nn::functional::cross_entropy((*model)(inputs), targets));
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+    for (const auto& entry : model->named_parameters())
+      for (std::byte b : as_bytes(entry.second.contiguous())) digest = (digest ^ uint64_t(b)) * 1099511628211ull;
+  }
+  std::printf("rank %d: accelerator over %s: parameters digest %016llx\n", group.rank(), group.backend_name().c_str(),
+              static_cast<unsigned long long>(digest));
+  dist::destroy_process_group();
+  return 0;
 }
 
 }  // namespace ember::test
