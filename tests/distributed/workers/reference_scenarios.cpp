@@ -1,8 +1,9 @@
 // Scenarios of the reference collectives (distributed/backends/reference/),
 // run by tests/distributed/test_reference_collectives.cpp through `ember launch`:
 //   reference_bit_for_bit  every algorithm, called directly on a shm
-//       transport, against the production backends (shm as the world group,
-//       Gloo as a subgroup) and against its own documented reduction order
+//       transport (a few cases on a Gloo one too), against the production
+//       backends (shm as the world group, Gloo as a subgroup) and against its
+//       own documented reduction order
 //   reference_ddp  DDP trained over backend "reference" (the all-reduce that
 //       EMBER_REFERENCE_ALLREDUCE names) against the same training over shm
 //   reference_accelerator <backend>  an Accelerator training loop on a
@@ -196,6 +197,41 @@ EMBER_SCENARIO(reference_bit_for_bit) {
       check.expect(data == as_bytes(by_shm) && data == as_bytes(by_gloo),
                    fmt::format("tree broadcast of {} elements from root {}", count, root));
     }
+  }
+
+  // The same algorithms on Gloo's send/recv (the transport between hosts),
+  // which copies its sends and waits for a recv only past 16 in flight.
+  {
+    dist::BackendContext gloo_context = context;
+    gloo_context.store_prefix = shm.store_prefix() + "reference_gloo/";
+    std::unique_ptr<dist::Backend> gloo_transport = dist::make_gloo_backend(gloo_context);
+    const ref::Peers over_gloo{.transport = *gloo_transport, .rank = rank, .size = n};
+    for (DType dtype : {DType::f32, DType::i64})
+      for (int64_t count : {int64_t(1), int64_t(n + 1), int64_t(1003)}) {
+        const dist::ReduceOp op = dtype == DType::f32 ? dist::ReduceOp::sum : dist::ReduceOp::max;
+        const Bytes mine = input_bytes(dtype, rank, count, 5, false, op);
+        Tensor by_shm = as_tensor(mine, dtype);
+        shm.allreduce(by_shm, op)->wait();
+        for (ref::AllreduceAlgorithm algorithm : kAlgorithms) {
+          Bytes data = mine;
+          ref::allreduce(algorithm, over_gloo, data.data(), count, dtype, op);
+          check.expect(data == as_bytes(by_shm),
+                       describe(ref::allreduce_algorithm_name(algorithm), dtype, op, count) + " over Gloo equals shm");
+        }
+        const Bytes blocks = input_bytes(dtype, rank, n * count, 6, false, op);
+        Tensor rs_shm = make_tensor(Shape{count}, dtype);
+        shm.reduce_scatter(rs_shm, as_tensor(blocks, dtype), op)->wait();
+        Bytes rs(size_t(count * element_size(dtype))), gathered(size_t(n) * mine.size()), root_last = mine;
+        ref::ring_reduce_scatter(over_gloo, blocks.data(), rs.data(), count, dtype, op);
+        check.expect(rs == as_bytes(rs_shm), describe("ring reduce_scatter over Gloo", dtype, op, count));
+        Tensor gathered_shm = make_tensor(Shape{n * count}, dtype), broadcast_shm = as_tensor(mine, dtype);
+        shm.allgather(gathered_shm, as_tensor(mine, dtype))->wait();
+        ref::ring_allgather(over_gloo, mine.data(), gathered.data(), int64_t(mine.size()));
+        check.expect(gathered == as_bytes(gathered_shm), describe("ring allgather over Gloo", dtype, op, count));
+        shm.broadcast(broadcast_shm, n - 1)->wait();
+        ref::tree_broadcast(over_gloo, root_last.data(), int64_t(root_last.size()), n - 1);
+        check.expect(root_last == as_bytes(broadcast_shm), describe("tree broadcast over Gloo", dtype, op, count));
+      }
   }
 
   // Non-integer values: each algorithm in its documented order; naive also equals shm.
