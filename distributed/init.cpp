@@ -3,7 +3,8 @@
 // store (serving it from rank 0 when the launcher does not) and makes the
 // default group that DDP and the Accelerator use; new_group makes subgroups;
 // destroy_process_group tears it all down so that init may run again.
-// Tests: tests/distributed/test_collectives.cpp, tests/cuda/test_cuda_nccl.cpp.
+// Tests: tests/distributed/test_collectives.cpp, tests/distributed/test_reference_collectives.cpp
+// (backend "reference"), tests/cuda/test_cuda_nccl.cpp.
 #include <unistd.h>
 
 #include <cerrno>
