@@ -3,7 +3,8 @@
 // store (serving it from rank 0 when the launcher does not) and makes the
 // default group that DDP and the Accelerator use; new_group makes subgroups;
 // destroy_process_group tears it all down so that init may run again.
-// Tests: tests/distributed/test_collectives.cpp, tests/cuda/test_cuda_nccl.cpp.
+// Tests: tests/distributed/test_collectives.cpp, tests/distributed/test_reference_collectives.cpp
+// (backend "reference"), tests/cuda/test_cuda_nccl.cpp.
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "core/version.h"
 #include "distributed/backends/nccl_backend.h"
+#include "distributed/backends/reference/reference_collectives.h"
 #include "distributed/environment.h"
 #include "distributed/process_group.h"
 
@@ -29,10 +31,12 @@ bool nccl_built() { return make_nccl_backend != nullptr; }
 namespace {
 
 // The backends of a group (Note [Choosing a backend]): `host` for CPU
-// tensors ("" for none), nccl for CUDA tensors or not.
+// tensors ("" for none), nccl for CUDA tensors or not; for host "reference",
+// the backend whose send/recv it runs on ("shm" or "gloo").
 struct BackendChoice {
   std::string host;
   bool nccl = false;
+  std::string transport;
 };
 
 // --- The registry -----------------------------------------------------------
@@ -82,8 +86,8 @@ std::string choose_host_backend(const BackendContext& context, int node_rank) {
 }
 
 void check_backend_name(const char* op, const std::string& name) {
-  EMBER_CHECK(name == "auto" || name == "gloo" || name == "shm" || name == "nccl",
-              "{}: unknown backend '{}' (use auto, gloo, shm or nccl)", op, name);
+  EMBER_CHECK(name == "auto" || name == "gloo" || name == "shm" || name == "nccl" || name == "reference",
+              "{}: unknown backend '{}' (use auto, gloo, shm, nccl or reference)", op, name);
   if (name != "nccl") return;
   EMBER_CHECK(make_nccl_backend != nullptr, "{}: backend nccl needs ember built with CUDA (this build has EMBER_CUDA off)",
               op);
@@ -94,9 +98,12 @@ void check_backend_name(const char* op, const std::string& name) {
 // when this build has it (a CPU-only job never makes a communicator: the
 // device backend is made at the first operation on a CUDA tensor).
 BackendChoice choose_backends(const std::string& option, const BackendContext& context, int node_rank) {
-  if (option == "nccl") return {.host = "", .nccl = true};
-  if (option != "auto") return {.host = option, .nccl = false};
-  return {.host = choose_host_backend(context, node_rank), .nccl = make_nccl_backend != nullptr};
+  if (option == "nccl") return {.host = "", .nccl = true, .transport = ""};
+  // The reference collectives run on whichever transport "auto" would pick.
+  if (option == "reference")
+    return {.host = "reference", .nccl = false, .transport = choose_host_backend(context, node_rank)};
+  if (option != "auto") return {.host = option, .nccl = false, .transport = ""};
+  return {.host = choose_host_backend(context, node_rank), .nccl = make_nccl_backend != nullptr, .transport = ""};
 }
 
 std::shared_ptr<ProcessGroup> make_group(const BackendContext& context, const BackendChoice& backends,
@@ -104,6 +111,10 @@ std::shared_ptr<ProcessGroup> make_group(const BackendContext& context, const Ba
   std::unique_ptr<Backend> host;
   if (backends.host == "gloo") host = make_gloo_backend(context);
   if (backends.host == "shm") host = make_shm_backend(context);
+  if (backends.host == "reference")
+    host = reference::make_reference_backend(context, [&] {
+      return backends.transport == "gloo" ? make_gloo_backend(context) : make_shm_backend(context);
+    });
   EMBER_ASSERT(host != nullptr || backends.host.empty(), "backend {} was not validated", backends.host);
   DeviceBackendFactory device;
   if (backends.nccl) device = {.name = "nccl", .make = make_nccl_backend};

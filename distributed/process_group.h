@@ -159,7 +159,7 @@ class ProcessGroup {
 // DistributedEnv and read_distributed_env(): distributed/environment.h.
 
 struct InitOptions {
-  std::string backend = "auto";  // "auto", "gloo", "shm", "nccl" (Note [Choosing a backend])
+  std::string backend = "auto";  // "auto", "gloo", "shm", "nccl", "reference" (Note [Choosing a backend])
   std::optional<milliseconds> timeout = std::nullopt;  // default: the environment's, else 300 s
   bool debug = false;  // Note [Collective debug mode]; EMBER_DISTRIBUTED_DEBUG=1 also turns it on
 };

@@ -100,9 +100,10 @@ TEST(Collectives, DebugModeNamesEachRanksCall) {
 }
 
 // A rank that disappears mid-job makes the others' next collective fail with
-// an error naming it, well within the timeout, never a hang.
+// an error naming it, well within the timeout, never a hang (the reference
+// backend: through its transport's recv).
 TEST(Collectives, PeerDeathFailsTheOthers) {
-  for (const std::string backend : {"gloo", "shm"}) {
+  for (const std::string backend : {"gloo", "shm", "reference"}) {
     const ProcessResult result = launch_ranks(3, "collectives_peer_dies", {backend}, 10);
     EXPECT_FALSE(result.timed_out) << result.output;
     EXPECT_EQ(result.exit_code, 0) << backend << ":\n" << result.output;
