@@ -1,8 +1,9 @@
 // Step 6 of the ladder (examples/ladder/README.md): the Accelerator does what
 // steps 2 to 5 wrote by hand. prepare() shards the optimizer state (zero1:
-// buckets reduce-scattered during backward, pieces all-gathered after the
-// step) and runs the forward under bf16 autocast with f32 outputs, so this is
-// step 5 with the by-hand lines replaced by the Accelerator's. Run
+// gradients all-reduced during backward, each rank's updated piece
+// all-gathered after the step) and runs the forward under bf16 autocast with
+// f32 outputs, so this is step 5 with the by-hand lines replaced by the
+// Accelerator's. At start-up it prints what each step communicates. Run
 //   build/bin/ember launch --nproc-per-node 2 -- build/examples/ladder_6
 #include "distributed/accelerator/accelerator.h"
 #include "ladder/ladder.h"
