@@ -3,8 +3,8 @@
 // only. A full bucket is reduce-scattered instead of all-reduced: rank r gets
 // the sum of piece r only, steps piece r of the parameters, and an all-gather
 // hands every rank every piece. AdamW works element by element, so the
-// numbers are step 3's. The Accelerator's zero1 is this
-// (distributed/zero/sharded_data_parallel.cpp). Run
+// numbers are step 3's. distributed/zero/ does this per unit (its zero2
+// reduce-scatters as here; its zero1 all-reduces whole gradients). Run
 //   build/bin/ember launch --nproc-per-node 2 -- build/examples/ladder_4
 #include "ladder/ladder.h"
 
@@ -16,7 +16,7 @@ namespace {
 constexpr int64_t kBucketCapBytes = 2 << 10;  // small, so that this small model gets three buckets
 
 // The gradients of some parameters, back to back in one buffer: one
-// all-reduce carries them all.
+// reduce-scatter carries them all.
 struct Bucket {
   std::vector<Tensor> parameters;
   std::vector<int64_t> offsets;  // where each parameter's gradient starts in buffer

@@ -15,7 +15,7 @@ namespace {
 constexpr int64_t kBucketCapBytes = 2 << 10;  // small, so that this small model gets three buckets
 
 // The gradients of some parameters, back to back in one buffer: one
-// all-reduce carries them all.
+// reduce-scatter carries them all.
 struct Bucket {
   std::vector<Tensor> parameters;
   std::vector<int64_t> offsets;  // where each parameter's gradient starts in buffer
