@@ -6,7 +6,7 @@
 // "ember Accelerator: ", as the start-up line does.
 // Called by accelerator.cpp (prepare); tests: tests/distributed/test_zero.cpp
 // (Zero.StartupPlanMatchesTheTrace: the printed bytes against the trace, for
-// ddp and zero3 on 2 processes).
+// ddp, zero1, zero2 and zero3 on 2 processes).
 #pragma once
 
 #include <string>

@@ -128,7 +128,8 @@ TEST(Zero, TraceShowsEveryCollectiveWithItsBytes) {
 }
 
 // What the Accelerator prints at start-up (accelerator_plan.h) is what each
-// step communicates: every collective the trace recorded, on each rank, has
+// step communicates, under ddp and each ZeRO stage on 2 processes: every
+// collective the trace recorded, on each rank, has
 // a printed line with its bytes and its number per step (times the two
 // steps), and no printed collective is missing from the trace. Under zero3
 // the root unit (a Linear of 65 elements, padded to 66) is gathered once per
@@ -137,7 +138,7 @@ TEST(Zero, TraceShowsEveryCollectiveWithItsBytes) {
 // shard times ranks) gives 260 bytes for the root where the trace has 264.
 TEST(Zero, StartupPlanMatchesTheTrace) {
   const std::regex line(R"(\[rank 0\] ember Accelerator:   (\w+) of (bucket \d+|unit "[^"]*"): (\d+) bytes, (\d+) per step)");
-  for (const char* strategy : {"ddp", "zero3"}) {
+  for (const char* strategy : {"ddp", "zero1", "zero2", "zero3"}) {
     SCOPED_TRACE(strategy);
     testing::ScratchDirectory directory;
     const std::string prefix = (directory.path() / "trace").string();

@@ -404,7 +404,7 @@ EMBER_SCENARIO(zero_errors) {
 namespace ember::test {
 
 // Two Block units and a root Linear (5x12 + 5 = 65 elements, padded to 66 on
-// 2 ranks) prepared by the Accelerator under args[0] ("ddp" or "zero3"), two
+// 2 ranks) prepared by the Accelerator under args[0] ("ddp", "zero1", "zero2", "zero3"), two
 // AdamW steps, with the trace on: test_zero.cpp compares the plan the
 // Accelerator printed at start-up with what the trace recorded.
 EMBER_SCENARIO(accelerator_plan) {
