@@ -16,6 +16,7 @@
 #include "core/stream.h"
 #include "core/version.h"
 #include "data/distributed_sampler.h"
+#include "distributed/accelerator/accelerator_plan.h"
 #include "distributed/accelerator/accelerator_state.h"
 #include "distributed/environment.h"
 #include "distributed/zero/wrap_policy.h"
@@ -82,6 +83,21 @@ distributed::ShardedDataParallel* attach_to_sharded_model(detail::AcceleratorSta
               "before it (prepare(model, optimizer), in that order)",
               distributed::to_string(state.options.sharding.strategy), optimizer.name());
   return nullptr;
+}
+
+// What each process will hold, once per optimizer, on the main process
+// (accelerator_plan.h); before attaching, while the optimizer holds whole parameters.
+void print_memory_plan(const detail::AcceleratorState& state, const optim::Optimizer& optimizer) {
+  int64_t largest_unit = 0;
+  int processes_per_node = 0;
+  for (const detail::PreparedModel& model : state.models) {
+    if (!model.zero) continue;
+    processes_per_node = model.zero->shard_group().size();
+    for (const auto& flat : model.zero->flat_parameters()) largest_unit = std::max(largest_unit, flat->total_numel());
+  }
+  for (const std::string& line : detail::memory_plan(optimizer, largest_unit, state.options.sharding.strategy,
+                                                     state.num_processes, processes_per_node))
+    std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 }  // namespace
@@ -191,6 +207,10 @@ void Accelerator::prepare_model(const std::shared_ptr<nn::Module>& model) {
         });
     if (!prepared.ddp && !prepared.zero) watch_for_unhooked_forwards(prepared, called);
   }
+  // What each step will communicate, once, on the main process (accelerator_plan.h).
+  if (state.group && state.process_index == 0)
+    for (const std::string& line : detail::communication_plan(prepared, state.num_processes))
+      std::fprintf(stderr, "%s\n", line.c_str());
   state.models.push_back(std::move(prepared));
 }
 
@@ -225,6 +245,7 @@ void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
                 optimizer.name());
   auto prepared = std::make_unique<detail::PreparedOptimizer>();
   prepared->optimizer = &optimizer;
+  if (state.group && state.process_index == 0) print_memory_plan(state, optimizer);
   prepared->zero = attach_to_sharded_model(state, optimizer);
   HookToken token;
   prepared->alive = token.alive;

@@ -1,7 +1,8 @@
 // GradScaler: dynamic loss scaling for fp16 training, as torch.cuda.amp.GradScaler.
 // fp16 gradients of small losses underflow to zero; scaling the loss by S
 // before backward scales every gradient by S, and unscale_ divides them by S
-// again (in f32 master gradients) before the optimizer reads them. When any
+// again (in f32 master gradients) before the optimizer reads them (Note
+// [Loss scaling] in distributed/README.md: why fp16 needs it and bf16 not). When any
 // gradient is inf or NaN the step is skipped and S halves; after
 // growth_interval clean steps in a row S doubles. With a process group, the
 // inf/NaN flag is all-reduced (max) so that every rank skips the same steps.

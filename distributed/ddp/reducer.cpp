@@ -42,7 +42,8 @@ Reducer::~Reducer() { wait_outstanding(); }
 // Note [Bucket order]: parameters go into buckets in reverse registration
 // order, since backward produces gradients roughly in reverse of the forward,
 // which mostly follows registration: bucket 0 (the last layers) fills first
-// and its all-reduce overlaps the rest of backward.
+// and its all-reduce overlaps the rest of backward (Note [What overlap buys]
+// in examples/ladder/README.md: what that saves per step).
 void Reducer::assign_buckets(int64_t bucket_cap_bytes) {
   std::map<std::pair<int, std::string>, size_t> open;  // (dtype, device) -> the bucket being filled
   std::vector<int64_t> bytes;

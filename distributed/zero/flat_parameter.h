@@ -38,6 +38,7 @@ class FlatParameter {
   FlatParameter& operator=(const FlatParameter&) = delete;
 
   const std::vector<std::string>& names() const { return names_; }
+  const std::string& unit() const { return unit_; }  // the unit's module path, "" for the root
   const std::vector<Tensor>& parameters() const { return parameters_; }
   // Where parameter i starts in the full buffer, and its length (elements).
   int64_t offset(size_t i) const { return offsets_[i]; }

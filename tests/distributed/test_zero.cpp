@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 
 #include <unistd.h>
 
@@ -123,6 +124,52 @@ TEST(Zero, TraceShowsEveryCollectiveWithItsBytes) {
       EXPECT_EQ(counts[std::string("reduce_scatter ") + unit], 2) << "rank " << rank << " unit " << unit;
     }
     EXPECT_EQ(counts.size(), 6u) << "rank " << rank << ": collectives of other kinds or units";
+  }
+}
+
+// What the Accelerator prints at start-up (accelerator_plan.h) is what each
+// step communicates, under ddp and each ZeRO stage on 2 processes: every
+// collective the trace recorded, on each rank, has
+// a printed line with its bytes and its number per step (times the two
+// steps), and no printed collective is missing from the trace. Under zero3
+// the root unit (a Linear of 65 elements, padded to 66) is gathered once per
+// step and each Block twice. Mutation caught (run once, failed as expected):
+// the plan's bytes without the padding (total_numel instead of the padded
+// shard times ranks) gives 260 bytes for the root where the trace has 264.
+TEST(Zero, StartupPlanMatchesTheTrace) {
+  const std::regex line(R"(\[rank 0\] ember Accelerator:   (\w+) of (bucket \d+|unit "[^"]*"): (\d+) bytes, (\d+) per step)");
+  for (const char* strategy : {"ddp", "zero1", "zero2", "zero3"}) {
+    SCOPED_TRACE(strategy);
+    testing::ScratchDirectory directory;
+    const std::string prefix = (directory.path() / "trace").string();
+    const ProcessResult result =
+        launch({"--nproc-per-node", "2"}, "accelerator_plan", {strategy}, seconds(60), {"EMBER_DDP_TRACE=" + prefix});
+    expect_clean_success(result);
+    std::map<std::string, std::pair<int64_t, int>> printed;  // "op what" -> bytes, per step
+    for (std::sregex_iterator match(result.output.begin(), result.output.end(), line), end; match != end; ++match)
+      printed[(*match)[1].str() + " " + (*match)[2].str()] = {std::stoll((*match)[3]), std::stoi((*match)[4])};
+    ASSERT_FALSE(printed.empty()) << result.output;
+    for (int rank = 0; rank < 2; ++rank) {
+      std::ifstream file(prefix + ".rank" + std::to_string(rank) + ".json");
+      ASSERT_TRUE(file.good()) << "no trace for rank " << rank;
+      const nlohmann::json trace = nlohmann::json::parse(file);
+      std::map<std::string, int> recorded;
+      for (const nlohmann::json& event : trace["traceEvents"]) {
+        if (event.value("ph", "") != "X" || !event.contains("args") || !event["args"].contains("bytes")) continue;
+        const nlohmann::json& args = event["args"];
+        std::string key;
+        if (args.contains("op")) {  // ZeRO's collectives name their unit, "" for the root
+          const std::string unit = args["unit"];
+          key = args["op"].get<std::string>() + " unit \"" + (unit.empty() ? "(root)" : unit) + "\"";
+        } else {  // DDP's bucket all-reduces
+          key = "all_reduce bucket " + std::to_string(args["bucket"].get<int64_t>());
+        }
+        ++recorded[key];
+        ASSERT_EQ(printed.count(key), 1u) << "rank " << rank << " recorded " << key << ", not in the plan:\n" << result.output;
+        EXPECT_EQ(args["bytes"].get<int64_t>(), printed[key].first) << key;
+      }
+      for (const auto& [key, plan] : printed) EXPECT_EQ(recorded[key], 2 * plan.second) << "rank " << rank << ": " << key;
+    }
   }
 }
 

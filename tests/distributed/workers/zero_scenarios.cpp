@@ -400,3 +400,30 @@ EMBER_SCENARIO(zero_errors) {
 }
 
 }  // namespace ember::test
+
+namespace ember::test {
+
+// Two Block units and a root Linear (5x12 + 5 = 65 elements, padded to 66 on
+// 2 ranks) prepared by the Accelerator under args[0] ("ddp", "zero1", "zero2", "zero3"), two
+// AdamW steps, with the trace on: test_zero.cpp compares the plan the
+// Accelerator printed at start-up with what the trace recorded.
+EMBER_SCENARIO(accelerator_plan) {
+  {
+    Accelerator accelerator({.sharding = {.strategy = args.at(0), .wrap_module_types = std::vector<std::string>{"Block"}}});
+    manual_seed(4);
+    std::shared_ptr<nn::Module> model = std::make_shared<nn::Sequential>(Block(kWidth), Block(kWidth), nn::Linear(kWidth, 5));
+    optim::AdamW optimizer(model->parameters(), {.lr = 1e-3});
+    accelerator.prepare(model, optimizer);
+    Generator generator(2);
+    const Tensor inputs = randn({4, kWidth}, {}, &generator);
+    for (int step = 0; step < 2; ++step) {
+      const Tensor out = (*model)(inputs);
+      accelerator.backward(mean(out * out));
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+  return 0;
+}
+
+}  // namespace ember::test
