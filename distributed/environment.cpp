@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -86,6 +87,35 @@ bool read_master_port(const Variables& variables, DistributedEnv& env) {
   return true;
 }
 
+// Note [Workers under torchrun]: where torchrun's agent serves its own
+// store (PyTorch's protocol, without authentication) on MASTER_PORT, rank 0
+// serves ember's beside it, on EMBER_STORE_PORT or else MASTER_PORT + 1.
+void place_store_beside_torchrun(const Variables& variables, DistributedEnv& env) {
+  const char* agent_store = variables.get("TORCHELASTIC_USE_AGENT_STORE");
+  if (agent_store == nullptr || std::string_view(agent_store) != "True") return;  // MASTER_PORT is free for rank 0
+  const int agent_port = env.master_port;
+  std::string source;
+  if (variables.has("EMBER_STORE_PORT")) {
+    env.master_port = integer(variables, "EMBER_STORE_PORT", 1, 65535);
+    source = "EMBER_STORE_PORT";
+  } else {
+    EMBER_CHECK(agent_port < 65535,
+                "torchrun's agent serves its store on MASTER_PORT={}, and ember's goes beside it on MASTER_PORT + 1, "
+                "which does not exist; give torchrun a lower --master_port, or set EMBER_STORE_PORT",
+                agent_port);
+    env.master_port = agent_port + 1;
+    source = "MASTER_PORT + 1";
+  }
+  EMBER_CHECK(env.master_port != agent_port,
+              "EMBER_STORE_PORT={} is torchrun's MASTER_PORT, where its agent serves its own store; choose another",
+              env.master_port);
+  for (auto& [field, from] : env.sources)
+    if (field == "master_port")
+      from = fmt::format("{}, beside torchrun's agent store on MASTER_PORT={} (PyTorch's, which has no "
+                         "authentication; ember's checks EMBER_STORE_TOKEN)",
+                         source, agent_port);
+}
+
 // ember launch, torchrun and the plain contract: torchrun's names.
 void read_torch_style(const Variables& variables, DistributedEnv& env) {
   const std::string_view engine = to_string(env.engine);
@@ -118,6 +148,7 @@ void read_torch_style(const Variables& variables, DistributedEnv& env) {
   EMBER_CHECK(port || env.world_size == 1,
               "MASTER_PORT is not set (RANK={}, WORLD_SIZE={}, {}): the ranks need the store's port", env.rank,
               env.world_size, engine);
+  if (env.engine == JobEngine::torchrun && port) place_store_beside_torchrun(variables, env);
 }
 
 // srun's variables (Note [Job engines]).

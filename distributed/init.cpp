@@ -123,18 +123,9 @@ std::shared_ptr<ProcessGroup> make_group(const BackendContext& context, const Ba
 
 // What a job of several processes needs beyond its ranks, said on every rank
 // (each reads its own environment): the token (Note [Store tokens per
-// engine]), and a store ember can speak to.
+// engine]).
 void check_store_settings(DistributedEnv& env) {
   if (!env.launched) return;
-  // torchrun's agent serves PyTorch's own store (another protocol) on
-  // MASTER_PORT; rank 0 could not serve ember's there, and the others would
-  // wait for a greeting that never comes.
-  EMBER_CHECK(env.engine != JobEngine::torchrun,
-              "init_process_group: started by torchrun (rank {} of {}), whose agent serves its own store, in "
-              "PyTorch's protocol, on MASTER_ADDR:MASTER_PORT {}:{}; ember's workers cannot join it yet. Start them "
-              "with ember launch, which takes torchrun's flags (--nproc_per_node, --nnodes, --node_rank, "
-              "--master_addr, --master_port)",
-              env.rank, env.world_size, env.master_addr, env.master_port);
   if (!env.token.empty()) return;
   // A job of one shares its store with nobody: any fresh secret does.
   if (env.world_size == 1) {
@@ -180,8 +171,14 @@ ProcessGroup& init_process_group(InitOptions options) {
     const std::string address = fmt::format("{}:{}:{}", env.master_addr, env.master_port, env.token);
     if (env.rank == 0 && !env.store_hosted && (!state.server || state.server_address != address)) {
       state.server.reset();
-      state.server = std::make_unique<TcpStoreServer>(
-          StoreServerOptions{.host = env.master_addr, .port = env.master_port, .token = env.token, .backlog = 128});
+      try {
+        state.server = std::make_unique<TcpStoreServer>(
+            StoreServerOptions{.host = env.master_addr, .port = env.master_port, .token = env.token, .backlog = 128});
+      } catch (const Error& error) {
+        // The description says where the address and port came from (torchrun's MASTER_PORT + 1, Slurm's job id, ...).
+        EMBER_CHECK(false, "init_process_group: rank 0 cannot serve the job's store ({}): {}", describe(env),
+                    error.what());
+      }
       state.server_address = address;
     }
     if (state.server && store_options.port == 0) store_options.port = state.server->port();

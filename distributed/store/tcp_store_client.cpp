@@ -98,6 +98,8 @@ int connect_once(const StoreOptions& options, Clock::time_point deadline, std::s
   return connected;
 }
 
+constexpr milliseconds kGreetingWait{10'000};
+
 }  // namespace
 
 struct TcpStore::Connection {
@@ -147,9 +149,19 @@ struct TcpStore::Connection {
       EMBER_CHECK(wire::recv_all(fd, data, deadline), "store: the store at {} sent no {} within {}", where(), what,
                   seconds_text(options.timeout));
     };
+    // An ember server greets as soon as it accepts. A silent one is another
+    // kind of store (PyTorch's TCPStore waits for its client to speak
+    // first), or a stopped process: either way waiting the whole timeout
+    // would only delay saying so.
+    const auto greeting_deadline = std::min(deadline, deadline_after(kGreetingWait));
     std::array<uint8_t, auth::kHelloBytes> hello{};
     try {
-      receive(hello, "greeting");
+      EMBER_CHECK(wire::recv_all(fd, hello, greeting_deadline),
+                  "store: the server at {} accepted the connection but sent no greeting within {}: it is not an ember "
+                  "store (PyTorch's TCPStore, e.g. torchrun's agent store on MASTER_PORT, waits silently for its "
+                  "client), or the process serving it is stopped; MASTER_ADDR and MASTER_PORT must lead to the "
+                  "store of the job's rank 0",
+                  where(), seconds_text(std::min(options.timeout, kGreetingWait)));
     } catch (const ProtocolError& error) {
       EMBER_CHECK(false, "store: the store at {} dropped the connection before greeting: {}", where(), error.what());
     }

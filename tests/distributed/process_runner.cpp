@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <thread>
 
@@ -145,6 +146,11 @@ int free_port() {
   close(fd);
   if (!bound) throw std::runtime_error("no free loopback port");
   return ntohs(address.sin_port);
+}
+
+std::string read_bytes(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
 }
 
 std::vector<pid_t> leftover_workers() {

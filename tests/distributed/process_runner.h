@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,9 @@ void expect_clean_success(const ProcessResult& result);
 
 // A loopback port that was free a moment ago (bound to port 0, read, closed).
 int free_port();
+
+// The whole file's bytes ("" when it cannot be read): final parameters a test compares.
+std::string read_bytes(const std::filesystem::path& path);
 
 // Processes still running this build's distributed_worker (EMBER_WORKER), by their /proc/<pid>/exe.
 std::vector<pid_t> leftover_workers();

@@ -30,11 +30,7 @@ namespace F = nn::functional;
 using std::chrono::seconds;
 using test::launch;
 using test::ProcessResult;
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-}
+using test::read_bytes;
 
 void expect_nothing_left() {
   EXPECT_TRUE(test::leftover_workers().empty());

@@ -83,20 +83,24 @@ void expect_success(const std::vector<ProcessResult>& results) {
   }
 }
 
+bool loopback_port_is_free(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(uint16_t(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  close(fd);
+  return free;
+}
+
 // A loopback port in Slurm's derived range that is free now, and the job id that derives it.
 std::pair<int, int> free_slurm_port() {
   std::random_device random;
   for (int attempt = 0; attempt < 100; ++attempt) {
     const int job = int(random() % 1000000);
     const int port = distributed::slurm_port(uint64_t(job), 0);
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(uint16_t(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-    close(fd);
-    if (free) return {job, port};
+    if (loopback_port_is_free(port)) return {job, port};
   }
   ADD_FAILURE() << "no free port in Slurm's derived range";
   return {0, 0};
@@ -229,6 +233,112 @@ TEST(JobEngines, MpirunEndsTheJobWhenATaskFails) {
   EXPECT_LT(killed.seconds, 30) << killed.output;
   EXPECT_TRUE(contains(killed.output, "rank 1: SIGKILL in forward at step 6")) << killed.output;
   EXPECT_TRUE(contains(killed.output, "a peer exited before doing its part: rank 1")) << killed.output;
+  expect_nothing_left();
+}
+
+// --- A real torchrun --------------------------------------------------------------
+// Note [Workers under torchrun] in distributed/README.md.
+
+bool torchrun_found() { return std::filesystem::exists("/usr/bin/torchrun"); }
+
+// A free port p whose p + 1 is free too: torchrun's agent store and ember's beside it.
+int free_port_pair() {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int port = free_port();
+    if (port < 65535 && loopback_port_is_free(port + 1)) return port;
+  }
+  ADD_FAILURE() << "no two free loopback ports in a row";
+  return 0;
+}
+
+// `torchrun <flags> --no_python distributed_worker <scenario> <args>` with
+// `assignments` exported (the token among them, as a user exports it before
+// torchrun on every node).
+// -r 1 -t 1 (redirect stdout to a log and tee it back): Debian's torch 1.13
+// on Python 3.11 cannot parse the default redirects (iterating an IntFlag
+// skips its 0 member), whatever the program.
+std::unique_ptr<Process> start_torchrun(const std::vector<std::string>& flags, const std::string& scenario,
+                                        const std::vector<std::string>& args, const std::vector<std::string>& assignments) {
+  std::vector<std::string> command = worker_command(assignments, scenario, args);
+  std::vector<std::string> torchrun = {"/usr/bin/torchrun", "-r", "1", "-t", "1"};
+  torchrun.insert(torchrun.end(), flags.begin(), flags.end());
+  torchrun.push_back("--no_python");
+  command.insert(std::find(command.begin(), command.end(), std::string(EMBER_WORKER)), torchrun.begin(), torchrun.end());
+  return std::make_unique<Process>(command);
+}
+
+ProcessResult torchrun(const std::vector<std::string>& flags, const std::string& scenario,
+                       const std::vector<std::string>& args = {}) {
+  return start_torchrun(flags, scenario, args, {"EMBER_STORE_TOKEN=" + fresh_token()})->wait(120s);
+}
+
+// torchrun's default (static) rendezvous, where its agent serves its own
+// store on MASTER_PORT, and --standalone, where rank 0 may take MASTER_PORT:
+// both start one ember job (the scenarios compare every rank with one
+// process on the global batch). The Accelerator says where the store is and
+// that the agent's has no authentication.
+// Catches: ember's rank 0 binding MASTER_PORT beside the agent ("Address
+// already in use"); the refusal of torchrun this replaced.
+TEST(JobEngines, TorchrunStartsOneJob) {
+  if (!torchrun_found()) GTEST_SKIP() << "/usr/bin/torchrun not found (scripts/test.sh installs python3-torch)";
+  const int port = free_port_pair();
+  const ProcessResult agent_store = torchrun({"--nproc_per_node", "3", "--master_port", std::to_string(port)},
+                                             "accelerator_accumulation_matches_large_batch", {"2", "4"});
+  expect_clean_success(agent_store);
+  EXPECT_TRUE(contains(agent_store.output,
+                       fmt::format("ember Accelerator: torchrun: rank 0 of 3, local rank 0 of 3, node 0, store "
+                                   "127.0.0.1:{}",
+                                   port + 1)))
+      << agent_store.output;
+  EXPECT_TRUE(contains(agent_store.output,
+                       fmt::format("master_port: MASTER_PORT + 1, beside torchrun's agent store on MASTER_PORT={} "
+                                   "(PyTorch's, which has no authentication",
+                                   port)))
+      << agent_store.output;
+  expect_clean_success(torchrun({"--standalone", "--nproc_per_node", "2"}, "ddp_matches_single_process"));
+  expect_nothing_left();
+}
+
+// Two torchrun agents, nodes 0 and 1 of one job on 127.0.0.1 and
+// 127.0.0.2 (node 1's workers advertise 127.0.0.2 to Gloo, the backend
+// between nodes): one DDP job of two processes.
+TEST(JobEngines, TorchrunTwoNodesOnLoopback) {
+  if (!torchrun_found()) GTEST_SKIP() << "/usr/bin/torchrun not found (scripts/test.sh installs python3-torch)";
+  const std::string port = std::to_string(free_port_pair()), token = fresh_token();
+  std::vector<std::unique_ptr<Process>> nodes;
+  for (const int node : {0, 1})
+    nodes.push_back(start_torchrun({"--nnodes", "2", "--node_rank", std::to_string(node), "--nproc_per_node", "1",
+                                    "--master_addr", "127.0.0.1", "--master_port", port},
+                                   "ddp_matches_single_process", {},
+                                   {"EMBER_STORE_TOKEN=" + token, "EMBER_GLOO_ADDR=127.0.0." + std::to_string(node + 1)}));
+  for (auto& node : nodes) expect_clean_success(node->wait(120s));
+  expect_nothing_left();
+}
+
+// torchrun --max_restarts 1 restarts every worker after one is killed; the
+// job resumes from its last checkpoint (the user's load_state) and ends with
+// the parameters of a job never interrupted.
+TEST(JobEngines, TorchrunRestartResumesFromTheLastCheckpoint) {
+  if (!torchrun_found()) GTEST_SKIP() << "/usr/bin/torchrun not found (scripts/test.sh installs python3-torch)";
+  testing::ScratchDirectory directory;
+  const std::filesystem::path straight = directory.path() / "straight", restarted = directory.path() / "restarted";
+  std::filesystem::create_directories(straight);
+  std::filesystem::create_directories(restarted);
+  const std::vector<std::string> flags = {"--nproc_per_node", "2", "--master_port", std::to_string(free_port_pair())};
+  expect_clean_success(torchrun(flags, "fault_train", {straight.string(), "none", "0", "0"}));
+  std::vector<std::string> restarting = {"--max_restarts", "1", "--master_port", std::to_string(free_port_pair())};
+  restarting.insert(restarting.begin(), flags.begin(), flags.begin() + 2);
+  const ProcessResult result = torchrun(restarting, "fault_train", {restarted.string(), "kill_in_forward", "1", "6"});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(contains(result.output, "rank 1: SIGKILL in forward at step 6")) << result.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(contains(result.output, fmt::format("rank {}: resumed from checkpoint_0 after step 4", rank)))
+        << result.output;
+    const std::string expected = read_bytes(straight / fmt::format("final_{}.safetensors", rank));
+    ASSERT_FALSE(expected.empty());
+    EXPECT_TRUE(expected == read_bytes(restarted / fmt::format("final_{}.safetensors", rank)))
+        << "rank " << rank << ": the restarted job's parameters differ from the uninterrupted job's";
+  }
   expect_nothing_left();
 }
 

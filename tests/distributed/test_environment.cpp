@@ -78,6 +78,41 @@ TEST(Environment, TorchrunIsToldByTorchElasticVariables) {
   EXPECT_EQ(env.local_rank, 1);
 }
 
+// Note [Workers under torchrun]: where the agent serves its own store on
+// MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True, torchrun's static
+// rendezvous), ember's goes beside it, and the start-up line says so and
+// that the agent's store has no authentication; with --standalone (False)
+// MASTER_PORT is rank 0's.
+// Catches: ember's rank 0 binding MASTER_PORT under the agent ("Address
+// already in use"), or the others meeting the agent's store.
+TEST(Environment, TorchrunAgentStoreKeepsMasterPortAndEmberGoesBesideIt) {
+  const Variables torchrun = {{"RANK", "0"},          {"WORLD_SIZE", "2"},           {"LOCAL_RANK", "0"},
+                              {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}, {"TORCHELASTIC_RUN_ID", "none"}};
+  Variables agent = torchrun;
+  agent["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  DistributedEnv env = read(agent);
+  EXPECT_EQ(env.master_port, 29501);
+  EXPECT_TRUE(contains(source_of(env, "master_port"),
+                       "MASTER_PORT + 1, beside torchrun's agent store on MASTER_PORT=29500 (PyTorch's, which has no "
+                       "authentication"))
+      << source_of(env, "master_port");
+  agent["EMBER_STORE_PORT"] = "41000";
+  env = read(agent);
+  EXPECT_EQ(env.master_port, 41000);
+  EXPECT_TRUE(contains(source_of(env, "master_port"), "EMBER_STORE_PORT, beside torchrun's agent store"));
+  agent["EMBER_STORE_PORT"] = "29500";
+  EXPECT_TRUE(contains(error_of(agent), "EMBER_STORE_PORT=29500 is torchrun's MASTER_PORT")) << error_of(agent);
+  agent.erase("EMBER_STORE_PORT");
+  agent["MASTER_PORT"] = "65535";
+  EXPECT_TRUE(contains(error_of(agent), "MASTER_PORT + 1, which does not exist")) << error_of(agent);
+
+  Variables standalone = torchrun;
+  standalone["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  env = read(standalone);
+  EXPECT_EQ(env.master_port, 29500);
+  EXPECT_EQ(source_of(env, "master_port"), "MASTER_PORT");
+}
+
 // The Kubernetes PyTorchJob contract: one process per pod, no LOCAL_RANK.
 // Catches: defaulting LOCAL_RANK to RANK (every pod would pick GPU RANK).
 TEST(Environment, PlainVariablesAreOneProcessPerMachine) {

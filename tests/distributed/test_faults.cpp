@@ -56,11 +56,6 @@ size_t count_of(const std::string& text, const std::string& part) {
   return count;
 }
 
-std::string read_bytes(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-}
-
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 void expect_nothing_left() {

@@ -274,6 +274,31 @@ TEST(TcpStore, ClientRefusesAServerThatDoesNotKnowTheToken) {
   close(listener);
 }
 
+// A server that accepts and says nothing, as PyTorch's TCPStore does (torchrun's
+// agent store on MASTER_PORT): the client says what it met within 10 s,
+// not after its whole timeout (60 s here).
+// Mutation caught (run once, failed as expected): waiting for the greeting
+// until the connection's deadline.
+TEST(TcpStore, SilentServerIsReportedWithinTenSeconds) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t length = sizeof address;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  StoreOptions options{.port = ntohs(address.sin_port), .token = kToken, .timeout = 60s};
+  const auto start = std::chrono::steady_clock::now();
+  const std::string message = error_of([&] { TcpStore store(options); });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s) << message;
+  EXPECT_NE(message.find("accepted the connection but sent no greeting within 10 s: it is not an ember store "
+                         "(PyTorch's TCPStore"),
+            std::string::npos)
+      << message;
+  close(listener);
+}
+
 // A server that knows the token but answers the first connection's first
 // request never, and the second connection's with num_keys = 42.
 TEST(TcpStore, ClientDropsAWedgedConnectionAndReconnects) {
