@@ -62,6 +62,8 @@ void expect_clean_success(const ProcessResult& result);
 
 // A loopback port that was free a moment ago (bound to port 0, read, closed).
 int free_port();
+// Whether a loopback port can be bound now (for ports a job derives rather than picks).
+bool loopback_port_free(int port);
 
 // Processes still running this build's distributed_worker (EMBER_WORKER), by their /proc/<pid>/exe.
 std::vector<pid_t> leftover_workers();
