@@ -47,6 +47,13 @@ uint64_t first_job_id() {
   throw std::runtime_error("no 15 consecutive job ids with free derived ports");
 }
 
+// Whether a child started by a Process still runs (not yet a zombie): it
+// stays unreaped, for its Process to wait for.
+bool running(pid_t pid) {
+  const std::string stat = read_text(fmt::format("/proc/{}/stat", pid));
+  return !stat.empty() && stat.find(") Z ") == std::string::npos;
+}
+
 // This host's node line from `slurmd -C` (its CPUs, sockets, cores, memory), as node `localhost`.
 std::string node_line() {
   const ProcessResult probe = run_process({"/usr/sbin/slurmd", "-C"}, 30s);
@@ -142,7 +149,8 @@ void SlurmCluster::start() {
       "KillWait=2\n"
       "FirstJobId={}\n"
       "{}\n"
-      "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP\n",
+      // Jobs share the cores: a job still completing does not hold the next one back.
+      "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4\n",
       free_port(), free_port(), d, d, d, d, d, first_job_id(), node_line());
 
   start_daemon("munged", fmt::format("/usr/sbin/munged -F --socket='{0}/munge.socket' --key-file='{0}/munge.key' "
@@ -169,12 +177,17 @@ void SlurmCluster::start_daemon(const std::string& name, const std::string& comm
 bool SlurmCluster::wait_until(const std::string& what, std::chrono::milliseconds timeout,
                               const std::function<bool()>& ready) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
+  std::string exited;
+  while (std::chrono::steady_clock::now() < deadline && exited.empty()) {
     if (ready()) return true;
+    for (const auto& daemon : daemons_)
+      if (!running(daemon.second->pid())) exited = daemon.first;
     std::this_thread::sleep_for(200ms);
   }
-  unavailable_ = fmt::format("the Slurm cluster in {} did not come up: no {} within {} s", directory_.string(), what,
-                             std::chrono::duration_cast<std::chrono::seconds>(timeout).count());
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout).count();
+  unavailable_ = fmt::format("the Slurm cluster in {} did not come up: {}", directory_.string(),
+                             exited.empty() ? fmt::format("no {} within {} s", what, seconds)
+                                            : fmt::format("{} exited while the test waited for {}", exited, what));
   for (const auto& daemon : daemons_) unavailable_ += log_tail(daemon.first);
   stop();
   return false;
