@@ -81,7 +81,12 @@ SlurmCluster& SlurmCluster::shared() {
   static SlurmCluster cluster;
   if (!SlurmEnvironment::started) {
     SlurmEnvironment::started = true;
-    cluster.start();
+    try {
+      cluster.start();
+    } catch (const std::exception& error) {
+      cluster.unavailable_ = fmt::format("the Slurm cluster could not be set up: {}", error.what());
+      cluster.stop();
+    }
   }
   return cluster;
 }
@@ -117,7 +122,7 @@ void SlurmCluster::start() {
   }
   std::filesystem::permissions(directory_ / "munge.key", std::filesystem::perms::owner_read);
 
-  const std::string d = directory_.string();
+  const std::string path = directory_.string();
   std::ofstream(directory_ / "slurm.conf") << fmt::format(
       "ClusterName=ember-test\n"
       "SlurmctldHost=localhost\n"
@@ -151,16 +156,16 @@ void SlurmCluster::start() {
       "{}\n"
       // Jobs share the cores: a job still completing does not hold the next one back.
       "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4\n",
-      free_port(), free_port(), d, d, d, d, d, first_job_id(), node_line());
+      free_port(), free_port(), path, path, path, path, path, first_job_id(), node_line());
 
   start_daemon("munged", fmt::format("/usr/sbin/munged -F --socket='{0}/munge.socket' --key-file='{0}/munge.key' "
                                      "--pid-file='{0}/munged.pid' --seed-file='{0}/munged.seed'",
-                                     d));
+                                     path));
   if (!wait_until("munged to create its socket", 10s,
                   [&] { return std::filesystem::exists(directory_ / "munge.socket"); }))
     return;
-  start_daemon("slurmctld", fmt::format("/usr/sbin/slurmctld -D -i -f '{}/slurm.conf'", d));
-  start_daemon("slurmd", fmt::format("/usr/sbin/slurmd -D -N localhost -f '{}/slurm.conf'", d));
+  start_daemon("slurmctld", fmt::format("/usr/sbin/slurmctld -D -i -f '{}/slurm.conf'", path));
+  start_daemon("slurmd", fmt::format("/usr/sbin/slurmd -D -N localhost -f '{}/slurm.conf'", path));
   wait_until("sinfo to show node localhost idle", 30s, [&] {
     const ProcessResult sinfo = run_process({"/usr/bin/sinfo", "-h", "-o", "%t"}, 10s, {conf_assignment()});
     return sinfo.exit_code == 0 && sinfo.output.rfind("idle", 0) == 0;
@@ -168,10 +173,9 @@ void SlurmCluster::start() {
 }
 
 void SlurmCluster::start_daemon(const std::string& name, const std::string& command) {
-  daemons_.emplace_back(name, std::make_unique<Process>(std::vector<std::string>{"/bin/sh", "-c",
-                                                                                 fmt::format("exec {} > '{}' 2>&1", command,
-                                                                                             (directory_ / (name + ".log")).string())},
-                                                        std::vector<std::string>{conf_assignment()}));
+  const std::string log = (directory_ / (name + ".log")).string();
+  std::vector<std::string> argv = {"/bin/sh", "-c", fmt::format("exec {} > '{}' 2>&1", command, log)};
+  daemons_.emplace_back(name, std::make_unique<Process>(argv, std::vector<std::string>{conf_assignment()}));
 }
 
 bool SlurmCluster::wait_until(const std::string& what, std::chrono::milliseconds timeout,

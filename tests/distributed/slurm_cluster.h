@@ -1,9 +1,9 @@
 // A real Slurm cluster of one node on this host, for the tests that run
 // jobs through `srun` (JobEngines.Srun* in test_cluster_environment.cpp):
 // munged, slurmctld and slurmd from Debian's packages, configured in a
-// temporary directory of their own (Note [Job engines] in
-// distributed/README.md says what the host needs). One cluster serves every
-// test of a run: started at first use, stopped after the last test.
+// temporary directory of their own (tests/distributed/README.md says what
+// the host needs). One cluster serves every test of a run: started at first
+// use, stopped after the last test.
 #pragma once
 
 #include <sys/types.h>
