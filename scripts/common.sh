@@ -12,7 +12,7 @@ EMBER_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev libgloo-dev libssl-dev zlib1g-dev
   dataset-fashion-mnist golang-github-pierrec-lz4-dev python3-matplotlib
-  openmpi-bin python3-torch
+  openmpi-bin python3-torch slurmd slurmctld slurm-client munge
 )
 
 ember_install_packages() {

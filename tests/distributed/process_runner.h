@@ -63,6 +63,8 @@ void expect_clean_success(const ProcessResult& result);
 
 // A loopback port that was free a moment ago (bound to port 0, read, closed).
 int free_port();
+// Whether a loopback port can be bound now (for ports a job derives rather than picks).
+bool loopback_port_free(int port);
 
 // The whole file's bytes ("" when it cannot be read): final parameters a test compares.
 std::string read_bytes(const std::filesystem::path& path);

@@ -5,15 +5,12 @@
 // secret), and the variables `srun -n 2` gives each task (SLURM_PROCID,
 // SLURM_NTASKS, ..., the store found from SLURM_JOB_NODELIST and a port
 // derived from SLURM_JOB_ID); and jobs started by a real `mpirun` (Open
-// MPI, installed by scripts/common.sh; skipped, saying so, where it is
-// absent). No real srun or torchrun runs here (issue 18 says what is
-// missing). Every process has a timeout, and nothing may be left behind.
-#include <arpa/inet.h>
+// MPI), a real `torchrun` (Debian's python3-torch) and a real `srun` (a
+// Slurm cluster of one node this test starts: slurm_cluster.h), all
+// installed by scripts/common.sh and skipped, saying so, where absent.
+// Every process has a timeout, and nothing may be left behind.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -22,6 +19,7 @@
 
 #include "distributed/environment.h"
 #include "distributed/process_runner.h"
+#include "distributed/slurm_cluster.h"
 #include "support/test_support.h"
 
 namespace ember::test {
@@ -83,24 +81,13 @@ void expect_success(const std::vector<ProcessResult>& results) {
   }
 }
 
-bool loopback_port_is_free(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(uint16_t(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-  close(fd);
-  return free;
-}
-
 // A loopback port in Slurm's derived range that is free now, and the job id that derives it.
 std::pair<int, int> free_slurm_port() {
   std::random_device random;
   for (int attempt = 0; attempt < 100; ++attempt) {
     const int job = int(random() % 1000000);
     const int port = distributed::slurm_port(uint64_t(job), 0);
-    if (loopback_port_is_free(port)) return {job, port};
+    if (loopback_port_free(port)) return {job, port};
   }
   ADD_FAILURE() << "no free port in Slurm's derived range";
   return {0, 0};
@@ -245,7 +232,7 @@ bool torchrun_found() { return std::filesystem::exists("/usr/bin/torchrun"); }
 int free_port_pair() {
   for (int attempt = 0; attempt < 100; ++attempt) {
     const int port = free_port();
-    if (port < 65535 && loopback_port_is_free(port + 1)) return port;
+    if (port < 65535 && loopback_port_free(port + 1)) return port;
   }
   ADD_FAILURE() << "no two free loopback ports in a row";
   return 0;
@@ -340,6 +327,107 @@ TEST(JobEngines, TorchrunRestartResumesFromTheLastCheckpoint) {
         << "rank " << rank << ": the restarted job's parameters differ from the uninterrupted job's";
   }
   expect_nothing_left();
+}
+
+// --- A real srun ------------------------------------------------------------------
+
+// `srun <options> distributed_worker <scenario> <args>` on the test's Slurm
+// cluster, as a batch script runs it: the token exported, and passed on
+// with the rest of the environment (--export=ALL). `assignments` may add
+// MASTER_PORT; without it the store's port is derived from the job id.
+ProcessResult srun(const SlurmCluster& cluster, const std::vector<std::string>& options,
+                   std::vector<std::string> assignments, const std::string& scenario,
+                   const std::vector<std::string>& args = {}) {
+  assignments.insert(assignments.end(), {cluster.conf_assignment(), "EMBER_STORE_TOKEN=" + fresh_token()});
+  std::vector<std::string> command = worker_command(assignments, scenario, args);
+  std::vector<std::string> srun_part = {"/usr/bin/srun", "--export=ALL"};
+  srun_part.insert(srun_part.end(), options.begin(), options.end());
+  command.insert(std::find(command.begin(), command.end(), std::string(EMBER_WORKER)), srun_part.begin(),
+                 srun_part.end());
+  return run_process(command, 90s);
+}
+
+void expect_cluster_clean(const SlurmCluster& cluster) {
+  EXPECT_EQ(cluster.leftover_steps(10s), std::vector<pid_t>{}) << "job steps (slurmstepd) still running";
+  expect_nothing_left();
+}
+
+// The job id a task's Accelerator names as the source of the derived port.
+uint64_t derived_from_job(const std::string& output) {
+  const std::string marker = "master_port: derived from SLURM_JOB_ID=";
+  const size_t at = output.find(marker);
+  return at == std::string::npos ? 0 : std::stoull(output.substr(at + marker.size()));
+}
+
+// srun -n 2 and srun -N 1 -n 3 (over the node's cores: --overcommit) run a
+// DDP job and the Accelerator example's training loop: each task learns
+// its rank, the world size and its local rank from SLURM_*, the store is
+// on the node list's first host, and the job trains as one (the scenarios
+// compare every rank's parameters with one process on the global batch,
+// hence equal parameters across ranks). The Accelerator names Slurm once,
+// with the port derived from the job id when MASTER_PORT is not exported.
+// Catches: SLURM_PROCID ignored (every task rank 0: a store served twice,
+// or three "rank 0 of 3" lines and the scenarios fail), SLURM_NTASKS
+// ignored (jobs of one: "rank 0 of 1"), a wrong derived port.
+TEST(JobEngines, SrunStartsOneJob) {
+  SlurmCluster& cluster = SlurmCluster::shared();
+  if (!cluster.unavailable().empty()) GTEST_SKIP() << cluster.unavailable();
+  const std::vector<std::string> two = {"-n", "2", "--kill-on-bad-exit=1"},
+                                 three = {"-N", "1", "-n", "3", "--overcommit", "--kill-on-bad-exit=1"};
+  for (const auto& options : {two, three}) {
+    const int world = options == two ? 2 : 3;
+    const ProcessResult ddp = srun(cluster, options, {"MASTER_PORT=" + std::to_string(free_port())},
+                                   "ddp_matches_single_process");
+    EXPECT_EQ(ddp.exit_code, 0) << ddp.output;
+    for (int rank = 0; rank < world; ++rank)
+      EXPECT_TRUE(contains(ddp.output, fmt::format("rank {}: after 20 steps max |ddp - single process|", rank)))
+          << ddp.output;
+    EXPECT_FALSE(contains(ddp.output, fmt::format("rank {}:", world))) << ddp.output;
+
+    const ProcessResult accelerator = srun(cluster, options, {}, "accelerator_accumulation_matches_large_batch",
+                                           {"2", "4"});
+    EXPECT_EQ(accelerator.exit_code, 0) << accelerator.output;
+    const uint64_t job = derived_from_job(accelerator.output);
+    const std::string line =
+        fmt::format("ember Accelerator: Slurm: rank 0 of {0}, local rank 0 of {0}, node 0, store localhost:{1}", world,
+                    distributed::slurm_port(job, 0));
+    EXPECT_TRUE(contains(accelerator.output, line)) << accelerator.output;
+    EXPECT_EQ(accelerator.output.find(line), accelerator.output.rfind(line)) << "said twice:\n" << accelerator.output;
+  }
+  expect_cluster_clean(cluster);
+}
+
+// Exit codes: tasks that all end by themselves make srun's status the
+// highest of their codes (Slurm's rule). With --kill-on-bad-exit=1, a task
+// that exits with a code, or is killed, ends the whole step within a bound
+// (the other tasks get SIGTERM, then SIGKILL after KillWait): srun's status
+// is then 128 + SIGTERM (a signal outranks codes) and its message names the
+// task's code. No task, step or segment is left.
+// Catches: a task's failure hidden (srun exit 0), surviving tasks that hang
+// until their store timeout (past the bound) or are left running.
+TEST(JobEngines, SrunEndsTheJobWhenATaskFails) {
+  SlurmCluster& cluster = SlurmCluster::shared();
+  if (!cluster.unavailable().empty()) GTEST_SKIP() << cluster.unavailable();
+  const ProcessResult own = srun(cluster, {"-N", "1", "-n", "3", "--overcommit", "--kill-on-bad-exit=0"}, {},
+                                 "engine_exit", {"1", "3", "0"});
+  EXPECT_EQ(own.exit_code, 3) << own.output;
+  EXPECT_TRUE(contains(own.output, "rank 1: exiting with 3")) << own.output;
+  const ProcessResult ended = srun(cluster, {"-n", "2", "--kill-on-bad-exit=1"}, {}, "engine_exit", {"1", "3"});
+  EXPECT_EQ(ended.exit_code, 128 + 15) << ended.output;
+  EXPECT_LT(ended.seconds, 30) << ended.output;
+  EXPECT_TRUE(contains(ended.output, "task 1: Exited with exit code 3")) << ended.output;
+  EXPECT_TRUE(contains(ended.output, "task 0: Terminated")) << ended.output;
+
+  testing::ScratchDirectory directory;
+  const ProcessResult killed = srun(cluster, {"-N", "1", "-n", "3", "--overcommit", "--kill-on-bad-exit=1"}, {},
+                                    "fault_train",
+                                    {directory.path().string(), "kill_in_forward", "1", "6"});
+  EXPECT_EQ(killed.exit_code, 128 + 9) << killed.output;  // fault_train ignores SIGTERM: only SIGKILLs here
+  EXPECT_LT(killed.seconds, 30) << killed.output;
+  EXPECT_TRUE(contains(killed.output, "rank 1: SIGKILL in forward at step 6")) << killed.output;
+  EXPECT_TRUE(contains(killed.output, "task 1: Killed")) << killed.output;
+  EXPECT_TRUE(contains(killed.output, "a peer exited before doing its part: rank 1")) << killed.output;
+  expect_cluster_clean(cluster);
 }
 
 }  // namespace

@@ -228,9 +228,11 @@ EMBER_SCENARIO(launch_exit) {
   return 0;
 }
 
-// args: rank code. As launch_exit, for any job engine (the rank as
-// read_distributed_env finds it, e.g. under mpirun): that rank exits with
-// `code` after half a second; the others wait to be stopped.
+// args: rank code [others_code]. As launch_exit, for any job engine (the
+// rank as read_distributed_env finds it, e.g. under mpirun): that rank exits
+// with `code` after half a second; the others wait to be stopped, or, given
+// `others_code`, exit with it after a second (for engines that report the
+// highest status of tasks that all ended by themselves, as srun does).
 EMBER_SCENARIO(engine_exit) {
   say_ready();
   const int rank = dist::read_distributed_env().rank;
@@ -240,8 +242,12 @@ EMBER_SCENARIO(engine_exit) {
     std::fflush(stdout);
     std::exit(std::stoi(args.at(1)));
   }
-  sleep_until_stopped();
-  return 0;
+  if (args.size() < 3) {
+    sleep_until_stopped();
+    return 0;
+  }
+  std::this_thread::sleep_for(1s);
+  return std::stoi(args.at(2));
 }
 
 // args: failing_rank delay_ms. The failing rank kills itself with SIGKILL,
