@@ -4,13 +4,15 @@
 #include <atomic>
 #include <mutex>
 
+#include "core/cuda_backend.h"
+
 namespace ember {
 
 // Defined by the kernel layers; called once, before the first lookup. The CUDA
-// backend is optional, so its entry point is weak: absent in a CPU-only build.
+// backend registers its kernels when its plugin loads (core/cuda_backend.h),
+// the first time something asks for CUDA, never in a CPU-only run.
 void register_reference_kernels();
 void register_cpu_kernels();
-__attribute__((weak)) void register_cuda_kernels();
 // The autograd layer fills the GradSlots the same way (autograd/functions/register.cpp).
 __attribute__((weak)) void register_autograd_functions();
 
@@ -32,6 +34,7 @@ const std::vector<OpBase*>& OpBase::all() {
 
 KernelKind OpBase::kind(DeviceType device, DType dtype) const {
   ensure_kernels_registered();
+  if (device != DeviceType::cpu) cuda::backend();  // its kernels register when it loads
   if (kernels_[int(device)][int(dtype)]) return KernelKind::optimized;
   if (device == DeviceType::cpu && reference_[int(dtype)]) return KernelKind::reference;
   return KernelKind::none;
@@ -46,7 +49,6 @@ void OpBase::ensure_kernels_registered() {
   std::call_once(once, [] {
     register_reference_kernels();
     register_cpu_kernels();
-    if (register_cuda_kernels) register_cuda_kernels();
     if (register_autograd_functions) register_autograd_functions();
     g_registered.store(true, std::memory_order_release);
   });
@@ -56,6 +58,7 @@ void OpBase::ensure_kernels_registered() {
 // all (it exists only on another device, or this build lacks the backend), or
 // this device's kernels do not take this dtype (they are listed).
 void OpBase::throw_missing(DeviceType device, DType dtype) const {
+  if (device != DeviceType::cpu) cuda::backend();  // a message about the loaded backend's kernels
   auto serves = [&](DeviceType d, DType t) {
     return kernels_[int(d)][int(t)] != nullptr || (d == DeviceType::cpu && reference_[int(t)] != nullptr);
   };
