@@ -45,7 +45,8 @@ class CudaPluginTest : public ::testing::Test {
 
 // Catches: libember linking cudart, cuBLAS, cuDNN or NCCL again, and any CPU
 // path (op registration, the allocator registry, is_available) that loads the
-// plugin. Seen failing with ensure_kernels_registered calling cuda::backend().
+// plugin. Seen failing with device_count() skipping the driver check (so that
+// is_available() loaded the plugin).
 TEST_F(CudaPluginTest, CpuTrainingStepMapsNoCudaLibrary) {
   manual_seed(0);
   auto model = nn::Sequential(nn::Linear(4, 16), nn::ReLU(), nn::Linear(16, 3));
