@@ -34,7 +34,11 @@ const std::vector<OpBase*>& OpBase::all() {
 
 KernelKind OpBase::kind(DeviceType device, DType dtype) const {
   ensure_kernels_registered();
-  if (device != DeviceType::cpu) cuda::backend();  // its kernels register when it loads
+  // The plugin's kernels register when it loads. A missing kernel does not load
+  // it: a CUDA tensor made through ember has loaded it already, and one made by
+  // a stand-in device (tests/distributed/test_device_collectives.cpp) must not
+  // get its runtime replaced by the plugin's.
+  if (device != DeviceType::cpu) cuda::backend();
   if (kernels_[int(device)][int(dtype)]) return KernelKind::optimized;
   if (device == DeviceType::cpu && reference_[int(dtype)]) return KernelKind::reference;
   return KernelKind::none;
@@ -58,7 +62,6 @@ void OpBase::ensure_kernels_registered() {
 // all (it exists only on another device, or this build lacks the backend), or
 // this device's kernels do not take this dtype (they are listed).
 void OpBase::throw_missing(DeviceType device, DType dtype) const {
-  if (device != DeviceType::cpu) cuda::backend();  // a message about the loaded backend's kernels
   auto serves = [&](DeviceType d, DType t) {
     return kernels_[int(d)][int(t)] != nullptr || (d == DeviceType::cpu && reference_[int(t)] != nullptr);
   };
