@@ -1,13 +1,16 @@
 // The CUDA backend as a plugin (Note [CUDA backend plugin] in core/README.md):
 // a CPU training step of a CUDA build maps none of the CUDA libraries, and
 // asking for CUDA loads libember_cuda (and with it cudart) without throwing on
-// a machine without a GPU. Each test needs a process of its own, as ctest
+// a machine without a GPU, and a plugin that cannot load is an error naming
+// the file. Each test needs a process of its own, as ctest
 // runs them; the suite's GPUs are hidden (HIDE_GPUS, and CUDA_VISIBLE_DEVICES
 // below for direct runs), so is_available() is false even on a GPU machine.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -18,6 +21,8 @@
 #include "core/cuda_backend.h"
 #include "core/cuda_libraries.h"
 #include "core/dispatch.h"
+#include "distributed/process_runner.h"
+#include "tools/tools_test_support.h"
 
 namespace ember::test {
 namespace {
@@ -81,6 +86,30 @@ TEST_F(CudaPluginTest, AskingForCudaLoadsThePlugin) {
   const std::vector<std::string> mapped = mapped_cuda_libraries();
   for (const char* name : {"/libember_cuda.so", "/libcudart.so", "/libcublas.so"})
     EXPECT_NE(std::find(mapped.begin(), mapped.end(), name), mapped.end()) << name;
+}
+
+// libember looks for the plugin in its own folder, and a plugin it cannot
+// load is an error naming the file and the loader's reason: `ember env` run
+// on a copy of libember alone in a folder (LD_LIBRARY_PATH outranks the
+// command's RUNPATH). Catches a plugin looked up by name on the library path
+// instead of beside libember (seen failing so: the error named the bare file).
+TEST(CudaPlugin, APluginThatCannotLoadIsAnErrorNamingTheFile) {
+  using namespace std::chrono_literals;
+  const std::filesystem::path directory = fresh_temp_dir("lone_libember");
+  const std::filesystem::path library = library_file_of(reinterpret_cast<const void*>(&version));
+  std::filesystem::copy_file(library, directory / library.filename());
+  const ProcessResult result =
+      run_process(clean_command({"LD_LIBRARY_PATH=" + directory.string()}, {EMBER_CLI, "env"}), 30s);
+  std::filesystem::remove_all(directory);
+  if (!built_with_cuda()) {
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    EXPECT_TRUE(contains(result.output, "- CUDA libraries: none (CUDA not built)\n")) << result.output;
+    return;
+  }
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_TRUE(contains(result.output, "CUDA backend: cannot load " + (directory / "libember_cuda.so").string()))
+      << result.output;
+  EXPECT_TRUE(contains(result.output, "cannot open shared object file: No such file or directory")) << result.output;
 }
 
 }  // namespace
