@@ -3,7 +3,14 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS ember EXPORT emberTargets
+# With CUDA, the plugin libember_cuda beside libember, which loads it from
+# its own folder (Note [CUDA backend plugin] in core/README.md); it is
+# exported as ember::cuda for programs with CUDA code of their own.
+set(ember_libraries ember)
+if(EMBER_WITH_CUDA)
+  list(APPEND ember_libraries ember_cuda)
+endif()
+install(TARGETS ${ember_libraries} EXPORT emberTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -13,14 +13,11 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/cuda_backend.h"
 #include "core/error.h"
 #include "core/version.h"
 
 namespace ember {
-
-// Defined by the CUDA backend (kernels/cuda/cuda_allocator.cpp), absent from a
-// build without it: the caching allocator of GPU `index`.
-__attribute__((weak)) Allocator* make_cuda_allocator(int index);
 
 namespace {
 
@@ -115,9 +112,10 @@ Allocator*& slot(Device device) {
 void ensure_backend_allocators_installed() {
   static std::once_flag installed;
   std::call_once(installed, [] {
-    if (!make_cuda_allocator) return;
-    for (int index = 0; index < std::min(cuda::device_count(), kMaxDevicesPerType); ++index)
-      slot(Device(DeviceType::cuda, index)) = make_cuda_allocator(index);
+    // Without a GPU the plugin (kernels/cuda/cuda_allocator.cpp) is not loaded.
+    const int gpus = std::min(cuda::device_count(), kMaxDevicesPerType);
+    for (int index = 0; index < gpus; ++index)
+      slot(Device(DeviceType::cuda, index)) = cuda::backend()->make_allocator(index);
   });
 }
 

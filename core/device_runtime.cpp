@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/cuda_backend.h"
 #include "core/dispatch.h"
 #include "core/error.h"
 
@@ -27,8 +28,10 @@ std::atomic<bool>& strict_flag() {
 
 DeviceRuntime& device_runtime(DeviceType type) {
   EMBER_ASSERT(type != DeviceType::cpu, "device_runtime: the CPU has no device runtime");
-  ensure_backends_registered();  // the backend installs its runtime there
+  ensure_backends_registered();
   DeviceRuntime* runtime = g_runtimes[int(type)].load(std::memory_order_acquire);
+  if (runtime == nullptr && cuda::backend() != nullptr)  // loading the plugin installs its runtime
+    runtime = g_runtimes[int(type)].load(std::memory_order_acquire);
   EMBER_CHECK(runtime != nullptr, "device {}: this build has no CUDA backend", Device(type, 0));
   return *runtime;
 }

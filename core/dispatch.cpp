@@ -4,13 +4,15 @@
 #include <atomic>
 #include <mutex>
 
+#include "core/cuda_backend.h"
+
 namespace ember {
 
 // Defined by the kernel layers; called once, before the first lookup. The CUDA
-// backend is optional, so its entry point is weak: absent in a CPU-only build.
+// backend registers its kernels when its plugin loads (core/cuda_backend.h),
+// the first time something asks for CUDA, never in a CPU-only run.
 void register_reference_kernels();
 void register_cpu_kernels();
-__attribute__((weak)) void register_cuda_kernels();
 // The autograd layer fills the GradSlots the same way (autograd/functions/register.cpp).
 __attribute__((weak)) void register_autograd_functions();
 
@@ -32,6 +34,11 @@ const std::vector<OpBase*>& OpBase::all() {
 
 KernelKind OpBase::kind(DeviceType device, DType dtype) const {
   ensure_kernels_registered();
+  // The plugin's kernels register when it loads. A missing kernel does not load
+  // it: a CUDA tensor made through ember has loaded it already, and one made by
+  // a stand-in device (tests/distributed/test_device_collectives.cpp) must not
+  // get its runtime replaced by the plugin's.
+  if (device != DeviceType::cpu) cuda::backend();
   if (kernels_[int(device)][int(dtype)]) return KernelKind::optimized;
   if (device == DeviceType::cpu && reference_[int(dtype)]) return KernelKind::reference;
   return KernelKind::none;
@@ -46,7 +53,6 @@ void OpBase::ensure_kernels_registered() {
   std::call_once(once, [] {
     register_reference_kernels();
     register_cpu_kernels();
-    if (register_cuda_kernels) register_cuda_kernels();
     if (register_autograd_functions) register_autograd_functions();
     g_registered.store(true, std::memory_order_release);
   });

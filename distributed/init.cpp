@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "core/cuda_backend.h"
 #include "core/error.h"
 #include "core/version.h"
 #include "distributed/backends/nccl_backend.h"
@@ -21,12 +22,28 @@
 
 namespace ember::distributed {
 
-// Weak: defined by backends/nccl_backend.cpp, which only CUDA builds compile
-// (null otherwise), as core's optional CUDA entry points are.
-__attribute__((weak)) std::unique_ptr<Backend> make_nccl_backend(const BackendContext& context, Device device);
-__attribute__((weak)) std::string nccl_library_description() { return ""; }
+namespace {
+// backends/nccl_backend.cpp, in the CUDA plugin (loaded by the first call);
+// nullptr in a build without CUDA.
+const NcclEntryPoints* nccl_entry_points() {
+  if (!built_with_cuda()) return nullptr;
+  using EntryPoints = const NcclEntryPoints* (*)();
+  return reinterpret_cast<EntryPoints>(cuda::backend_symbol("ember_nccl_entry_points"))();
+}
+}  // namespace
 
-bool nccl_built() { return make_nccl_backend != nullptr; }
+bool nccl_built() { return built_with_cuda(); }
+
+std::unique_ptr<Backend> make_nccl_backend(const BackendContext& context, Device device) {
+  const NcclEntryPoints* entry = nccl_entry_points();
+  EMBER_CHECK(entry != nullptr, "backend nccl needs ember built with CUDA (this build has EMBER_CUDA off)");
+  return entry->make_backend(context, device);
+}
+
+std::string nccl_library_description() {
+  const NcclEntryPoints* entry = nccl_entry_points();
+  return entry ? entry->library_description() : "";
+}
 
 namespace {
 
@@ -89,8 +106,7 @@ void check_backend_name(const char* op, const std::string& name) {
   EMBER_CHECK(name == "auto" || name == "gloo" || name == "shm" || name == "nccl" || name == "reference",
               "{}: unknown backend '{}' (use auto, gloo, shm, nccl or reference)", op, name);
   if (name != "nccl") return;
-  EMBER_CHECK(make_nccl_backend != nullptr, "{}: backend nccl needs ember built with CUDA (this build has EMBER_CUDA off)",
-              op);
+  EMBER_CHECK(nccl_built(), "{}: backend nccl needs ember built with CUDA (this build has EMBER_CUDA off)", op);
   EMBER_CHECK(cuda::is_available(), "{}: backend nccl needs a CUDA GPU, and this machine has none", op);
 }
 
@@ -103,7 +119,7 @@ BackendChoice choose_backends(const std::string& option, const BackendContext& c
   if (option == "reference")
     return {.host = "reference", .nccl = false, .transport = choose_host_backend(context, node_rank)};
   if (option != "auto") return {.host = option, .nccl = false, .transport = ""};
-  return {.host = choose_host_backend(context, node_rank), .nccl = make_nccl_backend != nullptr, .transport = ""};
+  return {.host = choose_host_backend(context, node_rank), .nccl = nccl_built(), .transport = ""};
 }
 
 std::shared_ptr<ProcessGroup> make_group(const BackendContext& context, const BackendChoice& backends,

@@ -5,7 +5,7 @@
 # into build-gpu-bundle/ (ignored by git), the one path the `run` tool
 # carries there (scripts/gpu-check.sh's header has the calls):
 #   build/      the binaries, at their paths in build-gpu/: libember.so*,
-#               bin/ember, tests/test_cuda, tests/distributed_worker,
+#               libember_cuda.so* (the CUDA plugin libember loads), bin/ember, tests/test_cuda, tests/distributed_worker,
 #               bench/bench_cuda
 #   packages/   the .deb files (apt-get download) of every library they load
 #               that the GPU machine lacks (oneDNN, fmt, Gloo, yaml-cpp, ...),
@@ -36,7 +36,8 @@ cmake --build "$BUILD" -j "$EMBER_JOBS" --target test_cuda bench_cuda ember_cli 
 
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/build/bin" "$BUNDLE/build/tests" "$BUNDLE/build/bench" "$BUNDLE/packages"
-(cd "$BUILD" && cp -P libember.so libember.so.0 "$BUNDLE/build/" && cp "$(readlink -f libember.so.0)" "$BUNDLE/build/" &&
+(cd "$BUILD" && cp -P libember.so libember.so.0 libember_cuda.so libember_cuda.so.0 "$BUNDLE/build/" &&
+  cp "$(readlink -f libember.so.0)" "$(readlink -f libember_cuda.so.0)" "$BUNDLE/build/" &&
   cp bin/ember "$BUNDLE/build/bin/" && cp tests/test_cuda tests/distributed_worker "$BUNDLE/build/tests/" &&
   cp bench/bench_cuda "$BUNDLE/build/bench/")
 echo "$BUILD" >"$BUNDLE/build-dir"
@@ -44,7 +45,7 @@ git -C "$EMBER_ROOT" describe --always --dirty >"$BUNDLE/commit"
 
 # The packages behind every library the binaries load, except the ones any
 # GPU machine has: the C/C++ runtime and the CUDA libraries.
-mapfile -t libraries < <(cd "$BUNDLE/build" && ldd bin/ember tests/test_cuda tests/distributed_worker bench/bench_cuda libember.so |
+mapfile -t libraries < <(cd "$BUNDLE/build" && ldd bin/ember tests/test_cuda tests/distributed_worker bench/bench_cuda libember.so libember_cuda.so |
   awk '/=> \// {print $3}' | sort -u)
 # The package that owns a library file, asked under each name it has (with
 # merged /usr, dpkg knows some files by their /lib path, others by /usr/lib).
@@ -72,7 +73,7 @@ echo "ember: runtime packages: ${packages[*]}"
 (cd "$BUNDLE/packages" && apt-get download "${packages[@]}" >/dev/null)
 printf '%s\n' "${packages[@]}" >"$BUNDLE/packages/list"
 
-du -b "$BUNDLE"/build/libember.so.0.* "$BUNDLE"/build/*/* "$BUNDLE"/packages/*.deb | sort -rn |
+du -b "$BUNDLE"/build/libember.so.0.* "$BUNDLE"/build/libember_cuda.so.0.* "$BUNDLE"/build/*/* "$BUNDLE"/packages/*.deb | sort -rn |
   awk '{ printf "  %6.1f MiB  %s\n", $1 / 1048576, $2 }'
 size="$(du -sb "$BUNDLE" | cut -f1)"
 awk -v size="$size" 'BEGIN { printf "ember: bundle %.1f MiB (at most 56 MiB: 64 MiB carried in all, the source tree too)\n", size / 1048576 }'

@@ -162,7 +162,7 @@ export EMBER_LIBRARY_PATH="$EMBER_LIBRARY_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PA
 probe() {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   echo "library path: $EMBER_LIBRARY_PATH"
-  for binary in "$BUILD"/libember.so "$BUILD/tests/test_cuda" "$BUILD/bench/bench_cuda" "$BUILD/bin/ember"; do
+  for binary in "$BUILD"/libember.so "$BUILD"/libember_cuda.so "$BUILD/tests/test_cuda" "$BUILD/bench/bench_cuda" "$BUILD/bin/ember"; do
     echo "ldd $(basename "$binary"):"
     ember_run ldd "$binary" | grep -E 'libember|cudart|cublas|cudnn|nccl|dnnl|not found'
   done

@@ -98,7 +98,7 @@ std::vector<std::string> environment_lines() {
 std::vector<std::string> gpu_lines() {
   if (!built_with_cuda()) return {"- GPUs: CUDA not built"};
   int count = cuda::device_count();
-  if (count == 0) return {"- GPUs: none (CUDA is built, but cudaGetDeviceCount finds no usable device)"};
+  if (count == 0) return {"- GPUs: none (CUDA is built, but the driver and cudaGetDeviceCount find no usable device)"};
   std::vector<std::string> lines = {fmt::format("- GPUs: {}", count)};
   for (int index = 0; index < count; ++index) {
     lines.push_back(fmt::format("  - cuda:{}: {}", index, cuda::device_description(index)));

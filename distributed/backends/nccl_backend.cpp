@@ -351,18 +351,26 @@ class NcclBackend final : public Backend {
   std::unique_ptr<Watchdog> watchdog_;  // made last: its thread calls async_error and abort
 };
 
-}  // namespace
-
-std::unique_ptr<Backend> make_nccl_backend(const BackendContext& context, Device device) {
+std::unique_ptr<Backend> make_backend(const BackendContext& context, Device device) {
   return std::make_unique<NcclBackend>(context, device);
 }
 
 // NCCL counts major * 10000 + minor * 100 + patch (since 2.9).
-std::string nccl_library_description() {
+std::string library_description() {
   const std::string file = library_file_of(reinterpret_cast<const void*>(&ncclGetVersion));
   int version = 0;
   if (ncclGetVersion(&version) != ncclSuccess) return fmt::format("NCCL: version unknown ({})", file);
   return fmt::format("NCCL {}.{}.{} ({})", version / 10000, version % 10000 / 100, version % 100, file);
 }
 
+}  // namespace
 }  // namespace ember::distributed
+
+// A C symbol, for dlsym (core/cuda_backend.h's backend_symbol).
+extern "C" const ember::distributed::NcclEntryPoints* ember_nccl_entry_points() {
+  static const ember::distributed::NcclEntryPoints entry_points{
+      .make_backend = &ember::distributed::make_backend,
+      .library_description = &ember::distributed::library_description,
+  };
+  return &entry_points;
+}

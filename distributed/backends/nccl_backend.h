@@ -6,9 +6,10 @@
 // when an operation does not complete within the group's timeout (Note [NCCL
 // watchdog]), both in distributed/README.md.
 //
-// Built only with the CUDA backend (CUDA_SOURCES in CMakeLists.txt); init.cpp
-// declares make_nccl_backend weak and gives nccl_library_description a weak
-// default, so CPU-only builds link without them.
+// Built only with the CUDA backend (CUDA_SOURCES in CMakeLists.txt), into the
+// CUDA plugin libember_cuda.so (Note [CUDA backend plugin] in core/README.md):
+// init.cpp reaches it through ember_nccl_entry_points, loading the plugin the
+// first time a group needs NCCL or `ember env` describes it.
 // Tests: tests/cuda/test_cuda_nccl.cpp (the conformance suite at world size 1
 // and the watchdog, on a GPU), tests/distributed/test_watchdog.cpp (the
 // watchdog's logic, on any machine).
@@ -27,10 +28,17 @@
 
 namespace ember::distributed {
 
-// Bootstraps the communicator of `context`'s group on `device` (a CUDA GPU):
-// group rank 0 makes the ncclUniqueId and publishes it under
-// "<prefix>nccl/unique_id" in the store. Throws when the group's ranks do not
-// all arrive within context.timeout.
+// What the plugin hands init.cpp (ember_nccl_entry_points in nccl_backend.cpp).
+struct NcclEntryPoints {
+  // Bootstraps the communicator of `context`'s group on `device` (a CUDA GPU):
+  // group rank 0 makes the ncclUniqueId and publishes it under
+  // "<prefix>nccl/unique_id" in the store. Throws when the group's ranks do
+  // not all arrive within context.timeout.
+  std::unique_ptr<Backend> (*make_backend)(const BackendContext& context, Device device);
+  std::string (*library_description)();  // as nccl_library_description
+};
+
+// The NCCL backend of a group (init.cpp): loads the plugin; throws in a build without CUDA.
 std::unique_ptr<Backend> make_nccl_backend(const BackendContext& context, Device device);
 
 // Whether this build has the NCCL backend (CUDA builds do), for `ember env`,

@@ -1,7 +1,8 @@
 // The Allocator of each GPU: the caching policy of caching_allocator.h over
 // cudaMalloc/cudaFree (Note [CUDA caching allocator] in kernels/cuda/README.md).
-// Core's allocator registry calls make_cuda_allocator once per GPU on first use
-// (Note [Allocator registry] in core/README.md). Built only with the CUDA
+// Core's allocator registry calls make_cuda_allocator (through the plugin's
+// entry points, register.cpp) once per GPU on first use (Note [Allocator
+// registry] in core/README.md). Built only with the CUDA
 // backend; tests/cuda/test_cuda_allocator.cpp runs it on a GPU.
 #include <cuda_runtime.h>
 

@@ -1,15 +1,16 @@
-// CUDA device queries. "No GPU" is any error from cudaGetDeviceCount (no
+// CUDA device queries of the plugin (core/cuda_backend.cpp asks the driver
+// first, and these only when it found a GPU). "No GPU" is any error from cudaGetDeviceCount (no
 // driver, no device, a stub) or a count of 0: binaries built with CUDA must
 // start and run their CPU paths on machines without a GPU.
 #include <cuda_runtime.h>
 
 #include <cstdio>
 
-#include "core/version.h"
+#include "kernels/cuda/families.h"
 
 namespace ember::cuda {
 
-int device_count() {
+int runtime_device_count() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     cudaGetLastError();  // clear the sticky error so later queries start clean
@@ -18,9 +19,7 @@ int device_count() {
   return count;
 }
 
-bool is_available() { return device_count() > 0; }
-
-std::string device_description(int index) {
+std::string runtime_device_description(int index) {
   cudaDeviceProp properties{};
   if (cudaGetDeviceProperties(&properties, index) != cudaSuccess) {
     cudaGetLastError();

@@ -1,12 +1,21 @@
-// The CUDA backend's families; register.cpp calls each one's init.
+// The CUDA backend's families, and the plugin's other entry points, which
+// register.cpp hands to libember (core/cuda_backend.h).
 #pragma once
 
+#include <string>
+#include <vector>
+
 namespace ember {
+class Allocator;
 class DeviceRuntime;
 void register_cuda_kernels();
+Allocator* make_cuda_allocator(int index);  // cuda_allocator.cpp
 }  // namespace ember
 
 namespace ember::cuda {
+int runtime_device_count();                           // device.cu (cudaGetDeviceCount)
+std::string runtime_device_description(int index);    // device.cu
+std::vector<std::string> loaded_library_descriptions();  // libraries.cpp
 DeviceRuntime& cuda_runtime();        // runtime.cpp
 void register_copy_kernels();         // copy.cu (copy, fill)
 void register_matmul_kernels();       // matmul.cu (cuBLAS)

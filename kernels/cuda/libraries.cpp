@@ -1,4 +1,5 @@
-// The CUDA libraries this process loaded (core/cuda_libraries.h): each one's
+// The CUDA libraries this process loaded (core/cuda_libraries.h asks here
+// through the plugin's entry points, register.cpp): each one's
 // version, as the library itself reports it, and the file the dynamic loader
 // took it from, found from the address of one of its functions. The GPU
 // machine has no Debian packages and resolves cuBLAS and cuDNN from its
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/cuda_libraries.h"
+#include "kernels/cuda/families.h"
 
 namespace ember::cuda {
 namespace {
@@ -57,6 +59,6 @@ std::string cudnn_line() {
 
 }  // namespace
 
-std::vector<std::string> library_descriptions() { return {runtime_line(), driver_line(), cublas_line(), cudnn_line()}; }
+std::vector<std::string> loaded_library_descriptions() { return {runtime_line(), driver_line(), cublas_line(), cudnn_line()}; }
 
 }  // namespace ember::cuda

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/cuda_backend.h"
 #include "core/device_runtime.h"
 #include "core/dispatch.h"
 #include "core/ops/creation.h"
@@ -181,7 +182,8 @@ class StandInHostBackend final : public Backend {
 // Makes "cuda" the stand-in device, for the rest of the process (ctest runs
 // each test in a process of its own).
 void install_stand_in_device() {
-  ensure_backends_registered();  // a CUDA build installs its runtime first; the stand-in replaces it
+  ensure_backends_registered();
+  cuda::backend();  // a CUDA build's plugin installs its runtime and kernels first; the stand-in replaces them
   set_device_runtime(DeviceType::cuda, &stand_in());
   static HostMemory memory;
   set_allocator(kGpu0, &memory);
