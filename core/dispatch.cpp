@@ -4,6 +4,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "core/profiler/process_profile.h"
+
 namespace ember {
 
 // Defined by the kernel layers; called once, before the first lookup. The CUDA
@@ -49,6 +51,8 @@ void OpBase::ensure_kernels_registered() {
     if (register_cuda_kernels) register_cuda_kernels();
     if (register_autograd_functions) register_autograd_functions();
     g_registered.store(true, std::memory_order_release);
+    // EMBER_PROFILE records from the first op on (core/profiler/process_profile.h).
+    profiler::start_environment_profile();
   });
 }
 
