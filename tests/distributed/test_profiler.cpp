@@ -29,7 +29,8 @@ nlohmann::json read_json(const std::filesystem::path& path) {
 // Catches: collectives or buckets missing from the profile (ProcessGroup's or
 // the reducer's recording removed), a rank writing another's file, the
 // clock offset not measured, and a merge that keeps each file's pid or
-// leaves the timestamps on the rank's own clock.
+// leaves the timestamps on the rank's own clock (seen failing with merge not
+// subtracting the offset; a measured offset of exactly 0 ns would hide that).
 TEST(Profiler, LaunchedDdpRunProfilesEveryRankAndMergesOnOneClock) {
   testing::ScratchDirectory directory;
   const std::string profile_dir = (directory.path() / "profile").string();
