@@ -19,6 +19,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/reduction.h"
 #include "core/ops/views.h"
+#include "core/profiler/profiler.h"
 
 namespace ember::autograd {
 namespace {
@@ -90,6 +91,8 @@ void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_root
   // caller's autocast policy (Note [Autocast] in core/README.md).
   NoAutocastGuard no_autocast;
   std::shared_ptr<const NodeObserver> observer = current_observer();
+  // Every node's span goes on the profiler's timeline while a profile records them.
+  const bool profiling = profiler::recording(profiler::kRecordBackward);
   EMBER_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(),
               "backward: {} gradients given for {} tensors", grad_roots.size(), roots.size());
 
@@ -163,10 +166,13 @@ void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_root
                   "{}: trying to backward through the graph a second time (its saved tensors were freed after the "
                   "first backward); pass retain_graph=true to the first backward to keep them",
                   node->name());
-      if (observer) {
+      if (observer || profiling) {
         Clock::time_point begin = Clock::now();
         input_grads = node->apply(std::move(grads));
-        (*observer)(*node, begin, Clock::now());
+        Clock::time_point end = Clock::now();
+        if (observer) (*observer)(*node, begin, end);
+        if (profiling)
+          profiler::record_span(profiler::kRecordBackward, profiler::Category::backward, node->name(), begin, end);
       } else {
         input_grads = node->apply(std::move(grads));
       }

@@ -38,8 +38,9 @@ class Node;
 
 // Called after each node of a backward walk ran, with the node and the times
 // around its apply() (the leaf accumulators' hooks included). One observer for
-// the process (DDP's event log installs it); none by default, and then the
-// engine reads no clock. The observer runs on the thread running backward.
+// the process; none by default, and then the engine reads no clock unless a
+// profile records backward nodes (core/profiler, which the engine calls
+// directly). The observer runs on the thread running backward.
 using Clock = std::chrono::steady_clock;
 using NodeObserver = std::function<void(const Node& node, Clock::time_point begin, Clock::time_point end)>;
 // Installs `observer` (an empty one removes it) for backward walks that start

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "core/cuda_backend.h"
+#include "core/profiler/process_profile.h"
 
 namespace ember {
 
@@ -55,6 +56,8 @@ void OpBase::ensure_kernels_registered() {
     register_cpu_kernels();
     if (register_autograd_functions) register_autograd_functions();
     g_registered.store(true, std::memory_order_release);
+    // EMBER_PROFILE records from the first op on (core/profiler/process_profile.h).
+    profiler::start_environment_profile();
   });
 }
 

@@ -15,11 +15,13 @@
 #include <map>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/profiler/kernel_span.h"
 
 namespace ember {
 
@@ -125,7 +127,23 @@ class Op<R(Args...)> : public OpBase {
       throw_missing(DeviceType::cpu, dtype);
     return reinterpret_cast<Fn>(fn);
   }
-  R operator()(DeviceType device, DType dtype, Args... args) const { return lookup(device, dtype)(args...); }
+  // Runs the kernel for (device, dtype). While a profile records ops it is
+  // timed as a span (core/profiler); otherwise that costs one load and branch.
+  R operator()(DeviceType device, DType dtype, Args... args) const {
+    Fn fn = lookup(device, dtype);
+    if (profiler::recording(profiler::kRecordOps)) [[unlikely]]
+      return profiled_call(fn, device, dtype, args...);
+    return fn(args...);
+  }
+
+ private:
+  [[gnu::noinline]] R profiled_call(Fn fn, DeviceType device, DType dtype, Args... args) const {
+    profiler::KernelFacts facts;
+    facts.dtype = dtype;
+    if constexpr (sizeof...(Args) > 0) profiler::describe_kernel_call(facts, profiler::first_argument(args...));
+    profiler::KernelSpan span(name_, device, std::move(facts));
+    return fn(args...);
+  }
 };
 
 // Registers `kernel<T>` for every dtype in `dtypes`, e.g.

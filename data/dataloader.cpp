@@ -4,6 +4,7 @@
 #include "data/dataloader.h"
 
 #include "core/error.h"
+#include "core/profiler/profiler.h"
 #include "data/prefetcher.h"
 
 namespace ember::data {
@@ -61,7 +62,12 @@ class Iteration {
     EMBER_CHECK(!done_, "DataLoader: incrementing an iterator that is at the end");
     if (next_ == int64_t(batches_.size())) return finish();
     try {
-      current_ = prefetcher_ ? prefetcher_->take() : core_->produce(batches_[size_t(next_)]);
+      {
+        // What the training loop waits here is the profile's data wait (Note [Step summary]).
+        profiler::Span wait(profiler::kRecordSteps, profiler::Category::data, "DataLoader.next");
+        current_ = prefetcher_ ? prefetcher_->take() : core_->produce(batches_[size_t(next_)]);
+        if (wait.active()) wait.args() = {{"batch", next_}, {"epoch", epoch_}, {"prefetched", prefetcher_ != nullptr}};
+      }
       if (!core_->batch_hooks.empty()) {
         BatchInfo info{epoch_, next_, int64_t(batches_.size())};
         for (const BatchHook& hook : core_->batch_hooks.snapshot()) hook(current_, info);

@@ -14,11 +14,13 @@
 
 #include "core/cuda_backend.h"
 #include "core/error.h"
+#include "core/profiler/process_profile.h"
 #include "core/version.h"
 #include "distributed/backends/nccl_backend.h"
 #include "distributed/backends/reference/reference_collectives.h"
 #include "distributed/environment.h"
 #include "distributed/process_group.h"
+#include "distributed/profiler_clock.h"
 
 namespace ember::distributed {
 
@@ -212,6 +214,11 @@ ProcessGroup& init_process_group(InitOptions options) {
   const BackendChoice backends = choose_backends(options.backend, context, env.node_rank);
   const ProcessGroupOptions group_options{.timeout = timeout, .debug = options.debug || env.debug};
   auto world = make_group(context, backends, group_options);
+  // The profiler names this process's trace after its rank, and every rank
+  // measures its clock against rank 0's (Note [One clock for every rank]).
+  profiler::set_process_rank(env.rank);
+  profiler::start_environment_profile();
+  if (env.world_size > 1) measure_clock_offset(*store, context.store_prefix, env.rank, env.world_size, timeout);
 
   state.env = env;
   state.store_options = store_options;

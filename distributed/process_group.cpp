@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise_kernels.h"
+#include "core/profiler/profiler.h"
 #include "distributed/collective_debug.h"
 
 namespace ember::distributed {
@@ -97,6 +98,31 @@ void write_back(const Tensor& view, const Tensor& staged) {
 // host_reduction_supported); 16-bit values divide in f32 and round once more.
 // A group of one divides by 1, which changes no value: nothing to do. Device
 // tensors divide with the device's division kernel, on the backend's stream.
+// Every operation the group runs is a span on the profiler's communication
+// track, from when the communication thread started it to when it returned:
+// a host backend's whole operation; a device backend's only its launch (its
+// stream runs it later; no CUDA events are read). The args say what moved.
+struct OperationRecord {
+  const std::string& description;
+  int64_t bytes;
+  std::string backend;
+  int group_size, rank;
+  bool on_device;
+  int64_t queued_ns, began_ns;
+};
+void record_operation(const OperationRecord& record) {
+  nlohmann::json args = {{"description", record.description},
+                         {"bytes", record.bytes},
+                         {"backend", record.backend},
+                         {"group_size", record.group_size},
+                         {"rank", record.rank},
+                         {"queued_us", double(record.began_ns - record.queued_ns) / 1000.0}};
+  if (record.on_device) args["timed"] = "launch only";
+  profiler::record_span(profiler::kRecordDistributed, profiler::Category::collective,
+                        record.description.substr(0, record.description.find('(')), record.began_ns,
+                        profiler::now_ns(), std::move(args), profiler::Track::communication);
+}
+
 void divide_in_place(const Tensor& tensor, int divisor) {
   if (divisor == 1) return;
   if (!tensor.device().is_cpu()) {
@@ -159,6 +185,8 @@ struct ProcessGroup::Queue {
     Device device;          // whose backend runs it
     Event ready;            // device operations: recorded on the caller's stream at the call
     Operation operation;
+    int64_t bytes = 0;      // for the profiler's span
+    int64_t queued_ns = 0;  // when the call queued it (profiler clock)
   };
   std::mutex mutex;
   std::condition_variable wake;  // an item arrived, or stopping
@@ -238,7 +266,7 @@ void ProcessGroup::check_tensor(const char* op, const char* role, const Tensor& 
               op, role, tensor.shape(), tensor.dtype(), device, device_factory_.name, *queue_->device);
 }
 
-std::shared_ptr<Work> ProcessGroup::enqueue(std::string description, bool collective, Device device,
+std::shared_ptr<Work> ProcessGroup::enqueue(std::string description, bool collective, Device device, int64_t bytes,
                                             Operation operation) {
   auto work = std::make_shared<Work>(std::move(description), global_rank(rank()), options_.timeout);
   // Note [Collectives on a device stream]: what the operation reads was
@@ -249,7 +277,8 @@ std::shared_ptr<Work> ProcessGroup::enqueue(std::string description, bool collec
     std::lock_guard lock(queue_->mutex);
     EMBER_ASSERT(!queue_->stopping, "{} queued on a group being destroyed", work->description());
     queue_->items.push_back(
-        {work, collective ? ++queue_->collectives : 0, device, std::move(ready), std::move(operation)});
+        {work, collective ? ++queue_->collectives : 0, device, std::move(ready), std::move(operation), bytes,
+         profiler::now_ns()});
   }
   queue_->wake.notify_one();
   return work;
@@ -315,10 +344,15 @@ void ProcessGroup::run_queue() {
         check_collective_call(*context_.store, context_.store_prefix, rank(), size(),
                               {.sequence = item.sequence, .description = item.work->description()}, options_.timeout);
       Backend& backend = backend_for(item.device);
+      const int64_t began = profiler::now_ns();
       if (item.device.is_cpu())
         item.operation(backend);
       else
         completion = run_on_device(backend, item.ready, item.work->description(), item.operation);
+      if (profiler::recording(profiler::kRecordDistributed))
+        record_operation({.description = item.work->description(), .bytes = item.bytes,
+                          .backend = backend_name(item.device.type), .group_size = size(), .rank = rank(),
+                          .on_device = !item.device.is_cpu(), .queued_ns = item.queued_ns, .began_ns = began});
     } catch (const std::exception& failure) {
       if (queue.first_failure.empty()) {
         queue.first_failure = fmt::format("{} failed on {} ({} backend): {}", item.work->description(), where(context_),
@@ -353,7 +387,7 @@ std::shared_ptr<Work> ProcessGroup::allreduce(Tensor tensor, ReduceOp op) {
   Tensor buffer = staged_copy(tensor);
   tensor.bump_version();
   return enqueue(fmt::format("allreduce({}, {}, {})", tensor.shape(), tensor.dtype(), reduce_op_name(op)), true,
-                 tensor.device(), [this, tensor, buffer, op](Backend& backend) {
+                 tensor.device(), tensor.nbytes(), [this, tensor, buffer, op](Backend& backend) {
                    if (buffer.numel() == 0) return;
                    backend.allreduce(buffer.data_ptr(), buffer.numel(), buffer.dtype(),
                                        op == ReduceOp::avg ? ReduceOp::sum : op);
@@ -369,7 +403,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast(Tensor tensor, int root) {
   Tensor buffer = staged_copy(tensor);
   tensor.bump_version();
   return enqueue(fmt::format("broadcast({}, {}, root {})", tensor.shape(), tensor.dtype(), root), true,
-                 tensor.device(), [tensor, buffer, root](Backend& backend) {
+                 tensor.device(), tensor.nbytes(), [tensor, buffer, root](Backend& backend) {
                    if (buffer.numel() == 0) return;
                    backend.broadcast(buffer.data_ptr(), buffer.nbytes(), root);
                    write_back(tensor, buffer);
@@ -388,7 +422,7 @@ std::shared_ptr<Work> ProcessGroup::allgather(Tensor output, Tensor input) {
   Tensor source = staged_copy(input), destination = staged_output(output);
   output.bump_version();
   return enqueue(fmt::format("allgather(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()), true,
-                 input.device(), [output, source, destination](Backend& backend) {
+                 input.device(), output.nbytes(), [output, source, destination](Backend& backend) {
                    if (source.numel() == 0) return;
                    backend.allgather(source.data_ptr(), destination.data_ptr(), source.nbytes());
                    write_back(output, destination);
@@ -409,7 +443,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, Tensor input, 
   output.bump_version();
   return enqueue(fmt::format("reduce_scatter(output {}, input {}, {}, {})", output.shape(), input.shape(),
                              input.dtype(), reduce_op_name(op)),
-                 true, input.device(), [this, output, source, destination, op](Backend& backend) {
+                 true, input.device(), input.nbytes(), [this, output, source, destination, op](Backend& backend) {
                    if (destination.numel() == 0) return;
                    backend.reduce_scatter(source.data_ptr(), destination.data_ptr(), destination.numel(),
                                             destination.dtype(), op == ReduceOp::avg ? ReduceOp::sum : op);
@@ -430,7 +464,7 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(Tensor output, Tensor input) {
   Tensor source = staged_copy(input), destination = staged_output(output);
   output.bump_version();
   return enqueue(fmt::format("all_to_all(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()), true,
-                 input.device(), [this, output, source, destination](Backend& backend) {
+                 input.device(), input.nbytes(), [this, output, source, destination](Backend& backend) {
                    if (source.numel() == 0) return;
                    backend.all_to_all(source.data_ptr(), destination.data_ptr(), source.nbytes() / size());
                    write_back(output, destination);
@@ -447,7 +481,7 @@ std::shared_ptr<Work> ProcessGroup::barrier() {
     if (!queue_->device) queue_->device = Device(DeviceType::cuda, cuda::current_device());
     device = *queue_->device;
   }
-  return enqueue("barrier()", true, device, [](Backend& backend) { backend.barrier(); });
+  return enqueue("barrier()", true, device, 0, [](Backend& backend) { backend.barrier(); });
 }
 
 std::shared_ptr<Work> ProcessGroup::send(Tensor tensor, int dst, uint32_t tag) {
@@ -458,7 +492,7 @@ std::shared_ptr<Work> ProcessGroup::send(Tensor tensor, int dst, uint32_t tag) {
               tensor.shape(), tensor.dtype(), tag, where(context_));
   Tensor buffer = staged_copy(tensor);
   return enqueue(fmt::format("send({}, {}, dst {}, tag {})", tensor.shape(), tensor.dtype(), dst, tag), false,
-                 tensor.device(), [buffer, dst, tag](Backend& backend) {
+                 tensor.device(), tensor.nbytes(), [buffer, dst, tag](Backend& backend) {
                    if (buffer.numel() == 0) return;
                    backend.send(buffer.data_ptr(), buffer.nbytes(), dst, tag);
                  });
@@ -473,7 +507,7 @@ std::shared_ptr<Work> ProcessGroup::recv(Tensor tensor, int src, uint32_t tag) {
   Tensor buffer = staged_output(tensor);
   tensor.bump_version();
   return enqueue(fmt::format("recv({}, {}, src {}, tag {})", tensor.shape(), tensor.dtype(), src, tag), false,
-                 tensor.device(), [tensor, buffer, src, tag](Backend& backend) {
+                 tensor.device(), tensor.nbytes(), [tensor, buffer, src, tag](Backend& backend) {
                    if (buffer.numel() == 0) return;
                    backend.recv(buffer.data_ptr(), buffer.nbytes(), src, tag);
                    write_back(tensor, buffer);

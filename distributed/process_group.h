@@ -141,7 +141,9 @@ class ProcessGroup {
   // Queues `operation`, to run on the backend of `device`; `collective` ones
   // take part in debug mode's checks. Called after the call's staging copies:
   // a device operation waits for the kernels queued so far on the caller's stream.
-  std::shared_ptr<Work> enqueue(std::string description, bool collective, Device device, Operation operation);
+  // `bytes`: the buffer the operation moves (nccl-tests' size), for the profiler.
+  std::shared_ptr<Work> enqueue(std::string description, bool collective, Device device, int64_t bytes,
+                                Operation operation);
   void run_queue();  // the communication thread's loop
   Backend& backend_for(Device device);  // on the communication thread; makes the device backend once
   // Runs `operation` on `backend`'s stream, ordered after `ready`; returns the

@@ -25,6 +25,8 @@
 #include "core/ops/scan.h"
 #include "core/ops/views.h"
 #include "core/parallel.h"
+#include "core/profiler/process_profile.h"
+#include "core/profiler/profile.h"
 #include "core/random.h"
 #include "core/safetensors.h"
 #include "core/device_runtime.h"

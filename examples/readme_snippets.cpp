@@ -76,6 +76,19 @@ int main() try {
   }
   nn::save(model, "readme_model.safetensors");  // loads into the same PyTorch model
 
+  // README: "Profiling"
+  {
+    profiler::Profile profile({.record_shapes = true});
+    for (auto& [inputs, targets] : loader) {
+      Tensor batch_loss = nn::functional::cross_entropy(model(inputs), targets);
+      optimizer.zero_grad();
+      batch_loss.backward();
+      optimizer.step();
+    }
+    profile.export_chrome_trace("readme_trace.json");  // open in https://ui.perfetto.dev
+    std::printf("%s", profile.table().c_str());       // top ops by self time, then the step summary
+  }
+
   // README: "Extending ember" (custom module, in use)
   auto net = nn::Sequential(nn::Linear(4, 8), CenteredScale(8), nn::ReLU(), nn::Linear(8, 2));
   // net.named_parameters(): 0.weight, 0.bias, 1.gain, 2.weight, 2.bias

@@ -28,6 +28,7 @@
 #include "core/hook_list.h"
 #include "core/named_tensors.h"
 #include "core/tensor.h"
+#include "core/profiler/kernel_span.h"
 #include "nn/forward_call.h"
 
 namespace ember::nn {
@@ -131,9 +132,12 @@ class Module {
   void remove_hook(ModuleHookId id);
   // Whether any hook or wrapper is registered, or activation checkpointing is
   // on (then calls take the hooked path).
+  // A profile recording ops times every module call too (run_call), so a
+  // trace nests kernels under the modules that ran them.
   bool has_call_hooks() const {
     return !forward_pre_hooks_.empty() || !forward_hooks_.empty() || !forward_wrappers_.empty() ||
-           !backward_pre_hooks_.empty() || !backward_hooks_.empty() || activation_checkpointing_;
+           !backward_pre_hooks_.empty() || !backward_hooks_.empty() || activation_checkpointing_ ||
+           profiler::recording(profiler::kRecordOps);
   }
   // Every call (operator(), call) runs forward without keeping the tensors
   // its operations save for backward; backward runs forward again to get

@@ -6,6 +6,7 @@
 
 #include "autograd/engine.h"
 #include "core/grad_hook.h"
+#include "core/profiler/profiler.h"
 #include "nn/module.h"
 
 namespace ember::nn {
@@ -56,9 +57,12 @@ Module& Module::operator=(Module&& other) noexcept {
 }
 
 void Module::run_call(ForwardCall& call, const std::function<void()>& forward) {
+  const int64_t begin = profiler::recording(profiler::kRecordOps) ? profiler::now_ns() : -1;
   // Snapshots, so that a hook may remove itself (or another) while they run.
   std::vector<ForwardWrapper> wrappers = forward_wrappers_.snapshot();
   run_from_wrapper(call, forward, wrappers, 0);
+  if (begin >= 0)
+    profiler::record_span(profiler::kRecordOps, profiler::Category::module, type_name(), begin, profiler::now_ns());
 }
 
 void Module::run_from_wrapper(ForwardCall& call, const std::function<void()>& forward,

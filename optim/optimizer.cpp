@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/grad_hook.h"
 #include "core/ops/creation.h"
+#include "core/profiler/profiler.h"
 #include "optim/json_fields.h"
 
 namespace ember::optim {
@@ -38,10 +39,16 @@ bool all_hooks_allow(const HookList<Hook>& hooks, Optimizer& optimizer) {
 }  // namespace
 
 void Optimizer::step() {
+  // The profile's optimizer time (Note [Step summary]), hooks included: ZeRO's
+  // post-step all-gather is part of the step it follows.
+  const int64_t begin = profiler::recording(profiler::kRecordSteps) ? profiler::now_ns() : -1;
   if (!step_pre_hooks_.empty() && !all_hooks_allow(step_pre_hooks_, *this)) return;
   update();
   ++steps_taken_;
   for (const StepPostHook& hook : step_post_hooks_.snapshot()) hook(*this);
+  if (begin >= 0)
+    profiler::record_span(profiler::kRecordSteps, profiler::Category::optimizer, name_ + ".step", begin,
+                          profiler::now_ns(), {{"step", steps_taken_}});
 }
 
 HookId Optimizer::register_step_pre_hook(StepPreHook hook) {

@@ -364,6 +364,9 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
       ->capture_default_str();
   launch->add_option("--log-dir", options.log_dir, "Write each rank's output to DIR/rank_N.log");
   launch->add_option("--local-addr", options.local_addr, "Address this node's workers give Gloo peers");
+  launch->add_option("--profile", options.profile_dir,
+                     "Profile every worker: each writes DIR/rank<r>.json and prints its table at the end "
+                     "(EMBER_PROFILE; ember trace merge DIR joins them)");
   launch->add_option("--config-file,--config_file", options.config_file,
                      "YAML config written by ember config (or accelerate config); default: $EMBER_CONFIG_FILE, else "
                      "$XDG_CACHE_HOME/ember/default_config.yaml, else ~/.cache/ember/default_config.yaml, if it exists");
@@ -439,6 +442,13 @@ int run_launch(const LaunchOptions& given) {
   std::vector<std::string> accelerator = accelerator_variables(options.accelerator);
   base.insert(base.end(), accelerator.begin(), accelerator.end());
   if (!accelerator.empty()) say(fmt::format("{}", fmt::join(accelerator, ", ")));
+  if (!options.profile_dir.empty()) {
+    // Absolute, so a worker that changes directory writes where the user asked.
+    const std::string profile = "EMBER_PROFILE=" + std::filesystem::absolute(options.profile_dir).string();
+    std::erase_if(base, [](const std::string& entry) { return entry.starts_with("EMBER_PROFILE="); });
+    base.push_back(profile);
+    say(profile);
+  }
 
   // Before the store server's thread exists, so that it inherits the mask.
   int signal_fd = block_launcher_signals();

@@ -35,6 +35,7 @@ struct LaunchOptions {
   int num_processes = 0;              // --num_processes: every machine's together (Accelerate's); 0: not given
   bool standalone = false;            // --standalone (torchrun's): one node, a store on a free loopback port
   std::string config_file;            // --config-file; "": the default one, when it exists
+  std::string profile_dir;            // --profile: EMBER_PROFILE for the workers (core/profiler)
   Settings accelerator;               // by config key: the Accelerator's options from the flags
   std::set<std::string> flags_given;  // "--nproc-per-node", ...: they beat the config file
 };

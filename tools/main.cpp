@@ -2,7 +2,8 @@
 // starts and supervises a distributed job's workers; config
 // (tools/config_command.cpp), which writes the config file launch reads; env
 // (tools/env_command.cpp), which prints what a bug report needs;
-// estimate-memory (tools/estimate_memory.cpp), each strategy's bytes per process.
+// estimate-memory (tools/estimate_memory.cpp), each strategy's bytes per process;
+// trace merge (tools/trace_merge.cpp), every rank's profile on one timeline.
 // Tests: tests/distributed/test_launch.cpp, tests/tools/.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "estimate_memory.h"
 #include "launch.h"
 #include "supervisor.h"
+#include "trace_merge.h"
 
 namespace {
 
@@ -56,6 +58,8 @@ int main(int argc, char** argv) {
   CLI::App* env = ember::launch::add_env_command(app, env_options);
   ember::launch::EstimateMemoryOptions estimate_options;
   CLI::App* estimate = ember::launch::add_estimate_memory_command(app, estimate_options);
+  ember::launch::TraceMergeOptions trace_options;
+  CLI::App* trace_merge = ember::launch::add_trace_command(app, trace_options);
   try {
     std::reverse(ours.begin(), ours.end());  // CLI11 takes a vector in reverse order
     app.parse(ours);
@@ -77,6 +81,12 @@ int main(int argc, char** argv) {
   if (estimate->parsed()) {
     return run_reporting_errors("estimate-memory", [&] {
       for (const std::string& line : ember::launch::memory_table(estimate_options)) std::printf("%s\n", line.c_str());
+      return 0;
+    });
+  }
+  if (trace_merge->parsed()) {
+    return run_reporting_errors("trace merge", [&] {
+      std::printf("merged into %s\n", ember::launch::run_trace_merge(trace_options).c_str());
       return 0;
     });
   }

@@ -6,12 +6,14 @@
 #include "distributed/accelerator/accelerator.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <unordered_set>
 
 #include "core/allocator.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
+#include "core/profiler/process_profile.h"
 #include "core/random.h"
 #include "core/stream.h"
 #include "core/version.h"
@@ -107,6 +109,10 @@ void print_memory_plan(const detail::AcceleratorState& state, const optim::Optim
 Accelerator::Accelerator(AcceleratorOptions options) : state_(std::make_shared<AcceleratorState>()) {
   AcceleratorState& state = *state_;
   state.options = resolve_accelerator_options(options);
+  // The whole run's profile; EMBER_PROFILE's, started by the first op, keeps its directory.
+  if (!state.options.profile_dir.empty())
+    profiler::start_process_profile(
+        {.path_prefix = (std::filesystem::path(state.options.profile_dir) / "rank").string(), .record = {}});
   const distributed::DistributedEnv env = distributed::read_distributed_env();
   state.device = choose_device(state.options, env.local_rank);
   // Before the group exists: the ops of this thread, and the NCCL
@@ -139,6 +145,8 @@ Accelerator::Accelerator(AcceleratorOptions options) : state_(std::make_shared<A
 Accelerator::~Accelerator() {
   try {
     free_memory();
+    // The trace and table of the run, before the group goes (Note [One clock for every rank]).
+    if (!state_->options.profile_dir.empty()) profiler::finish_process_profile();
     if (state_->owns_group) distributed::destroy_process_group();
   } catch (...) {
     // A destructor must not throw; a failed job has reported its error already.

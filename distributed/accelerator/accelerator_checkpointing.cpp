@@ -31,6 +31,7 @@
 #include "core/ops/creation.h"
 #include "core/random.h"
 #include "core/ops/views.h"
+#include "core/profiler/profiler.h"
 #include "core/safetensors.h"
 #include "core/shown_text.h"
 #include "core/strict_json.h"
@@ -647,6 +648,7 @@ void apply_gradients(AcceleratorState& state, const std::optional<NamedTensors>&
 }  // namespace
 
 fs::path Accelerator::save_state(const std::optional<fs::path>& directory) {
+  profiler::Span span(profiler::kRecordSteps, profiler::Category::checkpoint, "Accelerator.save_state");
   AcceleratorState& state = *state_;
   const fs::path final_directory = save_directory(state, directory);
   const fs::path staging = checkpoint::staging_path(final_directory);

@@ -134,6 +134,7 @@ ResolvedAcceleratorOptions resolve_accelerator_options(const AcceleratorOptions&
     EMBER_CHECK(tracker == "jsonl" || tracker == "csv", "Accelerator: unknown tracker '{}' in log_with (use jsonl or csv)",
                 tracker);
   resolved.log_with = options.log_with;
+  if (auto value = text(options.profile_dir, "EMBER_PROFILE")) resolved.profile_dir = *value;
   resolved.ddp = options.ddp;
   resolved.scaler = options.scaler;
   resolved.sharding = distributed::resolve_sharding_options(options.sharding);

@@ -43,6 +43,10 @@ struct AcceleratorOptions {
   std::optional<int64_t> total_limit = std::nullopt;
   // Trackers for init_trackers/log: "jsonl", "csv".
   std::vector<std::string> log_with = {};
+  // Profile the whole run (core/profiler/process_profile.h): each process
+  // writes <profile_dir>/rank<r>.json and prints its table when the
+  // Accelerator ends (EMBER_PROFILE, `ember launch --profile`; default: none).
+  std::optional<std::string> profile_dir = std::nullopt;
   // How prepare() wraps models in DistributedDataParallel when there is more than one process.
   distributed::DDPOptions ddp = {};
   // The fp16 loss scaler's settings (used only with mixed_precision "fp16").
@@ -64,6 +68,7 @@ struct ResolvedAcceleratorOptions {
   bool automatic_checkpoint_naming = false;
   std::optional<int64_t> total_limit;
   std::vector<std::string> log_with;
+  std::string profile_dir;  // "": no profile
   distributed::DDPOptions ddp;
   distributed::GradScalerOptions scaler;
   distributed::ResolvedShardingOptions sharding;

@@ -3,7 +3,6 @@
 // graph walk for unused parameters.
 #include "distributed/ddp/distributed_data_parallel.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <unordered_set>
 
@@ -12,6 +11,7 @@
 #include "core/error.h"
 #include "core/grad_hook.h"
 #include "core/ops/creation.h"
+#include "core/profiler/process_profile.h"
 #include "distributed/parameter_signature.h"
 
 namespace ember::distributed {
@@ -55,19 +55,15 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   broadcast_from_rank0(state);
 
   if (std::string prefix = trace_prefix(options_); !prefix.empty()) {
-    int rank = group_.global_rank(group_.rank());
-    log_ = std::make_unique<EventLog>(EventLog::path_for(prefix, rank), rank);
-    previous_observer_ = autograd::set_node_observer([log = log_.get()](const autograd::Node& node,
-                                                                        autograd::Clock::time_point begin,
-                                                                        autograd::Clock::time_point end) {
-      log->span(EventLog::Lane::backward, node.name(), begin, end);
-    });
+    profiler::set_process_rank(group_.global_rank(group_.rank()));
+    started_profile_ = profiler::start_process_profile({.path_prefix = prefix + ".rank",
+                                                        .record = {.record_ops = false, .record_steps = false},
+                                                        .print_table = false});
   }
   reducer_ = std::make_shared<Reducer>(
       parameters_, group_,
       ReducerOptions{.bucket_cap_bytes = int64_t(options_.bucket_cap_mb * 1024 * 1024),
-                     .find_unused_parameters = options_.find_unused_parameters},
-      log_.get());
+                     .find_unused_parameters = options_.find_unused_parameters});
 
   // The destructor removes these hooks; they hold the reducer weakly all the
   // same, so a backward running while this object dies finds nothing to call.
@@ -89,19 +85,10 @@ DistributedDataParallel::~DistributedDataParallel() {
   reducer_->wait_outstanding();
   reducer_->detach_gradients();
   reducer_.reset();
-  if (log_) {
-    autograd::set_node_observer(std::move(previous_observer_));
-    try {
-      log_->flush();
-    } catch (const Error& error) {
-      std::fprintf(stderr, "%s\n", error.what());
-    }
-  }
+  if (started_profile_) profiler::finish_process_profile();
 }
 
-void DistributedDataParallel::flush() {
-  if (log_) log_->flush();
-}
+std::string DistributedDataParallel::trace_path() const { return profiler::process_profile_path(); }
 
 // Note [Same parameters on every rank]: a rank built with another model would
 // otherwise hang in the broadcast, or train on buffers of the wrong meaning.

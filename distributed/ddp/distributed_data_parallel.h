@@ -30,7 +30,6 @@
 
 #include "autograd/engine.h"
 #include "core/tensor.h"
-#include "distributed/ddp/event_log.h"
 #include "distributed/ddp/reducer.h"
 #include "distributed/process_group.h"
 #include "nn/module.h"
@@ -46,8 +45,11 @@ struct DDPOptions {
   // After every forward, walk the autograd graph from the output and treat
   // parameters it does not reach as ready (Note [Unused parameters]).
   bool find_unused_parameters = false;
-  // Write a Chrome trace per rank to <prefix>.rank<N>.json (event_log.h);
-  // empty: the EMBER_DDP_TRACE environment variable's value, if any.
+  // Record a profile of backward nodes and communication (collectives,
+  // buckets) and write it per rank to <prefix>.rank<N>.json when the process
+  // ends or this object is destroyed (core/profiler/process_profile.h);
+  // empty: the EMBER_DDP_TRACE environment variable's value, if any. With a
+  // profile already recording (EMBER_PROFILE), the events go into it.
   std::string trace_prefix = "";
 };
 
@@ -59,7 +61,7 @@ class DistributedDataParallel {
   // structure; rank 0's parameters and buffers are broadcast to the others.
   DistributedDataParallel(std::shared_ptr<nn::Module> module, ProcessGroup& group, DDPOptions options = {});
   // Waits for outstanding all-reduces, removes the forward hooks, makes every
-  // .grad a standalone tensor again and writes the event log.
+  // .grad a standalone tensor again and writes the trace it started.
   ~DistributedDataParallel();
   // The hooks point at this object, which therefore stays where it was built.
   DistributedDataParallel(const DistributedDataParallel&) = delete;
@@ -95,10 +97,8 @@ class DistributedDataParallel {
   };
   [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
-  // The trace being recorded, or null; flush() writes it now (it is also
-  // written at destruction).
-  EventLog* event_log() const { return log_.get(); }
-  void flush();
+  // Where the process's profile will be written (empty when none records).
+  std::string trace_path() const;
 
  private:
   void check_same_parameters_on_every_rank() const;
@@ -113,9 +113,8 @@ class DistributedDataParallel {
   DDPOptions options_;
   NamedTensors parameters_;  // those that require grad, registration order
   std::vector<Tensor> buffers_;
-  std::unique_ptr<EventLog> log_;     // declared before reducer_: it outlives it
   std::shared_ptr<Reducer> reducer_;  // the gradient hooks hold it weakly
-  autograd::NodeObserver previous_observer_;
+  bool started_profile_ = false;  // trace_prefix started the process's profile: write it at destruction
   std::vector<uint64_t> gradient_hooks_;  // one per parameter, removed at destruction
   nn::ModuleHookId pre_hook_ = 0;
   nn::ModuleHookId post_hook_ = 0;

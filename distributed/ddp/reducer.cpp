@@ -11,6 +11,7 @@
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/views.h"
+#include "core/profiler/profiler.h"
 
 namespace ember::distributed {
 
@@ -28,8 +29,8 @@ nlohmann::json bucket_args(const Bucket& bucket, size_t index, const NamedTensor
 
 }  // namespace
 
-Reducer::Reducer(NamedTensors parameters, ProcessGroup& group, ReducerOptions options, EventLog* log)
-    : parameters_(std::move(parameters)), group_(group), options_(options), log_(log) {
+Reducer::Reducer(NamedTensors parameters, ProcessGroup& group, ReducerOptions options)
+    : parameters_(std::move(parameters)), group_(group), options_(options) {
   EMBER_CHECK(options.bucket_cap_bytes > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got {} bytes",
               options.bucket_cap_bytes);
   ready_.assign(parameters_.size(), false);
@@ -108,8 +109,9 @@ void Reducer::prepare_for_backward(const std::vector<size_t>& unused) {
   EMBER_ASSERT(!expecting_, "prepare_for_backward while a reduction is pending");
   expecting_ = true;
   accumulating_ = false;
-  if (log_) log_->set_iteration(++iteration_);
-  last_gradient_at_ = EventLog::Clock::now();  // in case no gradient comes (every parameter unused)
+  ++iteration_;
+  profiling_ = profiler::recording(profiler::kRecordDistributed);
+  last_gradient_ns_ = profiler::now_ns();  // in case no gradient comes (every parameter unused)
   ready_.assign(parameters_.size(), false);
   had_no_grad_.assign(parameters_.size(), false);
   next_launch_ = 0;
@@ -136,7 +138,7 @@ void Reducer::prepare_for_backward(const std::vector<size_t>& unused) {
 }
 
 void Reducer::on_gradient(size_t index) {
-  if (log_) last_gradient_at_ = EventLog::Clock::now();
+  if (profiling_) last_gradient_ns_ = profiler::now_ns();
   adopt_gradient(index, /*zero_if_none=*/false);
   // Under no_sync gradients only accumulate in the views.
   if (accumulating_ && !expecting_) return;
@@ -154,7 +156,7 @@ void Reducer::on_gradient(size_t index) {
               "through the same forward, or a parameter find_unused_parameters found unused that got a gradient "
               "from outside the module's output); call the module again before each backward",
               parameters_[index].first);
-  if (log_) log_completed(/*wait=*/false);
+  if (profiling_) log_completed(/*wait=*/false);
   mark_ready(index);
 }
 
@@ -164,9 +166,10 @@ void Reducer::mark_ready(size_t index) {
   Bucket& bucket = buckets_[at.bucket];
   EMBER_ASSERT(bucket.pending > 0, "bucket {} has no pending parameter", at.bucket);
   if (--bucket.pending > 0) return;
-  if (log_)
-    log_->instant(EventLog::Lane::comm, fmt::format("bucket {} ready", at.bucket), EventLog::Clock::now(),
-                  {{"bucket", at.bucket}});
+  if (profiling_)
+    profiler::record_instant(profiler::kRecordDistributed, profiler::Category::bucket,
+                             fmt::format("bucket {} ready", at.bucket),
+                             {{"bucket", at.bucket}, {"iteration", iteration_}}, profiler::Track::communication);
   launch_in_order();
 }
 
@@ -176,7 +179,7 @@ void Reducer::mark_ready(size_t index) {
 void Reducer::launch_in_order() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_launch_];
-    bucket.launched_at = EventLog::Clock::now();
+    bucket.launched_ns = profiler::now_ns();
     if (group_.size() > 1) bucket.work = group_.allreduce(bucket.buffer, ReduceOp::sum);
     ++next_launch_;
   }
@@ -192,7 +195,9 @@ void Reducer::finalize() {
   // The end of backward's own work, apart from the wait below that the last
   // AccumulateGrad's span includes: what the overlap test compares the
   // launches with.
-  if (log_) log_->instant(EventLog::Lane::backward, "last gradient", last_gradient_at_);
+  if (profiling_)
+    profiler::record_span(profiler::kRecordDistributed, profiler::Category::bucket, "last gradient",
+                          last_gradient_ns_, last_gradient_ns_, {{"iteration", iteration_}});
   log_completed(/*wait=*/true);
   NoGradGuard no_grad;
   if (group_.size() > 1)
@@ -227,9 +232,13 @@ void Reducer::log_completed(bool wait) {
       bucket.work = nullptr;
     }
     bucket.done_logged = true;
-    if (log_)
-      log_->span(EventLog::Lane::comm, fmt::format("allreduce bucket {}", index), bucket.launched_at,
-                 EventLog::Clock::now(), bucket_args(bucket, index, parameters_));
+    if (profiling_) {
+      nlohmann::json args = bucket_args(bucket, index, parameters_);
+      args["iteration"] = iteration_;
+      profiler::record_span(profiler::kRecordDistributed, profiler::Category::bucket,
+                            fmt::format("allreduce bucket {}", index), bucket.launched_ns, profiler::now_ns(),
+                            std::move(args), profiler::Track::communication);
+    }
   }
 }
 

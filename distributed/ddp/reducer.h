@@ -14,7 +14,6 @@
 
 #include "core/named_tensors.h"
 #include "core/tensor.h"
-#include "distributed/ddp/event_log.h"
 #include "distributed/process_group.h"
 
 namespace ember::distributed {
@@ -32,7 +31,7 @@ struct Bucket {
   // This iteration's state.
   size_t pending = 0;  // parameters not ready yet
   std::shared_ptr<Work> work;
-  EventLog::Clock::time_point launched_at;
+  int64_t launched_ns = 0;  // profiler clock
   bool done_logged = false;
 };
 
@@ -46,8 +45,9 @@ struct ReducerOptions {
 class Reducer {
  public:
   // `parameters` (registration order) must be the same list on every rank.
-  // `log` may be null; it must outlive the reducer.
-  Reducer(NamedTensors parameters, ProcessGroup& group, ReducerOptions options, EventLog* log);
+  // While a profile records distributed events, each bucket's readiness and
+  // all-reduce are on its timeline (Note [Bucket events on the timeline]).
+  Reducer(NamedTensors parameters, ProcessGroup& group, ReducerOptions options);
   ~Reducer();  // waits for launched all-reduces (they write into the buckets)
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
@@ -98,7 +98,7 @@ class Reducer {
   NamedTensors parameters_;
   ProcessGroup& group_;
   ReducerOptions options_;
-  EventLog* log_;
+  bool profiling_ = false;  // this iteration records bucket events
   std::vector<Bucket> buckets_;
   std::vector<Location> locations_;
 
@@ -109,7 +109,7 @@ class Reducer {
   size_t next_launch_ = 0;  // buckets before it were launched this iteration
   // When the latest gradient reached its hook: at finalize, the moment
   // backward had computed every gradient (the trace's "last gradient").
-  EventLog::Clock::time_point last_gradient_at_{};
+  int64_t last_gradient_ns_ = 0;
   // find_unused_parameters: 1 per parameter this rank used, summed over ranks.
   Tensor used_;
   std::shared_ptr<Work> used_work_;

@@ -9,6 +9,7 @@
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/views.h"
+#include "core/profiler/profiler.h"
 #include "core/shape.h"
 
 namespace ember::distributed {
@@ -27,9 +28,9 @@ Tensor unversioned_alias(const Tensor& tensor) {
 }  // namespace
 
 FlatParameter::FlatParameter(std::vector<std::string> names, std::vector<Tensor> parameters, ProcessGroup& group,
-                             bool sharded_parameters, EventLog* log, std::string unit, ProcessGroup* replicas)
+                             bool sharded_parameters, std::string unit, ProcessGroup* replicas)
     : names_(std::move(names)), parameters_(std::move(parameters)), group_(group), replicas_(replicas),
-      sharded_parameters_(sharded_parameters), log_(log), unit_(std::move(unit)) {
+      sharded_parameters_(sharded_parameters), unit_(std::move(unit)) {
   EMBER_ASSERT(!parameters_.empty() && names_.size() == parameters_.size(), "a FlatParameter needs parameters");
   const Tensor& first = parameters_.front();
   for (const Tensor& parameter : parameters_) {
@@ -86,15 +87,17 @@ FlatParameter::~FlatParameter() {
 void FlatParameter::start_gather() {
   if (!sharded_parameters_ || state_ != State::released) return;
   full_.storage()->reallocate();
-  gather_began_ = EventLog::Clock::now();
+  gather_began_ = profiler::now_ns();
   gather_work_ = group_.allgather(unversioned_alias(full_), shard_data_);
   state_ = State::gathering;
 }
 
-void FlatParameter::log_collective(const char* op, EventLog::Clock::time_point begin, int64_t bytes) const {
-  if (log_ == nullptr) return;
-  log_->span(EventLog::Lane::comm, fmt::format("{} {}", op, unit_.empty() ? "(root)" : unit_), begin,
-             EventLog::Clock::now(), {{"op", op}, {"unit", unit_}, {"bytes", bytes}, {"ranks", group_.size()}});
+void FlatParameter::log_collective(const char* op, int64_t begin_ns, int64_t bytes) const {
+  if (!profiler::recording(profiler::kRecordDistributed)) return;
+  profiler::record_span(profiler::kRecordDistributed, profiler::Category::bucket,
+                        fmt::format("{} {}", op, unit_.empty() ? "(root)" : unit_), begin_ns, profiler::now_ns(),
+                        {{"op", op}, {"unit", unit_}, {"bytes", bytes}, {"ranks", group_.size()}},
+                        profiler::Track::communication);
 }
 
 void FlatParameter::gather() {
@@ -118,7 +121,7 @@ void FlatParameter::refresh_after_step() {
   if (group_.size() == 1) return;
   // Its own copy: block rank() of the output is the input's place.
   Tensor mine = shard_data_.clone();
-  const auto began = EventLog::Clock::now();
+  const auto began = profiler::now_ns();
   group_.allgather(full_, mine)->wait();
   log_collective("all_gather_updated", began, full_.nbytes());
 }
@@ -141,7 +144,7 @@ void FlatParameter::launch_reduction(bool keep_full_gradients) {
   }
   used_ = from_vector(used, {int64_t(used.size())}).to(device);
   reduced_full_ = keep_full_gradients;
-  reduce_began_ = EventLog::Clock::now();
+  reduce_began_ = profiler::now_ns();
   if (keep_full_gradients) {
     reduce_work_ = group_.allreduce(grad_flat_, ReduceOp::sum);
   } else {
@@ -161,7 +164,7 @@ void FlatParameter::finish_reduction() {
   double size = double(group_.size());
   if (replicas_ != nullptr && replicas_->size() > 1) {
     // Hybrid: the same shard on the other nodes holds their nodes' sums.
-    const auto began = EventLog::Clock::now();
+    const auto began = profiler::now_ns();
     replicas_->allreduce(grad_reduced_, ReduceOp::sum)->wait();
     replicas_->allreduce(used_, ReduceOp::sum)->wait();
     log_collective("all_reduce_replicas", began, grad_reduced_.nbytes());

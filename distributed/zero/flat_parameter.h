@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "distributed/ddp/event_log.h"
 #include "distributed/process_group.h"
 
 namespace ember::distributed {
@@ -25,13 +24,13 @@ class FlatParameter {
   // everywhere) and re-points each at its place in the full buffer. With
   // `sharded_parameters` (ZeRO-3) the shard gets memory of its own and the
   // full buffer is released until gather().
-  // `log` (may be null; it must outlive this) gets a span per collective,
-  // named after `unit`, with the bytes it moved. With `replicas` (hybrid
+  // While a profile records distributed events, each collective is a span on
+  // its communication track named after `unit`, with the bytes it moved. With `replicas` (hybrid
   // sharding), `group` is this node's processes, which shard, and the
   // reduced gradient shard is then averaged over `replicas`, the processes
   // holding the same shard on the other nodes.
   FlatParameter(std::vector<std::string> names, std::vector<Tensor> parameters, ProcessGroup& group,
-                bool sharded_parameters, EventLog* log = nullptr, std::string unit = "",
+                bool sharded_parameters, std::string unit = "",
                 ProcessGroup* replicas = nullptr);
   ~FlatParameter();  // waits for collectives in flight (they write into its buffers)
   FlatParameter(const FlatParameter&) = delete;
@@ -101,17 +100,16 @@ class FlatParameter {
 
  private:
   enum class State { released, gathering, gathered };
-  // A span on the log's comm lane from `begin` to now.
-  void log_collective(const char* op, EventLog::Clock::time_point begin, int64_t bytes) const;
+  // A span on the profiler's communication track from `begin_ns` to now.
+  void log_collective(const char* op, int64_t begin_ns, int64_t bytes) const;
 
   std::vector<std::string> names_;
   std::vector<Tensor> parameters_;
   ProcessGroup& group_;
   ProcessGroup* replicas_;
   bool sharded_parameters_;
-  EventLog* log_;
   std::string unit_;
-  EventLog::Clock::time_point gather_began_, reduce_began_;
+  int64_t gather_began_ = 0, reduce_began_ = 0;  // profiler clock
   std::vector<int64_t> offsets_;
   int64_t total_ = 0;
   int64_t shard_ = 0;

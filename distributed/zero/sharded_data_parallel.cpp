@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -47,12 +45,8 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module, Pro
     for (const Tensor& buffer : buffers_) works.push_back(group_.broadcast(buffer, 0));
     for (const auto& work : works) work->wait();
   }
-  // The same per-rank trace as DDP's (EMBER_DDP_TRACE=<prefix>): every
-  // all-gather and reduction with its bytes.
-  if (const char* prefix = std::getenv("EMBER_DDP_TRACE"); prefix != nullptr && *prefix != '\0') {
-    const int rank = group_.global_rank(group_.rank());
-    log_ = std::make_unique<EventLog>(EventLog::path_for(prefix, rank), rank);
-  }
+  // EMBER_DDP_TRACE=<prefix> (or EMBER_PROFILE) records every all-gather and
+  // reduction with its bytes, as DDP's buckets (core/profiler/process_profile.h).
   if (options_.strategy == ShardingStrategy::hybrid) make_hybrid_groups();
   build_units(parameters);
   install_module_hooks();
@@ -74,14 +68,7 @@ ShardedDataParallel::~ShardedDataParallel() {
       return false;
     });
   }
-  flats_.clear();  // they wait for their collectives, which log
-  if (log_) {
-    try {
-      log_->flush();
-    } catch (const Error& error) {
-      std::fprintf(stderr, "%s\n", error.what());
-    }
-  }
+  flats_.clear();  // they wait for their collectives, which record spans
 }
 
 // Note [Same parameters on every rank].
@@ -157,7 +144,7 @@ void ShardedDataParallel::build_units(const NamedTensors& parameters) {
       units_[u].flats.push_back(flats_.size());
       flat_unit_.push_back(u);
       flats_.push_back(std::make_unique<FlatParameter>(by_kind[key].first, by_kind[key].second, shard_group(),
-                                                       sharded, log_.get(), units_[u].name, replica_group_.get()));
+                                                       sharded, units_[u].name, replica_group_.get()));
     }
   }
   ready_.assign(units_.size(), false);

@@ -36,7 +36,6 @@
 
 #include "core/named_tensors.h"
 #include "core/tensor.h"
-#include "distributed/ddp/event_log.h"
 #include "distributed/process_group.h"
 #include "distributed/zero/flat_parameter.h"
 #include "distributed/zero/sharding_options.h"
@@ -190,7 +189,6 @@ class ShardedDataParallel {
   // every node (they average); both null otherwise.
   std::shared_ptr<ProcessGroup> shard_group_, replica_group_;
   std::vector<Tensor> buffers_;
-  std::unique_ptr<EventLog> log_;  // declared before flats_: they log into it
   std::vector<std::unique_ptr<FlatParameter>> flats_;
   std::vector<size_t> flat_unit_;  // the unit of each flat
   std::vector<std::vector<uint64_t>> gradient_hooks_;  // per flat, per parameter

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/profiler/profile.h"
 #include "distributed/process_runner.h"
 
 namespace ember::test {
@@ -70,7 +71,7 @@ TEST(DDP, RanksWithOtherParameterShapesAreRefusedNamingTheParameter) {
 // iteration the buckets launch in index order, bucket 0 holds the last
 // registered layer, and bucket 0 launches before backward has computed its
 // last gradient (communication overlaps backward). The reducer marks that
-// moment ("last gradient", an instant on the backward lane) before it waits:
+// moment ("last gradient", a span of no length on the backward thread) before it waits:
 // the last AccumulateGrad's span contains that wait, so comparing with the
 // end of the backward lane (as this test once did) passed even when every
 // all-reduce ran after backward's work.
@@ -92,26 +93,30 @@ TEST(DDP, TraceShowsBucketsLaunchedInOrderDuringBackward) {
     nlohmann::json trace = nlohmann::json::parse(file);
     struct Launch {
       int64_t bucket;
-      int64_t ts;
+      double ts;
       std::vector<std::string> parameters;
     };
     std::map<int64_t, std::vector<Launch>> launches;  // by iteration
-    std::map<int64_t, int64_t> last_gradient;          // by iteration
+    std::map<int64_t, double> last_gradient;           // by iteration
+    // The profiler's trace (core/profiler): backward nodes on the thread
+    // that ran them, bucket all-reduces on the communication track.
+    int backward_nodes = 0;
     for (const auto& event : trace.at("traceEvents")) {
-      if (event.at("ph") == "i" && event.at("name") == "last gradient") {
-        EXPECT_EQ(event.at("tid"), 1);
-        last_gradient[event.at("args").at("iteration")] = event.at("ts");
-      }
       if (event.at("ph") != "X") continue;
       EXPECT_EQ(event.at("pid"), rank);
-      int64_t iteration = event.at("args").at("iteration");
-      int64_t ts = event.at("ts");
-      if (event.at("tid") != 1) {  // not the backward lane
-        ASSERT_EQ(event.at("tid"), 2);
-        launches[iteration].push_back({event.at("args").at("bucket"), ts,
-                                       event.at("args").at("parameters").get<std::vector<std::string>>()});
+      backward_nodes += event.at("cat") == "backward";
+      if (event.at("name") == "last gradient") {
+        EXPECT_NE(event.at("tid"), profiler::kCommunicationTrack);
+        last_gradient[event.at("args").at("iteration")] = event.at("ts").get<double>();
+      }
+      if (event.at("cat") == "bucket" && event.at("name").get<std::string>().starts_with("allreduce bucket")) {
+        EXPECT_EQ(event.at("tid"), profiler::kCommunicationTrack);
+        launches[event.at("args").at("iteration")].push_back(
+            {event.at("args").at("bucket"), event.at("ts").get<double>(),
+             event.at("args").at("parameters").get<std::vector<std::string>>()});
       }
     }
+    EXPECT_GT(backward_nodes, 0) << "rank " << rank << ": no backward node in the trace";
     ASSERT_EQ(launches.size(), 3u) << "rank " << rank;
     for (auto& [iteration, in_iteration] : launches) {
       ASSERT_GE(in_iteration.size(), 3u) << "rank " << rank << " iteration " << iteration;

@@ -1,0 +1,109 @@
+// Profile (profile.h): starting and stopping a session, and the Chrome trace.
+#include "core/profiler/profile.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/file_io.h"
+#include "core/profiler/recorder.h"
+
+namespace ember::profiler {
+
+Profile::Profile(ProfileOptions options) {
+  int mask = 0;
+  if (options.record_ops) mask |= kRecordOps;
+  if (options.record_backward) mask |= kRecordBackward;
+  if (options.record_ops && options.record_shapes) mask |= kRecordShapes;
+  if (options.record_distributed) mask |= kRecordDistributed;
+  if (options.record_steps) mask |= kRecordSteps;
+  detail::start_session(mask, "profiler::Profile");
+  begin_ns_ = now_ns();
+}
+
+Profile::~Profile() { stop(); }
+
+void Profile::stop() {
+  if (!recording_) return;
+  recording_ = false;
+  end_ns_ = now_ns();
+  detail::stop_session(events_, tracks_);
+  std::stable_sort(events_.begin(), events_.end(), [](const Event& a, const Event& b) {
+    // An enclosing span first when two begin together, so nesting reads in order.
+    return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns > b.end_ns;
+  });
+}
+
+const std::vector<Event>& Profile::events() {
+  stop();
+  return events_;
+}
+
+const std::map<int, std::string>& Profile::tracks() {
+  stop();
+  return tracks_;
+}
+
+namespace {
+
+// Chrome trace timestamps are microseconds; fractions keep the nanoseconds.
+double microseconds(int64_t ns) { return double(ns) / 1000.0; }
+
+nlohmann::json event_json(const Event& event, int pid) {
+  nlohmann::json args = event.args.is_object() ? event.args : nlohmann::json::object();
+  if (event.category == Category::op) {
+    args["device"] = event.device == DeviceType::cpu ? "cpu" : "cuda";
+    args["dtype"] = dtype_name(event.dtype);
+    if (!event.shapes.empty()) args["shapes"] = event.shapes;
+    if (event.flops >= 0) args["flops"] = event.flops;
+    if (event.bytes >= 0) args["bytes"] = event.bytes;
+  }
+  nlohmann::json entry = {{"name", event.name},
+                          {"cat", category_name(event.category)},
+                          {"ph", event.instant ? "i" : "X"},
+                          {"ts", microseconds(event.begin_ns)},
+                          {"pid", pid},
+                          {"tid", event.thread},
+                          {"args", std::move(args)}};
+  if (event.instant)
+    entry["s"] = "t";  // an instant on its track, not across the process
+  else
+    entry["dur"] = microseconds(event.duration_ns());
+  return entry;
+}
+
+}  // namespace
+
+nlohmann::json Profile::chrome_trace() {
+  stop();
+  const int rank = std::max(detail::process_rank(), 0);
+  nlohmann::json events = nlohmann::json::array();
+  // Metadata events name the process after the rank and each track after its thread.
+  events.push_back(
+      {{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", fmt::format("rank {}", rank)}}}});
+  events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank}, {"args", {{"sort_index", rank}}}});
+  for (const auto& [thread, name] : tracks_)
+    events.push_back(
+        {{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", thread}, {"args", {{"name", name}}}});
+  for (const Event& event : events_) events.push_back(event_json(event, rank));
+  nlohmann::json ember = {{"rank", rank}, {"begin_ns", begin_ns_}, {"end_ns", end_ns_}};
+  // Note [One clock for every rank]: merge subtracts this from every timestamp.
+  if (detail::has_clock_offset()) ember["clock_offset_ns"] = detail::clock_offset_ns();
+  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}, {"ember", std::move(ember)}};
+}
+
+void Profile::export_chrome_trace(const std::string& path) {
+  // Replaced whole, never written through a link (core/file_io.h).
+  write_file_atomically("profiler trace", path, chrome_trace().dump() + "\n");
+}
+
+std::vector<OpAverage> Profile::key_averages() { return profiler::key_averages(events()); }
+
+StepSummary Profile::summary() {
+  stop();
+  return summarize(events_, begin_ns_, end_ns_);
+}
+
+std::string Profile::table(size_t rows) { return format_table(key_averages(), summary(), rows); }
+
+}  // namespace ember::profiler

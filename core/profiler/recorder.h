@@ -1,0 +1,28 @@
+// The profiler's event store, inside core/profiler only: one buffer per
+// thread that records (plus the communication track's), owned by the session
+// now recording, so recording never takes a lock another thread holds.
+// Used by: profile.cpp (start, stop), recorder.cpp (the recording calls).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/profiler/profile.h"
+
+namespace ember::profiler::detail {
+
+// Starts a session recording `mask` (Recording bits); an error if one records.
+void start_session(int mask, const char* who);
+// Ends it and hands over its events (unsorted) and track names.
+void stop_session(std::vector<Event>& events, std::map<int, std::string>& tracks);
+
+// Appends `event` to the current session's buffer for `track`.
+void append(Event event, Track track);
+
+int process_rank();
+// Whether set_clock_offset_ns was called, and its value.
+bool has_clock_offset();
+int64_t clock_offset_ns();
+
+}  // namespace ember::profiler::detail

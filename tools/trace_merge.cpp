@@ -1,0 +1,89 @@
+// See trace_merge.h.
+#include "trace_merge.h"
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/file_io.h"
+
+namespace ember::launch {
+namespace {
+
+// Traces of long runs are large; this only bounds a mistaken path.
+constexpr int64_t kMaxTraceBytes = int64_t(4) << 30;
+
+// The rank in a file name rank<r>.json, or -1 for any other name.
+int rank_of_file_name(const std::string& name) {
+  if (!name.starts_with("rank") || !name.ends_with(".json")) return -1;
+  const std::string digits = name.substr(4, name.size() - 4 - 5);
+  int rank = -1;
+  auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+  return error == std::errc() && end == digits.data() + digits.size() && !digits.empty() ? rank : -1;
+}
+
+}  // namespace
+
+CLI::App* add_trace_command(CLI::App& app, TraceMergeOptions& options) {
+  CLI::App* trace = app.add_subcommand("trace", "Work with the profiler's traces (EMBER_PROFILE)");
+  trace->require_subcommand(1);
+  CLI::App* merge = trace->add_subcommand(
+      "merge", "Join DIR/rank<r>.json into one Perfetto trace on rank 0's clock (a process track per rank)");
+  merge->add_option("directory", options.directory, "The directory EMBER_PROFILE (or launch --profile) named")
+      ->required();
+  merge->add_option("-o,--output", options.output, "Where to write; default: DIR/merged.json");
+  return merge;
+}
+
+nlohmann::json merge_traces(const std::string& directory) {
+  std::map<int, std::filesystem::path> files;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+    const int rank = rank_of_file_name(entry.path().filename().string());
+    if (rank >= 0) files[rank] = entry.path();
+  }
+  EMBER_CHECK(!error, "ember trace merge: cannot list {}: {}", directory, error.message());
+  EMBER_CHECK(!files.empty(), "ember trace merge: no rank<r>.json in {} (run with EMBER_PROFILE={})", directory,
+              directory);
+
+  nlohmann::json events = nlohmann::json::array();
+  nlohmann::json offsets = nlohmann::json::object();
+  for (const auto& [file_rank, path] : files) {
+    nlohmann::json trace;
+    try {
+      trace = nlohmann::json::parse(read_small_file("ember trace merge", path, kMaxTraceBytes));
+    } catch (const nlohmann::json::exception& failure) {
+      EMBER_CHECK(false, "ember trace merge: {} is not JSON: {}", path.string(), failure.what());
+    }
+    EMBER_CHECK(trace.is_object() && trace.contains("traceEvents") && trace["traceEvents"].is_array(),
+                "ember trace merge: {} has no traceEvents array", path.string());
+    const nlohmann::json ember = trace.value("ember", nlohmann::json::object());
+    const int rank = ember.value("rank", file_rank);
+    EMBER_CHECK(rank == file_rank, "ember trace merge: {} holds rank {}'s trace", path.string(), rank);
+    // Note [One clock for every rank]: this rank's clock minus rank 0's.
+    const int64_t offset_ns = ember.value("clock_offset_ns", int64_t(0));
+    offsets[std::to_string(rank)] = offset_ns;
+    for (nlohmann::json& event : trace["traceEvents"]) {
+      event["pid"] = rank;
+      if (event.contains("ts")) event["ts"] = event["ts"].get<double>() - double(offset_ns) / 1000.0;
+      events.push_back(std::move(event));
+    }
+  }
+  return {{"traceEvents", std::move(events)},
+          {"displayTimeUnit", "ms"},
+          {"ember", {{"merged_ranks", files.size()}, {"clock_offsets_ns", std::move(offsets)}}}};
+}
+
+std::string run_trace_merge(const TraceMergeOptions& options) {
+  const std::string output =
+      options.output.empty() ? (std::filesystem::path(options.directory) / "merged.json").string() : options.output;
+  const nlohmann::json merged = merge_traces(options.directory);
+  write_file_atomically("ember trace merge", output, merged.dump() + "\n");
+  return output;
+}
+
+}  // namespace ember::launch
