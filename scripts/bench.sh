@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark run behind bench/RESULTS.md: a Release build with the libtorch
 # comparison in build-bench/, then bench_gemm, bench_elementwise,
-# bench_reduction, compare_libtorch and bench_mixed_precision at 1 and 2
+# bench_reduction, bench_copy, compare_libtorch and bench_mixed_precision at 1 and 2
 # threads. Outputs (console text and JSON) go to bench/results/ (gitignored).
 # Run it on a quiet machine:
 # anything else on the cores skews every ratio.
@@ -40,7 +40,7 @@ mkdir -p "$results"
 export OMP_WAIT_POLICY=passive
 for threads in 1 2; do
   ((kernels)) || break
-  for bench in bench_gemm bench_elementwise bench_reduction; do
+  for bench in bench_gemm bench_elementwise bench_reduction bench_copy; do
     echo "== $bench, $threads thread(s)"
     OMP_NUM_THREADS=$threads "$programs/$bench" "${benchmark_args[@]}" \
       --benchmark_out="$results/$bench.threads$threads.json" --benchmark_out_format=json \
