@@ -57,6 +57,9 @@ if ((kernels)); then
   echo "== bench_mixed_precision"
   if [[ "${1:-}" == "--quick" ]]; then mixed_args=(--rounds 1 --min-time 0.1); else mixed_args=(--rounds 9 --min-time 1); fi
   "$programs/bench_mixed_precision" --threads 1,2 "${mixed_args[@]}" | tee "$results/bench_mixed_precision.txt"
+  # Gradient accumulation inside one autocast guard: what the cast cache serves.
+  "$programs/bench_mixed_precision" --threads 1,2 --micro-batches 4 "${mixed_args[@]}" |
+    tee "$results/bench_mixed_precision.micro4.txt"
 fi
 
 # Distributed: every rank is a process started by the launcher, one OpenMP
