@@ -19,6 +19,10 @@
 #include <unordered_map>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "core/convert.h"
 #include "core/ops/conv_kernels.h"
 #include "core/parallel.h"
@@ -479,7 +483,19 @@ void fix_non_finite_maxima(const Pool2dProblem& p) {
   const int64_t count = p.batch * p.channels * in_h * in_w;
   const float minus_infinity = -std::numeric_limits<float>::infinity();
   bool any = false;
-  for (int64_t i = 0; i < count; ++i) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float>) {  // in vector registers: the compiler kept this scan scalar, a third
+    __m128 found = _mm_setzero_ps();         // of the CNN pooling's forward
+    const __m128 minus_infinities = _mm_set1_ps(minus_infinity);
+    for (; i + 4 <= count; i += 4) {
+      const __m128 v = _mm_loadu_ps(input + i);
+      found = _mm_or_ps(found, _mm_or_ps(_mm_cmpunord_ps(v, v), _mm_cmpeq_ps(v, minus_infinities)));
+    }
+    any = _mm_movemask_ps(found) != 0;
+  }
+#endif
+  for (; i < count; ++i) {
     const float value = float(ComputeType<T>(input[i]));
     any |= value != value || value == minus_infinity;
   }

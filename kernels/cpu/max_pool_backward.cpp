@@ -68,8 +68,11 @@ void max_pool_backward_plane_2x2(const MaxPoolBackwardProblem& b, int64_t plane)
     const float* g = grad_out + oy * out_w;
     int64_t ox = 0;
 #if defined(__SSE2__)
-    // Four windows at a time (the compiler leaves the scalar loop below scalar and branchy).
-    for (; ox + 4 <= out_w; ox += 4) {
+    // Four windows at a time (the compiler leaves the scalar loop below scalar
+    // and branchy); a row's last windows as the four that end it, overlapping
+    // windows already written, which get the same values again.
+    for (int64_t next = 0; next < out_w && out_w >= 4; next += 4) {
+      ox = std::min(next, out_w - 4);
       const __m128 top_low = _mm_loadu_ps(top + 2 * ox), top_high = _mm_loadu_ps(top + 2 * ox + 4);
       const __m128 bottom_low = _mm_loadu_ps(bottom + 2 * ox), bottom_high = _mm_loadu_ps(bottom + 2 * ox + 4);
       const __m128 a = _mm_shuffle_ps(top_low, top_high, _MM_SHUFFLE(2, 0, 2, 0));  // the windows' top left
@@ -97,6 +100,7 @@ void max_pool_backward_plane_2x2(const MaxPoolBackwardProblem& b, int64_t plane)
       _mm_storeu_ps(grad_top + 2 * ox + 4, _mm_unpackhi_ps(grad_a, grad_b));
       _mm_storeu_ps(grad_bottom + 2 * ox, _mm_unpacklo_ps(grad_c, grad_d));
       _mm_storeu_ps(grad_bottom + 2 * ox + 4, _mm_unpackhi_ps(grad_c, grad_d));
+      ox += 4;
     }
 #endif
     for (; ox < out_w; ++ox) {
