@@ -1,20 +1,25 @@
 // bf16 mixed precision against f32 on the CPU: a whole training step
 // (forward, cross-entropy, backward, AdamW step, zero_grad) of the MLP
-// (batch 256) and the GPT of compare_libtorch/training_spec.h, once in f32
-// and once with the forward under AutocastGuard(cpu, bf16) (f32 master
-// weights, the logits cast to f32 before the loss, as the Accelerator does).
-// Both precisions live in the same process and run in alternating order for
-// --rounds rounds; each round times each for at least --min-time seconds. The
-// medians over the rounds are printed as steps/s, with the median of the
-// rounds' speed ratios bf16 / f32 (> 1: bf16 is faster), at each thread count
-// of --threads. Run with OMP_WAIT_POLICY=passive:
-//   OMP_WAIT_POLICY=passive build/bench/bench_mixed_precision --threads 1,2
-// Results: bench/RESULTS.md, "Issue 6: mixed precision".
+// (batch 256) and the GPT of compare_libtorch/training_spec.h, once in f32,
+// once with the micro-batches under AutocastGuard(cpu, bf16) (f32 master
+// weights, the logits cast to f32 before the loss, as the Accelerator does),
+// and once the same with the guard's cast cache off (Note [Autocast cast
+// cache] in core/README.md). With --micro-batches k a step accumulates k
+// forward/backward passes inside one guard before the optimizer step, the case
+// the cache serves: each weight is cast once per step instead of k times.
+// All three live in the same process and run in rotating order for --rounds
+// rounds; each round times each for at least --min-time seconds. The medians
+// over the rounds are printed as steps/s, with the medians of the rounds' speed
+// ratios bf16 / f32 and cache on / off (> 1: the first is faster), at each
+// thread count of --threads. Run with OMP_WAIT_POLICY=passive:
+//   OMP_WAIT_POLICY=passive build/bench/bench_mixed_precision --threads 1,2 [--micro-batches 4]
+// Results: bench/RESULTS.md, "Issue 6: mixed precision" and "Issue 22".
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,11 +41,17 @@ namespace {
 using namespace compare::training;
 using Clock = std::chrono::steady_clock;
 
+enum class Precision { f32, bf16, bf16_uncached };
+
 // One model, its AdamW optimizer and its fixed batch, trained in one precision.
 class Trainer {
  public:
-  Trainer(std::shared_ptr<nn::Module> model, Tensor inputs, Tensor targets, bool bf16)
-      : model_(std::move(model)), inputs_(std::move(inputs)), targets_(std::move(targets)), bf16_(bf16) {
+  Trainer(std::shared_ptr<nn::Module> model, Tensor inputs, Tensor targets, Precision precision, int micro_batches)
+      : model_(std::move(model)),
+        inputs_(std::move(inputs)),
+        targets_(std::move(targets)),
+        precision_(precision),
+        micro_batches_(micro_batches) {
     initialise(*model_);
     AdamWSettings settings;
     optimizer_ = std::make_unique<optim::AdamW>(model_->parameters(),
@@ -50,21 +61,23 @@ class Trainer {
                                                                     .weight_decay = settings.weight_decay});
   }
 
-  // One training step; returns its loss.
+  // One training step (micro_batches forward/backward passes on the batch); returns the last loss.
   double step() {
-    Tensor logits;
-    if (bf16_) {
-      AutocastGuard autocast(DeviceType::cpu, DType::bf16);
-      logits = (*model_)(inputs_);
-    } else {
-      logits = (*model_)(inputs_);
+    double loss_value = 0;
+    {
+      std::optional<AutocastGuard> autocast;
+      if (precision_ != Precision::f32)
+        autocast.emplace(DeviceType::cpu, DType::bf16, true, /*cache_enabled=*/precision_ == Precision::bf16);
+      for (int micro_batch = 0; micro_batch < micro_batches_; ++micro_batch) {
+        Tensor logits = (*model_)(inputs_).to(DType::f32);
+        Tensor loss = cross_entropy(logits.view({-1, logits.size(-1)}), targets_.view({-1}));
+        loss.backward();
+        loss_value = loss.item<double>();
+      }
     }
-    logits = logits.to(DType::f32);
-    Tensor loss = cross_entropy(logits.view({-1, logits.size(-1)}), targets_.view({-1}));
-    loss.backward();
     optimizer_->step();
     optimizer_->zero_grad();
-    return loss.item<double>();
+    return loss_value;
   }
 
   // Seconds per step over at least `min_time` seconds (and at least one step).
@@ -84,32 +97,33 @@ class Trainer {
   std::shared_ptr<nn::Module> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   Tensor inputs_, targets_;
-  bool bf16_;
+  Precision precision_;
+  int micro_batches_;
 };
 
 Shape shape_of(const std::vector<int64_t>& dims) { return Shape(std::span<const int64_t>(dims)); }
 
-// A workload makes a fresh trainer in either precision.
+// A workload makes a fresh trainer in any precision.
 struct Workload {
   std::string name;
-  std::function<Trainer(bool bf16)> make;
+  std::function<Trainer(Precision precision, int micro_batches)> make;
 };
 
 std::vector<Workload> workloads() {
   return {
       {"mlp_b256",
-       [](bool bf16) {
+       [](Precision precision, int micro_batches) {
          MlpSpec spec{.batch = 256};
          ClassificationBatch batch = mlp_batch(spec);
          return Trainer(mlp(spec), from_vector(batch.inputs, shape_of(batch.input_shape)),
-                        from_vector(batch.targets, Shape{spec.batch}), bf16);
+                        from_vector(batch.targets, Shape{spec.batch}), precision, micro_batches);
        }},
       {"gpt",
-       [](bool bf16) {
+       [](Precision precision, int micro_batches) {
          GptSpec spec;
          TokenBatch batch = gpt_batch(spec);
          return Trainer(std::make_shared<Gpt>(spec), from_vector(batch.inputs, Shape{spec.batch, spec.sequence}),
-                        from_vector(batch.targets, Shape{spec.batch, spec.sequence}), bf16);
+                        from_vector(batch.targets, Shape{spec.batch, spec.sequence}), precision, micro_batches);
        }},
   };
 }
@@ -126,34 +140,40 @@ struct Options {
   int rounds = 5;
   double min_time = 1.0;
   int warmup_steps = 3;
+  int micro_batches = 1;
 };
 
 void run(const Workload& workload, int threads, const Options& options) {
   set_num_threads(threads);
-  Trainer f32 = workload.make(false), bf16 = workload.make(true);
-  // The first losses agree to bf16 rounding: both train the same model on the same batch.
-  double f32_loss = f32.step(), bf16_loss = bf16.step();
-  for (int i = 1; i < options.warmup_steps; ++i) f32.step(), bf16.step();
-  std::vector<double> f32_times, bf16_times, ratios;
+  Trainer f32 = workload.make(Precision::f32, options.micro_batches);
+  Trainer bf16 = workload.make(Precision::bf16, options.micro_batches);
+  Trainer uncached = workload.make(Precision::bf16_uncached, options.micro_batches);
+  Trainer* trainers[] = {&f32, &bf16, &uncached};
+  // The first losses agree to bf16 rounding (and exactly with and without the cache):
+  // all train the same model on the same batch.
+  double losses[3];
+  for (int k = 0; k < 3; ++k) losses[k] = trainers[k]->step();
+  for (int i = 1; i < options.warmup_steps; ++i)
+    for (Trainer* trainer : trainers) trainer->step();
+  std::vector<double> times[3], bf16_ratios, cache_ratios;
   for (int round = 0; round < options.rounds; ++round) {
-    // Alternating order, so neither precision always runs on a warmer (or busier) machine.
-    double f32_time, bf16_time;
-    if (round % 2 == 0) {
-      f32_time = f32.time_per_step(options.min_time);
-      bf16_time = bf16.time_per_step(options.min_time);
-    } else {
-      bf16_time = bf16.time_per_step(options.min_time);
-      f32_time = f32.time_per_step(options.min_time);
+    // Rotating order, so no precision always runs on a warmer (or busier) machine.
+    double time[3];
+    for (int k = 0; k < 3; ++k) {
+      const int which = (round + k) % 3;
+      time[which] = trainers[which]->time_per_step(options.min_time);
     }
-    f32_times.push_back(f32_time), bf16_times.push_back(bf16_time);
-    ratios.push_back(f32_time / bf16_time);
+    for (int k = 0; k < 3; ++k) times[k].push_back(time[k]);
+    bf16_ratios.push_back(time[0] / time[1]);
+    cache_ratios.push_back(time[2] / time[1]);
   }
-  // The ratio is the median of each round's own ratio: the two halves of a
-  // round run seconds apart, so a slow spell on a shared machine (another
-  // process on the cores) mostly hits both, where it would skew a ratio of
+  // Each ratio is the median of each round's own ratio: the parts of a round
+  // run seconds apart, so a slow spell on a shared machine (another process
+  // on the cores) mostly hits all of them, where it would skew a ratio of
   // medians taken over different rounds.
-  std::printf("%-8d %-10s %12.2f %12.2f %9.2fx   first loss f32 %.4f, bf16 %.4f\n", threads, workload.name.c_str(),
-              1 / median(f32_times), 1 / median(bf16_times), median(ratios), f32_loss, bf16_loss);
+  std::printf("%-8d %-10s %12.2f %12.2f %9.2fx %12.2f %9.2fx   first loss f32 %.4f, bf16 %.4f, no cache %.4f\n",
+              threads, workload.name.c_str(), 1 / median(times[0]), 1 / median(times[1]), median(bf16_ratios),
+              1 / median(times[2]), median(cache_ratios), losses[0], losses[1], losses[2]);
   std::fflush(stdout);
 }
 
@@ -171,6 +191,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--warmup-steps", options.warmup_steps, "untimed steps of each before the rounds")
       ->check(CLI::PositiveNumber);
+  app.add_option("--micro-batches", options.micro_batches,
+                 "forward/backward passes per optimizer step, all inside one autocast guard")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Workload> selected;
@@ -183,8 +206,9 @@ int main(int argc, char** argv) {
     }
     selected.push_back(*found);
   }
-  std::printf("%-8s %-10s %12s %12s %10s   (medians of %d rounds, >= %.2g s each)\n", "threads", "model",
-              "f32 step/s", "bf16 step/s", "bf16/f32", options.rounds, options.min_time);
+  std::printf("%-8s %-10s %12s %12s %10s %12s %10s   (%d micro-batch(es) per step; medians of %d rounds, >= %.2g s each)\n",
+              "threads", "model", "f32 step/s", "bf16 step/s", "bf16/f32", "no-cache/s", "cache on/off",
+              options.micro_batches, options.rounds, options.min_time);
   for (int threads : options.threads)
     for (const Workload& workload : selected) run(workload, threads, options);
   return 0;

@@ -32,10 +32,14 @@ DType autocast_dtype(DeviceType device);
 
 // Turns autocast on (or, with enabled = false, off) for `device` on this
 // thread until destroyed, then restores the previous policy. `dtype` must be
-// bf16 or f16.
+// bf16 or f16. With `cache_enabled` (as torch.autocast's), the lower-precision
+// cast of a leaf that requires grad (a parameter) is made once and reused
+// until the weight is written or the outermost guard on this thread is
+// destroyed, which empties the cache (Note [Autocast cast cache] in
+// core/README.md).
 class AutocastGuard {
  public:
-  AutocastGuard(DeviceType device, DType dtype, bool enabled = true);
+  AutocastGuard(DeviceType device, DType dtype, bool enabled = true, bool cache_enabled = true);
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
@@ -44,6 +48,7 @@ class AutocastGuard {
   DeviceType device_;
   bool previous_enabled_;
   DType previous_dtype_;
+  bool previous_cache_enabled_;
 };
 
 // Turns autocast off for every device type on this thread until destroyed,

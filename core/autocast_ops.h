@@ -29,6 +29,13 @@ struct AutocastState {
 extern constinit thread_local AutocastState t_autocast_state __attribute__((tls_model("initial-exec")));
 
 bool autocast_changes_any(AutocastKind kind, std::initializer_list<const Tensor*> inputs);
+
+// Whether `t` is a leaf that requires grad: the tensors whose casts autocast
+// caches. core cannot see a tensor's history, so the autograd layer installs
+// the answer in its init (autograd/functions/register.cpp); without it
+// nothing is cached.
+using LeafQuery = bool (*)(const Tensor& t);
+void set_autocast_leaf_query(LeafQuery query);
 }  // namespace detail
 
 // Whether autocast would cast any of `inputs` (null or undefined entries are skipped).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark run behind bench/RESULTS.md: a Release build with the libtorch
 # comparison in build-bench/, then bench_gemm, bench_elementwise,
-# bench_reduction, compare_libtorch and bench_mixed_precision at 1 and 2
+# bench_reduction, bench_copy, compare_libtorch and bench_mixed_precision at 1 and 2
 # threads. Outputs (console text and JSON) go to bench/results/ (gitignored).
 # Run it on a quiet machine:
 # anything else on the cores skews every ratio.
@@ -40,7 +40,7 @@ mkdir -p "$results"
 export OMP_WAIT_POLICY=passive
 for threads in 1 2; do
   ((kernels)) || break
-  for bench in bench_gemm bench_elementwise bench_reduction; do
+  for bench in bench_gemm bench_elementwise bench_reduction bench_copy; do
     echo "== $bench, $threads thread(s)"
     OMP_NUM_THREADS=$threads "$programs/$bench" "${benchmark_args[@]}" \
       --benchmark_out="$results/$bench.threads$threads.json" --benchmark_out_format=json \
@@ -57,6 +57,9 @@ if ((kernels)); then
   echo "== bench_mixed_precision"
   if [[ "${1:-}" == "--quick" ]]; then mixed_args=(--rounds 1 --min-time 0.1); else mixed_args=(--rounds 9 --min-time 1); fi
   "$programs/bench_mixed_precision" --threads 1,2 "${mixed_args[@]}" | tee "$results/bench_mixed_precision.txt"
+  # Gradient accumulation inside one autocast guard: what the cast cache serves.
+  "$programs/bench_mixed_precision" --threads 1,2 --micro-batches 4 "${mixed_args[@]}" |
+    tee "$results/bench_mixed_precision.micro4.txt"
 fi
 
 # Distributed: every rank is a process started by the launcher, one OpenMP

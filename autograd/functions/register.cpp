@@ -1,5 +1,6 @@
 // The autograd layer's explicit init (Note [Explicit kernel registration]).
 #include "autograd/functions/families.h"
+#include "core/autocast_ops.h"
 
 namespace ember {
 
@@ -18,6 +19,8 @@ void register_autograd_functions() {
   autograd::register_scan_functions();
   autograd::register_reorder_functions();
   autograd::register_in_place();
+  // Autocast caches the casts of parameters only (Note [Autocast cast cache] in core/README.md).
+  detail::set_autocast_leaf_query([](const Tensor& t) { return t.requires_grad() && t.is_leaf(); });
 }
 
 }  // namespace ember

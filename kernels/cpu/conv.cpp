@@ -8,7 +8,8 @@
 // included (a forward with a few input channels reads NCHW src directly).
 // bf16 convolutions and pooling run on the caller's NCHW memory;
 // f16, and bf16 where oneDNN lacks it, compute in f32; f64 uses direct loops
-// (the gradients: the reference kernels). Oracle: kernels/reference/conv.cpp;
+// (the gradients: the reference kernels). Max-pool backward is in
+// max_pool_backward.cpp. Oracle: kernels/reference/conv.cpp;
 // tests: tests/core/test_conv.cpp.
 #include <algorithm>
 #include <limits>
@@ -17,6 +18,10 @@
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/convert.h"
 #include "core/ops/conv_kernels.h"
@@ -478,7 +483,19 @@ void fix_non_finite_maxima(const Pool2dProblem& p) {
   const int64_t count = p.batch * p.channels * in_h * in_w;
   const float minus_infinity = -std::numeric_limits<float>::infinity();
   bool any = false;
-  for (int64_t i = 0; i < count; ++i) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float>) {  // in vector registers: the compiler kept this scan scalar, a third
+    __m128 found = _mm_setzero_ps();         // of the CNN pooling's forward
+    const __m128 minus_infinities = _mm_set1_ps(minus_infinity);
+    for (; i + 4 <= count; i += 4) {
+      const __m128 v = _mm_loadu_ps(input + i);
+      found = _mm_or_ps(found, _mm_or_ps(_mm_cmpunord_ps(v, v), _mm_cmpeq_ps(v, minus_infinities)));
+    }
+    any = _mm_movemask_ps(found) != 0;
+  }
+#endif
+  for (; i < count; ++i) {
     const float value = float(ComputeType<T>(input[i]));
     any |= value != value || value == minus_infinity;
   }
@@ -514,52 +531,9 @@ void pool2d(const Pool2dProblem& p) {
 }
 
 
-// One plane of max-pool backward without padding, where every window lies
-// inside the input: max_pool_backward_plane's rule (the first maximum; the
-// first nan wins) with selects instead of branches, whose outcome on random
-// data is a coin toss, and no bounds checks.
-void max_pool_backward_plane_unpadded(const MaxPoolBackwardProblem& b, int64_t plane) {
-  const Pool2dProblem& p = b.forward;
-  const int64_t h = p.in_size[0], w = p.in_size[1];
-  const float* in = static_cast<const float*>(p.input) + plane * h * w;
-  const float* grad_out = static_cast<const float*>(b.grad_output) + plane * p.out_size[0] * p.out_size[1];
-  float* grad_in = static_cast<float*>(b.grad_input) + plane * h * w;
-  for (int64_t oy = 0; oy < p.out_size[0]; ++oy) {
-    for (int64_t ox = 0; ox < p.out_size[1]; ++ox) {
-      const int64_t corner = oy * p.stride[0] * w + ox * p.stride[1];
-      int64_t best_at = corner;
-      float best = in[corner];
-      for (int64_t ky = 0; ky < p.kernel[0]; ++ky)
-        for (int64_t kx = 0; kx < p.kernel[1]; ++kx) {
-          const int64_t at = corner + ky * w + kx;
-          const float v = in[at];
-          const bool take = best == best && (v > best || v != v);  // best is not nan; v is larger or nan
-          best = take ? v : best;
-          best_at = take ? at : best_at;
-        }
-      grad_in[best_at] += grad_out[oy * p.out_size[1] + ox];
-    }
-  }
-}
-
-template <class T>
-void max_pool2d_backward(const MaxPoolBackwardProblem& b) {
-  int64_t plane_size = b.forward.in_size[0] * b.forward.in_size[1];
-  const bool unpadded = std::is_same_v<T, float> && b.forward.padding[0] == 0 && b.forward.padding[1] == 0;
-  parallel_for(0, b.forward.batch * b.forward.channels, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(plane_size, 1)),
-               [&](int64_t begin, int64_t end) {
-                 for (int64_t plane = begin; plane < end; ++plane) {
-                   if (unpadded) max_pool_backward_plane_unpadded(b, plane);
-                   else max_pool_backward_plane<T>(b, plane);
-                 }
-               });
-}
-
 }  // namespace
 
 void register_conv_kernels() {
-  register_for<float, double, Half, BFloat16>(max_pool2d_backward_op, DeviceType::cpu,
-                                              [](auto tag) { return &max_pool2d_backward<decltype(tag)>; });
   conv2d_op.set(DeviceType::cpu, DType::f32, &conv2d_f32);
   conv2d_op.set(DeviceType::cpu, DType::bf16, &conv2d_bf16);
   conv2d_op.set(DeviceType::cpu, DType::f16, &conv2d_f16);

@@ -1,5 +1,6 @@
 // CPU copy and fill. Same-dtype dense copies are memcpy in parallel chunks;
-// strided ones and fill move the stored bits; conversions are a typed loop the
+// transposing ones go tile by tile (copy_tiled.cpp); other strided ones and
+// fill move the stored bits; conversions are a typed loop the
 // compiler vectorises when strides are 1 (to and from the 16-bit floats at
 // AVX2 where the CPU has it).
 #include <cstring>
@@ -7,6 +8,7 @@
 #include "core/convert.h"
 #include "core/ops/elementwise_kernels.h"
 #include "kernels/cpu/convert_run.h"
+#include "kernels/cpu/copy_tiled.h"
 #include "kernels/cpu/families.h"
 
 namespace ember::cpu {
@@ -23,6 +25,7 @@ void copy(const ElementwiseLoop& loop) {
     return;
   }
   if (loop.dtypes[1] == loop.dtypes[0]) {  // strided, same dtype: move the bits
+    if (copy_tiled(loop, sizeof(Out))) return;
     using Bits = StoredBits<Out>;
     parallel_rows(loop, [](char** p, const int64_t* s, int64_t n) {
       Bits* out = reinterpret_cast<Bits*>(p[0]);

@@ -12,6 +12,7 @@ void register_reduction_kernels();    // reduction.cpp (and softmax)
 void register_matmul_kernels();       // matmul.cpp
 void register_indexing_kernels();     // indexing.cpp
 void register_conv_kernels();         // conv.cpp (and pooling)
+void register_max_pool_backward_kernels();  // max_pool_backward.cpp
 void register_random_kernels();       // random.cpp
 void register_optimizer_kernels();    // optimizer.cpp
 void register_normalization_kernels();  // normalization.cpp (layer/rms/batch norm)

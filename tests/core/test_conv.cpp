@@ -130,21 +130,29 @@ TEST(Pool2d, MatchesReferenceForEveryFloatDtypeAndOption) {
   }
 }
 
-// Max-pool backward against the reference, unpadded (the CPU fast path for
-// f32) and padded, with ties and nans in the windows.
+// Max-pool backward against the reference, unpadded (the CPU fast paths for
+// f32: 2x2 windows at stride 2, four at a time, and any other) and padded,
+// with ties and nans in the windows. The widths give the 2x2 path whole
+// vectors only (8), vectors overlapping at the row's end with an odd trailing
+// column (21) and the scalar loop alone (5); a window's gradient sent to a
+// wrong element of it fails here.
 TEST(Pool2d, MaxPoolBackwardMatchesReferenceWithTiesAndNans) {
   const Pool2dOptions kOptions[] = {{.kernel_size = {2, 2}},
                                     {.kernel_size = {3, 2}, .stride = {1, 2}},
                                     {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}};
   for (DType dtype : kFloatDTypes) {
-    Tensor input = random_tensor({2, 3, 9, 8}, DType::i64, -2, 2).to(dtype);  // few values: many ties
-    input.select(0, 1).select(0, 2).fill_(std::nan(""));
-    input.select(0, 0).select(0, 1).select(0, 4).fill_(std::nan(""));
-    for (const Pool2dOptions& options : kOptions) {
-      Tensor grad = random_tensor(max_pool2d(input, options).shape(), dtype);
-      EXPECT_TRUE(all_close(max_pool2d_backward(grad, input, options),
-                            reference([&] { return max_pool2d_backward(grad, input, options); })))
-          << dtype_name(dtype) << " kernel " << options.kernel_size[0] << "x" << options.kernel_size[1];
+    for (int64_t width : {8, 21, 5}) {
+      Tensor input = random_tensor({2, 3, 9, width}, DType::i64, -2, 2).to(dtype);  // few values: many ties
+      input.select(0, 1).select(0, 2).fill_(std::nan(""));
+      input.select(0, 0).select(0, 1).select(0, 4).fill_(std::nan(""));
+      input.select(0, 1).select(0, 0).select(1, 3).fill_(std::nan(""));  // a column: nans at every window position
+      for (const Pool2dOptions& options : kOptions) {
+        Tensor grad = random_tensor(max_pool2d(input, options).shape(), dtype);
+        EXPECT_TRUE(all_close(max_pool2d_backward(grad, input, options),
+                              reference([&] { return max_pool2d_backward(grad, input, options); })))
+            << dtype_name(dtype) << " width " << width << " kernel " << options.kernel_size[0] << "x"
+            << options.kernel_size[1];
+      }
     }
   }
 }
