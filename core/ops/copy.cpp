@@ -15,6 +15,7 @@ GradSlot to_grad("to");
 void copy_(const Tensor& out, const Tensor& source) {
   EMBER_CHECK(out.defined() && source.defined(), "copy_: undefined tensor");
   check_in_place_target(out, "copy_");
+  check_no_internal_overlap(out, "copy_");
   if (should_record({&out, &source})) [[unlikely]] {
     Tensor target = out;
     assign_in_place(target, expand(to(source, out.dtype()), out.shape()));

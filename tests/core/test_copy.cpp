@@ -99,5 +99,26 @@ TEST(StridedCopy, HandCase) {
   EXPECT_EQ(contiguous(transpose(a, 0, 1)).to_vector<int32_t>(), (std::vector<int32_t>{1, 4, 2, 5, 3, 6}));
 }
 
+// A written-to tensor whose elements share memory (expand's stride 0) is
+// refused by copy_ and the in-place arithmetic, naming the dim, as PyTorch
+// refuses it; fill_ (one value everywhere) and a size-1 dim of stride 0 are
+// fine. Mutation caught (run once, failed as expected): without
+// check_no_internal_overlap, copy_ keeps the last row written and add_ adds
+// twice into the same memory.
+TEST(InPlaceWrite, OverlappingTargetIsRefused) {
+  Tensor row = zeros({3});
+  Tensor expanded = row.expand({2, 3});
+  const Tensor source = arange(Scalar(0.0), Scalar(6.0), Scalar(1.0), {.dtype = DType::f32}).reshape({2, 3});
+  EXPECT_EMBER_ERROR(expanded.copy_(source), "copy_: the tensor written to (shape [2, 3], strides [0, 1])");
+  EXPECT_EMBER_ERROR(add_(expanded, source), "add_: the tensor written to");
+  EXPECT_EMBER_ERROR(mul_(expanded, Scalar(2.0)), "dim 0 has stride 0");
+  EXPECT_EQ(row.to_vector<float>(), (std::vector<float>{0, 0, 0})) << "a refused write changed the tensor";
+  expanded.fill_(Scalar(1.0));
+  EXPECT_EQ(row.to_vector<float>(), (std::vector<float>{1, 1, 1}));
+  Tensor single = zeros({3}).expand({1, 3});  // a new leading dim of size 1 and stride 0
+  single.copy_(source.narrow(0, 1, 1));
+  EXPECT_EQ(single.to_vector<float>(), (std::vector<float>{3, 4, 5}));
+}
+
 }  // namespace
 }  // namespace ember::testing
