@@ -1,0 +1,270 @@
+// Fused attention on the CPU, flash-attention style (core/ops/attention_kernels.h):
+// the [query_length, key_length] scores never exist whole. Forward: a task per
+// (head, block of query rows) folds in tiles of keys with the online softmax
+// (running row max and sum, the output rescaled when the max grows) and writes
+// the rows' logsumexp. Backward (FlashAttention-2): a task per head walks key
+// tiles, and for each the query blocks that see it, recomputing the
+// probabilities from the logsumexp; dk and dv of the tile accumulate in place,
+// dq for the whole head in a [query_length, head_dim] buffer, so every
+// gradient element has one writer. Tile products run on the matmul kernel
+// (oneDNN, one thread per tile); bf16 is widened to f32 per head, f64
+// accumulates in f64. Scratch is O(length x dim), never O(L x S).
+// Tests: tests/core/test_attention.cpp, tests/nn/test_attention.cpp.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/ops/attention_kernels.h"
+#include "core/ops/creation.h"
+#include "core/ops/linalg_kernels.h"
+#include "core/parallel.h"
+#include "kernels/cpu/families.h"
+#include "kernels/cpu/vector_exp.h"
+
+namespace ember::cpu {
+namespace {
+
+constexpr int64_t kQueryBlock = 64;  // query rows per task and per tile
+constexpr int64_t kKeyBlock = 128;   // keys per tile: a [64, 128] f32 score tile is 32 KiB
+
+// The accumulation type: f64 for f64 operands, f32 otherwise.
+template <class T>
+using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class A>
+constexpr A kMinusInfinity = -std::numeric_limits<A>::infinity();
+
+// A row-major or transposed [rows, cols] view: element (r, c) at data[r * row_stride + c * col_stride].
+template <class A>
+struct View {
+  const A* data;
+  int64_t row_stride, col_stride;
+};
+template <class A>
+View<A> rows_of(const A* data, int64_t cols) { return {data, cols, 1}; }
+template <class A>
+View<A> transposed(const A* data, int64_t cols) { return {data, 1, cols}; }
+
+// out[m, n] = a[m, k] b[k, n], out dense; on the matmul kernel of A's dtype.
+template <class A>
+void product(int64_t m, int64_t n, int64_t k, View<A> a, View<A> b, A* out) {
+  MatmulProblem p;
+  p.m = m, p.n = n, p.k = k;
+  p.a.data = const_cast<A*>(a.data), p.a.row_stride = a.row_stride, p.a.col_stride = a.col_stride;
+  p.b.data = const_cast<A*>(b.data), p.b.row_stride = b.row_stride, p.b.col_stride = b.col_stride;
+  p.out.data = out, p.out.row_stride = n, p.out.col_stride = 1;
+  matmul_op(DeviceType::cpu, dtype_of<A>, p);
+}
+
+// target[i] += factor * source[i] for i < n
+template <class A>
+void add_scaled(A* target, const A* source, int64_t n, A factor) {
+  for (int64_t i = 0; i < n; ++i) target[i] += factor * source[i];
+}
+
+// y[i] = exp(x[i] - shift), exactly 0 for -inf; returns the sum.
+float exp_shifted(const float* x, float* y, int64_t n, float shift) { return exp_shifted_sum(x, y, n, shift); }
+double exp_shifted(const double* x, double* y, int64_t n, double shift) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += y[i] = std::exp(x[i] - shift);
+  return sum;
+}
+
+// A scratch buffer of n elements from ember's allocator (so memory statistics see it).
+template <class A>
+A* scratch(Tensor& holder, int64_t n) {
+  holder = make_tensor({std::max<int64_t>(n, 1)}, dtype_of<A>, kCPU);
+  return holder.data_ptr<A>();
+}
+
+// Rows [first, first + rows) of a head's [length, dim] matrix as A, times
+// factor: the matrix itself when it already is A and factor is 1, else a copy in `buffer`.
+template <class T, class A>
+const A* widened(const T* matrix, int64_t first, int64_t rows, int64_t dim, A factor, A* buffer) {
+  const T* source = matrix + first * dim;
+  if constexpr (std::is_same_v<T, A>) {
+    if (factor == A(1)) return source;
+  }
+  for (int64_t i = 0; i < rows * dim; ++i) buffer[i] = A(source[i]) * factor;
+  return buffer;
+}
+
+// Masks the score tile of query rows [row0, row0 + rows) and keys [key0, key0 + cols) in place:
+// -inf where causality or a boolean mask excludes the key, plus an additive mask.
+template <class A>
+void mask_tile(const AttentionProblem& p, int64_t head, int64_t row0, int64_t rows, int64_t key0, int64_t cols,
+               A* scores) {
+  for (int64_t r = 0; r < rows; ++r) {
+    A* row = scores + r * cols;
+    const int64_t i = row0 + r;
+    if (p.mask_kind != AttentionMaskKind::none) {
+      const int64_t base = p.mask_head_offsets[head] + i * p.mask_row_stride + key0 * p.mask_col_stride;
+      if (p.mask_kind == AttentionMaskKind::boolean) {
+        const bool* mask = static_cast<const bool*>(p.mask) + base;
+        for (int64_t c = 0; c < cols; ++c)
+          if (!mask[c * p.mask_col_stride]) row[c] = kMinusInfinity<A>;
+      } else {
+        const A* mask = static_cast<const A*>(p.mask) + base;
+        for (int64_t c = 0; c < cols; ++c) row[c] += mask[c * p.mask_col_stride];
+      }
+    }
+    if (p.causal)
+      for (int64_t c = std::max<int64_t>(0, i + 1 - key0); c < cols; ++c) row[c] = kMinusInfinity<A>;
+  }
+}
+
+// The keys query rows [row0, row0 + rows) may see: [0, end).
+int64_t visible_keys(const AttentionProblem& p, int64_t row0, int64_t rows) {
+  return p.causal ? std::min(p.key_length, row0 + rows) : p.key_length;
+}
+
+template <class T>
+void forward_block(const AttentionProblem& p, int64_t head, int64_t row0) {
+  using A = Acc<T>;
+  const int64_t rows = std::min(kQueryBlock, p.query_length - row0), E = p.head_dim, Ev = p.value_dim;
+  const T* q = static_cast<const T*>(p.q) + head * p.query_length * E;
+  const T* k = static_cast<const T*>(p.k) + head * p.key_length * E;
+  const T* v = static_cast<const T*>(p.v) + head * p.key_length * Ev;
+  Tensor holder;
+  A* buffer = scratch<A>(holder, rows * E + kKeyBlock * (E + Ev) + rows * kKeyBlock + 2 * rows * Ev + 2 * rows);
+  A *query_buffer = buffer, *key_buffer = query_buffer + rows * E, *value_buffer = key_buffer + kKeyBlock * E;
+  A *scores = value_buffer + kKeyBlock * Ev, *out = scores + rows * kKeyBlock, *tile_out = out + rows * Ev;
+  A *row_max = tile_out + rows * Ev, *row_sum = row_max + rows;
+  // The scale folds into the query: [rows, E] multiplies instead of [rows, S].
+  const A* query = widened(q, row0, rows, E, A(p.scale), query_buffer);
+  std::fill(out, out + rows * Ev, A(0));
+  std::fill(row_max, row_max + rows, kMinusInfinity<A>);
+  std::fill(row_sum, row_sum + rows, A(0));
+  const int64_t end = visible_keys(p, row0, rows);
+  for (int64_t key0 = 0; key0 < end; key0 += kKeyBlock) {
+    const int64_t cols = std::min(kKeyBlock, end - key0);
+    const A* keys = widened(k, key0, cols, E, A(1), key_buffer);
+    const A* values = widened(v, key0, cols, Ev, A(1), value_buffer);
+    product<A>(rows, cols, E, rows_of(query, E), transposed(keys, E), scores);  // [rows, E] x [E, cols]
+    mask_tile(p, head, row0, rows, key0, cols, scores);
+    for (int64_t r = 0; r < rows; ++r) {
+      A* row = scores + r * cols;
+      const A new_max = std::max(row_max[r], *std::max_element(row, row + cols));
+      if (new_max == kMinusInfinity<A>) {  // every key so far masked out: nothing to add
+        std::fill(row, row + cols, A(0));
+        continue;
+      }
+      const A correction = std::exp(row_max[r] - new_max);  // 0 while the row had no key
+      row_sum[r] = row_sum[r] * correction + exp_shifted(row, row, cols, new_max);
+      row_max[r] = new_max;
+      if (correction != A(1))
+        for (int64_t e = 0; e < Ev; ++e) out[r * Ev + e] *= correction;
+    }
+    product<A>(rows, Ev, cols, rows_of<A>(scores, cols), rows_of(values, Ev), tile_out);  // [rows, cols] x [cols, Ev]
+    add_scaled(out, tile_out, rows * Ev, A(1));
+  }
+  T* result = static_cast<T*>(p.out) + (head * p.query_length + row0) * Ev;
+  A* logsumexp = static_cast<A*>(p.logsumexp) + head * p.query_length + row0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool empty = row_sum[r] == A(0);  // every key masked out: output 0 (PyTorch 2.5's convention)
+    const A inverse = empty ? A(0) : A(1) / row_sum[r];
+    for (int64_t e = 0; e < Ev; ++e) result[r * Ev + e] = T(out[r * Ev + e] * inverse);
+    logsumexp[r] = empty ? kMinusInfinity<A> : row_max[r] + std::log(row_sum[r]);
+  }
+}
+
+template <class T>
+void forward(const AttentionProblem& p) {
+  const int64_t blocks = (p.query_length + kQueryBlock - 1) / kQueryBlock;
+  parallel_for(0, p.heads * blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) forward_block<T>(p, task / blocks, (task % blocks) * kQueryBlock);
+  });
+}
+
+template <class T>
+void backward_head(const AttentionBackwardProblem& b, int64_t head) {
+  using A = Acc<T>;
+  const AttentionProblem& p = b.forward;
+  const int64_t L = p.query_length, S = p.key_length, E = p.head_dim, Ev = p.value_dim;
+  const T* q = static_cast<const T*>(p.q) + head * L * E;
+  const T* k = static_cast<const T*>(p.k) + head * S * E;
+  const T* v = static_cast<const T*>(p.v) + head * S * Ev;
+  const T* o = static_cast<const T*>(p.out) + head * L * Ev;
+  const T* g = static_cast<const T*>(b.grad_out) + head * L * Ev;
+  const A* logsumexp = static_cast<const A*>(p.logsumexp) + head * L;
+  A* delta = static_cast<A*>(b.delta) + head * L;
+  Tensor holder;
+  // Copies of k, v and dO only when they must be widened; q always (it carries the scale).
+  const int64_t widen = std::is_same_v<T, A> ? 0 : 1;
+  A* buffer = scratch<A>(holder, L * E + widen * (S * E + S * Ev + L * Ev) + L * E + 2 * kQueryBlock * kKeyBlock +
+                                     kKeyBlock * (E + Ev) + kKeyBlock * std::max(E, Ev) + kQueryBlock * E);
+  A *query_buffer = buffer, *key_buffer = query_buffer + L * E, *value_buffer = key_buffer + widen * S * E;
+  A *grad_out_buffer = value_buffer + widen * S * Ev, *grad_query = grad_out_buffer + widen * L * Ev;
+  A *probabilities = grad_query + L * E, *grad_probabilities = probabilities + kQueryBlock * kKeyBlock;
+  A *grad_key = grad_probabilities + kQueryBlock * kKeyBlock, *grad_value = grad_key + kKeyBlock * E;
+  A *tile_product = grad_value + kKeyBlock * Ev, *query_product = tile_product + kKeyBlock * std::max(E, Ev);
+  const A* query = widened(q, 0, L, E, A(p.scale), query_buffer);  // q s, as the forward saw it
+  const A* keys = widened(k, 0, S, E, A(1), key_buffer);
+  const A* values = widened(v, 0, S, Ev, A(1), value_buffer);
+  const A* grad_out = widened(g, 0, L, Ev, A(1), grad_out_buffer);
+  for (int64_t i = 0; i < L; ++i) {
+    A sum = 0;
+    for (int64_t e = 0; e < Ev; ++e) sum += A(g[i * Ev + e]) * A(o[i * Ev + e]);
+    delta[i] = sum;
+  }
+  std::fill(grad_query, grad_query + L * E, A(0));
+  for (int64_t key0 = 0; key0 < S; key0 += kKeyBlock) {
+    const int64_t cols = std::min(kKeyBlock, S - key0);
+    std::fill(grad_key, grad_key + cols * E, A(0));
+    std::fill(grad_value, grad_value + cols * Ev, A(0));
+    // Causal: query rows before key0 see none of these keys.
+    for (int64_t row0 = p.causal ? std::min(key0, L) : 0; row0 < L; row0 += kQueryBlock) {
+      const int64_t rows = std::min(kQueryBlock, L - row0);
+      product<A>(rows, cols, E, rows_of(query + row0 * E, E), transposed(keys + key0 * E, E), probabilities);
+      mask_tile(p, head, row0, rows, key0, cols, probabilities);
+      for (int64_t r = 0; r < rows; ++r) {
+        A* row = probabilities + r * cols;
+        const A shift = logsumexp[row0 + r];
+        if (shift == kMinusInfinity<A>) std::fill(row, row + cols, A(0));  // a fully masked row: no gradient
+        else exp_shifted(row, row, cols, shift);
+      }
+      // dv += P^T dO: [cols, rows] x [rows, Ev]
+      product<A>(cols, Ev, rows, transposed<A>(probabilities, cols), rows_of(grad_out + row0 * Ev, Ev), tile_product);
+      add_scaled(grad_value, tile_product, cols * Ev, A(1));
+      // dP = dO v^T: [rows, Ev] x [Ev, cols]; dS = P (dP - delta), in place of dP
+      product<A>(rows, cols, Ev, rows_of(grad_out + row0 * Ev, Ev), transposed(values + key0 * Ev, Ev),
+                 grad_probabilities);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          A& d = grad_probabilities[r * cols + c];
+          d = probabilities[r * cols + c] * (d - delta[row0 + r]);
+        }
+      // dq += dS k s: [rows, cols] x [cols, E]
+      product<A>(rows, E, cols, rows_of<A>(grad_probabilities, cols), rows_of(keys + key0 * E, E), query_product);
+      add_scaled(grad_query + row0 * E, query_product, rows * E, A(p.scale));
+      // dk += dS^T (q s): [cols, rows] x [rows, E]
+      product<A>(cols, E, rows, transposed<A>(grad_probabilities, cols), rows_of(query + row0 * E, E), tile_product);
+      add_scaled(grad_key, tile_product, cols * E, A(1));
+    }
+    T* dk = static_cast<T*>(b.grad_k) + (head * S + key0) * E;
+    T* dv = static_cast<T*>(b.grad_v) + (head * S + key0) * Ev;
+    for (int64_t i = 0; i < cols * E; ++i) dk[i] = T(grad_key[i]);
+    for (int64_t i = 0; i < cols * Ev; ++i) dv[i] = T(grad_value[i]);
+  }
+  T* dq = static_cast<T*>(b.grad_q) + head * L * E;
+  for (int64_t i = 0; i < L * E; ++i) dq[i] = T(grad_query[i]);
+}
+
+template <class T>
+void backward(const AttentionBackwardProblem& b) {
+  parallel_for(0, b.forward.heads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t head = begin; head < end; ++head) backward_head<T>(b, head);
+  });
+}
+
+}  // namespace
+
+void register_attention_kernels() {
+  register_for<float, double, BFloat16>(attention_op, DeviceType::cpu, [](auto tag) { return &forward<decltype(tag)>; });
+  register_for<float, double, BFloat16>(attention_backward_op, DeviceType::cpu,
+                                        [](auto tag) { return &backward<decltype(tag)>; });
+}
+
+}  // namespace ember::cpu
