@@ -10,6 +10,8 @@
 // (oneDNN, one thread per tile); bf16 is widened to f32 per head, f64
 // accumulates in f64. Scratch is O(length x dim), never O(L x S).
 // Tests: tests/core/test_attention.cpp, tests/nn/test_attention.cpp.
+#include <Eigen/Core>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,8 +28,8 @@
 namespace ember::cpu {
 namespace {
 
-constexpr int64_t kQueryBlock = 64;  // query rows per task and per tile
-constexpr int64_t kKeyBlock = 128;   // keys per tile: a [64, 128] f32 score tile is 32 KiB
+constexpr int64_t kQueryBlock = 128;  // query rows per task and per tile
+constexpr int64_t kKeyBlock = 128;    // keys per tile: a [128, 128] f32 score tile is 64 KiB
 
 // The accumulation type: f64 for f64 operands, f32 otherwise.
 template <class T>
@@ -62,6 +64,13 @@ void product(int64_t m, int64_t n, int64_t k, View<A> a, View<A> b, A* out) {
 template <class A>
 void add_scaled(A* target, const A* source, int64_t n, A factor) {
   for (int64_t i = 0; i < n; ++i) target[i] += factor * source[i];
+}
+
+// The largest of x[0..n): Eigen's vectorised reduction (a plain loop keeps
+// the running max in memory and costs more than the tile's product).
+template <class A>
+A maximum(const A* x, int64_t n) {
+  return Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>(x, n).maxCoeff();
 }
 
 // y[i] = exp(x[i] - shift), exactly 0 for -inf; returns the sum.
@@ -146,7 +155,7 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0) {
     mask_tile(p, head, row0, rows, key0, cols, scores);
     for (int64_t r = 0; r < rows; ++r) {
       A* row = scores + r * cols;
-      const A new_max = std::max(row_max[r], *std::max_element(row, row + cols));
+      const A new_max = std::max(row_max[r], maximum(row, cols));
       if (new_max == kMinusInfinity<A>) {  // every key so far masked out: nothing to add
         std::fill(row, row + cols, A(0));
         continue;
