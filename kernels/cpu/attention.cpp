@@ -7,8 +7,10 @@
 // probabilities from the logsumexp; dk and dv of the tile accumulate in place,
 // dq for the whole head in a [query_length, head_dim] buffer, so every
 // gradient element has one writer. Tile products run on the matmul kernel
-// (oneDNN, one thread per tile); bf16 is widened to f32 per head, f64
-// accumulates in f64. Scratch is O(length x dim), never O(L x S).
+// of the operands' dtype (oneDNN, one thread per tile: bf16 on its bf16 GEMM,
+// whose tiles round to bf16 as the composite's products do); the softmax,
+// its statistics and every accumulation across tiles are in f32 (f64 for
+// f64). Scratch is O(length x dim), never O(L x S).
 // Tests: tests/core/test_attention.cpp, tests/nn/test_attention.cpp.
 #include <Eigen/Core>
 
@@ -49,15 +51,41 @@ View<A> rows_of(const A* data, int64_t cols) { return {data, cols, 1}; }
 template <class A>
 View<A> transposed(const A* data, int64_t cols) { return {data, 1, cols}; }
 
-// out[m, n] = a[m, k] b[k, n], out dense; on the matmul kernel of A's dtype.
-template <class A>
-void product(int64_t m, int64_t n, int64_t k, View<A> a, View<A> b, A* out) {
+// out[m, n] = a[m, k] b[k, n], out dense, on the matmul kernel of T's dtype;
+// when out is wider than T, the product lands in `narrow` (m x n) first.
+template <class T, class A>
+void product(int64_t m, int64_t n, int64_t k, View<T> a, View<T> b, A* out, T* narrow) {
   MatmulProblem p;
   p.m = m, p.n = n, p.k = k;
-  p.a.data = const_cast<A*>(a.data), p.a.row_stride = a.row_stride, p.a.col_stride = a.col_stride;
-  p.b.data = const_cast<A*>(b.data), p.b.row_stride = b.row_stride, p.b.col_stride = b.col_stride;
-  p.out.data = out, p.out.row_stride = n, p.out.col_stride = 1;
-  matmul_op(DeviceType::cpu, dtype_of<A>, p);
+  p.a.data = const_cast<T*>(a.data), p.a.row_stride = a.row_stride, p.a.col_stride = a.col_stride;
+  p.b.data = const_cast<T*>(b.data), p.b.row_stride = b.row_stride, p.b.col_stride = b.col_stride;
+  p.out.row_stride = n, p.out.col_stride = 1;
+  if constexpr (std::is_same_v<T, A>) {
+    p.out.data = out;
+    matmul_op(DeviceType::cpu, dtype_of<T>, p);
+  } else {
+    p.out.data = narrow;
+    matmul_op(DeviceType::cpu, dtype_of<T>, p);
+    for (int64_t i = 0; i < m * n; ++i) out[i] = A(narrow[i]);
+  }
+}
+
+// x as T, the tile products' operand: x itself when it is T, else rounded into `buffer`.
+template <class T, class A>
+const T* narrowed(const A* x, int64_t n, T* buffer) {
+  if constexpr (std::is_same_v<T, A>) {
+    return x;
+  } else {
+    for (int64_t i = 0; i < n; ++i) buffer[i] = T(x[i]);
+    return buffer;
+  }
+}
+
+// n elements of x times factor, as T (the scale folds into the query once: [L, E] multiplies instead of [L, S]).
+template <class T, class A>
+const T* scaled(const T* x, int64_t n, A factor, T* buffer) {
+  for (int64_t i = 0; i < n; ++i) buffer[i] = T(A(x[i]) * factor);
+  return buffer;
 }
 
 // target[i] += factor * source[i] for i < n
@@ -88,17 +116,7 @@ A* scratch(Tensor& holder, int64_t n) {
   return holder.data_ptr<A>();
 }
 
-// Rows [first, first + rows) of a head's [length, dim] matrix as A, times
-// factor: the matrix itself when it already is A and factor is 1, else a copy in `buffer`.
-template <class T, class A>
-const A* widened(const T* matrix, int64_t first, int64_t rows, int64_t dim, A factor, A* buffer) {
-  const T* source = matrix + first * dim;
-  if constexpr (std::is_same_v<T, A>) {
-    if (factor == A(1)) return source;
-  }
-  for (int64_t i = 0; i < rows * dim; ++i) buffer[i] = A(source[i]) * factor;
-  return buffer;
-}
+constexpr int64_t kTile = std::max(kQueryBlock, kKeyBlock);
 
 // Masks the score tile of query rows [row0, row0 + rows) and keys [key0, key0 + cols) in place:
 // -inf where causality or a boolean mask excludes the key, plus an additive mask.
@@ -136,22 +154,21 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0) {
   const T* q = static_cast<const T*>(p.q) + head * p.query_length * E;
   const T* k = static_cast<const T*>(p.k) + head * p.key_length * E;
   const T* v = static_cast<const T*>(p.v) + head * p.key_length * Ev;
-  Tensor holder;
-  A* buffer = scratch<A>(holder, rows * E + kKeyBlock * (E + Ev) + rows * kKeyBlock + 2 * rows * Ev + 2 * rows);
-  A *query_buffer = buffer, *key_buffer = query_buffer + rows * E, *value_buffer = key_buffer + kKeyBlock * E;
-  A *scores = value_buffer + kKeyBlock * Ev, *out = scores + rows * kKeyBlock, *tile_out = out + rows * Ev;
+  Tensor holder, narrow_holder;
+  A* buffer = scratch<A>(holder, rows * kKeyBlock + 2 * rows * Ev + 2 * rows);
+  A *scores = buffer, *out = scores + rows * kKeyBlock, *tile_out = out + rows * Ev;
   A *row_max = tile_out + rows * Ev, *row_sum = row_max + rows;
-  // The scale folds into the query: [rows, E] multiplies instead of [rows, S].
-  const A* query = widened(q, row0, rows, E, A(p.scale), query_buffer);
+  T* narrow = scratch<T>(narrow_holder, rows * E + rows * kKeyBlock + rows * Ev);
+  T *query_buffer = narrow, *tile_narrow = query_buffer + rows * E, *out_narrow = tile_narrow + rows * kKeyBlock;
+  const T* query = scaled(q + row0 * E, rows * E, A(p.scale), query_buffer);
   std::fill(out, out + rows * Ev, A(0));
   std::fill(row_max, row_max + rows, kMinusInfinity<A>);
   std::fill(row_sum, row_sum + rows, A(0));
   const int64_t end = visible_keys(p, row0, rows);
   for (int64_t key0 = 0; key0 < end; key0 += kKeyBlock) {
     const int64_t cols = std::min(kKeyBlock, end - key0);
-    const A* keys = widened(k, key0, cols, E, A(1), key_buffer);
-    const A* values = widened(v, key0, cols, Ev, A(1), value_buffer);
-    product<A>(rows, cols, E, rows_of(query, E), transposed(keys, E), scores);  // [rows, E] x [E, cols]
+    const T *keys = k + key0 * E, *values = v + key0 * Ev;
+    product(rows, cols, E, rows_of(query, E), transposed(keys, E), scores, tile_narrow);  // [rows, E] x [E, cols]
     mask_tile(p, head, row0, rows, key0, cols, scores);
     for (int64_t r = 0; r < rows; ++r) {
       A* row = scores + r * cols;
@@ -166,7 +183,8 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0) {
       if (correction != A(1))
         for (int64_t e = 0; e < Ev; ++e) out[r * Ev + e] *= correction;
     }
-    product<A>(rows, Ev, cols, rows_of<A>(scores, cols), rows_of(values, Ev), tile_out);  // [rows, cols] x [cols, Ev]
+    const T* probabilities = narrowed(scores, rows * cols, tile_narrow);
+    product(rows, Ev, cols, rows_of(probabilities, cols), rows_of(values, Ev), tile_out, out_narrow);  // [rows, cols] x [cols, Ev]
     add_scaled(out, tile_out, rows * Ev, A(1));
   }
   T* result = static_cast<T*>(p.out) + (head * p.query_length + row0) * Ev;
@@ -199,20 +217,17 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head) {
   const T* g = static_cast<const T*>(b.grad_out) + head * L * Ev;
   const A* logsumexp = static_cast<const A*>(p.logsumexp) + head * L;
   A* delta = static_cast<A*>(b.delta) + head * L;
-  Tensor holder;
-  // Copies of k, v and dO only when they must be widened; q always (it carries the scale).
-  const int64_t widen = std::is_same_v<T, A> ? 0 : 1;
-  A* buffer = scratch<A>(holder, L * E + widen * (S * E + S * Ev + L * Ev) + L * E + 2 * kQueryBlock * kKeyBlock +
-                                     kKeyBlock * (E + Ev) + kKeyBlock * std::max(E, Ev) + kQueryBlock * E);
-  A *query_buffer = buffer, *key_buffer = query_buffer + L * E, *value_buffer = key_buffer + widen * S * E;
-  A *grad_out_buffer = value_buffer + widen * S * Ev, *grad_query = grad_out_buffer + widen * L * Ev;
-  A *probabilities = grad_query + L * E, *grad_probabilities = probabilities + kQueryBlock * kKeyBlock;
-  A *grad_key = grad_probabilities + kQueryBlock * kKeyBlock, *grad_value = grad_key + kKeyBlock * E;
-  A *tile_product = grad_value + kKeyBlock * Ev, *query_product = tile_product + kKeyBlock * std::max(E, Ev);
-  const A* query = widened(q, 0, L, E, A(p.scale), query_buffer);  // q s, as the forward saw it
-  const A* keys = widened(k, 0, S, E, A(1), key_buffer);
-  const A* values = widened(v, 0, S, Ev, A(1), value_buffer);
-  const A* grad_out = widened(g, 0, L, Ev, A(1), grad_out_buffer);
+  const int64_t dim = std::max(E, Ev);
+  Tensor holder, narrow_holder;
+  A* buffer = scratch<A>(holder, L * E + 2 * kTile * kTile + kKeyBlock * (E + Ev) + 2 * kTile * dim);
+  A *grad_query = buffer, *probabilities = grad_query + L * E, *grad_probabilities = probabilities + kTile * kTile;
+  A *grad_key = grad_probabilities + kTile * kTile, *grad_value = grad_key + kKeyBlock * E;
+  A *tile_product = grad_value + kKeyBlock * Ev, *query_product = tile_product + kTile * dim;
+  T* narrow = scratch<T>(narrow_holder, L * E + 2 * kTile * kTile + kTile * dim);
+  T *query_buffer = narrow, *tile_narrow = query_buffer + L * E, *grad_scores_narrow = tile_narrow + kTile * kTile;
+  T* out_narrow = grad_scores_narrow + kTile * kTile;
+  const T* query = scaled(q, L * E, A(p.scale), query_buffer);  // q s, as the forward saw it
+  const T *keys = k, *values = v, *grad_out = g;
   for (int64_t i = 0; i < L; ++i) {
     A sum = 0;
     for (int64_t e = 0; e < Ev; ++e) sum += A(g[i * Ev + e]) * A(o[i * Ev + e]);
@@ -226,7 +241,7 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head) {
     // Causal: query rows before key0 see none of these keys.
     for (int64_t row0 = p.causal ? std::min(key0, L) : 0; row0 < L; row0 += kQueryBlock) {
       const int64_t rows = std::min(kQueryBlock, L - row0);
-      product<A>(rows, cols, E, rows_of(query + row0 * E, E), transposed(keys + key0 * E, E), probabilities);
+      product(rows, cols, E, rows_of(query + row0 * E, E), transposed(keys + key0 * E, E), probabilities, tile_narrow);
       mask_tile(p, head, row0, rows, key0, cols, probabilities);
       for (int64_t r = 0; r < rows; ++r) {
         A* row = probabilities + r * cols;
@@ -235,21 +250,24 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head) {
         else exp_shifted(row, row, cols, shift);
       }
       // dv += P^T dO: [cols, rows] x [rows, Ev]
-      product<A>(cols, Ev, rows, transposed<A>(probabilities, cols), rows_of(grad_out + row0 * Ev, Ev), tile_product);
+      const T* probabilities_narrow = narrowed(probabilities, rows * cols, tile_narrow);
+      product(cols, Ev, rows, transposed(probabilities_narrow, cols), rows_of(grad_out + row0 * Ev, Ev), tile_product,
+              out_narrow);
       add_scaled(grad_value, tile_product, cols * Ev, A(1));
       // dP = dO v^T: [rows, Ev] x [Ev, cols]; dS = P (dP - delta), in place of dP
-      product<A>(rows, cols, Ev, rows_of(grad_out + row0 * Ev, Ev), transposed(values + key0 * Ev, Ev),
-                 grad_probabilities);
+      product(rows, cols, Ev, rows_of(grad_out + row0 * Ev, Ev), transposed(values + key0 * Ev, Ev),
+              grad_probabilities, tile_narrow);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c) {
           A& d = grad_probabilities[r * cols + c];
           d = probabilities[r * cols + c] * (d - delta[row0 + r]);
         }
       // dq += dS k s: [rows, cols] x [cols, E]
-      product<A>(rows, E, cols, rows_of<A>(grad_probabilities, cols), rows_of(keys + key0 * E, E), query_product);
+      const T* grad_scores = narrowed(grad_probabilities, rows * cols, grad_scores_narrow);
+      product(rows, E, cols, rows_of(grad_scores, cols), rows_of(keys + key0 * E, E), query_product, out_narrow);
       add_scaled(grad_query + row0 * E, query_product, rows * E, A(p.scale));
       // dk += dS^T (q s): [cols, rows] x [rows, E]
-      product<A>(cols, E, rows, transposed<A>(grad_probabilities, cols), rows_of(query + row0 * E, E), tile_product);
+      product(cols, E, rows, transposed(grad_scores, cols), rows_of(query + row0 * E, E), tile_product, out_narrow);
       add_scaled(grad_key, tile_product, cols * E, A(1));
     }
     T* dk = static_cast<T*>(b.grad_k) + (head * S + key0) * E;
