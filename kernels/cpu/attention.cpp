@@ -30,8 +30,10 @@
 namespace ember::cpu {
 namespace {
 
-constexpr int64_t kQueryBlock = 128;  // query rows per task and per tile
-constexpr int64_t kKeyBlock = 128;    // keys per tile: a [128, 128] f32 score tile is 64 KiB
+// 64 x 64 tiles: at T = 128 a causal step skips a quarter of the products, and
+// measured faster on this machine than 128-row blocks (bench_attention).
+constexpr int64_t kQueryBlock = 64;  // query rows per task and per tile
+constexpr int64_t kKeyBlock = 64;    // keys per tile
 
 // The accumulation type: f64 for f64 operands, f32 otherwise.
 template <class T>
