@@ -1,8 +1,8 @@
 // Fused attention on the CPU, flash-attention style (core/ops/attention_kernels.h):
-// the [query_length, key_length] scores never exist whole. Forward: a task per
-// (head, block of query rows) folds in tiles of keys with the online softmax
+// the [query_length, key_length] scores never exist whole. Forward: each
+// (head, block of query rows) in turn folds in tiles of keys with the online softmax
 // (running row max and sum, the output rescaled when the max grows) and writes
-// the rows' logsumexp. Backward (FlashAttention-2): a task per head walks key
+// the rows' logsumexp. Backward (FlashAttention-2): each head in turn walks key
 // tiles, and for each the query blocks that see it, recomputing the
 // probabilities from the logsumexp; dk and dv of the tile accumulate in place,
 // dq for the whole head in a [query_length, head_dim] buffer, so every
@@ -23,7 +23,6 @@
 #include "core/ops/attention_kernels.h"
 #include "core/ops/creation.h"
 #include "core/ops/linalg_kernels.h"
-#include "core/parallel.h"
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/vector_exp.h"
 
@@ -118,6 +117,7 @@ A* scratch(Tensor& holder, int64_t n) {
   return holder.data_ptr<A>();
 }
 
+// The longer tile side: scratch for tiles of either orientation.
 constexpr int64_t kTile = std::max(kQueryBlock, kKeyBlock);
 
 // Masks the score tile of query rows [row0, row0 + rows) and keys [key0, key0 + cols) in place:
@@ -199,12 +199,17 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0) {
   }
 }
 
+// Note [Attention runs on one thread]: the tile products are oneDNN
+// primitives, and running them from two threads at once gave wrong values
+// intermittently (tests/core/test_attention.cpp caught it on two threads).
+// The likely cause: oneDNN as packaged here (without
+// ONEDNN_ENABLE_CONCURRENT_EXEC) shares one scratchpad between primitives.
+// Tasks therefore run in turn; running them in parallel needs per-thread
+// scratchpads (scratchpad_mode::user in kernels/cpu/matmul.cpp).
 template <class T>
 void forward(const AttentionProblem& p) {
-  const int64_t blocks = (p.query_length + kQueryBlock - 1) / kQueryBlock;
-  parallel_for(0, p.heads * blocks, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) forward_block<T>(p, task / blocks, (task % blocks) * kQueryBlock);
-  });
+  for (int64_t head = 0; head < p.heads; ++head)
+    for (int64_t row0 = 0; row0 < p.query_length; row0 += kQueryBlock) forward_block<T>(p, head, row0);
 }
 
 template <class T>
@@ -281,11 +286,10 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head) {
   for (int64_t i = 0; i < L * E; ++i) dq[i] = T(grad_query[i]);
 }
 
+// One thread: Note [Attention runs on one thread].
 template <class T>
 void backward(const AttentionBackwardProblem& b) {
-  parallel_for(0, b.forward.heads, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t head = begin; head < end; ++head) backward_head<T>(b, head);
-  });
+  for (int64_t head = 0; head < b.forward.heads; ++head) backward_head<T>(b, head);
 }
 
 }  // namespace
