@@ -1,8 +1,8 @@
-// Entry points of causal attention (core/ops/attention.h): validate, then
-// either flatten the leading dims into heads, make operands contiguous and
-// dispatch to the fused kernel, or, where no fused kernel serves, compose
-// differentiable core ops. Tests: tests/core/test_attention.cpp,
-// tests/cuda/test_cuda_attention.cpp.
+// Entry points of attention (core/ops/attention.h): validate, then either
+// flatten the leading dims into heads, make operands contiguous, describe the
+// mask in place (broadcast dims at stride 0) and dispatch to the fused kernel,
+// or, where no fused kernel serves, compose differentiable core ops.
+// Tests: tests/core/test_attention.cpp, tests/cuda/test_cuda_attention.cpp.
 #include "core/ops/attention.h"
 
 #include <limits>
@@ -17,97 +17,180 @@
 
 namespace ember {
 
-Op<void(const CausalAttentionProblem&)> causal_attention_op("causal_attention");
-Op<void(const CausalAttentionBackwardProblem&)> causal_attention_backward_op("causal_attention_backward");
-GradSlot causal_attention_grad("causal_attention");
+Op<void(const AttentionProblem&)> attention_op("attention");
+Op<void(const AttentionBackwardProblem&)> attention_backward_op("attention_backward");
+GradSlot attention_grad("attention");
 
 namespace {
 
-void check_operands(const Tensor& query, const Tensor& key, const Tensor& value) {
-  EMBER_CHECK(query.dim() >= 2 && query.shape() == key.shape() && query.shape() == value.shape(),
-              "causal_attention: query {}, key {} and value {} must share one [..., length, head_dim] shape",
+Shape leading_shape(const Tensor& t) {
+  Shape shape = t.shape();
+  shape.resize(int(t.dim()) - 2);
+  return shape;
+}
+
+void check_operands(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionOptions& options) {
+  EMBER_CHECK(query.dim() >= 2 && key.dim() == query.dim() && value.dim() == query.dim() &&
+                  leading_shape(key) == leading_shape(query) && leading_shape(value) == leading_shape(query) &&
+                  key.size(-1) == query.size(-1) && value.size(-2) == key.size(-2),
+              "attention: query {}, key {} and value {} must be [..., L, E], [..., S, E] and [..., S, Ev] with the "
+              "same leading dims",
               query.shape(), key.shape(), value.shape());
   EMBER_CHECK(query.dtype() == key.dtype() && query.dtype() == value.dtype(),
-              "causal_attention: query, key and value have dtypes {}, {}, {}", query.dtype(), key.dtype(),
-              value.dtype());
+              "attention: query, key and value have dtypes {}, {}, {}", query.dtype(), key.dtype(), value.dtype());
   EMBER_CHECK(query.device() == key.device() && query.device() == value.device(),
-              "causal_attention: query, key and value are on {}, {}, {}", query.device(), key.device(),
-              value.device());
-  EMBER_CHECK(is_floating(query.dtype()), "causal_attention: expected floating query, key and value, got {}",
-              query.dtype());
+              "attention: query, key and value are on {}, {}, {}", query.device(), key.device(), value.device());
+  EMBER_CHECK(is_floating(query.dtype()), "attention: expected floating query, key and value, got {}", query.dtype());
+  if (options.mask.defined())
+    EMBER_CHECK(options.mask.device() == query.device() &&
+                    (options.mask.dtype() == DType::boolean || is_floating(options.mask.dtype())),
+                "attention: the mask must be bool or floating on the query's device {}, got {} on {}",
+                query.device(), options.mask.dtype(), options.mask.device());
 }
 
-// softmax(q k^T scale, keys after the query masked) v from matmul, masked_fill
-// and softmax, whose nodes carry the gradient (and any higher one). It
-// materialises the [..., length, length] scores, which the fused kernel avoids.
-Tensor composed_causal_attention(const Tensor& query, const Tensor& key, const Tensor& value, double scale) {
-  const int64_t length = query.size(-2);
-  Tensor scores = matmul(query * scale, key.transpose(-2, -1));  // [..., L, D] x [..., D, L] -> [..., L, L]
-  Tensor future = triu(ones({length, length}, {.dtype = DType::boolean, .device = query.device()}), 1);
-  Tensor weights = softmax(masked_fill(scores, future, -std::numeric_limits<double>::infinity()), -1);
-  return matmul(weights, value);  // [..., L, L] x [..., L, D] -> [..., L, D]
+// The scores' shape [..., L, S].
+Shape scores_shape(const Tensor& query, const Tensor& key) {
+  Shape shape = leading_shape(query);
+  shape.push_back(query.size(-2));
+  shape.push_back(key.size(-2));
+  return shape;
 }
 
-// [..., length, head_dim] as contiguous [heads, length, head_dim].
+// Whether `mask` broadcasts to `target` without widening it.
+bool broadcasts_to(const Shape& mask, const Shape& target) {
+  if (mask.size() > target.size()) return false;
+  for (size_t d = 1; d <= mask.size(); ++d)
+    if (mask[mask.size() - d] != 1 && mask[mask.size() - d] != target[target.size() - d]) return false;
+  return true;
+}
+
+// softmax(q k^T scale + mask) v from matmul, masked_fill and softmax, whose
+// nodes carry the gradient (and any higher one). It materialises the
+// [..., L, S] scores, which the fused kernel avoids.
+Tensor composed_attention(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionOptions& options) {
+  constexpr double minus_infinity = -std::numeric_limits<double>::infinity();
+  Tensor scores = matmul(query * options.scale, key.transpose(-2, -1));  // [..., L, E] x [..., E, S] -> [..., L, S]
+  if (options.causal) {
+    Tensor future = triu(ones({query.size(-2), key.size(-2)}, {.dtype = DType::boolean, .device = query.device()}), 1);
+    scores = masked_fill(scores, future, minus_infinity);
+  }
+  if (options.mask.defined()) {
+    scores = options.mask.dtype() == DType::boolean ? masked_fill(scores, logical_not(options.mask), minus_infinity)
+                                                    : scores + options.mask;
+  }
+  return matmul(softmax(scores, -1), value);  // [..., L, S] x [..., S, Ev] -> [..., L, Ev]
+}
+
+// [..., length, dim] as contiguous [heads, length, dim].
 Tensor as_heads(const Tensor& t) {
-  return contiguous(t).reshape({-1, t.size(-2), t.size(-1)});
+  return contiguous(t).reshape({leading_shape(t).numel(), t.size(-2), t.size(-1)});
+}
+
+DType accumulation_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
+
+// The problem's dims, options and mask; `keep` holds the tensors the mask
+// fields point into.
+struct MaskStorage {
+  Tensor values, head_offsets;
+};
+AttentionProblem describe(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionOptions& options,
+                          MaskStorage& keep) {
+  AttentionProblem p;
+  p.query_length = query.size(-2), p.key_length = key.size(-2);
+  p.head_dim = query.size(-1), p.value_dim = value.size(-1);
+  p.heads = leading_shape(query).numel();
+  p.scale = options.scale, p.causal = options.causal;
+  if (!options.mask.defined()) return p;
+  const bool boolean = options.mask.dtype() == DType::boolean;
+  p.mask_kind = boolean ? AttentionMaskKind::boolean : AttentionMaskKind::additive;
+  Tensor mask = boolean ? options.mask : to(options.mask, accumulation_dtype(query.dtype()));
+  keep.values = expand(mask, scores_shape(query, key));  // a view: broadcast dims get stride 0
+  const Shape leading = leading_shape(query);
+  keep.head_offsets = make_tensor({p.heads}, DType::i64, kCPU);
+  int64_t* offsets = keep.head_offsets.data_ptr<int64_t>();
+  for (int64_t head = 0; head < p.heads; ++head) {
+    int64_t offset = 0, rest = head;
+    for (int d = leading.ndim() - 1; d >= 0; --d) {
+      offset += (rest % leading[d]) * keep.values.stride(d);
+      rest /= leading[d];
+    }
+    offsets[head] = offset;
+  }
+  p.mask = keep.values.data_ptr(), p.mask_head_offsets = offsets;
+  p.mask_row_stride = keep.values.stride(-2), p.mask_col_stride = keep.values.stride(-1);
+  return p;
 }
 
 }  // namespace
 
-bool fused_causal_attention_supported(const Tensor& query, const Tensor& key, const Tensor& value) {
+bool fused_attention_supported(const Tensor& query, const Tensor& key, const Tensor& value,
+                               const AttentionOptions& options) {
   const DType dtype = query.dtype();
-  return query.device().is_cuda() && (dtype == DType::f16 || dtype == DType::bf16) && query.dim() >= 2 &&
-         query.shape() == key.shape() && query.shape() == value.shape() && key.dtype() == dtype &&
-         value.dtype() == dtype && key.device() == query.device() && value.device() == query.device() &&
-         (query.size(-1) == 64 || query.size(-1) == 128) &&
-         causal_attention_op.kind(query.device().type, dtype) != KernelKind::none;
+  const Device device = query.device();
+  if (query.dim() < 2 || key.dim() != query.dim() || value.dim() != query.dim() ||
+      leading_shape(key) != leading_shape(query) || leading_shape(value) != leading_shape(query) ||
+      key.size(-1) != query.size(-1) || value.size(-2) != key.size(-2) || query.size(-1) == 0 ||
+      value.size(-1) == 0 || key.dtype() != dtype || value.dtype() != dtype || key.device() != device ||
+      value.device() != device || !is_floating(dtype) || attention_op.kind(device.type, dtype) == KernelKind::none)
+    return false;
+  if (device.is_cuda()) {
+    return options.causal && !options.mask.defined() && query.size(-2) == key.size(-2) &&
+           value.size(-1) == query.size(-1) && (query.size(-1) == 64 || query.size(-1) == 128);
+  }
+  // The reference backend has no fused kernel: its runs compose.
+  if (reference_mode()) return false;
+  if (!options.mask.defined()) return true;
+  const Tensor& mask = options.mask;
+  return mask.device() == device && (mask.dtype() == DType::boolean || is_floating(mask.dtype())) &&
+         !mask.requires_grad() && broadcasts_to(mask.shape(), scores_shape(query, key));
 }
 
-Tensor causal_attention(const Tensor& query, const Tensor& key, const Tensor& value, double scale) {
-  check_operands(query, key, value);
-  if (!fused_causal_attention_supported(query, key, value)) return composed_causal_attention(query, key, value, scale);
+Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionOptions& options) {
+  check_operands(query, key, value, options);
+  if (!fused_attention_supported(query, key, value, options)) return composed_attention(query, key, value, options);
   Tensor q = as_heads(query), k = as_heads(key), v = as_heads(value);
-  Tensor out = make_tensor(q.shape(), q.dtype(), q.device());
-  Tensor logsumexp = make_tensor({q.size(0), q.size(1)}, DType::f32, q.device());
-  if (q.numel() > 0) {
-    CausalAttentionProblem p;
-    p.heads = q.size(0), p.length = q.size(1), p.head_dim = q.size(2), p.scale = scale;
+  Shape out_shape = leading_shape(query);
+  out_shape.push_back(query.size(-2));
+  out_shape.push_back(value.size(-1));
+  Tensor out = make_tensor({q.size(0), q.size(1), v.size(2)}, q.dtype(), q.device());
+  Tensor logsumexp = make_tensor({q.size(0), q.size(1)}, accumulation_dtype(q.dtype()), q.device());
+  if (out.numel() > 0) {
+    MaskStorage keep;
+    AttentionProblem p = describe(query, key, value, options, keep);
     p.q = q.data_ptr(), p.k = k.data_ptr(), p.v = v.data_ptr(), p.out = out.data_ptr();
     p.logsumexp = logsumexp.data_ptr();
-    causal_attention_op(q.device().type, q.dtype(), p);
+    attention_op(q.device().type, q.dtype(), p);
   }
-  Tensor result = out.reshape(query.shape());
+  Tensor result = out.reshape(out_shape);
   if (should_record({&query, &key, &value})) [[unlikely]] {
     // The backward reads the output: saved detached, so the node does not own itself.
     Tensor saved_out = result.detach();
-    CausalAttentionParams params{scale, saved_out, logsumexp};
-    record_grad(causal_attention_grad, {&query, &key, &value}, {&result}, &params);
+    AttentionParams params{options, saved_out, logsumexp};
+    record_grad(attention_grad, {&query, &key, &value}, {&result}, &params);
   }
   return result;
 }
 
-CausalAttentionGrads causal_attention_backward(const Tensor& grad_out, const Tensor& query, const Tensor& key,
-                                               const Tensor& value, const Tensor& out, const Tensor& logsumexp,
-                                               double scale) {
-  check_operands(query, key, value);
+AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value,
+                                  const Tensor& out, const Tensor& logsumexp, const AttentionOptions& options) {
+  check_operands(query, key, value, options);
   Tensor q = as_heads(query), k = as_heads(key), v = as_heads(value), o = as_heads(out);
   Tensor g = as_heads(to(grad_out, query.dtype()));
   Tensor grad_q = make_tensor(q.shape(), q.dtype(), q.device());
-  Tensor grad_k = make_tensor(q.shape(), q.dtype(), q.device());
-  Tensor grad_v = make_tensor(q.shape(), q.dtype(), q.device());
-  Tensor delta = make_tensor({q.size(0), q.size(1)}, DType::f32, q.device());
-  if (q.numel() > 0) {
-    CausalAttentionBackwardProblem p;
-    p.forward.heads = q.size(0), p.forward.length = q.size(1), p.forward.head_dim = q.size(2);
-    p.forward.scale = scale;
+  Tensor grad_k = make_tensor(k.shape(), k.dtype(), k.device());
+  Tensor grad_v = make_tensor(v.shape(), v.dtype(), v.device());
+  Tensor delta = make_tensor(logsumexp.shape(), logsumexp.dtype(), q.device());
+  if (o.numel() > 0 || k.numel() > 0) {
+    MaskStorage keep;
+    AttentionBackwardProblem p;
+    p.forward = describe(query, key, value, options, keep);
     p.forward.q = q.data_ptr(), p.forward.k = k.data_ptr(), p.forward.v = v.data_ptr();
     p.forward.out = o.data_ptr(), p.forward.logsumexp = logsumexp.data_ptr();
     p.grad_out = g.data_ptr(), p.grad_q = grad_q.data_ptr(), p.grad_k = grad_k.data_ptr();
     p.grad_v = grad_v.data_ptr(), p.delta = delta.data_ptr();
-    causal_attention_backward_op(q.device().type, q.dtype(), p);
+    attention_backward_op(q.device().type, q.dtype(), p);
   }
-  return {grad_q.reshape(query.shape()), grad_k.reshape(query.shape()), grad_v.reshape(query.shape())};
+  return {grad_q.reshape(query.shape()), grad_k.reshape(key.shape()), grad_v.reshape(value.shape())};
 }
 
 }  // namespace ember

@@ -1,7 +1,9 @@
-// The kernel interface of fused causal attention (flash-attention style):
-// entry point core/ops/attention.cpp, kernels kernels/cuda/attention.cu (a CUDA
-// op only: on the CPU, scaled_dot_product_attention composes matmul and
-// softmax). Tests: tests/cuda/test_cuda_attention.cpp.
+// The kernel interface of fused attention (flash-attention style): entry point
+// core/ops/attention.cpp; kernels kernels/cpu/attention.cpp (causal or not,
+// masks, any lengths and head dims; f32, bf16, f64) and kernels/cuda/attention.cu
+// (causal only, equal lengths, head_dim 64 or 128; f16, bf16), each of which
+// never materialises the [query_length, key_length] scores.
+// Tests: tests/core/test_attention.cpp, tests/cuda/test_cuda_attention.cpp.
 #pragma once
 
 #include <cstdint>
@@ -11,12 +13,29 @@
 
 namespace ember {
 
-// q, k, v, out: contiguous [heads, length, head_dim] of the key dtype (heads
-// is batch x heads); logsumexp: f32 [heads, length], the row statistics the
-// backward recomputes the probabilities from. Row i attends to keys 0..i.
-struct CausalAttentionProblem {
-  int64_t heads = 0, length = 0, head_dim = 0;
+// A mask on the scores besides causality: none, boolean (false = the key is
+// masked out) or additive (added to the scaled scores).
+enum class AttentionMaskKind : uint8_t { none, boolean, additive };
+
+// q: [heads, query_length, head_dim], k: [heads, key_length, head_dim],
+// v: [heads, key_length, value_dim], out: [heads, query_length, value_dim],
+// all contiguous of the key dtype (heads is batch x heads). logsumexp:
+// [heads, query_length] of the accumulation dtype (f64 for f64 operands, f32
+// otherwise), the row statistics the backward recomputes the probabilities
+// from; -inf for a row whose keys are all masked out, whose output is 0.
+// Causal: row i attends to keys 0..i (aligned to the start).
+// The mask of head h, row i, key j is mask[mask_head_offsets[h] +
+// i * mask_row_stride + j * mask_col_stride]: bool, or of the accumulation
+// dtype when additive. Broadcast dims have stride 0, so a broadcast mask is
+// read in place, never expanded.
+struct AttentionProblem {
+  int64_t heads = 0, query_length = 0, key_length = 0, head_dim = 0, value_dim = 0;
   double scale = 1;
+  bool causal = false;
+  AttentionMaskKind mask_kind = AttentionMaskKind::none;
+  const void* mask = nullptr;
+  const int64_t* mask_head_offsets = nullptr;
+  int64_t mask_row_stride = 0, mask_col_stride = 0;
   const void* q = nullptr;
   const void* k = nullptr;
   const void* v = nullptr;
@@ -25,9 +44,10 @@ struct CausalAttentionProblem {
 };
 
 // The gradients of q, k and v from grad_out, recomputing the probabilities;
-// delta: f32 [heads, length] scratch for the rows' sum(grad_out * out).
-struct CausalAttentionBackwardProblem {
-  CausalAttentionProblem forward;  // with out and logsumexp read
+// delta: [heads, query_length] scratch of the accumulation dtype for the rows'
+// sum(grad_out * out). A fully masked row has zero gradients.
+struct AttentionBackwardProblem {
+  AttentionProblem forward;  // with out and logsumexp read
   const void* grad_out = nullptr;
   void* grad_q = nullptr;
   void* grad_k = nullptr;
@@ -35,13 +55,14 @@ struct CausalAttentionBackwardProblem {
   void* delta = nullptr;
 };
 
-extern Op<void(const CausalAttentionProblem&)> causal_attention_op;
-extern Op<void(const CausalAttentionBackwardProblem&)> causal_attention_backward_op;
+extern Op<void(const AttentionProblem&)> attention_op;
+extern Op<void(const AttentionBackwardProblem&)> attention_backward_op;
 
-// Gradient slot (autograd/functions/attention.cpp); params: CausalAttentionParams.
-extern GradSlot causal_attention_grad;
-struct CausalAttentionParams {
-  double scale;
+// Gradient slot (autograd/functions/attention.cpp); params: AttentionParams.
+struct AttentionOptions;
+extern GradSlot attention_grad;
+struct AttentionParams {
+  const AttentionOptions& options;
   const Tensor& out;
   const Tensor& logsumexp;
 };

@@ -20,4 +20,5 @@ void register_dropout_kernels();        // dropout.cpp
 void register_loss_kernels();           // loss.cpp (cross-entropy)
 void register_sorting_kernels();        // sorting.cpp (sort, topk)
 void register_scan_kernels();           // scan.cpp (cumsum, cumprod)
+void register_attention_kernels();      // attention.cpp (fused attention)
 }  // namespace ember::cpu

@@ -19,6 +19,7 @@ void register_cpu_kernels() {
   cpu::register_loss_kernels();
   cpu::register_sorting_kernels();
   cpu::register_scan_kernels();
+  cpu::register_attention_kernels();
 }
 
 }  // namespace ember

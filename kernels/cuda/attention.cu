@@ -41,10 +41,10 @@ __device__ __forceinline__ float dot(const float* a, const float* b) {
 }
 
 template <class T, int E>
-__global__ void __launch_bounds__(kRowsPerBlock) forward_kernel(CausalAttentionProblem p) {
+__global__ void __launch_bounds__(kRowsPerBlock) forward_kernel(AttentionProblem p) {
   __shared__ float keys[kTileRows<E>][E];
   __shared__ float values[kTileRows<E>][E];
-  const int64_t length = p.length, head = blockIdx.y;
+  const int64_t length = p.query_length, head = blockIdx.y;
   const int64_t first_row = int64_t(blockIdx.x) * kRowsPerBlock, i = first_row + threadIdx.x;
   const bool active = i < length;
   const T* q = static_cast<const T*>(p.q) + head * length * E;
@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kRowsPerBlock) forward_kernel(CausalAttentionP
 
 // delta[i] = sum_e grad_out[i, e] out[i, e]: the softmax backward's row term.
 template <class T, int E>
-__global__ void delta_kernel(CausalAttentionBackwardProblem p, int64_t rows) {
+__global__ void delta_kernel(AttentionBackwardProblem p, int64_t rows) {
   const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= rows) return;
   const T* g = static_cast<const T*>(p.grad_out) + row * E;
@@ -105,11 +105,11 @@ __global__ void delta_kernel(CausalAttentionBackwardProblem p, int64_t rows) {
 
 // dq[i] = scale sum_{j <= i} P_ij (dO_i . v_j - delta_i) k_j
 template <class T, int E>
-__global__ void __launch_bounds__(kRowsPerBlock) grad_query_kernel(CausalAttentionBackwardProblem p) {
+__global__ void __launch_bounds__(kRowsPerBlock) grad_query_kernel(AttentionBackwardProblem p) {
   __shared__ float keys[kTileRows<E>][E];
   __shared__ float values[kTileRows<E>][E];
-  const CausalAttentionProblem& f = p.forward;
-  const int64_t length = f.length, head = blockIdx.y;
+  const AttentionProblem& f = p.forward;
+  const int64_t length = f.query_length, head = blockIdx.y;
   const int64_t first_row = int64_t(blockIdx.x) * kRowsPerBlock, i = first_row + threadIdx.x;
   const bool active = i < length;
   const int64_t base = head * length * E;
@@ -146,13 +146,13 @@ __global__ void __launch_bounds__(kRowsPerBlock) grad_query_kernel(CausalAttenti
 
 // dv[j] = sum_{i >= j} P_ij dO_i;  dk[j] = scale sum_{i >= j} P_ij (dO_i . v_j - delta_i) q_i
 template <class T, int E>
-__global__ void __launch_bounds__(kRowsPerBlock) grad_key_value_kernel(CausalAttentionBackwardProblem p) {
+__global__ void __launch_bounds__(kRowsPerBlock) grad_key_value_kernel(AttentionBackwardProblem p) {
   __shared__ float queries[kTileRows<E>][E];
   __shared__ float grad_outs[kTileRows<E>][E];
   __shared__ float row_logsumexp2[kTileRows<E>];
   __shared__ float row_delta[kTileRows<E>];
-  const CausalAttentionProblem& f = p.forward;
-  const int64_t length = f.length, head = blockIdx.y;
+  const AttentionProblem& f = p.forward;
+  const int64_t length = f.query_length, head = blockIdx.y;
   const int64_t first_key = int64_t(blockIdx.x) * kRowsPerBlock, j = first_key + threadIdx.x;
   const bool active = j < length;
   const int64_t base = head * length * E;
@@ -203,28 +203,37 @@ void with_head_dim(int64_t head_dim, F&& f) {
   else EMBER_CHECK(false, "causal_attention: head_dim {} is not supported on CUDA (64 or 128)", head_dim);
 }
 
-dim3 row_grid(const CausalAttentionProblem& p) {
+// The problems these kernels take; fused_attention_supported
+// (core/ops/attention.cpp) routes only these here.
+dim3 row_grid(const AttentionProblem& p) {
+  EMBER_CHECK(p.causal && p.mask_kind == AttentionMaskKind::none && p.query_length == p.key_length &&
+                  p.head_dim == p.value_dim,
+              "causal_attention: CUDA takes causal attention without a mask, with equal lengths and dims; got "
+              "causal {}, query length {}, key length {}, head_dim {}, value_dim {}",
+              p.causal, p.query_length, p.key_length, p.head_dim, p.value_dim);
   EMBER_CHECK(p.heads <= 65535, "causal_attention: {} heads exceed CUDA's grid limit of 65535", p.heads);
-  return dim3(unsigned((p.length + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(p.heads));
+  return dim3(unsigned((p.query_length + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(p.heads));
 }
 
 template <class T>
-void forward(const CausalAttentionProblem& p) {
+void forward(const AttentionProblem& p) {
   with_head_dim(p.head_dim, [&]<int E>() {
-    forward_kernel<T, E><<<row_grid(p), kRowsPerBlock, 0, current_stream()>>>(p);
+    const dim3 grid = row_grid(p);
+    forward_kernel<T, E><<<grid, kRowsPerBlock, 0, current_stream()>>>(p);
     check_launch("causal_attention");
   });
 }
 
 template <class T>
-void backward(const CausalAttentionBackwardProblem& p) {
+void backward(const AttentionBackwardProblem& p) {
   with_head_dim(p.forward.head_dim, [&]<int E>() {
-    const int64_t rows = p.forward.heads * p.forward.length;
+    const dim3 grid = row_grid(p.forward);
+    const int64_t rows = p.forward.heads * p.forward.query_length;
     delta_kernel<T, E><<<blocks_for(rows, 256), 256, 0, current_stream()>>>(p, rows);
     check_launch("causal_attention_backward (delta)");
-    grad_query_kernel<T, E><<<row_grid(p.forward), kRowsPerBlock, 0, current_stream()>>>(p);
+    grad_query_kernel<T, E><<<grid, kRowsPerBlock, 0, current_stream()>>>(p);
     check_launch("causal_attention_backward (dq)");
-    grad_key_value_kernel<T, E><<<row_grid(p.forward), kRowsPerBlock, 0, current_stream()>>>(p);
+    grad_key_value_kernel<T, E><<<grid, kRowsPerBlock, 0, current_stream()>>>(p);
     check_launch("causal_attention_backward (dk, dv)");
   });
 }
@@ -232,8 +241,8 @@ void backward(const CausalAttentionBackwardProblem& p) {
 }  // namespace
 
 void register_attention_kernels() {
-  register_for<Half, BFloat16>(causal_attention_op, DeviceType::cuda, [](auto tag) { return &forward<decltype(tag)>; });
-  register_for<Half, BFloat16>(causal_attention_backward_op, DeviceType::cuda,
+  register_for<Half, BFloat16>(attention_op, DeviceType::cuda, [](auto tag) { return &forward<decltype(tag)>; });
+  register_for<Half, BFloat16>(attention_backward_op, DeviceType::cuda,
                                [](auto tag) { return &backward<decltype(tag)>; });
 }
 

@@ -45,9 +45,14 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   EMBER_CHECK(value.dim() >= 2 && value.size(-2) == key.size(-2),
               "scaled_dot_product_attention: value {} must be [..., S, Ev] with S = {} as the key's",
               value.shape().str(), key.size(-2));
-  const bool no_dropout = options.dropout_p == 0;
-  if (options.is_causal && no_dropout && fused_causal_attention_supported(query, key, value))
-    return causal_attention(query, key, value, options.scale.value_or(1.0 / std::sqrt(double(query.size(-1)))));
+  if (options.dropout_p == 0) {
+    EMBER_CHECK(!(options.is_causal && options.attn_mask.defined()),
+                "scaled_dot_product_attention: pass either attn_mask or is_causal, not both");
+    const AttentionOptions fused{.scale = options.scale.value_or(1.0 / std::sqrt(double(query.size(-1)))),
+                                 .causal = options.is_causal,
+                                 .mask = options.attn_mask};
+    if (fused_attention_supported(query, key, value, fused)) return attention(query, key, value, fused);
+  }
   Tensor weights = attention_weights(query, key, options);
   if (options.dropout_p > 0) weights = dropout(weights, options.dropout_p, true, options.generator);
   return matmul(weights, value);  // [..., L, S] x [..., S, Ev] -> [..., L, Ev]

@@ -1,8 +1,10 @@
 // nn::functional::scaled_dot_product_attention, torch.nn.functional's
 // semantics, as a composite of differentiable core ops (two batched GEMMs and
 // a softmax). Called by nn::CausalSelfAttention and nn::MultiheadAttention.
-// On a GPU, causal f16/bf16 attention without dropout runs the fused kernel
-// of core/ops/attention.h, which never materialises the [L, S] scores.
+// Without dropout, what fused_attention_supported (core/ops/attention.h)
+// takes runs the fused kernel, which never materialises the [L, S] scores: on
+// the CPU f32, bf16 and f64 with any mask; on a GPU causal f16/bf16. A row
+// whose keys are all masked out gives 0 there and NaN on the composite path.
 // Tests: tests/nn/test_attention.cpp, tests/cuda/test_cuda_attention.cpp.
 #pragma once
 

@@ -111,6 +111,12 @@ const std::map<std::string, std::vector<GradCase>>& gradcheck_cases() {
                       {{{1, 2, 5, 5}}, [](V x) {
                          return avg_pool2d(x[0], {.kernel_size = {2, 2}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false});
                        }}}},
+      // fused attention (more: tests/core/test_attention.cpp)
+      {"attention", {{{{2, 3, 4}, {2, 5, 4}, {2, 5, 3}}, [](V x) { return attention(x[0], x[1], x[2], {.scale = 0.5, .causal = true}); }},
+                     {{{3, 2, 2}, {2, 3, 2}, {2, 3, 2}}, [](V x) {
+                        Tensor mask = from_vector<double>({0, -1, 0.5, 2, 0, -INFINITY}, {2, 1, 3});
+                        return attention(x[0].transpose(0, 1), x[1], x[2], {.scale = 1.0, .mask = mask});
+                      }}}},
       // normalisation, dropout and cross-entropy (fused backward kernels)
       {"layer_norm", {{{{3, 4}, {4}, {4}}, [](V x) { return layer_norm(x[0], {4}, x[1], x[2]); }},
                       {{{2, 3, 4}}, [](V x) { return layer_norm(x[0].transpose(0, 1), {2, 4}); }},
@@ -147,15 +153,10 @@ const std::map<std::string, std::vector<GradCase>>& gradcheck_cases() {
   return table;
 }
 
-const std::map<std::string, std::string> kGpuOnly = {
-    {"causal_attention", "tests/cuda/test_cuda_attention.cpp: against the composite's gradients"},
-};
-
 namespace {
 
 TEST(Gradcheck, EveryDifferentiableOpHasPassingCases) {
   for (const GradSlot* slot : GradSlot::all()) {
-    if (kGpuOnly.count(std::string(slot->name()))) continue;
     auto found = gradcheck_cases().find(std::string(slot->name()));
     if (found == gradcheck_cases().end()) {
       ADD_FAILURE() << "differentiable op '" << slot->name() << "' has no gradcheck case in " << __FILE__;

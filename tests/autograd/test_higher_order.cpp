@@ -74,6 +74,7 @@ const std::map<std::string, std::string> kNoDoubleBackward = {
     {"conv2d", "Conv2dBackward: oneDNN's conv2d_backward_input / _weight"},
     {"max_pool2d", "MaxPool2dBackward: the max_pool2d_backward kernel"},
     {"avg_pool2d", "AvgPool2dBackward: conv2d_backward_input"},
+    {"attention", "AttentionBackward: the attention_backward kernel (the composite path, e.g. with dropout, has one)"},
 };
 
 // Every op of the gradcheck table passes gradgradcheck, or is listed above and refuses.

@@ -1,62 +1,229 @@
-// causal_attention where no fused kernel serves (the CPU here): against
-// scaled_dot_product_attention with an explicit lower-triangular mask (the
-// other path through nn), on non-contiguous operands, in f64 and f32;
-// gradients by finite differences; and bad operands. The fused GPU kernel is
-// tested in tests/cuda/test_cuda_attention.cpp.
+// attention (core/ops/attention.h) on the CPU: the fused kernel
+// (kernels/cpu/attention.cpp) against a naive f64 loop and against the
+// composite (the reference backend runs the composite) on random shapes:
+// L != S, length 1, lengths off the tile sizes, causal or not, bool and
+// additive masks at full and broadcast shapes, transposed heads; f64, f32 and
+// bf16; gradients against the composite's and by finite differences; fully
+// masked rows; memory linear in the length; bad operands. The fused GPU kernel
+// is tested in tests/cuda/test_cuda_attention.cpp.
 #include <cmath>
+#include <limits>
 
 #include "support/test_support.h"
 
 namespace ember::testing {
 namespace {
 
-namespace F = nn::functional;
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-TEST(CausalAttention, MatchesMaskedScaledDotProductAttentionOnTheCpu) {
-  for (DType dtype : {DType::f64, DType::f32}) {
-    // [batch, heads, length, head_dim] from transposed storage, as a model's head split makes them
-    Tensor q = random_tensor({2, 5, 3, 4}, dtype).transpose(1, 2), k = random_tensor({2, 5, 3, 4}, dtype).transpose(1, 2);
-    Tensor v = random_tensor({2, 3, 5, 4}, dtype);
-    Tensor mask = tril(ones({5, 5}, {.dtype = DType::boolean}));
-    const double scale = 0.37;
-    Tensor expected = F::scaled_dot_product_attention(q, k, v, {.attn_mask = mask, .scale = scale});
-    Tensor y = causal_attention(q, k, v, scale);
-    EXPECT_EQ(y.shape(), (Shape{2, 3, 5, 4}));
-    EXPECT_TRUE(all_close(y, expected)) << dtype_name(dtype);
-    // the first query sees only the first key: its output is the first value row
-    EXPECT_TRUE(all_close(y.select(2, 0), v.select(2, 0))) << dtype_name(dtype);
+// softmax(q k^T scale + mask) v for [heads, L, E], [heads, S, E], [heads, S, Ev]
+// in f64 loops; `mask` is [heads, L, S] f64 (additive, -inf = masked), causality
+// added here. A row with every key masked gives 0.
+Tensor naive_attention(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& mask, double scale,
+                       bool causal) {
+  Tensor q = query.to(DType::f64).contiguous(), k = key.to(DType::f64).contiguous();
+  Tensor v = value.to(DType::f64).contiguous(), m = mask.to(DType::f64).contiguous();
+  const int64_t heads = q.size(0), L = q.size(1), S = k.size(1), E = q.size(2), Ev = v.size(2);
+  Tensor out = zeros({heads, L, Ev}, {.dtype = DType::f64});
+  const double *qd = q.data_ptr<double>(), *kd = k.data_ptr<double>(), *vd = v.data_ptr<double>();
+  const double* md = m.data_ptr<double>();
+  double* od = out.data_ptr<double>();
+  std::vector<double> scores(size_t(S) + 1);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < L; ++i) {
+      double top = -kInfinity;
+      for (int64_t j = 0; j < S; ++j) {
+        double s = 0;
+        for (int64_t e = 0; e < E; ++e) s += qd[(h * L + i) * E + e] * kd[(h * S + j) * E + e];
+        s = s * scale + md[(h * L + i) * S + j];
+        if (causal && j > i) s = -kInfinity;
+        scores[j] = s;
+        top = std::max(top, s);
+      }
+      if (top == -kInfinity) continue;
+      double total = 0;
+      for (int64_t j = 0; j < S; ++j) total += scores[j] = std::exp(scores[j] - top);
+      for (int64_t j = 0; j < S; ++j)
+        for (int64_t e = 0; e < Ev; ++e) od[(h * L + i) * Ev + e] += scores[j] / total * vd[(h * S + j) * Ev + e];
+    }
+  return out;
+}
+
+struct Case {
+  int64_t batch, heads, L, S, E, Ev;
+  bool causal;
+  enum Mask { none, boolean_full, boolean_broadcast, additive_full, additive_broadcast } mask;
+};
+
+// Cases covering lengths 1, off the 64-row and 128-key tiles, L != S, every mask kind.
+const Case kCases[] = {
+    {2, 3, 5, 5, 4, 4, true, Case::none},          {1, 2, 1, 1, 8, 3, false, Case::none},
+    {2, 2, 70, 150, 16, 8, false, Case::none},     {1, 3, 131, 131, 8, 8, true, Case::none},
+    {2, 2, 67, 9, 5, 7, true, Case::none},         {2, 2, 9, 140, 6, 6, true, Case::none},
+    {2, 3, 33, 130, 8, 8, false, Case::boolean_full}, {2, 2, 17, 65, 8, 4, true, Case::boolean_broadcast},
+    {1, 2, 66, 129, 8, 8, false, Case::additive_full}, {2, 2, 20, 31, 12, 12, true, Case::additive_broadcast},
+};
+
+// [S] bool, true at key 0 only: or-ed into random masks so that no row is fully masked.
+Tensor first_key(int64_t S) { return lt(arange(0, S, 1, {.dtype = DType::f64}), 0.5); }
+
+// How many elements of t are NaN.
+int64_t nan_count(const Tensor& t) { return int64_t(sum(isnan(t).to(DType::f64)).item<double>()); }
+
+// The mask of a case (bool true = attend; additive in [-2, 2) with some -inf)
+// and the same as a dense f64 additive [B*H, L, S] for the naive loop.
+struct MaskPair {
+  Tensor mask, dense;
+};
+MaskPair make_mask(const Case& c, DType dtype) {
+  const int64_t B = c.batch, H = c.heads, L = c.L, S = c.S;
+  Shape full = {B, H, L, S};
+  Shape shape = c.mask == Case::boolean_broadcast || c.mask == Case::additive_broadcast ? Shape{B, 1, L, S}
+                                                                                         : Shape{L, S};
+  if (c.mask == Case::none) return {Tensor{}, zeros({B * H, L, S}, {.dtype = DType::f64})};
+  Tensor keep = logical_or(lt(random_tensor(shape, DType::f64, 0, 1), 0.8), first_key(S));
+  if (c.mask == Case::boolean_full || c.mask == Case::boolean_broadcast) {
+    Tensor dense = masked_fill(zeros(full, {.dtype = DType::f64}), logical_not(keep), -kInfinity);
+    return {keep, dense.reshape({B * H, L, S})};
   }
-  Tensor q = random_tensor({7, 8}, DType::f32);  // no leading dims
-  EXPECT_TRUE(all_close(causal_attention(q, q, q, 1.0),
-                        F::scaled_dot_product_attention(q, q, q, {.is_causal = true, .scale = 1.0})));
-  EXPECT_EQ(causal_attention(zeros({2, 0, 4}), zeros({2, 0, 4}), zeros({2, 0, 4}), 0.5).shape(), (Shape{2, 0, 4}));
+  Tensor additive = masked_fill(random_tensor(shape, DType::f64), logical_not(keep), -kInfinity);
+  return {additive.to(dtype), expand(additive.to(dtype).to(DType::f64), full).contiguous().reshape({B * H, L, S})};
 }
 
-TEST(CausalAttention, GradcheckOnTheCpu) {
+double tolerance(DType dtype) { return dtype == DType::bf16 ? 3e-2 : dtype == DType::f32 ? 2e-5 : 1e-10; }
+
+TEST(Attention, FusedForwardMatchesNaiveLoopsAndTheComposite) {
+  for (DType dtype : {DType::f64, DType::f32, DType::bf16})
+    for (const Case& c : kCases) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " L=" << c.L << " S=" << c.S << " E=" << c.E
+                                        << " mask=" << int(c.mask) << " causal=" << c.causal);
+      // query from transposed storage ([B, L, H, E] -> [B, H, L, E]), as a model's head split makes it
+      Tensor q = random_tensor({c.batch, c.L, c.heads, c.E}, dtype).transpose(1, 2);
+      Tensor k = random_tensor({c.batch, c.heads, c.S, c.E}, dtype);
+      Tensor v = random_tensor({c.batch, c.S, c.heads, c.Ev}, dtype).transpose(1, 2);
+      MaskPair mask = make_mask(c, dtype);
+      AttentionOptions options{.scale = 0.4, .causal = c.causal, .mask = mask.mask};
+      ASSERT_TRUE(fused_attention_supported(q, k, v, options));
+      KernelCallCounter counter;
+      Tensor y = attention(q, k, v, options);
+      EXPECT_EQ(counter.calls("attention", DeviceType::cpu, dtype), 1);
+      EXPECT_EQ(y.shape(), (Shape{c.batch, c.heads, c.L, c.Ev}));
+      auto heads = [](const Tensor& t) { return t.reshape({-1, t.size(-2), t.size(-1)}); };
+      Tensor expected = naive_attention(heads(q), heads(k), heads(v), mask.dense, 0.4, c.causal);
+      const double tol = tolerance(dtype);
+      EXPECT_TRUE(all_close(heads(y).to(DType::f64), expected, tol, tol));
+      Tensor composite = reference([&] { return attention(q, k, v, options); });
+      EXPECT_TRUE(all_close(y.to(DType::f64), composite.to(DType::f64), tol, tol));
+    }
+}
+
+TEST(Attention, FusedGradientsMatchTheComposite) {
+  for (DType dtype : {DType::f64, DType::f32, DType::bf16})
+    for (const Case& c : kCases) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " L=" << c.L << " S=" << c.S << " mask=" << int(c.mask));
+      Tensor q0 = random_tensor({c.batch, c.L, c.heads, c.E}, dtype), k0 = random_tensor({c.batch, c.heads, c.S, c.E}, dtype);
+      Tensor v0 = random_tensor({c.batch, c.heads, c.S, c.Ev}, dtype), g = random_tensor({c.batch, c.heads, c.L, c.Ev}, dtype);
+      AttentionOptions options{.scale = 0.3, .causal = c.causal, .mask = make_mask(c, dtype).mask};
+      auto grads = [&](bool composite) {
+        Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+        auto run = [&] { sum(attention(q.transpose(1, 2), k, v, options) * g).backward(); };
+        if (composite) reference(run); else run();
+        return std::vector<Tensor>{q.grad(), k.grad(), v.grad()};
+      };
+      KernelCallCounter counter;
+      std::vector<Tensor> fused = grads(false);
+      EXPECT_EQ(counter.calls("attention_backward", DeviceType::cpu, dtype), 1);
+      std::vector<Tensor> composite = grads(true);
+      // bf16 gradients round every product of the composite to bf16: compare loosely
+      const double tol = dtype == DType::bf16 ? 6e-2 : tolerance(dtype) * 10;
+      for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(fused[i].to(DType::f64), composite[i].to(DType::f64), tol, tol)) << i;
+    }
+}
+
+TEST(Attention, GradcheckWithCausalityAndAnAdditiveMask) {
   using V = const std::vector<Tensor>&;
-  // the query from transposed storage
-  std::vector<Tensor> inputs = {random_tensor({4, 2, 3}, DType::f64), random_tensor({2, 4, 3}, DType::f64),
-                                random_tensor({2, 4, 3}, DType::f64)};
-  auto result = autograd::gradcheck([](V x) { return causal_attention(x[0].transpose(0, 1), x[1], x[2], 0.6); }, inputs);
-  EXPECT_TRUE(result.ok) << result.report;
-  // the gradients equal the other path's, scaled_dot_product_attention with is_causal
-  Tensor q = inputs[0].clone().requires_grad_(), k = inputs[1].clone().requires_grad_(), v = inputs[2].clone().requires_grad_();
-  Tensor g = random_tensor({2, 4, 3}, DType::f64);
-  sum(causal_attention(q.transpose(0, 1), k, v, 0.6) * g).backward();
-  Tensor q2 = inputs[0].clone().requires_grad_(), k2 = inputs[1].clone().requires_grad_(), v2 = inputs[2].clone().requires_grad_();
-  sum(F::scaled_dot_product_attention(q2.transpose(0, 1), k2, v2, {.is_causal = true, .scale = 0.6}) * g).backward();
-  EXPECT_TRUE(all_close(q.grad(), q2.grad()));
-  EXPECT_TRUE(all_close(k.grad(), k2.grad()));
-  EXPECT_TRUE(all_close(v.grad(), v2.grad()));
+  // L = 3 queries, S = 5 keys, E = 2, Ev = 3, two heads; the float mask broadcast over heads
+  Tensor mask = random_tensor({1, 3, 5}, DType::f64);
+  for (bool causal : {false, true}) {
+    auto result = autograd::gradcheck(
+        [&](V x) {
+          AttentionOptions options{.scale = 0.7, .causal = causal, .mask = mask};
+          EXPECT_TRUE(fused_attention_supported(x[0].transpose(0, 1), x[1], x[2], options));
+          return attention(x[0].transpose(0, 1), x[1], x[2], options);
+        },
+        {random_tensor({3, 2, 2}, DType::f64), random_tensor({2, 5, 2}, DType::f64), random_tensor({2, 5, 3}, DType::f64)});
+    EXPECT_TRUE(result.ok) << result.report;
+  }
 }
 
-TEST(CausalAttention, BadOperandsAreErrors) {
-  Tensor q = zeros({2, 4, 3});
-  EXPECT_EMBER_ERROR(causal_attention(q, zeros({2, 5, 3}), q, 1.0), "must share one [..., length, head_dim] shape");
-  EXPECT_EMBER_ERROR(causal_attention(q, q, q.to(DType::f64), 1.0), "dtypes");
+// A row whose keys are all masked out: 0 on the fused path (PyTorch 2.5's
+// convention, where the composite gives NaN), no gradient through it, and the
+// other rows unaffected. Catches a kernel that divides by the empty row's zero sum.
+TEST(Attention, AFullyMaskedRowGivesZeroAndNoGradient) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f64}) {
+    Tensor q = random_tensor({2, 4, 3}, dtype).requires_grad_(), k = random_tensor({2, 6, 3}, dtype).requires_grad_();
+    Tensor v = random_tensor({2, 6, 5}, dtype).requires_grad_();
+    Tensor allowed = logical_or(lt(random_tensor({4, 6}, DType::f64, 0, 1), 0.7), first_key(6)).contiguous();
+    allowed.select(0, 2).fill_(false);  // query 2 sees no key
+    Tensor y = attention(q, k, v, {.scale = 1.0, .mask = allowed});
+    EXPECT_TRUE(all_close(y.select(1, 2), zeros({2, 5}, {.dtype = dtype}), 0, 0)) << dtype_name(dtype);
+    Tensor additive = masked_fill(zeros({4, 6}, {.dtype = dtype}), logical_not(allowed), -kInfinity);
+    EXPECT_TRUE(all_close(attention(q, k, v, {.scale = 1.0, .mask = additive}), y, 0, 0));
+    Tensor composite = reference([&] { return attention(q.detach(), k.detach(), v.detach(), {.scale = 1.0, .mask = allowed}); });
+    EXPECT_EQ(nan_count(composite.select(1, 2)), 2 * 5);
+    sum(y * random_tensor(y.shape(), dtype)).backward();
+    EXPECT_TRUE(all_close(q.grad().select(1, 2), zeros({2, 3}, {.dtype = dtype}), 0, 0));
+    EXPECT_EQ(nan_count(k.grad()) + nan_count(v.grad()), 0);
+    Tensor expected = naive_attention(q.detach(), k.detach(), v.detach(),
+                                      masked_fill(zeros({2, 4, 6}, {.dtype = DType::f64}), logical_not(allowed), -kInfinity),
+                                      1.0, false);
+    EXPECT_TRUE(all_close(y.to(DType::f64), expected, tolerance(dtype), tolerance(dtype)));
+  }
+  // S = 0: every row is empty
+  Tensor q = random_tensor({3, 4}, DType::f32);
+  EXPECT_TRUE(all_close(attention(q, zeros({0, 4}), zeros({0, 2}), {.scale = 1.0}), zeros({3, 2}), 0, 0));
+}
+
+// Forward and backward keep the allocator's peak linear in the length: at
+// T = 2048 it is about twice T = 1024's, and far below one [T, T] f32 score
+// matrix (16 MiB); the scratch is O(T x head_dim). Catches a kernel (or a
+// fallback to the composite) that materialises the scores.
+int64_t peak_bytes(int64_t T) {
+  const int64_t E = 64;
+  Tensor q = random_tensor({1, T, E}, DType::f32).requires_grad_(), k = random_tensor({1, T, E}, DType::f32).requires_grad_();
+  Tensor v = random_tensor({1, T, E}, DType::f32).requires_grad_();
+  Tensor g = random_tensor({1, T, E}, DType::f32);
+  reset_peak_memory_stats();
+  const int64_t before = memory_allocated();
+  sum(attention(q, k, v, {.scale = 0.125, .causal = true}) * g).backward();
+  const int64_t peak = max_memory_allocated() - before;
+  EXPECT_GT(peak, 4 * T * E * 4);  // the gradients of q, k, v and the output were counted
+  return peak;
+}
+
+TEST(Attention, MemoryIsLinearInTheLength) {
+  const int64_t small = peak_bytes(1024), large = peak_bytes(2048);
+  EXPECT_LT(large, 2048 * 2048 * 4 / 2) << large << " bytes";
+  EXPECT_LT(double(large), 2.2 * double(small)) << small << " then " << large << " bytes";
+}
+
+TEST(Attention, DispatchAndBadOperands) {
+  Tensor q = random_tensor({2, 4, 3}, DType::f16);
+  EXPECT_FALSE(fused_attention_supported(q, q, q, {}));  // f16 composes on the CPU
+  Tensor x = random_tensor({2, 4, 3}, DType::f32);
+  EXPECT_FALSE(fused_attention_supported(x, x, x, {.mask = random_tensor({2, 2, 4, 4}, DType::f32)}));  // widens
+  EXPECT_FALSE(fused_attention_supported(x, x, x, {.mask = random_tensor({4, 4}, DType::f32).requires_grad_()}));
+  EXPECT_TRUE(fused_attention_supported(x, x, x, {.mask = random_tensor({4, 1}, DType::f32)}));
+  EXPECT_TRUE(all_close(attention(q, q, q, {.scale = 0.5, .causal = true}).to(DType::f32),
+                        attention(q.to(DType::f32), q.to(DType::f32), q.to(DType::f32), {.scale = 0.5, .causal = true}),
+                        1e-2, 1e-2));
+  EXPECT_EMBER_ERROR(attention(x, zeros({2, 5, 4}), x, {}), "attention: query [2, 4, 3], key [2, 5, 4]");
+  EXPECT_EMBER_ERROR(attention(x, x, x.to(DType::f64), {}), "dtypes");
   Tensor i = zeros({2, 4, 3}, {.dtype = DType::i64});
-  EXPECT_EMBER_ERROR(causal_attention(i, i, i, 1.0), "causal_attention: expected floating query, key and value, got int64");
-  EXPECT_EMBER_ERROR(causal_attention(zeros({3}), zeros({3}), zeros({3}), 1.0), "causal_attention");
+  EXPECT_EMBER_ERROR(attention(i, i, i, {}), "attention: expected floating query, key and value, got int64");
+  EXPECT_EMBER_ERROR(attention(zeros({3}), zeros({3}), zeros({3}), {}), "attention");
+  EXPECT_EMBER_ERROR(attention(x, x, x, {.mask = zeros({4, 4}, {.dtype = DType::i64})}), "the mask must be bool or floating");
+  EXPECT_EQ(attention(zeros({2, 0, 4}), zeros({2, 0, 4}), zeros({2, 0, 4}), {.scale = 0.5}).shape(), (Shape{2, 0, 4}));
 }
 
 }  // namespace

@@ -138,6 +138,20 @@ const std::map<std::string, Case>& cases() {
          Tensor a = random_tensor({2, 9, 5}, dtype), b = random_tensor({7, 9}, dtype);
          return [=] { return matmul(a.transpose(1, 2), b.t()); };
        }},
+      // fused attention: the reference backend has no kernel and composes it (matmul, softmax)
+      {"attention", [](DType dtype) {
+         Tensor q = random_tensor({7, 2, 5}, dtype), k = random_tensor({2, 9, 5}, dtype), v = random_tensor({2, 9, 3}, dtype);
+         return [=] { return attention(q.transpose(0, 1), k, v, {.scale = 0.5, .causal = true}); };
+       }},
+      {"attention_backward", [](DType dtype) {
+         Tensor q0 = random_tensor({2, 7, 5}, dtype), k0 = random_tensor({2, 9, 5}, dtype), v0 = random_tensor({2, 9, 3}, dtype);
+         Tensor mask = random_tensor({7, 9}, dtype);
+         return [=] {
+           Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+           sum(attention(q, k, v, {.scale = 0.5, .mask = mask})).backward();
+           return cat({q.grad().flatten(), k.grad().flatten(), v.grad().flatten()});
+         };
+       }},
       {"conv2d", [](DType dtype) {
          Tensor input = random_tensor({2, 4, 7, 6}, dtype), weight = random_tensor({6, 2, 3, 3}, dtype);
          Tensor bias = random_tensor({6}, dtype);
@@ -384,8 +398,8 @@ TEST(OpTable, ExemptionsAreStillNeeded) {
   }
 }
 
-// An op without any CPU kernel is a GPU-only fused op (causal_attention): the
-// CUDA suites compare it with the composite it replaces (tests/cuda/).
+// An op without any CPU kernel is a GPU-only fused op: the CUDA suites compare
+// it with the composite it replaces (tests/cuda/).
 bool gpu_only(const OpBase& op) {
   for (DType dtype : kAllDTypes)
     if (op.kind(DeviceType::cpu, dtype) != KernelKind::none) return false;

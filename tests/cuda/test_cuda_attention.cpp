@@ -1,5 +1,6 @@
-// Fused causal attention on the GPU against the composite on the CPU
-// (matmul, masked_fill, softmax in f32): values and gradients, both head dims,
+// Fused causal attention on the GPU against the CPU in f32 (whose fused
+// kernel tests/core/test_attention.cpp checks against the composite and a
+// naive loop): values and gradients, both head dims,
 // lengths that are not a multiple of the tiles, and the dispatch from
 // scaled_dot_product_attention. Label `cuda`: skips without a GPU.
 #include "cuda_compare.h"
@@ -8,7 +9,7 @@
 namespace ember::testing {
 namespace {
 
-// The composite on the CPU in f32: the oracle.
+// The CPU in f32: the oracle.
 Tensor composite_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   return nn::functional::scaled_dot_product_attention(q, k, v, {.is_causal = true});
 }
@@ -39,9 +40,9 @@ TEST_P(CudaAttention, ValuesAndGradientsMatchTheComposite) {
   KernelCallCounter counter;
   Tensor actual = nn::functional::scaled_dot_product_attention(gpu_leaves[0], gpu_leaves[1], gpu_leaves[2],
                                                                {.is_causal = true});
-  EXPECT_EQ(counter.calls("causal_attention", DeviceType::cuda, c.dtype), 1);
+  EXPECT_EQ(counter.calls("attention", DeviceType::cuda, c.dtype), 1);
   sum(actual.to(DType::f32) * grad_out.to(kGpu)).backward();
-  EXPECT_EQ(counter.calls("causal_attention_backward", DeviceType::cuda, c.dtype), 1);
+  EXPECT_EQ(counter.calls("attention_backward", DeviceType::cuda, c.dtype), 1);
 
   const double tol = 4 * tolerance(c.dtype);
   EXPECT_TRUE(all_close(actual.to(kCPU).to(DType::f32), expected.detach(), tol, tol));
@@ -61,16 +62,20 @@ TEST(CudaAttentionDispatch, OtherCasesUseTheComposite) {
   Tensor q = random_tensor({1, 2, 8, 32}, DType::bf16).to(kGpu);  // head_dim 32: not fused
   KernelCallCounter counter;
   Tensor y = nn::functional::scaled_dot_product_attention(q, q, q, {.is_causal = true});
-  EXPECT_EQ(counter.calls("causal_attention", DeviceType::cuda, DType::bf16), 0);
+  EXPECT_EQ(counter.calls("attention", DeviceType::cuda, DType::bf16), 0);
   EXPECT_EQ(y.shape(), q.shape());
 }
 
-TEST(CudaAttentionDispatch, MismatchedOperandsAreErrors) {
+TEST(CudaAttentionDispatch, OtherLengthsComposeAndMismatchedOperandsAreErrors) {
   EMBER_REQUIRE_GPU();
   Tensor q = random_tensor({2, 16, 64}, DType::bf16).to(kGpu);
   Tensor k = random_tensor({2, 8, 64}, DType::bf16).to(kGpu);
-  EXPECT_EMBER_ERROR(causal_attention(q, k, k, 0.125), "causal_attention: query");
-  EXPECT_EMBER_ERROR(causal_attention(q, q, q.to(DType::f16), 0.125), "dtypes");
+  // L != S: the CUDA kernel takes equal lengths only, so the composite serves
+  KernelCallCounter counter;
+  EXPECT_EQ(attention(q, k, k, {.scale = 0.125, .causal = true}).shape(), q.shape());
+  EXPECT_EQ(counter.calls("attention", DeviceType::cuda, DType::bf16), 0);
+  EXPECT_EMBER_ERROR(attention(q, k.transpose(0, 1), k, {.scale = 0.125, .causal = true}), "attention: query");
+  EXPECT_EMBER_ERROR(attention(q, q, q.to(DType::f16), {.scale = 0.125, .causal = true}), "dtypes");
 }
 
 }  // namespace

@@ -104,6 +104,29 @@ TEST(ScaledDotProductAttention, CausalEqualsAnExplicitMaskAndAnAdditiveOne) {
   EXPECT_TRUE(result.ok) << result.report;
 }
 
+// Without dropout, scaled_dot_product_attention runs the fused CPU kernel for
+// causal, bool-masked and float-masked calls, L != S and broadcast masks, and
+// matches the composite (which the reference backend runs); with dropout it
+// composes. Catches a routing that silently drops the mask or the causality.
+TEST(ScaledDotProductAttention, RoutesToTheFusedKernelAndMatchesTheComposite) {
+  Tensor q = randn({2, 3, 6, 4}), k = randn({2, 3, 9, 4}), v = randn({2, 3, 9, 5});
+  Tensor allowed = lt(randn({2, 1, 6, 9}), 0.8);
+  allowed.narrow(-1, 0, 1).fill_(true);  // no row fully masked: the composite would give NaN there
+  std::vector<F::ScaledDotProductAttentionOptions> cases = {
+      {.is_causal = true}, {.attn_mask = allowed}, {.attn_mask = randn({6, 9})}, {.scale = 0.3}};
+  for (const auto& options : cases) {
+    KernelCallCounter counter;
+    Tensor y = F::scaled_dot_product_attention(q, k, v, options);
+    EXPECT_EQ(counter.calls("attention", DeviceType::cpu, DType::f32), 1);
+    Tensor expected = testing::reference([&] { return F::scaled_dot_product_attention(q, k, v, options); });
+    EXPECT_TRUE(all_close(y, expected, 1e-5, 1e-6));
+  }
+  KernelCallCounter counter;
+  Generator generator(5);
+  F::scaled_dot_product_attention(q, k, v, {.dropout_p = 0.5, .is_causal = true, .generator = &generator});
+  EXPECT_EQ(counter.calls("attention", DeviceType::cpu, DType::f32), 0);
+}
+
 nn::TransformerBlockOptions small_block() {
   return {.embed_dim = 8, .num_heads = 2, .mlp_ratio = 4, .dropout = 0.0, .bias = true, .num_layers = 2,
           .dtype = DType::f64};

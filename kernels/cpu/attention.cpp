@@ -1,0 +1,303 @@
+// Fused attention on the CPU, flash-attention style (core/ops/attention_kernels.h):
+// the [query_length, key_length] scores never exist whole. Forward: each
+// (head, block of query rows) in turn folds in tiles of keys with the online softmax
+// (running row max and sum, the output rescaled when the max grows) and writes
+// the rows' logsumexp. Backward (FlashAttention-2): each head in turn walks key
+// tiles, and for each the query blocks that see it, recomputing the
+// probabilities from the logsumexp; dk and dv of the tile accumulate in place,
+// dq for the whole head in a [query_length, head_dim] buffer, so every
+// gradient element has one writer. Tile products run on the matmul kernel
+// of the operands' dtype (oneDNN, one thread per tile: bf16 on its bf16 GEMM,
+// whose tiles round to bf16 as the composite's products do); the softmax,
+// its statistics and every accumulation across tiles are in f32 (f64 for
+// f64). Scratch is O(length x dim), never O(L x S).
+// Tests: tests/core/test_attention.cpp, tests/nn/test_attention.cpp.
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/ops/attention_kernels.h"
+#include "core/ops/creation.h"
+#include "core/ops/linalg_kernels.h"
+#include "kernels/cpu/families.h"
+#include "kernels/cpu/vector_exp.h"
+
+namespace ember::cpu {
+namespace {
+
+// 64 x 64 tiles: at T = 128 a causal step skips a quarter of the products, and
+// measured faster on this machine than 128-row blocks (bench_attention).
+constexpr int64_t kQueryBlock = 64;  // query rows per task and per tile
+constexpr int64_t kKeyBlock = 64;    // keys per tile
+
+// The accumulation type: f64 for f64 operands, f32 otherwise.
+template <class T>
+using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class A>
+constexpr A kMinusInfinity = -std::numeric_limits<A>::infinity();
+
+// A row-major or transposed [rows, cols] view: element (r, c) at data[r * row_stride + c * col_stride].
+template <class A>
+struct View {
+  const A* data;
+  int64_t row_stride, col_stride;
+};
+template <class A>
+View<A> rows_of(const A* data, int64_t cols) { return {data, cols, 1}; }
+template <class A>
+View<A> transposed(const A* data, int64_t cols) { return {data, 1, cols}; }
+
+// out[m, n] = a[m, k] b[k, n], out dense, on the matmul kernel of T's dtype;
+// when out is wider than T, the product lands in `narrow` (m x n) first.
+template <class T, class A>
+void product(int64_t m, int64_t n, int64_t k, View<T> a, View<T> b, A* out, T* narrow) {
+  MatmulProblem p;
+  p.m = m, p.n = n, p.k = k;
+  p.a.data = const_cast<T*>(a.data), p.a.row_stride = a.row_stride, p.a.col_stride = a.col_stride;
+  p.b.data = const_cast<T*>(b.data), p.b.row_stride = b.row_stride, p.b.col_stride = b.col_stride;
+  p.out.row_stride = n, p.out.col_stride = 1;
+  if constexpr (std::is_same_v<T, A>) {
+    p.out.data = out;
+    matmul_op(DeviceType::cpu, dtype_of<T>, p);
+  } else {
+    p.out.data = narrow;
+    matmul_op(DeviceType::cpu, dtype_of<T>, p);
+    for (int64_t i = 0; i < m * n; ++i) out[i] = A(narrow[i]);
+  }
+}
+
+// x as T, the tile products' operand: x itself when it is T, else rounded into `buffer`.
+template <class T, class A>
+const T* narrowed(const A* x, int64_t n, T* buffer) {
+  if constexpr (std::is_same_v<T, A>) {
+    return x;
+  } else {
+    for (int64_t i = 0; i < n; ++i) buffer[i] = T(x[i]);
+    return buffer;
+  }
+}
+
+// n elements of x times factor, as T (the scale folds into the query once: [L, E] multiplies instead of [L, S]).
+template <class T, class A>
+const T* scaled(const T* x, int64_t n, A factor, T* buffer) {
+  for (int64_t i = 0; i < n; ++i) buffer[i] = T(A(x[i]) * factor);
+  return buffer;
+}
+
+// target[i] += factor * source[i] for i < n
+template <class A>
+void add_scaled(A* target, const A* source, int64_t n, A factor) {
+  for (int64_t i = 0; i < n; ++i) target[i] += factor * source[i];
+}
+
+// The largest of x[0..n): Eigen's vectorised reduction (a plain loop keeps
+// the running max in memory and costs more than the tile's product).
+template <class A>
+A maximum(const A* x, int64_t n) {
+  return Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>(x, n).maxCoeff();
+}
+
+// y[i] = exp(x[i] - shift), exactly 0 for -inf; returns the sum.
+float exp_shifted(const float* x, float* y, int64_t n, float shift) { return exp_shifted_sum(x, y, n, shift); }
+double exp_shifted(const double* x, double* y, int64_t n, double shift) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += y[i] = std::exp(x[i] - shift);
+  return sum;
+}
+
+// A scratch buffer of n elements from ember's allocator (so memory statistics see it).
+template <class A>
+A* scratch(Tensor& holder, int64_t n) {
+  holder = make_tensor({std::max<int64_t>(n, 1)}, dtype_of<A>, kCPU);
+  return holder.data_ptr<A>();
+}
+
+// The longer tile side: scratch for tiles of either orientation.
+constexpr int64_t kTile = std::max(kQueryBlock, kKeyBlock);
+
+// Masks the score tile of query rows [row0, row0 + rows) and keys [key0, key0 + cols) in place:
+// -inf where causality or a boolean mask excludes the key, plus an additive mask.
+template <class A>
+void mask_tile(const AttentionProblem& p, int64_t head, int64_t row0, int64_t rows, int64_t key0, int64_t cols,
+               A* scores) {
+  for (int64_t r = 0; r < rows; ++r) {
+    A* row = scores + r * cols;
+    const int64_t i = row0 + r;
+    if (p.mask_kind != AttentionMaskKind::none) {
+      const int64_t base = p.mask_head_offsets[head] + i * p.mask_row_stride + key0 * p.mask_col_stride;
+      if (p.mask_kind == AttentionMaskKind::boolean) {
+        const bool* mask = static_cast<const bool*>(p.mask) + base;
+        for (int64_t c = 0; c < cols; ++c)
+          if (!mask[c * p.mask_col_stride]) row[c] = kMinusInfinity<A>;
+      } else {
+        const A* mask = static_cast<const A*>(p.mask) + base;
+        for (int64_t c = 0; c < cols; ++c) row[c] += mask[c * p.mask_col_stride];
+      }
+    }
+    if (p.causal)
+      for (int64_t c = std::max<int64_t>(0, i + 1 - key0); c < cols; ++c) row[c] = kMinusInfinity<A>;
+  }
+}
+
+// The keys query rows [row0, row0 + rows) may see: [0, end).
+int64_t visible_keys(const AttentionProblem& p, int64_t row0, int64_t rows) {
+  return p.causal ? std::min(p.key_length, row0 + rows) : p.key_length;
+}
+
+template <class T>
+void forward_block(const AttentionProblem& p, int64_t head, int64_t row0) {
+  using A = Acc<T>;
+  const int64_t rows = std::min(kQueryBlock, p.query_length - row0), E = p.head_dim, Ev = p.value_dim;
+  const T* q = static_cast<const T*>(p.q) + head * p.query_length * E;
+  const T* k = static_cast<const T*>(p.k) + head * p.key_length * E;
+  const T* v = static_cast<const T*>(p.v) + head * p.key_length * Ev;
+  Tensor holder, narrow_holder;
+  A* buffer = scratch<A>(holder, rows * kKeyBlock + 2 * rows * Ev + 2 * rows);
+  A *scores = buffer, *out = scores + rows * kKeyBlock, *tile_out = out + rows * Ev;
+  A *row_max = tile_out + rows * Ev, *row_sum = row_max + rows;
+  T* narrow = scratch<T>(narrow_holder, rows * E + rows * kKeyBlock + rows * Ev);
+  T *query_buffer = narrow, *tile_narrow = query_buffer + rows * E, *out_narrow = tile_narrow + rows * kKeyBlock;
+  const T* query = scaled(q + row0 * E, rows * E, A(p.scale), query_buffer);
+  std::fill(out, out + rows * Ev, A(0));
+  std::fill(row_max, row_max + rows, kMinusInfinity<A>);
+  std::fill(row_sum, row_sum + rows, A(0));
+  const int64_t end = visible_keys(p, row0, rows);
+  for (int64_t key0 = 0; key0 < end; key0 += kKeyBlock) {
+    const int64_t cols = std::min(kKeyBlock, end - key0);
+    const T *keys = k + key0 * E, *values = v + key0 * Ev;
+    product(rows, cols, E, rows_of(query, E), transposed(keys, E), scores, tile_narrow);  // [rows, E] x [E, cols]
+    mask_tile(p, head, row0, rows, key0, cols, scores);
+    for (int64_t r = 0; r < rows; ++r) {
+      A* row = scores + r * cols;
+      const A new_max = std::max(row_max[r], maximum(row, cols));
+      if (new_max == kMinusInfinity<A>) {  // every key so far masked out: nothing to add
+        std::fill(row, row + cols, A(0));
+        continue;
+      }
+      const A correction = std::exp(row_max[r] - new_max);  // 0 while the row had no key
+      row_sum[r] = row_sum[r] * correction + exp_shifted(row, row, cols, new_max);
+      row_max[r] = new_max;
+      if (correction != A(1))
+        for (int64_t e = 0; e < Ev; ++e) out[r * Ev + e] *= correction;
+    }
+    const T* probabilities = narrowed(scores, rows * cols, tile_narrow);
+    product(rows, Ev, cols, rows_of(probabilities, cols), rows_of(values, Ev), tile_out, out_narrow);  // [rows, cols] x [cols, Ev]
+    add_scaled(out, tile_out, rows * Ev, A(1));
+  }
+  T* result = static_cast<T*>(p.out) + (head * p.query_length + row0) * Ev;
+  A* logsumexp = static_cast<A*>(p.logsumexp) + head * p.query_length + row0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool empty = row_sum[r] == A(0);  // every key masked out: output 0 (PyTorch 2.5's convention)
+    const A inverse = empty ? A(0) : A(1) / row_sum[r];
+    for (int64_t e = 0; e < Ev; ++e) result[r * Ev + e] = T(out[r * Ev + e] * inverse);
+    logsumexp[r] = empty ? kMinusInfinity<A> : row_max[r] + std::log(row_sum[r]);
+  }
+}
+
+// Note [Attention runs on one thread]: the tile products are oneDNN
+// primitives, and running them from two threads at once gave wrong values
+// intermittently (tests/core/test_attention.cpp caught it on two threads).
+// The likely cause: oneDNN as packaged here (without
+// ONEDNN_ENABLE_CONCURRENT_EXEC) shares one scratchpad between primitives.
+// Tasks therefore run in turn; running them in parallel needs per-thread
+// scratchpads (scratchpad_mode::user in kernels/cpu/matmul.cpp).
+template <class T>
+void forward(const AttentionProblem& p) {
+  for (int64_t head = 0; head < p.heads; ++head)
+    for (int64_t row0 = 0; row0 < p.query_length; row0 += kQueryBlock) forward_block<T>(p, head, row0);
+}
+
+template <class T>
+void backward_head(const AttentionBackwardProblem& b, int64_t head) {
+  using A = Acc<T>;
+  const AttentionProblem& p = b.forward;
+  const int64_t L = p.query_length, S = p.key_length, E = p.head_dim, Ev = p.value_dim;
+  const T* q = static_cast<const T*>(p.q) + head * L * E;
+  const T* k = static_cast<const T*>(p.k) + head * S * E;
+  const T* v = static_cast<const T*>(p.v) + head * S * Ev;
+  const T* o = static_cast<const T*>(p.out) + head * L * Ev;
+  const T* g = static_cast<const T*>(b.grad_out) + head * L * Ev;
+  const A* logsumexp = static_cast<const A*>(p.logsumexp) + head * L;
+  A* delta = static_cast<A*>(b.delta) + head * L;
+  const int64_t dim = std::max(E, Ev);
+  Tensor holder, narrow_holder;
+  A* buffer = scratch<A>(holder, L * E + 2 * kTile * kTile + kKeyBlock * (E + Ev) + 2 * kTile * dim);
+  A *grad_query = buffer, *probabilities = grad_query + L * E, *grad_probabilities = probabilities + kTile * kTile;
+  A *grad_key = grad_probabilities + kTile * kTile, *grad_value = grad_key + kKeyBlock * E;
+  A *tile_product = grad_value + kKeyBlock * Ev, *query_product = tile_product + kTile * dim;
+  T* narrow = scratch<T>(narrow_holder, L * E + 2 * kTile * kTile + kTile * dim);
+  T *query_buffer = narrow, *tile_narrow = query_buffer + L * E, *grad_scores_narrow = tile_narrow + kTile * kTile;
+  T* out_narrow = grad_scores_narrow + kTile * kTile;
+  const T* query = scaled(q, L * E, A(p.scale), query_buffer);  // q s, as the forward saw it
+  const T *keys = k, *values = v, *grad_out = g;
+  for (int64_t i = 0; i < L; ++i) {
+    A sum = 0;
+    for (int64_t e = 0; e < Ev; ++e) sum += A(g[i * Ev + e]) * A(o[i * Ev + e]);
+    delta[i] = sum;
+  }
+  std::fill(grad_query, grad_query + L * E, A(0));
+  for (int64_t key0 = 0; key0 < S; key0 += kKeyBlock) {
+    const int64_t cols = std::min(kKeyBlock, S - key0);
+    std::fill(grad_key, grad_key + cols * E, A(0));
+    std::fill(grad_value, grad_value + cols * Ev, A(0));
+    // Causal: query rows before key0 see none of these keys.
+    for (int64_t row0 = p.causal ? std::min(key0, L) : 0; row0 < L; row0 += kQueryBlock) {
+      const int64_t rows = std::min(kQueryBlock, L - row0);
+      product(rows, cols, E, rows_of(query + row0 * E, E), transposed(keys + key0 * E, E), probabilities, tile_narrow);
+      mask_tile(p, head, row0, rows, key0, cols, probabilities);
+      for (int64_t r = 0; r < rows; ++r) {
+        A* row = probabilities + r * cols;
+        const A shift = logsumexp[row0 + r];
+        if (shift == kMinusInfinity<A>) std::fill(row, row + cols, A(0));  // a fully masked row: no gradient
+        else exp_shifted(row, row, cols, shift);
+      }
+      // dv += P^T dO: [cols, rows] x [rows, Ev]
+      const T* probabilities_narrow = narrowed(probabilities, rows * cols, tile_narrow);
+      product(cols, Ev, rows, transposed(probabilities_narrow, cols), rows_of(grad_out + row0 * Ev, Ev), tile_product,
+              out_narrow);
+      add_scaled(grad_value, tile_product, cols * Ev, A(1));
+      // dP = dO v^T: [rows, Ev] x [Ev, cols]; dS = P (dP - delta), in place of dP
+      product(rows, cols, Ev, rows_of(grad_out + row0 * Ev, Ev), transposed(values + key0 * Ev, Ev),
+              grad_probabilities, tile_narrow);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          A& d = grad_probabilities[r * cols + c];
+          d = probabilities[r * cols + c] * (d - delta[row0 + r]);
+        }
+      // dq += dS k s: [rows, cols] x [cols, E]
+      const T* grad_scores = narrowed(grad_probabilities, rows * cols, grad_scores_narrow);
+      product(rows, E, cols, rows_of(grad_scores, cols), rows_of(keys + key0 * E, E), query_product, out_narrow);
+      add_scaled(grad_query + row0 * E, query_product, rows * E, A(p.scale));
+      // dk += dS^T (q s): [cols, rows] x [rows, E]
+      product(cols, E, rows, transposed(grad_scores, cols), rows_of(query + row0 * E, E), tile_product, out_narrow);
+      add_scaled(grad_key, tile_product, cols * E, A(1));
+    }
+    T* dk = static_cast<T*>(b.grad_k) + (head * S + key0) * E;
+    T* dv = static_cast<T*>(b.grad_v) + (head * S + key0) * Ev;
+    for (int64_t i = 0; i < cols * E; ++i) dk[i] = T(grad_key[i]);
+    for (int64_t i = 0; i < cols * Ev; ++i) dv[i] = T(grad_value[i]);
+  }
+  T* dq = static_cast<T*>(b.grad_q) + head * L * E;
+  for (int64_t i = 0; i < L * E; ++i) dq[i] = T(grad_query[i]);
+}
+
+// One thread: Note [Attention runs on one thread].
+template <class T>
+void backward(const AttentionBackwardProblem& b) {
+  for (int64_t head = 0; head < b.forward.heads; ++head) backward_head<T>(b, head);
+}
+
+}  // namespace
+
+void register_attention_kernels() {
+  register_for<float, double, BFloat16>(attention_op, DeviceType::cpu, [](auto tag) { return &forward<decltype(tag)>; });
+  register_for<float, double, BFloat16>(attention_backward_op, DeviceType::cpu,
+                                        [](auto tag) { return &backward<decltype(tag)>; });
+}
+
+}  // namespace ember::cpu
