@@ -89,18 +89,24 @@ void describe_kernel_call(KernelFacts& facts, const Conv2dBackwardProblem& p) {
   describe_kernel_call(facts, p.forward);
 }
 
-// Causal attention computes scores q k^T and then probabilities times v, each
-// 2 * heads * length^2 * head_dim for the full square; the causal mask keeps
-// half of it.
-void describe_kernel_call(KernelFacts& facts, const CausalAttentionProblem& p) {
-  facts.flops = 2 * p.heads * p.length * p.length * p.head_dim;
-  facts.bytes = 4 * p.heads * p.length * p.head_dim * element_size(facts.dtype);
-  set_shapes(facts, {{p.heads, p.length, p.head_dim}});
+// Attention computes the scores q k^T (2 * heads * Lq * Lk * head_dim) and
+// then probabilities times v (2 * heads * Lq * Lk * value_dim); a causal mask
+// keeps half of the square. It reads q, k and v and writes out.
+void describe_kernel_call(KernelFacts& facts, const AttentionProblem& p) {
+  const int64_t products = 2 * p.heads * p.query_length * p.key_length * (p.head_dim + p.value_dim);
+  facts.flops = p.causal ? products / 2 : products;
+  facts.bytes = p.heads *
+                (p.query_length * p.head_dim + p.key_length * p.head_dim + p.key_length * p.value_dim +
+                 p.query_length * p.value_dim) *
+                element_size(facts.dtype);
+  set_shapes(facts, {{p.heads, p.query_length, p.head_dim},
+                     {p.heads, p.key_length, p.head_dim},
+                     {p.heads, p.key_length, p.value_dim}});
 }
 
 // Backward recomputes the scores and computes four products of the same
 // size: 2.5 times the forward, as FlashAttention counts it.
-void describe_kernel_call(KernelFacts& facts, const CausalAttentionBackwardProblem& p) {
+void describe_kernel_call(KernelFacts& facts, const AttentionBackwardProblem& p) {
   describe_kernel_call(facts, p.forward);
   facts.flops = facts.flops * 5 / 2;
   facts.bytes *= 2;

@@ -22,8 +22,8 @@ struct SoftmaxLoop;
 struct MatmulProblem;
 struct Conv2dProblem;
 struct Conv2dBackwardProblem;
-struct CausalAttentionProblem;
-struct CausalAttentionBackwardProblem;
+struct AttentionProblem;
+struct AttentionBackwardProblem;
 
 namespace profiler {
 
@@ -64,8 +64,8 @@ void describe_kernel_call(KernelFacts& facts, const SoftmaxLoop& loop);
 void describe_kernel_call(KernelFacts& facts, const MatmulProblem& problem);
 void describe_kernel_call(KernelFacts& facts, const Conv2dProblem& problem);
 void describe_kernel_call(KernelFacts& facts, const Conv2dBackwardProblem& problem);
-void describe_kernel_call(KernelFacts& facts, const CausalAttentionProblem& problem);
-void describe_kernel_call(KernelFacts& facts, const CausalAttentionBackwardProblem& problem);
+void describe_kernel_call(KernelFacts& facts, const AttentionProblem& problem);
+void describe_kernel_call(KernelFacts& facts, const AttentionBackwardProblem& problem);
 
 // Times one kernel call from construction to destruction and records it as
 // an op event named `op` on this thread.

@@ -45,6 +45,20 @@ std::string error_of(const std::function<void()>& call) {
 }
 
 // A blocking loopback socket with a receive timeout, for playing a raw peer.
+// A listening socket on a free loopback port, for the fake servers below; its port in `port`.
+int fake_server_listener(int backlog, uint16_t& port) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  EXPECT_EQ(listen(listener, backlog), 0);
+  socklen_t length = sizeof address;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  port = ntohs(address.sin_port);
+  return listener;
+}
+
 int raw_connect(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
@@ -245,14 +259,8 @@ TEST(TcpStore, WrongTokenIsRefusedAndOtherClientsAreUnaffected) {
 
 TEST(TcpStore, ClientRefusesAServerThatDoesNotKnowTheToken) {
   // A listener that greets like a store and accepts any proof, but cannot prove the token back.
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(listen(listener, 1), 0);
-  socklen_t length = sizeof address;
-  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  uint16_t port = 0;
+  const int listener = fake_server_listener(1, port);
   std::thread fake([&] {
     const int fd = accept(listener, nullptr, nullptr);
     std::vector<uint8_t> hello(auth::kMagic.begin(), auth::kMagic.end());
@@ -267,7 +275,7 @@ TEST(TcpStore, ClientRefusesAServerThatDoesNotKnowTheToken) {
     recv(fd, &byte, 1, 0);  // until the client hangs up
     close(fd);
   });
-  StoreOptions options{.port = ntohs(address.sin_port), .token = kToken, .timeout = 2s};
+  StoreOptions options{.port = port, .token = kToken, .timeout = 2s};
   const std::string message = error_of([&] { TcpStore store(options); });
   EXPECT_NE(message.find("does not know the job's token"), std::string::npos) << message;
   fake.join();
@@ -280,15 +288,9 @@ TEST(TcpStore, ClientRefusesAServerThatDoesNotKnowTheToken) {
 // Mutation caught (run once, failed as expected): waiting for the greeting
 // until the connection's deadline.
 TEST(TcpStore, SilentServerIsReportedWithinTenSeconds) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(listen(listener, 1), 0);
-  socklen_t length = sizeof address;
-  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
-  StoreOptions options{.port = ntohs(address.sin_port), .token = kToken, .timeout = 60s};
+  uint16_t port = 0;
+  const int listener = fake_server_listener(1, port);
+  StoreOptions options{.port = port, .token = kToken, .timeout = 60s};
   const auto start = std::chrono::steady_clock::now();
   const std::string message = error_of([&] { TcpStore store(options); });
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s) << message;
@@ -302,14 +304,8 @@ TEST(TcpStore, SilentServerIsReportedWithinTenSeconds) {
 // A server that knows the token but answers the first connection's first
 // request never, and the second connection's with num_keys = 42.
 TEST(TcpStore, ClientDropsAWedgedConnectionAndReconnects) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(listen(listener, 2), 0);
-  socklen_t length = sizeof address;
-  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  uint16_t port = 0;
+  const int listener = fake_server_listener(2, port);
   std::thread wedged([&] {
     std::vector<int> accepted;
     for (int round = 0; round < 2; ++round) {
@@ -343,7 +339,7 @@ TEST(TcpStore, ClientDropsAWedgedConnectionAndReconnects) {
     }
     for (const int fd : accepted) close(fd);
   });
-  TcpStore store({.port = ntohs(address.sin_port), .token = kToken, .timeout = 200ms, .rank = 5});
+  TcpStore store({.port = port, .token = kToken, .timeout = 200ms, .rank = 5});
   const std::string message = error_of([&] { store.set("k", "v"); });
   EXPECT_NE(message.find("store set: no reply within 0.2 s about key 'k' (rank 5, store 127.0.0.1:"),
             std::string::npos)
