@@ -232,10 +232,15 @@ TEST(InPlace, FillOfAViewCutsTheGradientThere) {
   expect_values(x.grad(), {0, 2, 2});
 }
 
+// copy_ into an expanded view is refused by core whether or not autograd
+// records it (check_no_internal_overlap); fill_, which core allows there,
+// is refused by autograd when it would have to rebase the view's history.
 TEST(InPlace, ExpandedViewIsRefused) {
   Tensor x = leaf({1, 2});
   Tensor base = zeros({1, 2}, {.dtype = DType::f64});
-  EXPECT_EMBER_ERROR(base.expand({3, 2}).copy_(x), "in-place operation on an expanded view");
+  EXPECT_EMBER_ERROR(base.expand({3, 2}).copy_(x), "copy_: the tensor written to (shape [3, 2], strides [0, 1])");
+  Tensor h = x * 2.0;
+  EXPECT_EMBER_ERROR(h.expand({3, 2}).fill_(5), "in-place operation on an expanded view");
 }
 
 // The node that saved the target's old value holds a copy, not the target: dropping the graph frees it.

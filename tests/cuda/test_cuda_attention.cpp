@@ -55,7 +55,14 @@ TEST_P(CudaAttention, ValuesAndGradientsMatchTheComposite) {
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                          ::testing::Values(Case{1, 1, 1, 64, DType::bf16}, Case{2, 3, 65, 64, DType::bf16},
                                            Case{1, 2, 130, 128, DType::f16}, Case{2, 2, 200, 64, DType::f16},
-                                           Case{1, 1, 33, 128, DType::bf16}));
+                                           Case{1, 1, 33, 128, DType::bf16}),
+                         // Named by value: the default printer shows the struct's bytes, padding included,
+                         // which differ from build to build.
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           const Case& c = info.param;
+                           return fmt::format("b{}_h{}_l{}_d{}_{}", c.batch, c.heads, c.length, c.head_dim,
+                                              dtype_name(c.dtype));
+                         });
 
 TEST(CudaAttentionDispatch, OtherCasesUseTheComposite) {
   EMBER_REQUIRE_GPU();

@@ -20,6 +20,11 @@ struct Exemption {
 const std::map<std::string_view, Exemption>& exemptions() {
   static const std::map<std::string_view, Exemption> table = {
       {"matmul", {{DType::i32, DType::i64}, "cuBLAS has no integer GEMM; PyTorch's CUDA matmul refuses integers too"}},
+      {"attention",
+       {{DType::f32, DType::f64},
+        "the fused CUDA kernel is f16/bf16 (tensor cores); scaled_dot_product_attention runs f32/f64 on a GPU as the "
+        "composite (fused_attention_supported says so per device)"}},
+      {"attention_backward", {{DType::f32, DType::f64}, "as attention"}},
   };
   return table;
 }
