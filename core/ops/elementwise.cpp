@@ -95,7 +95,9 @@ Tensor& recorded_in_place(const Op<ElementwiseKernel>& op, Tensor& a, const Tens
 Tensor& arithmetic_(const Op<ElementwiseKernel>& op, Tensor& a, const Tensor& b) {
   check_pair(a, b, op.name());
   check_in_place_target(a, op.name());
-  check_no_internal_overlap(a, fmt::format("{}_", op.name()));
+  // Only a non-contiguous target can share memory between its elements; the
+  // common contiguous one pays no name formatting on this per-op path.
+  if (!a.is_contiguous()) check_no_internal_overlap(a, fmt::format("{}_", op.name()));
   DType dtype = promote_types(a.dtype(), b.dtype());
   if (&op == &div_op && !is_floating(dtype)) dtype = DType::f32;
   EMBER_CHECK(dtype == a.dtype() || (is_floating(a.dtype()) && is_floating(dtype)),
