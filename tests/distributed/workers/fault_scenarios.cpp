@@ -47,6 +47,10 @@ constexpr int64_t kBatch = 4;
 // 16 MiB of f32: 16 chunks of the shared-memory pipeline, which runs at most
 // 4 chunks ahead of the slowest rank, so no rank finishes it alone.
 constexpr int64_t kLargeAllreduce = int64_t(1) << 22;
+// The other ranks issue their parts this much later than the victim: issued
+// together, the whole allreduce could finish (a few ms) before the victim's
+// SIGKILL lands, and the survivor would fail one collective later.
+constexpr auto kLateIssue = std::chrono::seconds(1);
 
 enum class Fault { none, kill_in_forward, kill_in_allreduce, kill_in_save, stop };
 
@@ -224,6 +228,7 @@ EMBER_SCENARIO(fault_train) {
       }
     });
     if (fault == Fault::kill_in_allreduce && step == fault_step) {
+      if (rank != fault_rank) std::this_thread::sleep_for(kLateIssue);
       Tensor large = full({kLargeAllreduce}, Scalar(1.0));
       auto work = run.accelerator.process_group()->allreduce(large);
       if (here) die_here(rank, "right after issuing its part of a 16 MiB allreduce", step);
