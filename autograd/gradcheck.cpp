@@ -4,6 +4,7 @@
 #include "autograd/gradcheck.h"
 
 #include <cmath>
+#include <limits>
 
 #include "autograd/engine.h"
 #include "core/grad_hook.h"
@@ -72,6 +73,9 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
       set(element, original);
       double numeric = (plus - minus) / (2 * options.eps);
       double error = std::abs(got[size_t(e)] - numeric) - (options.atol + options.rtol * std::abs(numeric));
+      // A NaN on either side is the worst mismatch (torch.allclose's rule),
+      // never a pass: a NaN compares false against the worst error so far.
+      if (std::isnan(error)) error = std::numeric_limits<double>::infinity();
       if (error > result.worst_error) {
         result.worst_error = error;
         result.report = fmt::format("input {} element {}: analytic {:.10g}, numeric {:.10g}", differentiable[k], e,

@@ -221,5 +221,15 @@ TEST(Gradcheck, CompositeShapeOpsCarryGradients) {
   EXPECT_TRUE(pieces.ok) << pieces.report;
 }
 
+// A NaN gradient fails gradcheck even where the finite differences are NaN
+// too (sqrt of negative numbers is NaN both ways). Catches the comparison
+// that let every NaN pass: `error > worst` is false for a NaN error.
+TEST(Gradcheck, NanGradientsFail) {
+  using V = const std::vector<Tensor>&;
+  auto result = autograd::gradcheck([](V x) { return sqrt(x[0]); }, {full({3}, Scalar(-1.0), {.dtype = DType::f64})});
+  EXPECT_FALSE(result.ok);
+  EXPECT_NE(result.report.find("nan"), std::string::npos) << result.report;  // "analytic -nan, numeric -nan"
+}
+
 }  // namespace
 }  // namespace ember::testing
