@@ -36,6 +36,15 @@ Tensor attention_weights(const Tensor& query, const Tensor& key, const ScaledDot
     } else {
       scores = scores + options.attn_mask;
     }
+    // Note [Fully masked rows]: a row whose keys are all masked out (-inf)
+    // gets zero weights, as in the fused kernel and PyTorch 2.5's SDPA
+    // (_safe_softmax). softmax alone gives NaN there, and its gradient would
+    // carry the NaN into every query and key. The row is softmaxed as zeros
+    // (finite, so the backward stays finite) and then zeroed.
+    if (source_length > 0) {
+      Tensor empty = eq(amax(scores, {-1}, /*keepdim=*/true), minus_infinity);  // [..., L, 1]
+      return masked_fill(softmax(masked_fill(scores, empty, 0.0), -1), empty, 0.0);
+    }
   }
   return softmax(scores, -1);
 }

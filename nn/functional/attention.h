@@ -4,7 +4,8 @@
 // Without dropout, what fused_attention_supported (core/ops/attention.h)
 // takes runs the fused kernel, which never materialises the [L, S] scores: on
 // the CPU f32, bf16 and f64 with any mask; on a GPU causal f16/bf16. A row
-// whose keys are all masked out gives 0 there and NaN on the composite path.
+// whose keys are all masked out gives 0 on both paths (Note [Fully masked
+// rows] in attention.cpp), with zero gradients.
 // Tests: tests/nn/test_attention.cpp, tests/cuda/test_cuda_attention.cpp.
 #pragma once
 
@@ -30,7 +31,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     const ScaledDotProductAttentionOptions& options = {});
 
 // The attention weights alone (softmax of the masked, scaled scores, before
-// dropout): [..., L, S]. scaled_dot_product_attention is dropout(these) @ value.
+// dropout; zero on a fully masked row): [..., L, S]. scaled_dot_product_attention is dropout(these) @ value.
 Tensor attention_weights(const Tensor& query, const Tensor& key, const ScaledDotProductAttentionOptions& options = {});
 
 }  // namespace ember::nn::functional

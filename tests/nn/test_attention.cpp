@@ -4,6 +4,7 @@
 // nanoGPT block's names, initialisation and gradients.
 #include <cmath>
 #include <fstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -111,7 +112,7 @@ TEST(ScaledDotProductAttention, CausalEqualsAnExplicitMaskAndAnAdditiveOne) {
 TEST(ScaledDotProductAttention, RoutesToTheFusedKernelAndMatchesTheComposite) {
   Tensor q = randn({2, 3, 6, 4}), k = randn({2, 3, 9, 4}), v = randn({2, 3, 9, 5});
   Tensor allowed = lt(randn({2, 1, 6, 9}), 0.8);
-  allowed.narrow(-1, 0, 1).fill_(true);  // no row fully masked: the composite would give NaN there
+  allowed.narrow(-1, 0, 1).fill_(true);  // fully masked rows have a test of their own, below
   std::vector<F::ScaledDotProductAttentionOptions> cases = {
       {.is_causal = true}, {.attn_mask = allowed}, {.attn_mask = randn({6, 9})}, {.scale = 0.3}};
   for (const auto& options : cases) {
@@ -125,6 +126,35 @@ TEST(ScaledDotProductAttention, RoutesToTheFusedKernelAndMatchesTheComposite) {
   Generator generator(5);
   F::scaled_dot_product_attention(q, k, v, {.dropout_p = 0.5, .is_causal = true, .generator = &generator});
   EXPECT_EQ(counter.calls("attention", DeviceType::cpu, DType::f32), 0);
+}
+
+// A query whose keys are all masked out gets zero output and zero gradients
+// on the fused and the composite path (with a bool and with an additive -inf
+// mask), and the other rows' gradients stay finite. Catches the composite's
+// plain softmax (Note [Fully masked rows]: NaN in the output and, through
+// the backward, in every query and key gradient).
+TEST(ScaledDotProductAttention, AFullyMaskedRowGivesZerosOnBothPaths) {
+  Tensor allowed = lt(randn({5, 7}), 0.8);
+  allowed.narrow(-1, 0, 1).fill_(true);
+  allowed.narrow(0, 2, 1).fill_(false);  // query 2 sees no key
+  Tensor additive = masked_fill(zeros({5, 7}), logical_not(allowed), -std::numeric_limits<double>::infinity());
+  for (const Tensor& mask : {allowed, additive}) {
+    Tensor q = randn({2, 5, 4}, {.dtype = DType::f64}).requires_grad_();
+    Tensor k = randn({2, 7, 4}, {.dtype = DType::f64}).requires_grad_();
+    Tensor v = randn({2, 7, 3}, {.dtype = DType::f64}).requires_grad_();
+    Tensor fused = F::scaled_dot_product_attention(q, k, v, {.attn_mask = mask});
+    Tensor composite = matmul(F::attention_weights(q, k, {.attn_mask = mask}), v);
+    EXPECT_TRUE(all_close(fused, composite, 1e-10, 1e-12));
+    EXPECT_TRUE(all_close(composite.narrow(1, 2, 1), zeros({2, 1, 3}, {.dtype = DType::f64}), 0, 0));
+    sum(composite).backward();
+    EXPECT_TRUE(std::isfinite(sum(abs(q.grad())).item<double>() + sum(abs(k.grad())).item<double>()));
+    EXPECT_TRUE(all_close(q.grad().narrow(1, 2, 1), zeros({2, 1, 4}, {.dtype = DType::f64}), 0, 0));
+  }
+  autograd::GradcheckResult result = autograd::gradcheck(
+      [&](V x) { return matmul(F::attention_weights(x[0], x[1], {.attn_mask = allowed}), x[2]); },
+      {randn({5, 4}, {.dtype = DType::f64}), randn({7, 4}, {.dtype = DType::f64}),
+       randn({7, 3}, {.dtype = DType::f64})});
+  EXPECT_TRUE(result.ok) << result.report;
 }
 
 nn::TransformerBlockOptions small_block() {
