@@ -3,8 +3,8 @@
 // (regular files only, refused at once otherwise) and opens a log to append
 // to. Callers: safetensors files (core/safetensors.cpp), checkpoint
 // directories and manifests (distributed/checkpoint/), sharded model indexes
-// (nn/serialize_sharded.cpp), trackers, the DDP event log, the launcher's
-// config and log files (tools/). Every failure is an ember::Error that names
+// (nn/serialize_sharded.cpp), trackers, profiler traces (core/profiler/),
+// the launcher's config and log files (tools/). Every failure is an ember::Error that names
 // the operation (`op`), the path and the system's reason. Note [Paths ember
 // opens] in core/README.md says what each guards against. Tests: through
 // their callers (tests/core/test_safetensors.cpp, tests/nn/test_serialize.cpp,
