@@ -126,9 +126,9 @@ template <int kBytes>
 template <class T>
 EMBER_TARGET_AVX512BW void transpose_lines_avx512(const T* in, int64_t rows, T* out, int64_t out_row) {
   constexpr int kSide = 64 / int(sizeof(T)), kE = 16 / int(sizeof(T));
-  for (int64_t i = 0; i < rows; i += kSide) {
-    const T* block = in + i * kSide;
-    for (int group = 0; group < 4; ++group) {
+  for (int group = 0; group < 4; ++group) {
+    for (int64_t i = 0; i < rows; i += kSide) {
+      const T* block = in + i * kSide;
       __m512i x[kE], y[kE];
       for (int m = 0; m < kE; ++m) {
         auto lane = [&](int k) {
