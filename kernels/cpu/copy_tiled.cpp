@@ -4,7 +4,8 @@
 // every line is loaded and stored whole while it is in L1. A dense-to-dense
 // tile first copies its input rows into a buffer (rows a power of two apart
 // would otherwise evict each other from one cache set), then transposes
-// small blocks in vector registers. Elements move as
+// small blocks in vector registers: 16 bytes wide on any x86-64, one whole
+// cache line (64 bytes) wide where the CPU has AVX-512 BW. Elements move as
 // unsigned integers of their size, so every dtype takes one of four paths.
 #include "kernels/cpu/copy_tiled.h"
 
@@ -12,8 +13,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
+#include "core/cpu_features.h"
+#include "kernels/cpu/target_isa.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
 #endif
 
 namespace ember::cpu {
@@ -82,6 +86,73 @@ template <class T>
 #endif
 }
 
+#if defined(__x86_64__)
+// Whether the line-wide blocks below may run: AVX-512 F and BW, and AVX2 (so
+// that EMBER_CPU_BASELINE, which turns cpu_has_avx2() off, turns this off too).
+bool has_line_blocks() {
+  static const bool has =
+      cpu_has_avx2() && __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0;
+  return has;
+}
+
+// The unpacks of kBytes-wide elements inside each 16-byte lane. Written as
+// their zero-masking forms with every element kept (the same instruction):
+// g++ 12 warns that the plain forms' undefined pass-through operand may be
+// used uninitialised.
+template <int kBytes>
+[[gnu::always_inline]] EMBER_TARGET_AVX512BW inline __m512i unpack_low(__m512i a, __m512i b) {
+  if constexpr (kBytes == 1) return _mm512_maskz_unpacklo_epi8(~__mmask64(0), a, b);
+  if constexpr (kBytes == 2) return _mm512_maskz_unpacklo_epi16(~__mmask32(0), a, b);
+  if constexpr (kBytes == 4) return _mm512_maskz_unpacklo_epi32(__mmask16(0xffff), a, b);
+  if constexpr (kBytes == 8) return _mm512_maskz_unpacklo_epi64(__mmask8(0xff), a, b);
+}
+template <int kBytes>
+[[gnu::always_inline]] EMBER_TARGET_AVX512BW inline __m512i unpack_high(__m512i a, __m512i b) {
+  if constexpr (kBytes == 1) return _mm512_maskz_unpackhi_epi8(~__mmask64(0), a, b);
+  if constexpr (kBytes == 2) return _mm512_maskz_unpackhi_epi16(~__mmask32(0), a, b);
+  if constexpr (kBytes == 4) return _mm512_maskz_unpackhi_epi32(__mmask16(0xffff), a, b);
+  if constexpr (kBytes == 8) return _mm512_maskz_unpackhi_epi64(__mmask8(0xff), a, b);
+}
+
+// Transposes `rows` (a multiple of kSide) rows of kSide = 64 / sizeof(T)
+// elements, stored kSide apart (one cache line each), into kSide output rows
+// `out_row` apart: out[c * out_row + r] = in[r * kSide + c]. Each kSide x
+// kSide block goes as 4 x 4 sub-blocks of E x E elements, E = 16 / sizeof(T)
+// (one 16-byte lane): for columns [E * group, E * group + E), register x[m]
+// gathers in its lane k the elements of row E * k + m, so that one E x E
+// transpose inside every lane (log2(E) rounds of unpacks, the perfect
+// shuffle) leaves in register c the whole output row E * group + c, stored
+// as one line.
+template <class T>
+EMBER_TARGET_AVX512BW void transpose_lines_avx512(const T* in, int64_t rows, T* out, int64_t out_row) {
+  constexpr int kSide = 64 / int(sizeof(T)), kE = 16 / int(sizeof(T));
+  for (int group = 0; group < 4; ++group) {
+    for (int64_t i = 0; i < rows; i += kSide) {
+      const T* block = in + i * kSide;
+      __m512i x[kE], y[kE];
+      for (int m = 0; m < kE; ++m) {
+        auto lane = [&](int k) {
+          return _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + (kE * k + m) * kSide + kE * group));
+        };
+        __m512i v = _mm512_castsi128_si512(lane(0));
+        v = _mm512_inserti32x4(v, lane(1), 1);
+        v = _mm512_inserti32x4(v, lane(2), 2);
+        x[m] = _mm512_inserti32x4(v, lane(3), 3);
+      }
+      for (int round = 1; round < kE; round *= 2) {
+        for (int k = 0; k < kE / 2; ++k) {
+          y[2 * k] = unpack_low<int(sizeof(T))>(x[k], x[k + kE / 2]);
+          y[2 * k + 1] = unpack_high<int(sizeof(T))>(x[k], x[k + kE / 2]);
+        }
+        for (int k = 0; k < kE; ++k) x[k] = y[k];
+      }
+      for (int c = 0; c < kE; ++c)
+        _mm512_storeu_si512(reinterpret_cast<__m512i*>(out + (kE * group + c) * out_row + i), x[c]);
+    }
+  }
+}
+#endif
+
 // A tile spans kTileRows output lines along i and one line along j (measured
 // on 1024x1024 transposes: taller tiles than square ones write longer runs of
 // each output row and ran 1.4-1.9x faster).
@@ -108,10 +179,12 @@ bool stage_output(int64_t out_j) {
 
 // One tile: element (i, j) moves from in[i * in_i + j * in_j] to
 // out[i * out_i + j * out_j], for i < ni <= kSideI, j < nj <= kSideJ.
-// Dense-to-dense tiles (out_i == in_j == 1) are staged and transposed in blocks.
+// Dense-to-dense tiles (out_i == in_j == 1) are staged and transposed in
+// blocks: line-wide blocks (`line_blocks`, AVX-512) for the rows of a tile one
+// whole line wide, 16-byte ones and single elements for the rest.
 template <class T>
 void copy_tile(const T* in, int64_t in_i, int64_t in_j, T* out, int64_t out_i, int64_t out_j, int64_t ni,
-               int64_t nj) {
+               int64_t nj, bool line_blocks) {
   if (out_i != 1 || in_j != 1) {
     for (int64_t j = 0; j < nj; ++j)
       for (int64_t i = 0; i < ni; ++i) out[i * out_i + j * out_j] = in[i * in_i + j * in_j];
@@ -126,12 +199,24 @@ void copy_tile(const T* in, int64_t in_i, int64_t in_j, T* out, int64_t out_i, i
   } else {
     for (int64_t i = 0; i < ni; ++i) std::memcpy(rows + i * in_pitch, in + i * in_i, size_t(nj) * sizeof(T));
   }
-  const bool staged = stage_output<T>(out_j);
+  // Rows [0, wide_i) go in line-wide blocks, straight to the output: each
+  // store writes a whole line, so no output staging is needed.
+  int64_t wide_i = 0;
+#if defined(__x86_64__)
+  if (line_blocks && nj == in_pitch) {
+    wide_i = ni - ni % in_pitch;
+    transpose_lines_avx512(rows, wide_i, out, out_j);
+  }
+#else
+  (void)line_blocks;
+#endif
+  const bool staged = wide_i == 0 && stage_output<T>(out_j);
   T* target = staged ? columns : out;
   const int64_t target_j = staged ? out_pitch : out_j;
-  const int64_t full_i = ni - ni % block, full_j = nj - nj % block;
+  // A tile with wide_i > 0 is one line wide, a multiple of `block`: full_j == nj.
+  const int64_t full_i = wide_i + (ni - wide_i) / block * block, full_j = nj - nj % block;
   for (int64_t j = 0; j < full_j; j += block) {
-    for (int64_t i = 0; i < full_i; i += block)
+    for (int64_t i = wide_i; i < full_i; i += block)
       transpose_block(rows + i * in_pitch + j, in_pitch, target + j * target_j + i, target_j);
     for (int64_t jj = j; jj < j + block; ++jj)
       for (int64_t i = full_i; i < ni; ++i) target[jj * target_j + i] = rows[i * in_pitch + jj];
@@ -171,6 +256,11 @@ void copy_in_tiles(const ElementwiseLoop& loop, int a, int b) {
   T* out = reinterpret_cast<T*>(loop.data[0]);
   const T* in = reinterpret_cast<const T*>(loop.data[1]);
   const int64_t grain = std::max<int64_t>(1, kParallelGrain / (side_i * side_j));
+#if defined(__x86_64__)
+  const bool line_blocks = has_line_blocks();
+#else
+  const bool line_blocks = false;
+#endif
   parallel_for(0, tiles, grain, [&](int64_t begin, int64_t end) {
     for (int64_t tile = begin; tile < end; ++tile) {
       const int64_t tile_j = tile % tiles_j, tile_i = tile / tiles_j % tiles_i;
@@ -186,7 +276,7 @@ void copy_in_tiles(const ElementwiseLoop& loop, int a, int b) {
       out_offset += i * out_strides[a] + j * out_strides[b];
       in_offset += i * in_strides[a] + j * in_strides[b];
       copy_tile(in + in_offset, in_strides[a], in_strides[b], out + out_offset, out_strides[a], out_strides[b],
-                std::min(side_i, ni - i), std::min(side_j, nj - j));
+                std::min(side_i, ni - i), std::min(side_j, nj - j), line_blocks);
     }
   });
 }

@@ -35,6 +35,40 @@ TEST(StridedCopy, TransposeMatchesReferenceEveryDtype) {
   }
 }
 
+// The line-wide register blocks (kernels/cpu/copy_tiled.cpp, AVX-512 where
+// the CPU has it; the 16-byte blocks under EMBER_CPU_BASELINE, see
+// tests/CMakeLists.txt): per element size, a block is 64 bytes square (64
+// one-byte elements down to 8 eight-byte ones) and a tile four blocks tall.
+// Sizes here are whole blocks, whole tiles plus a block, and a few elements
+// past them; the rows come from a narrowed, wider tensor (odd row pitch, the
+// first element one past the allocation's start: unaligned loads), and the
+// output goes to a narrowed transposed destination (odd pitch, offset stores).
+// Mutation caught (run once, failed as expected): inserting lanes 1 and 2 of
+// each gathered register in swapped order in transpose_lines_avx512 fails
+// every dtype.
+TEST(StridedCopy, LineBlocksEveryElementSizeOddPitchesAndOffsets) {
+  for (DType dtype : kAllDTypes) {
+    const int64_t side = 64 / element_size(dtype);  // one line of elements: the block's side
+    for (auto [rows, columns] : {std::pair<int64_t, int64_t>{side, side}, {5 * side, 2 * side},
+                                 {5 * side + 3, 2 * side + 1}, {4 * side - 1, side + 7}, {3, 3 * side}}) {
+      Tensor wide = random_tensor({rows, columns + 3}, dtype, -100, 100);
+      Tensor source = narrow(wide, 1, 1, columns);
+      expect_same_copy(transpose(source, 0, 1), fmt::format("transpose of a narrowed {}x{}", rows, columns));
+
+      Tensor destination = zeros({columns, rows + 5}, {.dtype = dtype});
+      transpose(narrow(destination, 1, 2, rows), 0, 1).copy_(source);
+      Tensor expected = reference([&] { return clone(transpose(source, 0, 1)); });
+      EXPECT_EQ(values_of(narrow(destination, 1, 2, rows)), values_of(expected))
+          << fmt::format("copy_ into a narrowed transposed {} {}x{}", dtype, rows, columns);
+      EXPECT_EQ(values_of(narrow(destination, 1, 0, 2)), std::vector<double>(size_t(columns) * 2, 0.0))
+          << "copy_ wrote outside its destination";
+    }
+    // A permute whose merged dims form a batch of transposes, each of whole blocks.
+    Tensor batch = random_tensor({3, 2 * side, side + 1}, dtype, -100, 100);
+    expect_same_copy(permute(narrow(batch, 2, 1, side), {0, 2, 1}), "batch of transposes");
+  }
+}
+
 // Random shapes and permutations, some large enough for several tiles along
 // every dim: catches an outer-dim offset or an edge-tile size computed wrongly
 // (e.g. a full tile copied past the end of a 70-long dim).
