@@ -25,9 +25,15 @@ bool cpu_has_fma() {
   static const bool has = supports([] { return __builtin_cpu_supports("fma") != 0; });
   return has;
 }
+bool cpu_has_avx512bw() {
+  static const bool has =
+      supports([] { return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0; });
+  return has;
+}
 #else
 bool cpu_has_avx2() { return false; }
 bool cpu_has_fma() { return false; }
+bool cpu_has_avx512bw() { return false; }
 #endif
 
 }  // namespace ember

@@ -8,5 +8,6 @@ namespace ember {
 
 bool cpu_has_avx2();
 bool cpu_has_fma();
+bool cpu_has_avx512bw();  // AVX-512 F and BW
 
 }  // namespace ember

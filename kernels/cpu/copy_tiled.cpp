@@ -87,14 +87,6 @@ template <class T>
 }
 
 #if defined(__x86_64__)
-// Whether the line-wide blocks below may run: AVX-512 F and BW, and AVX2 (so
-// that EMBER_CPU_BASELINE, which turns cpu_has_avx2() off, turns this off too).
-bool has_line_blocks() {
-  static const bool has =
-      cpu_has_avx2() && __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0;
-  return has;
-}
-
 // The unpacks of kBytes-wide elements inside each 16-byte lane. Written as
 // their zero-masking forms with every element kept (the same instruction):
 // g++ 12 warns that the plain forms' undefined pass-through operand may be
@@ -256,11 +248,7 @@ void copy_in_tiles(const ElementwiseLoop& loop, int a, int b) {
   T* out = reinterpret_cast<T*>(loop.data[0]);
   const T* in = reinterpret_cast<const T*>(loop.data[1]);
   const int64_t grain = std::max<int64_t>(1, kParallelGrain / (side_i * side_j));
-#if defined(__x86_64__)
-  const bool line_blocks = has_line_blocks();
-#else
-  const bool line_blocks = false;
-#endif
+  const bool line_blocks = cpu_has_avx512bw();
   parallel_for(0, tiles, grain, [&](int64_t begin, int64_t end) {
     for (int64_t tile = begin; tile < end; ++tile) {
       const int64_t tile_j = tile % tiles_j, tile_i = tile / tiles_j % tiles_i;
