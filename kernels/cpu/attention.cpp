@@ -1,16 +1,17 @@
 // Fused attention on the CPU, flash-attention style (core/ops/attention_kernels.h):
 // the [query_length, key_length] scores never exist whole. Forward: each
-// (head, block of query rows) in turn folds in tiles of keys with the online softmax
+// (head, block of query rows) folds in tiles of keys with the online softmax
 // (running row max and sum, the output rescaled when the max grows) and writes
-// the rows' logsumexp. Backward (FlashAttention-2): each head in turn walks key
+// the rows' logsumexp. Backward (FlashAttention-2): each head walks key
 // tiles, and for each the query blocks that see it, recomputing the
 // probabilities from the logsumexp; dk and dv of the tile accumulate in place,
 // dq for the whole head in a [query_length, head_dim] buffer, so every
-// gradient element has one writer. Tile products run on the matmul kernel
+// gradient element has one writer. Those tasks run in parallel over the
+// threads (Note [Attention tasks in parallel]). Tile products run on the matmul kernel
 // of the operands' dtype (oneDNN, one thread per tile: bf16 on its bf16 GEMM,
 // whose tiles round to bf16 as the composite's products do); the softmax,
 // its statistics and every accumulation across tiles are in f32 (f64 for
-// f64). Scratch is O(length x dim), never O(L x S).
+// f64). Scratch is O(length x dim) per thread, never O(L x S).
 // Tests: tests/core/test_attention.cpp, tests/nn/test_attention.cpp.
 #include <Eigen/Core>
 
@@ -23,7 +24,9 @@
 #include "core/ops/attention_kernels.h"
 #include "core/ops/creation.h"
 #include "core/ops/linalg_kernels.h"
+#include "core/parallel.h"
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/onednn.h"
 #include "kernels/cpu/vector_exp.h"
 
 namespace ember::cpu {
@@ -149,20 +152,34 @@ int64_t visible_keys(const AttentionProblem& p, int64_t row0, int64_t rows) {
   return p.causal ? std::min(p.key_length, row0 + rows) : p.key_length;
 }
 
+// One thread's scratch for forward_block, for blocks of up to `rows` query rows.
 template <class T>
-void forward_block(const AttentionProblem& p, int64_t head, int64_t row0) {
+struct ForwardScratch {
+  using A = Acc<T>;
+  Tensor holder, narrow_holder;
+  A *scores, *out, *tile_out, *row_max, *row_sum;
+  T *query_buffer, *tile_narrow, *out_narrow;
+
+  ForwardScratch(int64_t rows, int64_t E, int64_t Ev) {
+    scores = scratch<A>(holder, rows * kKeyBlock + 2 * rows * Ev + 2 * rows);
+    out = scores + rows * kKeyBlock, tile_out = out + rows * Ev;
+    row_max = tile_out + rows * Ev, row_sum = row_max + rows;
+    query_buffer = scratch<T>(narrow_holder, rows * E + rows * kKeyBlock + rows * Ev);
+    tile_narrow = query_buffer + rows * E, out_narrow = tile_narrow + rows * kKeyBlock;
+  }
+};
+
+template <class T>
+void forward_block(const AttentionProblem& p, int64_t head, int64_t row0, ForwardScratch<T>& scratch) {
   using A = Acc<T>;
   const int64_t rows = std::min(kQueryBlock, p.query_length - row0), E = p.head_dim, Ev = p.value_dim;
   const T* q = static_cast<const T*>(p.q) + head * p.query_length * E;
   const T* k = static_cast<const T*>(p.k) + head * p.key_length * E;
   const T* v = static_cast<const T*>(p.v) + head * p.key_length * Ev;
-  Tensor holder, narrow_holder;
-  A* buffer = scratch<A>(holder, rows * kKeyBlock + 2 * rows * Ev + 2 * rows);
-  A *scores = buffer, *out = scores + rows * kKeyBlock, *tile_out = out + rows * Ev;
-  A *row_max = tile_out + rows * Ev, *row_sum = row_max + rows;
-  T* narrow = scratch<T>(narrow_holder, rows * E + rows * kKeyBlock + rows * Ev);
-  T *query_buffer = narrow, *tile_narrow = query_buffer + rows * E, *out_narrow = tile_narrow + rows * kKeyBlock;
-  const T* query = scaled(q + row0 * E, rows * E, A(p.scale), query_buffer);
+  A *scores = scratch.scores, *out = scratch.out, *tile_out = scratch.tile_out;
+  A *row_max = scratch.row_max, *row_sum = scratch.row_sum;
+  T *tile_narrow = scratch.tile_narrow, *out_narrow = scratch.out_narrow;
+  const T* query = scaled(q + row0 * E, rows * E, A(p.scale), scratch.query_buffer);
   std::fill(out, out + rows * Ev, A(0));
   std::fill(row_max, row_max + rows, kMinusInfinity<A>);
   std::fill(row_sum, row_sum + rows, A(0));
@@ -199,21 +216,60 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0) {
   }
 }
 
-// Note [Attention runs on one thread]: the tile products are oneDNN
-// primitives, and running them from two threads at once gave wrong values
-// intermittently (tests/core/test_attention.cpp caught it on two threads).
-// The likely cause: oneDNN as packaged here (without
-// ONEDNN_ENABLE_CONCURRENT_EXEC) shares one scratchpad between primitives.
-// Tasks therefore run in turn; running them in parallel needs per-thread
-// scratchpads (scratchpad_mode::user in kernels/cpu/matmul.cpp).
-template <class T>
-void forward(const AttentionProblem& p) {
-  for (int64_t head = 0; head < p.heads; ++head)
-    for (int64_t row0 = 0; row0 < p.query_length; row0 += kQueryBlock) forward_block<T>(p, head, row0);
+// Note [Attention tasks in parallel]: the forward's tasks, (head, block of
+// query rows), and the backward's, heads, are independent (each writes its own
+// rows of the outputs) and run over the OpenMP threads, each thread with its
+// own scratch and its tile products on one thread (Note [Small primitives run
+// on one thread], kernels/cpu/onednn.h). oneDNN primitives may run on any
+// thread because each runs with its caller's scratchpad (Note [oneDNN
+// scratchpads]); before that, two threads running tiles gave wrong values.
+// Threads start only above kSingleThreadMultiplyAdds of work, as the GEMMs'.
+// parallel_for hands each thread one contiguous range of tasks, so the causal
+// forward orders its row blocks 0, n-1, 1, n-2, ... (cheap and dear in
+// pairs: row block i sees i + 1 key tiles) and any contiguous half holds
+// about half the work.
+
+// The parallel_for grain for tasks of `task_multiply_adds` each.
+int64_t task_grain(int64_t task_multiply_adds) {
+  return std::max<int64_t>(1, kSingleThreadMultiplyAdds / std::max<int64_t>(1, task_multiply_adds));
 }
 
 template <class T>
-void backward_head(const AttentionBackwardProblem& b, int64_t head) {
+void forward(const AttentionProblem& p) {
+  const int64_t blocks = (p.query_length + kQueryBlock - 1) / kQueryBlock;
+  const int64_t task_work = std::min(kQueryBlock, p.query_length) * p.key_length * (p.head_dim + p.value_dim);
+  parallel_for(0, p.heads * blocks, task_grain(task_work), [&](int64_t begin, int64_t end) {
+    ForwardScratch<T> scratch(std::min(kQueryBlock, p.query_length), p.head_dim, p.value_dim);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t head = task % p.heads, rank = task / p.heads;
+      const int64_t block = rank % 2 == 0 ? rank / 2 : blocks - 1 - rank / 2;  // 0, n-1, 1, n-2, ...
+      forward_block<T>(p, head, block * kQueryBlock, scratch);
+    }
+  });
+}
+
+// One thread's scratch for backward_head.
+template <class T>
+struct BackwardScratch {
+  using A = Acc<T>;
+  Tensor holder, narrow_holder;
+  A *grad_query, *probabilities, *grad_probabilities, *grad_key, *grad_value, *tile_product, *query_product;
+  T *query_buffer, *tile_narrow, *grad_scores_narrow, *out_narrow;
+
+  BackwardScratch(int64_t L, int64_t E, int64_t Ev) {
+    const int64_t dim = std::max(E, Ev);
+    grad_query = scratch<A>(holder, L * E + 2 * kTile * kTile + kKeyBlock * (E + Ev) + 2 * kTile * dim);
+    probabilities = grad_query + L * E, grad_probabilities = probabilities + kTile * kTile;
+    grad_key = grad_probabilities + kTile * kTile, grad_value = grad_key + kKeyBlock * E;
+    tile_product = grad_value + kKeyBlock * Ev, query_product = tile_product + kTile * dim;
+    query_buffer = scratch<T>(narrow_holder, L * E + 2 * kTile * kTile + kTile * dim);
+    tile_narrow = query_buffer + L * E, grad_scores_narrow = tile_narrow + kTile * kTile;
+    out_narrow = grad_scores_narrow + kTile * kTile;
+  }
+};
+
+template <class T>
+void backward_head(const AttentionBackwardProblem& b, int64_t head, BackwardScratch<T>& scratch) {
   using A = Acc<T>;
   const AttentionProblem& p = b.forward;
   const int64_t L = p.query_length, S = p.key_length, E = p.head_dim, Ev = p.value_dim;
@@ -224,16 +280,12 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head) {
   const T* g = static_cast<const T*>(b.grad_out) + head * L * Ev;
   const A* logsumexp = static_cast<const A*>(p.logsumexp) + head * L;
   A* delta = static_cast<A*>(b.delta) + head * L;
-  const int64_t dim = std::max(E, Ev);
-  Tensor holder, narrow_holder;
-  A* buffer = scratch<A>(holder, L * E + 2 * kTile * kTile + kKeyBlock * (E + Ev) + 2 * kTile * dim);
-  A *grad_query = buffer, *probabilities = grad_query + L * E, *grad_probabilities = probabilities + kTile * kTile;
-  A *grad_key = grad_probabilities + kTile * kTile, *grad_value = grad_key + kKeyBlock * E;
-  A *tile_product = grad_value + kKeyBlock * Ev, *query_product = tile_product + kTile * dim;
-  T* narrow = scratch<T>(narrow_holder, L * E + 2 * kTile * kTile + kTile * dim);
-  T *query_buffer = narrow, *tile_narrow = query_buffer + L * E, *grad_scores_narrow = tile_narrow + kTile * kTile;
-  T* out_narrow = grad_scores_narrow + kTile * kTile;
-  const T* query = scaled(q, L * E, A(p.scale), query_buffer);  // q s, as the forward saw it
+  A *grad_query = scratch.grad_query, *probabilities = scratch.probabilities;
+  A *grad_probabilities = scratch.grad_probabilities, *grad_key = scratch.grad_key, *grad_value = scratch.grad_value;
+  A *tile_product = scratch.tile_product, *query_product = scratch.query_product;
+  T *tile_narrow = scratch.tile_narrow, *grad_scores_narrow = scratch.grad_scores_narrow;
+  T* out_narrow = scratch.out_narrow;
+  const T* query = scaled(q, L * E, A(p.scale), scratch.query_buffer);  // q s, as the forward saw it
   const T *keys = k, *values = v, *grad_out = g;
   for (int64_t i = 0; i < L; ++i) {
     A sum = 0;
@@ -286,10 +338,15 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head) {
   for (int64_t i = 0; i < L * E; ++i) dq[i] = T(grad_query[i]);
 }
 
-// One thread: Note [Attention runs on one thread].
+// Heads over the threads: Note [Attention tasks in parallel].
 template <class T>
 void backward(const AttentionBackwardProblem& b) {
-  for (int64_t head = 0; head < b.forward.heads; ++head) backward_head<T>(b, head);
+  const AttentionProblem& p = b.forward;
+  const int64_t head_work = p.query_length * p.key_length * (2 * p.head_dim + 3 * p.value_dim);
+  parallel_for(0, p.heads, task_grain(head_work), [&](int64_t begin, int64_t end) {
+    BackwardScratch<T> scratch(p.query_length, p.head_dim, p.value_dim);
+    for (int64_t head = begin; head < end; ++head) backward_head<T>(b, head, scratch);
+  });
 }
 
 }  // namespace

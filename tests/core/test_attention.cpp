@@ -140,6 +140,40 @@ TEST(Attention, FusedGradientsMatchTheComposite) {
     }
 }
 
+// The fused kernels split their tasks over the threads (Note [Attention tasks
+// in parallel], kernels/cpu/attention.cpp), each computed as on one thread,
+// so the output and gradients on 2 and 3 threads equal those on 1 exactly.
+// The shape is above the threshold at which threads start (16 heads of 256
+// rows), and each count runs twice, so that the threads overlap.
+// Mutations caught: one scratch shared by the threads (the ForwardScratch or
+// BackwardScratch made outside parallel_for's body), and the tile products'
+// oneDNN primitives back in library scratchpad mode (Note [oneDNN
+// scratchpads]).
+TEST(Attention, FusedKernelsGiveTheSameResultsOnAnyThreadCount) {
+  const int previous_threads = get_num_threads();
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (bool causal : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " causal=" << causal);
+      Tensor q0 = random_tensor({4, 4, 256, 64}, dtype), k0 = random_tensor({4, 4, 200, 64}, dtype);
+      Tensor v0 = random_tensor({4, 4, 200, 32}, dtype), g = random_tensor({4, 4, 256, 32}, dtype);
+      Tensor mask = causal ? Tensor() : random_tensor({256, 200}, dtype);
+      auto run = [&](int threads) {
+        set_num_threads(threads);
+        Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+        Tensor y = attention(q, k, v, {.scale = 0.125, .causal = causal, .mask = mask});
+        sum(y * g).backward();
+        return std::vector<Tensor>{y, q.grad(), k.grad(), v.grad()};
+      };
+      std::vector<Tensor> one = run(1);
+      for (int threads : {2, 3, 2, 3}) {
+        std::vector<Tensor> several = run(threads);
+        for (size_t i = 0; i < one.size(); ++i)
+          EXPECT_TRUE(all_close(several[i], one[i], 0, 0)) << threads << " threads, tensor " << i;
+      }
+    }
+  set_num_threads(previous_threads);
+}
+
 TEST(Attention, GradcheckWithCausalityAndAnAdditiveMask) {
   using V = const std::vector<Tensor>&;
   // L = 3 queries, S = 5 keys, E = 2, Ev = 3, two heads; the float mask broadcast over heads
