@@ -25,6 +25,7 @@
 #include "core/ops/creation.h"
 #include "core/ops/linalg_kernels.h"
 #include "core/parallel.h"
+#include "kernels/cpu/convert_run.h"
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/onednn.h"
 #include "kernels/cpu/vector_exp.h"
@@ -70,7 +71,7 @@ void product(int64_t m, int64_t n, int64_t k, View<T> a, View<T> b, A* out, T* n
   } else {
     p.out.data = narrow;
     matmul_op(DeviceType::cpu, dtype_of<T>, p);
-    for (int64_t i = 0; i < m * n; ++i) out[i] = A(narrow[i]);
+    convert_run(narrow, out, m * n);
   }
 }
 
@@ -80,7 +81,18 @@ const T* narrowed(const A* x, int64_t n, T* buffer) {
   if constexpr (std::is_same_v<T, A>) {
     return x;
   } else {
-    for (int64_t i = 0; i < n; ++i) buffer[i] = T(x[i]);
+    convert_run(x, buffer, n);
+    return buffer;
+  }
+}
+
+// x as A: x itself when it is A, else widened into `buffer`.
+template <class A, class T>
+const A* widened(const T* x, int64_t n, A* buffer) {
+  if constexpr (std::is_same_v<T, A>) {
+    return x;
+  } else {
+    convert_run(x, buffer, n);
     return buffer;
   }
 }
@@ -119,9 +131,6 @@ A* scratch(Tensor& holder, int64_t n) {
   holder = make_tensor({std::max<int64_t>(n, 1)}, dtype_of<A>, kCPU);
   return holder.data_ptr<A>();
 }
-
-// The longer tile side: scratch for tiles of either orientation.
-constexpr int64_t kTile = std::max(kQueryBlock, kKeyBlock);
 
 // Masks the score tile of query rows [row0, row0 + rows) and keys [key0, key0 + cols) in place:
 // -inf where causality or a boolean mask excludes the key, plus an additive mask.
@@ -211,9 +220,10 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0, Forwar
   for (int64_t r = 0; r < rows; ++r) {
     const bool empty = row_sum[r] == A(0);  // every key masked out: output 0 (PyTorch 2.5's convention)
     const A inverse = empty ? A(0) : A(1) / row_sum[r];
-    for (int64_t e = 0; e < Ev; ++e) result[r * Ev + e] = T(out[r * Ev + e] * inverse);
+    for (int64_t e = 0; e < Ev; ++e) out[r * Ev + e] *= inverse;
     logsumexp[r] = empty ? kMinusInfinity<A> : row_max[r] + std::log(row_sum[r]);
   }
+  convert_run(out, result, rows * Ev);
 }
 
 // Note [Attention tasks in parallel]: the forward's tasks, (head, block of
@@ -248,94 +258,102 @@ void forward(const AttentionProblem& p) {
   });
 }
 
-// One thread's scratch for backward_head.
+// delta[i] = sum_e grad_out[i, e] out[i, e] for `rows` rows of `cols`, in A;
+// `buffer` holds 2 x cols. Each row widened into `buffer` and reduced by Eigen
+// (a plain loop's sum is not vectorised).
+template <class T, class A>
+void row_dots(const T* grad_out, const T* out, int64_t rows, int64_t cols, A* delta, A* buffer) {
+  using Row = Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>;
+  for (int64_t i = 0; i < rows; ++i) {
+    const A* g = widened(grad_out + i * cols, cols, buffer);
+    const A* o = widened(out + i * cols, cols, buffer + cols);
+    delta[i] = (Row(g, cols) * Row(o, cols)).sum();
+  }
+}
+
+// One thread's scratch for backward_head: for one key tile, the
+// probabilities and their gradients of every query row that sees it.
 template <class T>
 struct BackwardScratch {
   using A = Acc<T>;
   Tensor holder, narrow_holder;
-  A *grad_query, *probabilities, *grad_probabilities, *grad_key, *grad_value, *tile_product, *query_product;
-  T *query_buffer, *tile_narrow, *grad_scores_narrow, *out_narrow;
+  A *grad_query, *probabilities, *grad_probabilities, *query_product, *row_buffer;
+  T *query_buffer, *probabilities_narrow, *grad_scores_narrow, *out_narrow;
 
   BackwardScratch(int64_t L, int64_t E, int64_t Ev) {
-    const int64_t dim = std::max(E, Ev);
-    grad_query = scratch<A>(holder, L * E + 2 * kTile * kTile + kKeyBlock * (E + Ev) + 2 * kTile * dim);
-    probabilities = grad_query + L * E, grad_probabilities = probabilities + kTile * kTile;
-    grad_key = grad_probabilities + kTile * kTile, grad_value = grad_key + kKeyBlock * E;
-    tile_product = grad_value + kKeyBlock * Ev, query_product = tile_product + kTile * dim;
-    query_buffer = scratch<T>(narrow_holder, L * E + 2 * kTile * kTile + kTile * dim);
-    tile_narrow = query_buffer + L * E, grad_scores_narrow = tile_narrow + kTile * kTile;
-    out_narrow = grad_scores_narrow + kTile * kTile;
+    grad_query = scratch<A>(holder, 2 * L * E + 2 * L * kKeyBlock + 2 * Ev);
+    query_product = grad_query + L * E, probabilities = query_product + L * E;
+    grad_probabilities = probabilities + L * kKeyBlock, row_buffer = grad_probabilities + L * kKeyBlock;
+    query_buffer = scratch<T>(narrow_holder, L * E + 2 * L * kKeyBlock + L * std::max(kKeyBlock, E));
+    probabilities_narrow = query_buffer + L * E, grad_scores_narrow = probabilities_narrow + L * kKeyBlock;
+    out_narrow = grad_scores_narrow + L * kKeyBlock;
   }
 };
 
+// Note [Attention backward by key tile]: for each key tile, one product per
+// term over all the query rows that see the tile (every row, or from the
+// tile's first key on when causal), not one per (key tile, query block)
+// pair: 5 GEMM calls per key tile, whatever the length (at T = 128 causal,
+// 10 per head instead of 15; at T = 2048, 160 instead of 2,640), each with
+// a longer dimension that oneDNN runs faster. dk and dv of the tile come out
+// of a single product each, straight into the gradients; the scratch is
+// O(query_length x tile), linear in the length.
 template <class T>
 void backward_head(const AttentionBackwardProblem& b, int64_t head, BackwardScratch<T>& scratch) {
   using A = Acc<T>;
   const AttentionProblem& p = b.forward;
   const int64_t L = p.query_length, S = p.key_length, E = p.head_dim, Ev = p.value_dim;
-  const T* q = static_cast<const T*>(p.q) + head * L * E;
   const T* k = static_cast<const T*>(p.k) + head * S * E;
   const T* v = static_cast<const T*>(p.v) + head * S * Ev;
-  const T* o = static_cast<const T*>(p.out) + head * L * Ev;
-  const T* g = static_cast<const T*>(b.grad_out) + head * L * Ev;
+  const T* grad_out = static_cast<const T*>(b.grad_out) + head * L * Ev;
   const A* logsumexp = static_cast<const A*>(p.logsumexp) + head * L;
   A* delta = static_cast<A*>(b.delta) + head * L;
+  T* dk = static_cast<T*>(b.grad_k) + head * S * E;
+  T* dv = static_cast<T*>(b.grad_v) + head * S * Ev;
   A *grad_query = scratch.grad_query, *probabilities = scratch.probabilities;
-  A *grad_probabilities = scratch.grad_probabilities, *grad_key = scratch.grad_key, *grad_value = scratch.grad_value;
-  A *tile_product = scratch.tile_product, *query_product = scratch.query_product;
-  T *tile_narrow = scratch.tile_narrow, *grad_scores_narrow = scratch.grad_scores_narrow;
-  T* out_narrow = scratch.out_narrow;
-  const T* query = scaled(q, L * E, A(p.scale), scratch.query_buffer);  // q s, as the forward saw it
-  const T *keys = k, *values = v, *grad_out = g;
-  for (int64_t i = 0; i < L; ++i) {
-    A sum = 0;
-    for (int64_t e = 0; e < Ev; ++e) sum += A(g[i * Ev + e]) * A(o[i * Ev + e]);
-    delta[i] = sum;
-  }
+  A* grad_probabilities = scratch.grad_probabilities;
+  // q s, as the forward saw it
+  const T* query = scaled(static_cast<const T*>(p.q) + head * L * E, L * E, A(p.scale), scratch.query_buffer);
+  row_dots(grad_out, static_cast<const T*>(p.out) + head * L * Ev, L, Ev, delta, scratch.row_buffer);
   std::fill(grad_query, grad_query + L * E, A(0));
   for (int64_t key0 = 0; key0 < S; key0 += kKeyBlock) {
     const int64_t cols = std::min(kKeyBlock, S - key0);
-    std::fill(grad_key, grad_key + cols * E, A(0));
-    std::fill(grad_value, grad_value + cols * Ev, A(0));
-    // Causal: query rows before key0 see none of these keys.
-    for (int64_t row0 = p.causal ? std::min(key0, L) : 0; row0 < L; row0 += kQueryBlock) {
-      const int64_t rows = std::min(kQueryBlock, L - row0);
-      product(rows, cols, E, rows_of(query + row0 * E, E), transposed(keys + key0 * E, E), probabilities, tile_narrow);
-      mask_tile(p, head, row0, rows, key0, cols, probabilities);
-      for (int64_t r = 0; r < rows; ++r) {
-        A* row = probabilities + r * cols;
-        const A shift = logsumexp[row0 + r];
-        if (shift == kMinusInfinity<A>) std::fill(row, row + cols, A(0));  // a fully masked row: no gradient
-        else exp_shifted(row, row, cols, shift);
-      }
-      // dv += P^T dO: [cols, rows] x [rows, Ev]
-      const T* probabilities_narrow = narrowed(probabilities, rows * cols, tile_narrow);
-      product(cols, Ev, rows, transposed(probabilities_narrow, cols), rows_of(grad_out + row0 * Ev, Ev), tile_product,
-              out_narrow);
-      add_scaled(grad_value, tile_product, cols * Ev, A(1));
-      // dP = dO v^T: [rows, Ev] x [Ev, cols]; dS = P (dP - delta), in place of dP
-      product(rows, cols, Ev, rows_of(grad_out + row0 * Ev, Ev), transposed(values + key0 * Ev, Ev),
-              grad_probabilities, tile_narrow);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) {
-          A& d = grad_probabilities[r * cols + c];
-          d = probabilities[r * cols + c] * (d - delta[row0 + r]);
-        }
-      // dq += dS k s: [rows, cols] x [cols, E]
-      const T* grad_scores = narrowed(grad_probabilities, rows * cols, grad_scores_narrow);
-      product(rows, E, cols, rows_of(grad_scores, cols), rows_of(keys + key0 * E, E), query_product, out_narrow);
-      add_scaled(grad_query + row0 * E, query_product, rows * E, A(p.scale));
-      // dk += dS^T (q s): [cols, rows] x [rows, E]
-      product(cols, E, rows, transposed(grad_scores, cols), rows_of(query + row0 * E, E), tile_product, out_narrow);
-      add_scaled(grad_key, tile_product, cols * E, A(1));
+    const int64_t row0 = p.causal ? std::min(key0, L) : 0, rows = L - row0;  // the rows that see these keys
+    if (rows == 0) {
+      std::fill(dk + key0 * E, dk + (key0 + cols) * E, T(0));
+      std::fill(dv + key0 * Ev, dv + (key0 + cols) * Ev, T(0));
+      continue;
     }
-    T* dk = static_cast<T*>(b.grad_k) + (head * S + key0) * E;
-    T* dv = static_cast<T*>(b.grad_v) + (head * S + key0) * Ev;
-    for (int64_t i = 0; i < cols * E; ++i) dk[i] = T(grad_key[i]);
-    for (int64_t i = 0; i < cols * Ev; ++i) dv[i] = T(grad_value[i]);
+    const T *keys = k + key0 * E, *queries = query + row0 * E, *grad_outs = grad_out + row0 * Ev;
+    product(rows, cols, E, rows_of(queries, E), transposed(keys, E), probabilities, scratch.out_narrow);
+    mask_tile(p, head, row0, rows, key0, cols, probabilities);
+    for (int64_t r = 0; r < rows; ++r) {
+      A* row = probabilities + r * cols;
+      const A shift = logsumexp[row0 + r];
+      if (shift == kMinusInfinity<A>) std::fill(row, row + cols, A(0));  // a fully masked row: no gradient
+      else exp_shifted(row, row, cols, shift);
+    }
+    // dv = P^T dO: [cols, rows] x [rows, Ev]
+    const T* probabilities_narrow = narrowed(probabilities, rows * cols, scratch.probabilities_narrow);
+    product<T, T>(cols, Ev, rows, transposed(probabilities_narrow, cols), rows_of(grad_outs, Ev), dv + key0 * Ev,
+                  nullptr);
+    // dP = dO v^T: [rows, Ev] x [Ev, cols]; dS = P (dP - delta), in place of dP
+    product(rows, cols, Ev, rows_of(grad_outs, Ev), transposed(v + key0 * Ev, Ev), grad_probabilities,
+            scratch.out_narrow);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        A& d = grad_probabilities[r * cols + c];
+        d = probabilities[r * cols + c] * (d - delta[row0 + r]);
+      }
+    // dq += dS k s: [rows, cols] x [cols, E]
+    const T* grad_scores = narrowed(grad_probabilities, rows * cols, scratch.grad_scores_narrow);
+    product(rows, E, cols, rows_of(grad_scores, cols), rows_of(keys, E), scratch.query_product, scratch.out_narrow);
+    add_scaled(grad_query + row0 * E, scratch.query_product, rows * E, A(p.scale));
+    // dk = dS^T (q s): [cols, rows] x [rows, E]
+    product<T, T>(cols, E, rows, transposed(grad_scores, cols), rows_of(queries, E), dk + key0 * E, nullptr);
   }
   T* dq = static_cast<T*>(b.grad_q) + head * L * E;
-  for (int64_t i = 0; i < L * E; ++i) dq[i] = T(grad_query[i]);
+  convert_run(grad_query, dq, L * E);
 }
 
 // Heads over the threads: Note [Attention tasks in parallel].

@@ -81,7 +81,7 @@ bool onednn_bf16_enabled() { return bf16_enabled().load(std::memory_order_relaxe
 void set_onednn_bf16_enabled(bool enabled) { bf16_enabled().store(enabled, std::memory_order_relaxed); }
 
 int onednn_threads(int64_t multiply_adds) {
-  return multiply_adds < kSingleThreadMultiplyAdds ? 1 : omp_get_max_threads();
+  return multiply_adds < kSingleThreadMultiplyAdds || omp_in_parallel() ? 1 : omp_get_max_threads();
 }
 
 OnednnThreadsGuard::OnednnThreadsGuard(int threads)

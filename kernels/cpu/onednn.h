@@ -75,6 +75,9 @@ void set_onednn_bf16_enabled(bool enabled);
 // a wake-up of tens of microseconds, so the split starts at 192^3. bf16 runs
 // several times faster per multiply-add and would gain from a higher threshold;
 // measure on a quiet machine (bench_gemm, 2 threads, passive) before tuning.
+// Inside a parallel region (the fused attention's tasks) every primitive runs
+// on one thread: OpenMP does not nest there, so more would only split the
+// work for one thread to do in turn.
 inline constexpr int64_t kSingleThreadMultiplyAdds = int64_t(192) * 192 * 192;
 
 // The thread count a primitive of `multiply_adds` work runs on.
