@@ -33,10 +33,16 @@
 namespace ember::cpu {
 namespace {
 
-// 64 x 64 tiles: at T = 128 a causal step skips a quarter of the products, and
-// measured faster on this machine than 128-row blocks (bench_attention).
-constexpr int64_t kQueryBlock = 64;  // query rows per task and per tile
-constexpr int64_t kKeyBlock = 64;    // keys per tile
+// Tiles of 64 query rows. The forward takes up to 256 keys at a time: its
+// online softmax needs no smaller tile, and fewer, longer products run
+// faster (bench_attention, one thread: the forward at T = 512 and 2048 took
+// 1.15-1.2x as long with 64-key tiles, f32 and bf16; 512 keys measured no
+// better than 256). The backward takes 64 keys per tile (Note [Attention
+// backward by key tile]): 128 was 10% slower at T = 128, as causality skips
+// less of a wider tile.
+constexpr int64_t kQueryBlock = 64;        // query rows per forward task and tile
+constexpr int64_t kForwardKeyBlock = 256;  // keys per forward tile
+constexpr int64_t kKeyBlock = 64;          // keys per backward tile
 
 // The accumulation type: f64 for f64 operands, f32 otherwise.
 template <class T>
@@ -170,11 +176,11 @@ struct ForwardScratch {
   T *query_buffer, *tile_narrow, *out_narrow;
 
   ForwardScratch(int64_t rows, int64_t E, int64_t Ev) {
-    scores = scratch<A>(holder, rows * kKeyBlock + 2 * rows * Ev + 2 * rows);
-    out = scores + rows * kKeyBlock, tile_out = out + rows * Ev;
+    scores = scratch<A>(holder, rows * kForwardKeyBlock + 2 * rows * Ev + 2 * rows);
+    out = scores + rows * kForwardKeyBlock, tile_out = out + rows * Ev;
     row_max = tile_out + rows * Ev, row_sum = row_max + rows;
-    query_buffer = scratch<T>(narrow_holder, rows * E + rows * kKeyBlock + rows * Ev);
-    tile_narrow = query_buffer + rows * E, out_narrow = tile_narrow + rows * kKeyBlock;
+    query_buffer = scratch<T>(narrow_holder, rows * E + rows * kForwardKeyBlock + rows * Ev);
+    tile_narrow = query_buffer + rows * E, out_narrow = tile_narrow + rows * kForwardKeyBlock;
   }
 };
 
@@ -193,8 +199,8 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0, Forwar
   std::fill(row_max, row_max + rows, kMinusInfinity<A>);
   std::fill(row_sum, row_sum + rows, A(0));
   const int64_t end = visible_keys(p, row0, rows);
-  for (int64_t key0 = 0; key0 < end; key0 += kKeyBlock) {
-    const int64_t cols = std::min(kKeyBlock, end - key0);
+  for (int64_t key0 = 0; key0 < end; key0 += kForwardKeyBlock) {
+    const int64_t cols = std::min(kForwardKeyBlock, end - key0);
     const T *keys = k + key0 * E, *values = v + key0 * Ev;
     product(rows, cols, E, rows_of(query, E), transposed(keys, E), scores, tile_narrow);  // [rows, E] x [E, cols]
     mask_tile(p, head, row0, rows, key0, cols, scores);

@@ -55,8 +55,10 @@ struct Case {
   enum Mask { none, boolean_full, boolean_broadcast, additive_full, additive_broadcast } mask;
 };
 
-// Cases covering lengths 1, off the 64-row and 128-key tiles, L != S, every mask kind.
+// Cases covering lengths 1, off the 64-row tiles and the 64-key (backward) and
+// 256-key (forward) tiles, L != S, every mask kind.
 const Case kCases[] = {
+    {1, 2, 70, 300, 8, 8, false, Case::boolean_full}, {1, 1, 300, 300, 8, 4, true, Case::none},
     {2, 3, 5, 5, 4, 4, true, Case::none},          {1, 2, 1, 1, 8, 3, false, Case::none},
     {2, 2, 70, 150, 16, 8, false, Case::none},     {1, 3, 131, 131, 8, 8, true, Case::none},
     {2, 2, 67, 9, 5, 7, true, Case::none},         {2, 2, 9, 140, 6, 6, true, Case::none},
