@@ -162,6 +162,13 @@ void mask_tile(const AttentionProblem& p, int64_t head, int64_t row0, int64_t ro
   }
 }
 
+// How many keys of the tile [key0, key0 + cols) query row i sees before
+// causality masks the rest: the softmax's exp and max stop there (at T = 128,
+// a third of a causal tile's entries lie beyond).
+int64_t causal_prefix(const AttentionProblem& p, int64_t i, int64_t key0, int64_t cols) {
+  return p.causal ? std::clamp<int64_t>(i + 1 - key0, 0, cols) : cols;
+}
+
 // The keys query rows [row0, row0 + rows) may see: [0, end).
 int64_t visible_keys(const AttentionProblem& p, int64_t row0, int64_t rows) {
   return p.causal ? std::min(p.key_length, row0 + rows) : p.key_length;
@@ -206,13 +213,15 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0, Forwar
     mask_tile(p, head, row0, rows, key0, cols, scores);
     for (int64_t r = 0; r < rows; ++r) {
       A* row = scores + r * cols;
-      const A new_max = std::max(row_max[r], maximum(row, cols));
+      const int64_t seen = causal_prefix(p, row0 + r, key0, cols);
+      const A new_max = seen == 0 ? row_max[r] : std::max(row_max[r], maximum(row, seen));
       if (new_max == kMinusInfinity<A>) {  // every key so far masked out: nothing to add
         std::fill(row, row + cols, A(0));
         continue;
       }
       const A correction = std::exp(row_max[r] - new_max);  // 0 while the row had no key
-      row_sum[r] = row_sum[r] * correction + exp_shifted(row, row, cols, new_max);
+      row_sum[r] = row_sum[r] * correction + exp_shifted(row, row, seen, new_max);
+      std::fill(row + seen, row + cols, A(0));
       row_max[r] = new_max;
       if (correction != A(1))
         for (int64_t e = 0; e < Ev; ++e) out[r * Ev + e] *= correction;
@@ -242,8 +251,9 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0, Forwar
 // Threads start only above kSingleThreadMultiplyAdds of work, as the GEMMs'.
 // parallel_for hands each thread one contiguous range of tasks, so the causal
 // forward orders its row blocks 0, n-1, 1, n-2, ... (cheap and dear in
-// pairs: row block i sees i + 1 key tiles) and any contiguous half holds
-// about half the work.
+// pairs: row block i sees (i + 1) x 64 keys) and any contiguous half holds
+// about half the work. The backward splits heads only (dq of a head gathers
+// every key tile), so one head runs on one thread.
 
 // The parallel_for grain for tasks of `task_multiply_adds` each.
 int64_t task_grain(int64_t task_multiply_adds) {
@@ -336,8 +346,9 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head, BackwardScra
     for (int64_t r = 0; r < rows; ++r) {
       A* row = probabilities + r * cols;
       const A shift = logsumexp[row0 + r];
-      if (shift == kMinusInfinity<A>) std::fill(row, row + cols, A(0));  // a fully masked row: no gradient
-      else exp_shifted(row, row, cols, shift);
+      const int64_t seen = shift == kMinusInfinity<A> ? 0 : causal_prefix(p, row0 + r, key0, cols);
+      exp_shifted(row, row, seen, shift);  // a fully masked row (shift -inf): no gradient
+      std::fill(row + seen, row + cols, A(0));
     }
     // dv = P^T dO: [cols, rows] x [rows, Ev]
     const T* probabilities_narrow = narrowed(probabilities, rows * cols, scratch.probabilities_narrow);

@@ -305,6 +305,8 @@ std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPa
     add(DNNL_ARG_DIFF_DST, dst, pd.diff_dst_desc(), false);
     add(DNNL_ARG_DIFF_WEIGHTS, weights, pd.diff_weights_desc(), true);
   }
+  EMBER_ASSERT(entry->operands.size() <= size_t(ConvLayoutEntry::kMaxOperands), "conv2d: {} oneDNN operands",
+               entry->operands.size());
   return entry;
 }
 

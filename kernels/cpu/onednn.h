@@ -1,10 +1,13 @@
 // What the oneDNN kernels (matmul.cpp, conv.cpp) share: one engine, a stream
 // and a scratchpad per thread, a thread-safe LRU cache of primitives
 // (core/primitive_cache.h), and the switch that turns bf16 primitives off.
-// Tests: tests/core/test_onednn_threads.cpp (and each kernel's own). Note [oneDNN primitive cache]: creating a primitive
-// costs tens of microseconds, as much as a 64x64 GEMM; every primitive is
-// therefore created once per (shapes, strides, dtype) and kept with its memory
-// objects, so a repeated call only swaps data pointers and executes.
+// Tests: tests/core/test_onednn_threads.cpp and each kernel's own.
+//
+// Note [oneDNN primitive cache]: creating a primitive costs tens of
+// microseconds, as much as a 64x64 GEMM; every primitive is therefore created
+// once per (shapes, strides, dtype) and kept with its memory objects, so a
+// repeated call only swaps data pointers and executes. The cache serves every
+// thread (Note [oneDNN scratchpads] says what that needs).
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -35,8 +38,9 @@ dnnl::memory::data_type onednn_type(DType dtype);
 // the primitives created on that thread, and a primitive uses the buffer of
 // whichever thread runs it: run from another thread (ember's cache hands a
 // primitive to every thread) it writes past a buffer sized for smaller
-// primitives, or into none, and two threads gave wrong values (the fused
-// attention saw it). So every primitive ember creates takes
+// primitives, or into none: wrong values (the fused attention's tiles on
+// two threads) or a crash (tests/core/test_onednn_threads.cpp, where the
+// workers have none). So every primitive ember creates takes
 // onednn_attributes() (scratchpad_mode::user) and runs with
 // DNNL_ARG_SCRATCHPAD bound to onednn_scratchpad(): the calling thread's own
 // buffer, grown to the largest size the thread has needed and never shrunk,
