@@ -162,11 +162,18 @@ void mask_tile(const AttentionProblem& p, int64_t head, int64_t row0, int64_t ro
   }
 }
 
-// How many keys of the tile [key0, key0 + cols) query row i sees before
-// causality masks the rest: the softmax's exp and max stop there (at T = 128,
-// a third of a causal tile's entries lie beyond).
+// How far along the tile [key0, key0 + cols) query row i's softmax (exp and
+// max) must run: to the causal diagonal (at T = 128 a third of a causal
+// tile's entries lie beyond), rounded up to the vector exp's 8 lanes. The
+// rounding makes the row sum add the same vectors in the same order as over
+// the whole tile (the rest adds exact zeros), so causal attention equals
+// attention under the same explicit mask bit for bit (tests/nn/test_attention.cpp,
+// tests/core/test_attention.cpp).
 int64_t causal_prefix(const AttentionProblem& p, int64_t i, int64_t key0, int64_t cols) {
-  return p.causal ? std::clamp<int64_t>(i + 1 - key0, 0, cols) : cols;
+  constexpr int64_t kExpLanes = 8;
+  if (!p.causal) return cols;
+  const int64_t seen = std::max<int64_t>(0, i + 1 - key0);
+  return std::min(cols, (seen + kExpLanes - 1) / kExpLanes * kExpLanes);
 }
 
 // The keys query rows [row0, row0 + rows) may see: [0, end).

@@ -176,6 +176,23 @@ TEST(Attention, FusedKernelsGiveTheSameResultsOnAnyThreadCount) {
   set_num_threads(previous_threads);
 }
 
+// Causal attention equals the same attention under the explicit lower
+// triangular mask exactly (as tests/nn/test_attention.cpp asks at T = 5),
+// here over several tiles and off the vector width: the fused kernel stops
+// the causal softmax at the diagonal rounded up to the exp's lanes.
+// Mutation caught: stopping at the diagonal itself (no rounding), which sums
+// the row in another order.
+TEST(Attention, CausalEqualsTheExplicitMaskExactlyOverSeveralTiles) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Tensor q = random_tensor({2, 2, 300, 16}, dtype), k = random_tensor({2, 2, 300, 16}, dtype);
+    Tensor v = random_tensor({2, 2, 300, 8}, dtype);
+    Tensor allowed = lt(arange(0, 300, 1).unsqueeze(0), arange(1, 301, 1).unsqueeze(1));  // key j <= query i
+    EXPECT_TRUE(all_close(attention(q, k, v, {.scale = 0.25, .causal = true}),
+                          attention(q, k, v, {.scale = 0.25, .mask = allowed}), 0, 0))
+        << dtype_name(dtype);
+  }
+}
+
 TEST(Attention, GradcheckWithCausalityAndAnAdditiveMask) {
   using V = const std::vector<Tensor>&;
   // L = 3 queries, S = 5 keys, E = 2, Ev = 3, two heads; the float mask broadcast over heads
