@@ -3,15 +3,17 @@
 // (head, block of query rows) folds in tiles of keys with the online softmax
 // (running row max and sum, the output rescaled when the max grows) and writes
 // the rows' logsumexp. Backward (FlashAttention-2): each head walks key
-// tiles, and for each the query blocks that see it, recomputing the
-// probabilities from the logsumexp; dk and dv of the tile accumulate in place,
-// dq for the whole head in a [query_length, head_dim] buffer, so every
-// gradient element has one writer. Those tasks run in parallel over the
-// threads (Note [Attention tasks in parallel]). Tile products run on the matmul kernel
-// of the operands' dtype (oneDNN, one thread per tile: bf16 on its bf16 GEMM,
-// whose tiles round to bf16 as the composite's products do); the softmax,
-// its statistics and every accumulation across tiles are in f32 (f64 for
-// f64). Scratch is O(length x dim) per thread, never O(L x S).
+// tiles, and for each tile all the query rows that see it at once,
+// recomputing the probabilities from the logsumexp; dk and dv of the tile
+// come out of one product each, dq for the whole head accumulates in a
+// [query_length, head_dim] buffer, so every gradient element has one writer.
+// Those tasks run in parallel over the threads (Note [Attention tasks in
+// parallel]). Tile products run on the matmul kernel of the operands' dtype
+// (oneDNN, one thread per product within the parallel tasks: bf16 on its
+// bf16 GEMM, whose products round to bf16 as the composite's do); the
+// softmax, its statistics and every accumulation across tiles are in f32
+// (f64 for f64). Scratch is O(length x (dim + tile)) per thread, never
+// O(L x S).
 // Tests: tests/core/test_attention.cpp, tests/nn/test_attention.cpp.
 #include <Eigen/Core>
 

@@ -25,8 +25,10 @@ namespace {
 // Mutation caught: creating the primitives in oneDNN's default
 // scratchpad_mode::library (onednn_attributes() without
 // set_scratchpad_mode(user)): a worker's primitive then uses the worker's own
-// library scratchpad, sized by what that thread created, and the results
-// differ (or the process crashes).
+// library scratchpad, sized by what that thread created, or none; the test
+// process crashed (segfault) in each of several tries. (With the same
+// mutation Attention.FusedKernelsGiveTheSameResultsOnAnyThreadCount gets
+// wrong values instead.)
 TEST(OnednnThreads, ConcurrentPrimitivesMatchOneThreadExactly) {
   // Every caller asks for two OpenMP threads (a per-thread setting, and part
   // of the primitive's key), so that all run the same primitives, which split
