@@ -1,16 +1,19 @@
 // Fused attention on the CPU, flash-attention style (core/ops/attention_kernels.h):
 // the [query_length, key_length] scores never exist whole. Forward: each
-// (head, block of query rows) in turn folds in tiles of keys with the online softmax
+// (head, block of query rows) folds in tiles of keys with the online softmax
 // (running row max and sum, the output rescaled when the max grows) and writes
-// the rows' logsumexp. Backward (FlashAttention-2): each head in turn walks key
-// tiles, and for each the query blocks that see it, recomputing the
-// probabilities from the logsumexp; dk and dv of the tile accumulate in place,
-// dq for the whole head in a [query_length, head_dim] buffer, so every
-// gradient element has one writer. Tile products run on the matmul kernel
-// of the operands' dtype (oneDNN, one thread per tile: bf16 on its bf16 GEMM,
-// whose tiles round to bf16 as the composite's products do); the softmax,
-// its statistics and every accumulation across tiles are in f32 (f64 for
-// f64). Scratch is O(length x dim), never O(L x S).
+// the rows' logsumexp. Backward (FlashAttention-2): each head walks key
+// tiles, and for each tile all the query rows that see it at once,
+// recomputing the probabilities from the logsumexp; dk and dv of the tile
+// come out of one product each, dq for the whole head accumulates in a
+// [query_length, head_dim] buffer, so every gradient element has one writer.
+// Those tasks run in parallel over the threads (Note [Attention tasks in
+// parallel]). Tile products run on the matmul kernel of the operands' dtype
+// (oneDNN, one thread per product within the parallel tasks: bf16 on its
+// bf16 GEMM, whose products round to bf16 as the composite's do); the
+// softmax, its statistics and every accumulation across tiles are in f32
+// (f64 for f64). Scratch is O(length x (dim + tile)) per thread, never
+// O(L x S).
 // Tests: tests/core/test_attention.cpp, tests/nn/test_attention.cpp.
 #include <Eigen/Core>
 
@@ -23,16 +26,25 @@
 #include "core/ops/attention_kernels.h"
 #include "core/ops/creation.h"
 #include "core/ops/linalg_kernels.h"
+#include "core/parallel.h"
+#include "kernels/cpu/convert_run.h"
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/onednn.h"
 #include "kernels/cpu/vector_exp.h"
 
 namespace ember::cpu {
 namespace {
 
-// 64 x 64 tiles: at T = 128 a causal step skips a quarter of the products, and
-// measured faster on this machine than 128-row blocks (bench_attention).
-constexpr int64_t kQueryBlock = 64;  // query rows per task and per tile
-constexpr int64_t kKeyBlock = 64;    // keys per tile
+// Tiles of 64 query rows. The forward takes up to 256 keys at a time: its
+// online softmax needs no smaller tile, and fewer, longer products run
+// faster (bench_attention, one thread: the forward at T = 512 and 2048 took
+// 1.15-1.2x as long with 64-key tiles, f32 and bf16; 512 keys measured no
+// better than 256). The backward takes 64 keys per tile (Note [Attention
+// backward by key tile]): 128 was 10% slower at T = 128, as causality skips
+// less of a wider tile.
+constexpr int64_t kQueryBlock = 64;        // query rows per forward task and tile
+constexpr int64_t kForwardKeyBlock = 256;  // keys per forward tile
+constexpr int64_t kKeyBlock = 64;          // keys per backward tile
 
 // The accumulation type: f64 for f64 operands, f32 otherwise.
 template <class T>
@@ -67,7 +79,7 @@ void product(int64_t m, int64_t n, int64_t k, View<T> a, View<T> b, A* out, T* n
   } else {
     p.out.data = narrow;
     matmul_op(DeviceType::cpu, dtype_of<T>, p);
-    for (int64_t i = 0; i < m * n; ++i) out[i] = A(narrow[i]);
+    convert_run(narrow, out, m * n);
   }
 }
 
@@ -77,7 +89,18 @@ const T* narrowed(const A* x, int64_t n, T* buffer) {
   if constexpr (std::is_same_v<T, A>) {
     return x;
   } else {
-    for (int64_t i = 0; i < n; ++i) buffer[i] = T(x[i]);
+    convert_run(x, buffer, n);
+    return buffer;
+  }
+}
+
+// x as A: x itself when it is A, else widened into `buffer`.
+template <class A, class T>
+const A* widened(const T* x, int64_t n, A* buffer) {
+  if constexpr (std::is_same_v<T, A>) {
+    return x;
+  } else {
+    convert_run(x, buffer, n);
     return buffer;
   }
 }
@@ -117,9 +140,6 @@ A* scratch(Tensor& holder, int64_t n) {
   return holder.data_ptr<A>();
 }
 
-// The longer tile side: scratch for tiles of either orientation.
-constexpr int64_t kTile = std::max(kQueryBlock, kKeyBlock);
-
 // Masks the score tile of query rows [row0, row0 + rows) and keys [key0, key0 + cols) in place:
 // -inf where causality or a boolean mask excludes the key, plus an additive mask.
 template <class A>
@@ -144,43 +164,73 @@ void mask_tile(const AttentionProblem& p, int64_t head, int64_t row0, int64_t ro
   }
 }
 
+// How far along the tile [key0, key0 + cols) query row i's softmax (exp and
+// max) must run: to the causal diagonal (at T = 128 a third of a causal
+// tile's entries lie beyond), rounded up to the vector exp's 8 lanes. The
+// rounding makes the row sum add the same vectors in the same order as over
+// the whole tile (the rest adds exact zeros), so causal attention equals
+// attention under the same explicit mask bit for bit (tests/nn/test_attention.cpp,
+// tests/core/test_attention.cpp).
+int64_t causal_prefix(const AttentionProblem& p, int64_t i, int64_t key0, int64_t cols) {
+  constexpr int64_t kExpLanes = 8;
+  if (!p.causal) return cols;
+  const int64_t seen = std::max<int64_t>(0, i + 1 - key0);
+  return std::min(cols, (seen + kExpLanes - 1) / kExpLanes * kExpLanes);
+}
+
 // The keys query rows [row0, row0 + rows) may see: [0, end).
 int64_t visible_keys(const AttentionProblem& p, int64_t row0, int64_t rows) {
   return p.causal ? std::min(p.key_length, row0 + rows) : p.key_length;
 }
 
+// One thread's scratch for forward_block, for blocks of up to `rows` query rows.
 template <class T>
-void forward_block(const AttentionProblem& p, int64_t head, int64_t row0) {
+struct ForwardScratch {
+  using A = Acc<T>;
+  Tensor holder, narrow_holder;
+  A *scores, *out, *tile_out, *row_max, *row_sum;
+  T *query_buffer, *tile_narrow, *out_narrow;
+
+  ForwardScratch(int64_t rows, int64_t E, int64_t Ev) {
+    scores = scratch<A>(holder, rows * kForwardKeyBlock + 2 * rows * Ev + 2 * rows);
+    out = scores + rows * kForwardKeyBlock, tile_out = out + rows * Ev;
+    row_max = tile_out + rows * Ev, row_sum = row_max + rows;
+    query_buffer = scratch<T>(narrow_holder, rows * E + rows * kForwardKeyBlock + rows * Ev);
+    tile_narrow = query_buffer + rows * E, out_narrow = tile_narrow + rows * kForwardKeyBlock;
+  }
+};
+
+template <class T>
+void forward_block(const AttentionProblem& p, int64_t head, int64_t row0, ForwardScratch<T>& scratch) {
   using A = Acc<T>;
   const int64_t rows = std::min(kQueryBlock, p.query_length - row0), E = p.head_dim, Ev = p.value_dim;
   const T* q = static_cast<const T*>(p.q) + head * p.query_length * E;
   const T* k = static_cast<const T*>(p.k) + head * p.key_length * E;
   const T* v = static_cast<const T*>(p.v) + head * p.key_length * Ev;
-  Tensor holder, narrow_holder;
-  A* buffer = scratch<A>(holder, rows * kKeyBlock + 2 * rows * Ev + 2 * rows);
-  A *scores = buffer, *out = scores + rows * kKeyBlock, *tile_out = out + rows * Ev;
-  A *row_max = tile_out + rows * Ev, *row_sum = row_max + rows;
-  T* narrow = scratch<T>(narrow_holder, rows * E + rows * kKeyBlock + rows * Ev);
-  T *query_buffer = narrow, *tile_narrow = query_buffer + rows * E, *out_narrow = tile_narrow + rows * kKeyBlock;
-  const T* query = scaled(q + row0 * E, rows * E, A(p.scale), query_buffer);
+  A *scores = scratch.scores, *out = scratch.out, *tile_out = scratch.tile_out;
+  A *row_max = scratch.row_max, *row_sum = scratch.row_sum;
+  T *tile_narrow = scratch.tile_narrow, *out_narrow = scratch.out_narrow;
+  const T* query = scaled(q + row0 * E, rows * E, A(p.scale), scratch.query_buffer);
   std::fill(out, out + rows * Ev, A(0));
   std::fill(row_max, row_max + rows, kMinusInfinity<A>);
   std::fill(row_sum, row_sum + rows, A(0));
   const int64_t end = visible_keys(p, row0, rows);
-  for (int64_t key0 = 0; key0 < end; key0 += kKeyBlock) {
-    const int64_t cols = std::min(kKeyBlock, end - key0);
+  for (int64_t key0 = 0; key0 < end; key0 += kForwardKeyBlock) {
+    const int64_t cols = std::min(kForwardKeyBlock, end - key0);
     const T *keys = k + key0 * E, *values = v + key0 * Ev;
     product(rows, cols, E, rows_of(query, E), transposed(keys, E), scores, tile_narrow);  // [rows, E] x [E, cols]
     mask_tile(p, head, row0, rows, key0, cols, scores);
     for (int64_t r = 0; r < rows; ++r) {
       A* row = scores + r * cols;
-      const A new_max = std::max(row_max[r], maximum(row, cols));
+      const int64_t seen = causal_prefix(p, row0 + r, key0, cols);
+      const A new_max = seen == 0 ? row_max[r] : std::max(row_max[r], maximum(row, seen));
       if (new_max == kMinusInfinity<A>) {  // every key so far masked out: nothing to add
         std::fill(row, row + cols, A(0));
         continue;
       }
       const A correction = std::exp(row_max[r] - new_max);  // 0 while the row had no key
-      row_sum[r] = row_sum[r] * correction + exp_shifted(row, row, cols, new_max);
+      row_sum[r] = row_sum[r] * correction + exp_shifted(row, row, seen, new_max);
+      std::fill(row + seen, row + cols, A(0));
       row_max[r] = new_max;
       if (correction != A(1))
         for (int64_t e = 0; e < Ev; ++e) out[r * Ev + e] *= correction;
@@ -194,102 +244,153 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0) {
   for (int64_t r = 0; r < rows; ++r) {
     const bool empty = row_sum[r] == A(0);  // every key masked out: output 0 (PyTorch 2.5's convention)
     const A inverse = empty ? A(0) : A(1) / row_sum[r];
-    for (int64_t e = 0; e < Ev; ++e) result[r * Ev + e] = T(out[r * Ev + e] * inverse);
+    for (int64_t e = 0; e < Ev; ++e) out[r * Ev + e] *= inverse;
     logsumexp[r] = empty ? kMinusInfinity<A> : row_max[r] + std::log(row_sum[r]);
+  }
+  convert_run(out, result, rows * Ev);
+}
+
+// Note [Attention tasks in parallel]: the forward's tasks, (head, block of
+// query rows), and the backward's, heads, are independent (each writes its own
+// rows of the outputs) and run over the OpenMP threads, each thread with its
+// own scratch and its tile products on one thread (Note [Small primitives run
+// on one thread], kernels/cpu/onednn.h). oneDNN primitives may run on any
+// thread because each runs with its caller's scratchpad (Note [oneDNN
+// scratchpads]); before that, two threads running tiles gave wrong values.
+// Threads start only above kSingleThreadMultiplyAdds of work, as the GEMMs'.
+// parallel_for hands each thread one contiguous range of tasks, so the causal
+// forward orders its row blocks 0, n-1, 1, n-2, ... (cheap and dear in
+// pairs: row block i sees (i + 1) x 64 keys) and any contiguous half holds
+// about half the work. The backward splits heads only (dq of a head gathers
+// every key tile), so one head runs on one thread.
+
+// The parallel_for grain for tasks of `task_multiply_adds` each.
+int64_t task_grain(int64_t task_multiply_adds) {
+  return std::max<int64_t>(1, kSingleThreadMultiplyAdds / std::max<int64_t>(1, task_multiply_adds));
+}
+
+template <class T>
+void forward(const AttentionProblem& p) {
+  const int64_t blocks = (p.query_length + kQueryBlock - 1) / kQueryBlock;
+  const int64_t task_work = std::min(kQueryBlock, p.query_length) * p.key_length * (p.head_dim + p.value_dim);
+  parallel_for(0, p.heads * blocks, task_grain(task_work), [&](int64_t begin, int64_t end) {
+    ForwardScratch<T> scratch(std::min(kQueryBlock, p.query_length), p.head_dim, p.value_dim);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t head = task % p.heads, rank = task / p.heads;
+      const int64_t block = rank % 2 == 0 ? rank / 2 : blocks - 1 - rank / 2;  // 0, n-1, 1, n-2, ...
+      forward_block<T>(p, head, block * kQueryBlock, scratch);
+    }
+  });
+}
+
+// delta[i] = sum_e grad_out[i, e] out[i, e] for `rows` rows of `cols`, in A;
+// `buffer` holds 2 x cols. Each row widened into `buffer` and reduced by Eigen
+// (a plain loop's sum is not vectorised).
+template <class T, class A>
+void row_dots(const T* grad_out, const T* out, int64_t rows, int64_t cols, A* delta, A* buffer) {
+  using Row = Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>;
+  for (int64_t i = 0; i < rows; ++i) {
+    const A* g = widened(grad_out + i * cols, cols, buffer);
+    const A* o = widened(out + i * cols, cols, buffer + cols);
+    delta[i] = (Row(g, cols) * Row(o, cols)).sum();
   }
 }
 
-// Note [Attention runs on one thread]: the tile products are oneDNN
-// primitives, and running them from two threads at once gave wrong values
-// intermittently (tests/core/test_attention.cpp caught it on two threads).
-// The likely cause: oneDNN as packaged here (without
-// ONEDNN_ENABLE_CONCURRENT_EXEC) shares one scratchpad between primitives.
-// Tasks therefore run in turn; running them in parallel needs per-thread
-// scratchpads (scratchpad_mode::user in kernels/cpu/matmul.cpp).
+// One thread's scratch for backward_head: for one key tile, the
+// probabilities and their gradients of every query row that sees it.
 template <class T>
-void forward(const AttentionProblem& p) {
-  for (int64_t head = 0; head < p.heads; ++head)
-    for (int64_t row0 = 0; row0 < p.query_length; row0 += kQueryBlock) forward_block<T>(p, head, row0);
-}
+struct BackwardScratch {
+  using A = Acc<T>;
+  Tensor holder, narrow_holder;
+  A *grad_query, *probabilities, *grad_probabilities, *query_product, *row_buffer;
+  T *query_buffer, *probabilities_narrow, *grad_scores_narrow, *out_narrow;
 
+  BackwardScratch(int64_t L, int64_t E, int64_t Ev) {
+    grad_query = scratch<A>(holder, 2 * L * E + 2 * L * kKeyBlock + 2 * Ev);
+    query_product = grad_query + L * E, probabilities = query_product + L * E;
+    grad_probabilities = probabilities + L * kKeyBlock, row_buffer = grad_probabilities + L * kKeyBlock;
+    query_buffer = scratch<T>(narrow_holder, L * E + 2 * L * kKeyBlock + L * std::max(kKeyBlock, E));
+    probabilities_narrow = query_buffer + L * E, grad_scores_narrow = probabilities_narrow + L * kKeyBlock;
+    out_narrow = grad_scores_narrow + L * kKeyBlock;
+  }
+};
+
+// Note [Attention backward by key tile]: for each key tile, one product per
+// term over all the query rows that see the tile (every row, or from the
+// tile's first key on when causal), not one per (key tile, query block)
+// pair: 5 GEMM calls per key tile, whatever the length (at T = 128 causal,
+// 10 per head instead of 15; at T = 2048, 160 instead of 2,640), each with
+// a longer dimension that oneDNN runs faster. dk and dv of the tile come out
+// of a single product each, straight into the gradients; the scratch is
+// O(query_length x tile), linear in the length.
 template <class T>
-void backward_head(const AttentionBackwardProblem& b, int64_t head) {
+void backward_head(const AttentionBackwardProblem& b, int64_t head, BackwardScratch<T>& scratch) {
   using A = Acc<T>;
   const AttentionProblem& p = b.forward;
   const int64_t L = p.query_length, S = p.key_length, E = p.head_dim, Ev = p.value_dim;
-  const T* q = static_cast<const T*>(p.q) + head * L * E;
   const T* k = static_cast<const T*>(p.k) + head * S * E;
   const T* v = static_cast<const T*>(p.v) + head * S * Ev;
-  const T* o = static_cast<const T*>(p.out) + head * L * Ev;
-  const T* g = static_cast<const T*>(b.grad_out) + head * L * Ev;
+  const T* grad_out = static_cast<const T*>(b.grad_out) + head * L * Ev;
   const A* logsumexp = static_cast<const A*>(p.logsumexp) + head * L;
   A* delta = static_cast<A*>(b.delta) + head * L;
-  const int64_t dim = std::max(E, Ev);
-  Tensor holder, narrow_holder;
-  A* buffer = scratch<A>(holder, L * E + 2 * kTile * kTile + kKeyBlock * (E + Ev) + 2 * kTile * dim);
-  A *grad_query = buffer, *probabilities = grad_query + L * E, *grad_probabilities = probabilities + kTile * kTile;
-  A *grad_key = grad_probabilities + kTile * kTile, *grad_value = grad_key + kKeyBlock * E;
-  A *tile_product = grad_value + kKeyBlock * Ev, *query_product = tile_product + kTile * dim;
-  T* narrow = scratch<T>(narrow_holder, L * E + 2 * kTile * kTile + kTile * dim);
-  T *query_buffer = narrow, *tile_narrow = query_buffer + L * E, *grad_scores_narrow = tile_narrow + kTile * kTile;
-  T* out_narrow = grad_scores_narrow + kTile * kTile;
-  const T* query = scaled(q, L * E, A(p.scale), query_buffer);  // q s, as the forward saw it
-  const T *keys = k, *values = v, *grad_out = g;
-  for (int64_t i = 0; i < L; ++i) {
-    A sum = 0;
-    for (int64_t e = 0; e < Ev; ++e) sum += A(g[i * Ev + e]) * A(o[i * Ev + e]);
-    delta[i] = sum;
-  }
+  T* dk = static_cast<T*>(b.grad_k) + head * S * E;
+  T* dv = static_cast<T*>(b.grad_v) + head * S * Ev;
+  A *grad_query = scratch.grad_query, *probabilities = scratch.probabilities;
+  A* grad_probabilities = scratch.grad_probabilities;
+  // q s, as the forward saw it
+  const T* query = scaled(static_cast<const T*>(p.q) + head * L * E, L * E, A(p.scale), scratch.query_buffer);
+  row_dots(grad_out, static_cast<const T*>(p.out) + head * L * Ev, L, Ev, delta, scratch.row_buffer);
   std::fill(grad_query, grad_query + L * E, A(0));
   for (int64_t key0 = 0; key0 < S; key0 += kKeyBlock) {
     const int64_t cols = std::min(kKeyBlock, S - key0);
-    std::fill(grad_key, grad_key + cols * E, A(0));
-    std::fill(grad_value, grad_value + cols * Ev, A(0));
-    // Causal: query rows before key0 see none of these keys.
-    for (int64_t row0 = p.causal ? std::min(key0, L) : 0; row0 < L; row0 += kQueryBlock) {
-      const int64_t rows = std::min(kQueryBlock, L - row0);
-      product(rows, cols, E, rows_of(query + row0 * E, E), transposed(keys + key0 * E, E), probabilities, tile_narrow);
-      mask_tile(p, head, row0, rows, key0, cols, probabilities);
-      for (int64_t r = 0; r < rows; ++r) {
-        A* row = probabilities + r * cols;
-        const A shift = logsumexp[row0 + r];
-        if (shift == kMinusInfinity<A>) std::fill(row, row + cols, A(0));  // a fully masked row: no gradient
-        else exp_shifted(row, row, cols, shift);
-      }
-      // dv += P^T dO: [cols, rows] x [rows, Ev]
-      const T* probabilities_narrow = narrowed(probabilities, rows * cols, tile_narrow);
-      product(cols, Ev, rows, transposed(probabilities_narrow, cols), rows_of(grad_out + row0 * Ev, Ev), tile_product,
-              out_narrow);
-      add_scaled(grad_value, tile_product, cols * Ev, A(1));
-      // dP = dO v^T: [rows, Ev] x [Ev, cols]; dS = P (dP - delta), in place of dP
-      product(rows, cols, Ev, rows_of(grad_out + row0 * Ev, Ev), transposed(values + key0 * Ev, Ev),
-              grad_probabilities, tile_narrow);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) {
-          A& d = grad_probabilities[r * cols + c];
-          d = probabilities[r * cols + c] * (d - delta[row0 + r]);
-        }
-      // dq += dS k s: [rows, cols] x [cols, E]
-      const T* grad_scores = narrowed(grad_probabilities, rows * cols, grad_scores_narrow);
-      product(rows, E, cols, rows_of(grad_scores, cols), rows_of(keys + key0 * E, E), query_product, out_narrow);
-      add_scaled(grad_query + row0 * E, query_product, rows * E, A(p.scale));
-      // dk += dS^T (q s): [cols, rows] x [rows, E]
-      product(cols, E, rows, transposed(grad_scores, cols), rows_of(query + row0 * E, E), tile_product, out_narrow);
-      add_scaled(grad_key, tile_product, cols * E, A(1));
+    const int64_t row0 = p.causal ? std::min(key0, L) : 0, rows = L - row0;  // the rows that see these keys
+    if (rows == 0) {
+      std::fill(dk + key0 * E, dk + (key0 + cols) * E, T(0));
+      std::fill(dv + key0 * Ev, dv + (key0 + cols) * Ev, T(0));
+      continue;
     }
-    T* dk = static_cast<T*>(b.grad_k) + (head * S + key0) * E;
-    T* dv = static_cast<T*>(b.grad_v) + (head * S + key0) * Ev;
-    for (int64_t i = 0; i < cols * E; ++i) dk[i] = T(grad_key[i]);
-    for (int64_t i = 0; i < cols * Ev; ++i) dv[i] = T(grad_value[i]);
+    const T *keys = k + key0 * E, *queries = query + row0 * E, *grad_outs = grad_out + row0 * Ev;
+    product(rows, cols, E, rows_of(queries, E), transposed(keys, E), probabilities, scratch.out_narrow);
+    mask_tile(p, head, row0, rows, key0, cols, probabilities);
+    for (int64_t r = 0; r < rows; ++r) {
+      A* row = probabilities + r * cols;
+      const A shift = logsumexp[row0 + r];
+      const int64_t seen = shift == kMinusInfinity<A> ? 0 : causal_prefix(p, row0 + r, key0, cols);
+      exp_shifted(row, row, seen, shift);  // a fully masked row (shift -inf): no gradient
+      std::fill(row + seen, row + cols, A(0));
+    }
+    // dv = P^T dO: [cols, rows] x [rows, Ev]
+    const T* probabilities_narrow = narrowed(probabilities, rows * cols, scratch.probabilities_narrow);
+    product<T, T>(cols, Ev, rows, transposed(probabilities_narrow, cols), rows_of(grad_outs, Ev), dv + key0 * Ev,
+                  nullptr);
+    // dP = dO v^T: [rows, Ev] x [Ev, cols]; dS = P (dP - delta), in place of dP
+    product(rows, cols, Ev, rows_of(grad_outs, Ev), transposed(v + key0 * Ev, Ev), grad_probabilities,
+            scratch.out_narrow);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        A& d = grad_probabilities[r * cols + c];
+        d = probabilities[r * cols + c] * (d - delta[row0 + r]);
+      }
+    // dq += dS k s: [rows, cols] x [cols, E]
+    const T* grad_scores = narrowed(grad_probabilities, rows * cols, scratch.grad_scores_narrow);
+    product(rows, E, cols, rows_of(grad_scores, cols), rows_of(keys, E), scratch.query_product, scratch.out_narrow);
+    add_scaled(grad_query + row0 * E, scratch.query_product, rows * E, A(p.scale));
+    // dk = dS^T (q s): [cols, rows] x [rows, E]
+    product<T, T>(cols, E, rows, transposed(grad_scores, cols), rows_of(queries, E), dk + key0 * E, nullptr);
   }
   T* dq = static_cast<T*>(b.grad_q) + head * L * E;
-  for (int64_t i = 0; i < L * E; ++i) dq[i] = T(grad_query[i]);
+  convert_run(grad_query, dq, L * E);
 }
 
-// One thread: Note [Attention runs on one thread].
+// Heads over the threads: Note [Attention tasks in parallel].
 template <class T>
 void backward(const AttentionBackwardProblem& b) {
-  for (int64_t head = 0; head < b.forward.heads; ++head) backward_head<T>(b, head);
+  const AttentionProblem& p = b.forward;
+  const int64_t head_work = p.query_length * p.key_length * (2 * p.head_dim + 3 * p.value_dim);
+  parallel_for(0, p.heads, task_grain(head_work), [&](int64_t begin, int64_t end) {
+    BackwardScratch<T> scratch(p.query_length, p.head_dim, p.value_dim);
+    for (int64_t head = begin; head < end; ++head) backward_head<T>(b, head, scratch);
+  });
 }
 
 }  // namespace

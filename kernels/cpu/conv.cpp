@@ -16,7 +16,6 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -89,14 +88,14 @@ std::shared_ptr<CachedPrimitive> make_conv(const Conv2dProblem& p, DType dtype) 
                                          nchw(p.batch, p.in_channels, p.in_size, type), weights, bias,
                                          nchw(p.batch, p.out_channels, p.out_size, type), {p.stride[0], p.stride[1]},
                                          dilation, {p.padding[0], p.padding[1]}, right);
-    pd = dnnl::convolution_forward::primitive_desc(desc, onednn_engine());
+    pd = dnnl::convolution_forward::primitive_desc(desc, onednn_attributes(), onednn_engine());
   } catch (const dnnl::error& error) {
     if (error.status != dnnl_unimplemented) throw;
     return nullptr;
   }
   if (is_reference_implementation(pd) && dtype != DType::f32) return nullptr;
   auto entry = std::make_shared<CachedPrimitive>();
-  entry->primitive = dnnl::convolution_forward(pd);
+  entry->set_primitive(dnnl::convolution_forward(pd));
   for (int arg : {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS})
     if (arg != DNNL_ARG_BIAS || p.bias)
       entry->args.emplace(arg, memory(pd.query_md(dnnl::query::exec_arg_md, arg), onednn_engine(), nullptr));
@@ -201,15 +200,19 @@ void conv2d_f64(const Conv2dProblem& p) {
 // A convolution primitive on the layouts oneDNN prefers (blocked, for its
 // direct JIT kernels rather than im2col + GEMM), with reorders from the
 // caller's plain inputs and back into its plain output where they differ.
-// One caller at a time (`busy`): the blocked buffers belong to the entry.
+// One caller at a time (`busy`): the blocked buffers belong to the entry. The
+// scratchpad is the caller's thread's (Note [oneDNN scratchpads]).
 struct ConvLayoutEntry {
+  static constexpr int kMaxOperands = 4;
   struct Operand {
     int arg = 0;
     bool output = false;
     memory plain, blocked;  // blocked is plain (no reorder) when the layouts agree
     dnnl::reorder reorder;
+    size_t reorder_scratchpad_bytes = 0;
   };
   dnnl::primitive primitive;
+  size_t scratchpad_bytes = 0;
   std::vector<Operand> operands;
   std::mutex busy;
 };
@@ -246,7 +249,9 @@ std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPa
       operand.blocked = operand.plain;
     } else {
       operand.blocked = memory(chosen, engine);
-      operand.reorder = output ? dnnl::reorder(operand.blocked, operand.plain) : dnnl::reorder(operand.plain, operand.blocked);
+      const memory &from = output ? operand.blocked : operand.plain, &to = output ? operand.plain : operand.blocked;
+      operand.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(from, to, onednn_attributes()));
+      operand.reorder_scratchpad_bytes = scratchpad_bytes(operand.reorder);
     }
     entry->operands.push_back(std::move(operand));
   };
@@ -256,7 +261,7 @@ std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPa
       return dnnl::convolution_forward::primitive_desc(
           dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                           src_layout, any_weights, bias, any_dst, strides, dilation, left, right),
-          engine);
+          onednn_attributes(), engine);
     };
     // A few input channels (a first layer: grey or RGB images): left free,
     // oneDNN picks channels-last for src and dst, and the dst reorder back to
@@ -274,6 +279,7 @@ std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPa
       pd = forward(any_src);
     }
     entry->primitive = dnnl::convolution_forward(pd);
+    entry->scratchpad_bytes = scratchpad_bytes(entry->primitive);
     add(DNNL_ARG_SRC, src, pd.src_desc(), false);
     add(DNNL_ARG_WEIGHTS, weights, pd.weights_desc(), false);
     if (p.bias) add(DNNL_ARG_BIAS, bias, pd.bias_desc(), false);
@@ -282,8 +288,9 @@ std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPa
     dnnl::convolution_backward_data::primitive_desc pd(
         dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, any_src, any_weights, any_dst,
                                               strides, dilation, left, right),
-        engine, hint());
+        onednn_attributes(), engine, hint());
     entry->primitive = dnnl::convolution_backward_data(pd);
+    entry->scratchpad_bytes = scratchpad_bytes(entry->primitive);
     add(DNNL_ARG_DIFF_DST, dst, pd.diff_dst_desc(), false);
     add(DNNL_ARG_WEIGHTS, weights, pd.weights_desc(), false);
     add(DNNL_ARG_DIFF_SRC, src, pd.diff_src_desc(), true);
@@ -291,30 +298,39 @@ std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPa
     dnnl::convolution_backward_weights::primitive_desc pd(
         dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any_src, any_weights, any_dst,
                                                  strides, dilation, left, right),
-        engine, hint());
+        onednn_attributes(), engine, hint());
     entry->primitive = dnnl::convolution_backward_weights(pd);
+    entry->scratchpad_bytes = scratchpad_bytes(entry->primitive);
     add(DNNL_ARG_SRC, src, pd.src_desc(), false);
     add(DNNL_ARG_DIFF_DST, dst, pd.diff_dst_desc(), false);
     add(DNNL_ARG_DIFF_WEIGHTS, weights, pd.diff_weights_desc(), true);
   }
+  EMBER_ASSERT(entry->operands.size() <= size_t(ConvLayoutEntry::kMaxOperands), "conv2d: {} oneDNN operands",
+               entry->operands.size());
   return entry;
+}
+
+// Runs the reorder between an operand's plain and blocked memory.
+void run_reorder(const ConvLayoutEntry::Operand& operand) {
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, (operand.output ? operand.blocked : operand.plain).get()},
+                             {DNNL_ARG_TO, (operand.output ? operand.plain : operand.blocked).get()}};
+  onednn_execute(operand.reorder, operand.reorder_scratchpad_bytes, args, 2);
 }
 
 // Runs `entry` with handles[i] the plain data of operand i.
 void execute(ConvLayoutEntry& entry, std::initializer_list<const void*> handles) {
   std::lock_guard lock(entry.busy);
-  dnnl::stream& stream = onednn_stream();
-  std::unordered_map<int, memory> args;
+  dnnl_exec_arg_t args[ConvLayoutEntry::kMaxOperands + 1];
+  int count = 0;
   const void* const* handle = handles.begin();
   for (ConvLayoutEntry::Operand& operand : entry.operands) {
     operand.plain.set_data_handle(const_cast<void*>(*handle++));
-    if (!operand.output && operand.reorder) operand.reorder.execute(stream, operand.plain, operand.blocked);
-    args.emplace(operand.arg, operand.blocked);
+    if (!operand.output && operand.reorder) run_reorder(operand);
+    args[count++] = {operand.arg, operand.blocked.get()};
   }
-  entry.primitive.execute(stream, args);
+  onednn_execute(entry.primitive, entry.scratchpad_bytes, args, count);
   for (ConvLayoutEntry::Operand& operand : entry.operands)
-    if (operand.output && operand.reorder) operand.reorder.execute(stream, operand.blocked, operand.plain);
-  stream.wait();
+    if (operand.output && operand.reorder) run_reorder(operand);
 }
 
 void run_conv_f32(const Conv2dProblem& p, ConvPass which, std::initializer_list<const void*> handles) {
@@ -392,7 +408,7 @@ std::shared_ptr<CachedPrimitive> make_pool(const Pool2dProblem& p, PoolKind kind
                                      nchw(p.batch, p.channels, p.in_size, type),
                                      nchw(p.batch, p.channels, p.out_size, type), {p.stride[0], p.stride[1]},
                                      {p.kernel[0], p.kernel[1]}, {p.padding[0], p.padding[1]}, right);
-    pd = dnnl::pooling_forward::primitive_desc(desc, onednn_engine());
+    pd = dnnl::pooling_forward::primitive_desc(desc, onednn_attributes(), onednn_engine());
   } catch (const dnnl::error&) {
     // Unimplemented, or a geometry oneDNN refuses (a stride of 2^31 - 1 over
     // 5 rows, found by the op fuzzer): the caller takes the direct loop.
@@ -400,7 +416,7 @@ std::shared_ptr<CachedPrimitive> make_pool(const Pool2dProblem& p, PoolKind kind
   }
   if (is_reference_implementation(pd) && dtype != DType::f32) return nullptr;
   auto entry = std::make_shared<CachedPrimitive>();
-  entry->primitive = dnnl::pooling_forward(pd);
+  entry->set_primitive(dnnl::pooling_forward(pd));
   for (int arg : {DNNL_ARG_SRC, DNNL_ARG_DST})
     entry->args.emplace(arg, memory(pd.query_md(dnnl::query::exec_arg_md, arg), onednn_engine(), nullptr));
   return entry;

@@ -118,7 +118,7 @@ std::shared_ptr<MatmulEntry> make_entry(const MatmulProblem& p, DType dtype) {
     memory::desc bias_desc = bias ? desc_of(p, p.bias, bias_rows, bias_cols, type, batched) : memory::desc();
     dnnl::matmul::desc desc(desc_of(p, p.a, p.m, p.k, type, batched), desc_of(p, p.b, p.k, p.n, type, batched),
                             bias_desc, desc_of(p, p.out, p.m, p.n, type, batched));
-    return dnnl::matmul::primitive_desc(desc, onednn_engine());
+    return dnnl::matmul::primitive_desc(desc, onednn_attributes(), onednn_engine());
   };
   dnnl::matmul::primitive_desc pd;
   try {
@@ -134,7 +134,7 @@ std::shared_ptr<MatmulEntry> make_entry(const MatmulProblem& p, DType dtype) {
   // oneDNN's naive loops are far slower than converting bf16 to f32, or than
   // adding a bias whose broadcast pattern (anything but per-column) its GEMMs lack.
   entry->usable = !is_reference_implementation(pd) || (dtype == DType::f32 && !bias);
-  entry->primitive = dnnl::matmul(pd);
+  entry->set_primitive(dnnl::matmul(pd));
   for (int arg : {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST})
     entry->args.emplace(arg, memory(pd.query_md(dnnl::query::exec_arg_md, arg), onednn_engine(), nullptr));
   if (bias) entry->args.emplace(DNNL_ARG_BIAS, memory(pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_BIAS),

@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,43 @@ const dnnl::engine& onednn_engine() {
 dnnl::stream& onednn_stream() {
   thread_local dnnl::stream stream(onednn_engine());
   return stream;
+}
+
+dnnl::primitive_attr onednn_attributes() {
+  dnnl::primitive_attr attributes;
+  attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attributes;
+}
+
+const dnnl::memory& onednn_scratchpad(size_t bytes) {
+  thread_local dnnl::memory scratchpad;
+  thread_local size_t capacity = 0;
+  if (bytes > capacity) {
+    // Grown by half again over the request, so a thread whose shapes creep up
+    // reallocates a few times, not on every new shape.
+    size_t grown = std::max(bytes, capacity + capacity / 2);
+    scratchpad = dnnl::memory(dnnl::memory::desc({dnnl::memory::dim(grown)}, dnnl::memory::data_type::u8,
+                                                 dnnl::memory::format_tag::x),
+                              onednn_engine());
+    capacity = grown;
+  }
+  return scratchpad;
+}
+
+size_t scratchpad_bytes(const dnnl::primitive& primitive) {
+  const_dnnl_primitive_desc_t pd = nullptr;
+  dnnl::error::wrap_c_api(dnnl_primitive_get_primitive_desc(primitive.get(), &pd),
+                          "could not get a primitive descriptor");
+  const dnnl_memory_desc_t* scratchpad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  return scratchpad == nullptr ? 0 : dnnl_memory_desc_get_size(scratchpad);
+}
+
+void onednn_execute(const dnnl::primitive& primitive, size_t scratchpad, dnnl_exec_arg_t* args, int count) {
+  if (scratchpad > 0) args[count++] = {DNNL_ARG_SCRATCHPAD, onednn_scratchpad(scratchpad).get()};
+  dnnl::stream& stream = onednn_stream();
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(primitive.get(), stream.get(), count, args),
+                          "could not execute a primitive");
+  stream.wait();
 }
 
 dnnl::memory::data_type onednn_type(DType dtype) {
@@ -43,7 +81,7 @@ bool onednn_bf16_enabled() { return bf16_enabled().load(std::memory_order_relaxe
 void set_onednn_bf16_enabled(bool enabled) { bf16_enabled().store(enabled, std::memory_order_relaxed); }
 
 int onednn_threads(int64_t multiply_adds) {
-  return multiply_adds < kSingleThreadMultiplyAdds ? 1 : omp_get_max_threads();
+  return multiply_adds < kSingleThreadMultiplyAdds || omp_in_parallel() ? 1 : omp_get_max_threads();
 }
 
 OnednnThreadsGuard::OnednnThreadsGuard(int threads)
@@ -68,9 +106,14 @@ CachedPrimitive::Binding& CachedPrimitive::binding_of(int arg) {
   return binding;
 }
 
+void CachedPrimitive::set_primitive(dnnl::primitive primitive) {
+  scratchpad_bytes_ = scratchpad_bytes(primitive);
+  primitive_ = std::move(primitive);
+}
+
 void CachedPrimitive::execute(std::initializer_list<std::pair<int, void*>> handles) {
   EMBER_ASSERT(handles.size() <= size_t(kMaxArgs), "CachedPrimitive: more than {} arguments", kMaxArgs);
-  dnnl_exec_arg_t exec_args[kMaxArgs];
+  dnnl_exec_arg_t exec_args[kMaxArgs + 1];
   int count = 0;
   std::vector<dnnl::memory> own;  // a concurrent caller's memory objects
   std::unique_lock lock(busy, std::try_to_lock);
@@ -87,10 +130,7 @@ void CachedPrimitive::execute(std::initializer_list<std::pair<int, void*>> handl
       exec_args[count++] = {arg, own.back().get()};
     }
   }
-  dnnl::stream& stream = onednn_stream();
-  dnnl::error::wrap_c_api(dnnl_primitive_execute(primitive.get(), stream.get(), count, exec_args),
-                          "could not execute a primitive");
-  stream.wait();
+  onednn_execute(primitive_, scratchpad_bytes_, exec_args, count);
 }
 
 }  // namespace ember::cpu

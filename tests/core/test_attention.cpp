@@ -55,8 +55,10 @@ struct Case {
   enum Mask { none, boolean_full, boolean_broadcast, additive_full, additive_broadcast } mask;
 };
 
-// Cases covering lengths 1, off the 64-row and 128-key tiles, L != S, every mask kind.
+// Cases covering lengths 1, off the 64-row tiles and the 64-key (backward) and
+// 256-key (forward) tiles, L != S, every mask kind.
 const Case kCases[] = {
+    {1, 2, 70, 300, 8, 8, false, Case::boolean_full}, {1, 1, 300, 300, 8, 4, true, Case::none},
     {2, 3, 5, 5, 4, 4, true, Case::none},          {1, 2, 1, 1, 8, 3, false, Case::none},
     {2, 2, 70, 150, 16, 8, false, Case::none},     {1, 3, 131, 131, 8, 8, true, Case::none},
     {2, 2, 67, 9, 5, 7, true, Case::none},         {2, 2, 9, 140, 6, 6, true, Case::none},
@@ -138,6 +140,57 @@ TEST(Attention, FusedGradientsMatchTheComposite) {
       const double tol = dtype == DType::bf16 ? 6e-2 : tolerance(dtype) * 10;
       for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(fused[i].to(DType::f64), composite[i].to(DType::f64), tol, tol)) << i;
     }
+}
+
+// The fused kernels split their tasks over the threads (Note [Attention tasks
+// in parallel], kernels/cpu/attention.cpp), each computed as on one thread,
+// so the output and gradients on 2 and 3 threads equal those on 1 exactly.
+// The shape is above the threshold at which threads start (16 heads of 256
+// rows), and each count runs twice, so that the threads overlap.
+// Mutations caught: one scratch shared by the threads (the ForwardScratch or
+// BackwardScratch made outside parallel_for's body), and the tile products'
+// oneDNN primitives back in library scratchpad mode (Note [oneDNN
+// scratchpads]).
+TEST(Attention, FusedKernelsGiveTheSameResultsOnAnyThreadCount) {
+  const int previous_threads = get_num_threads();
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (bool causal : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " causal=" << causal);
+      Tensor q0 = random_tensor({4, 4, 256, 64}, dtype), k0 = random_tensor({4, 4, 200, 64}, dtype);
+      Tensor v0 = random_tensor({4, 4, 200, 32}, dtype), g = random_tensor({4, 4, 256, 32}, dtype);
+      Tensor mask = causal ? Tensor() : random_tensor({256, 200}, dtype);
+      auto run = [&](int threads) {
+        set_num_threads(threads);
+        Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+        Tensor y = attention(q, k, v, {.scale = 0.125, .causal = causal, .mask = mask});
+        sum(y * g).backward();
+        return std::vector<Tensor>{y, q.grad(), k.grad(), v.grad()};
+      };
+      std::vector<Tensor> one = run(1);
+      for (int threads : {2, 3, 2, 3}) {
+        std::vector<Tensor> several = run(threads);
+        for (size_t i = 0; i < one.size(); ++i)
+          EXPECT_TRUE(all_close(several[i], one[i], 0, 0)) << threads << " threads, tensor " << i;
+      }
+    }
+  set_num_threads(previous_threads);
+}
+
+// Causal attention equals the same attention under the explicit lower
+// triangular mask exactly (as tests/nn/test_attention.cpp asks at T = 5),
+// here over several tiles and off the vector width: the fused kernel stops
+// the causal softmax at the diagonal rounded up to the exp's lanes.
+// Mutation caught: stopping at the diagonal itself (no rounding), which sums
+// the row in another order.
+TEST(Attention, CausalEqualsTheExplicitMaskExactlyOverSeveralTiles) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Tensor q = random_tensor({2, 2, 300, 16}, dtype), k = random_tensor({2, 2, 300, 16}, dtype);
+    Tensor v = random_tensor({2, 2, 300, 8}, dtype);
+    Tensor allowed = lt(arange(0, 300, 1).unsqueeze(0), arange(1, 301, 1).unsqueeze(1));  // key j <= query i
+    EXPECT_TRUE(all_close(attention(q, k, v, {.scale = 0.25, .causal = true}),
+                          attention(q, k, v, {.scale = 0.25, .mask = allowed}), 0, 0))
+        << dtype_name(dtype);
+  }
 }
 
 TEST(Attention, GradcheckWithCausalityAndAnAdditiveMask) {
