@@ -180,7 +180,9 @@ void Reducer::launch_in_order() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_launch_];
     bucket.launched_ns = profiler::now_ns();
-    if (group_.size() > 1) bucket.work = group_.allreduce(bucket.buffer, ReduceOp::sum);
+    // Note [End of backward]: avg, so the backend divides as it writes the
+    // sums (shm: in its reduce pass) and the buffer needs no pass of its own.
+    if (group_.size() > 1) bucket.work = group_.allreduce(bucket.buffer, ReduceOp::avg);
     ++next_launch_;
   }
   if (next_launch_ == buckets_.size()) finalize();
@@ -188,8 +190,8 @@ void Reducer::launch_in_order() {
 
 // Note [End of backward]: the last parameter's hook launched the last bucket;
 // still inside that hook (so before backward() returns), wait for every
-// all-reduce and turn the sums into means. The optimizer step that follows
-// sees averaged gradients without any call from the user.
+// all-reduce (each an average). The optimizer step that follows sees
+// averaged gradients without any call from the user.
 void Reducer::finalize() {
   expecting_ = false;
   // The end of backward's own work, apart from the wait below that the last
@@ -199,9 +201,6 @@ void Reducer::finalize() {
     profiler::record_span(profiler::kRecordDistributed, profiler::Category::bucket, "last gradient",
                           last_gradient_ns_, last_gradient_ns_, {{"iteration", iteration_}});
   log_completed(/*wait=*/true);
-  NoGradGuard no_grad;
-  if (group_.size() > 1)
-    for (Bucket& bucket : buckets_) bucket.buffer /= double(group_.size());
   if (used_work_) {
     std::shared_ptr<Work> work = std::move(used_work_);
     work->wait();

@@ -1,9 +1,9 @@
 // Reducer: DistributedDataParallel's bucketer. It owns flat gradient buckets
 // (each parameter's .grad is a view into one, Note [Gradients as bucket
 // views]), is fed by the parameters' post-accumulate-grad hooks, launches a
-// bucket's all-reduce as soon as the bucket and every bucket before it are
-// complete (Note [Bucket order]), and at the end of backward waits for them
-// and averages (Note [End of backward]). The notes are in distributed/README.md.
+// bucket's all-reduce (an average) as soon as the bucket and every bucket
+// before it are complete (Note [Bucket order]), and at the end of backward
+// waits for them (Note [End of backward]). The notes are in distributed/README.md.
 // Called by distributed_data_parallel.cpp; tests: tests/distributed/test_ddp.cpp.
 #pragma once
 

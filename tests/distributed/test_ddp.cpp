@@ -29,9 +29,9 @@ ProcessResult run_ranks(int ranks, const std::string& scenario, const std::strin
   return launch({"--nproc-per-node", std::to_string(ranks)}, scenario, {backend}, seconds(60), extra_env);
 }
 
-// Mutation caught (run once, failed as expected): the reducer leaving the
-// bucket sums undivided at the end of backward (no `/= size` in
-// Reducer::finalize) doubles every gradient on 2 ranks: the parameters part.
+// Mutation caught (run once, failed as expected): the reducer all-reducing
+// its buckets with ReduceOp::sum instead of avg (the sums left undivided)
+// doubles every gradient on 2 ranks: the parameters part.
 TEST(DDP, TwoRanksEqualOneProcessOnTheGlobalBatch) {
   expect_clean_success(run_ranks(2, "ddp_matches_single_process"));
 }

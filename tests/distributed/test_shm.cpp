@@ -193,6 +193,45 @@ TEST(ShmBackend, AllreduceEveryDTypeAndOpMatchesTheReference) {
   }
 }
 
+// The reference for avg: the exact sum of small integers divided by `size`
+// in ComputeType and rounded once, as the reduce pass does.
+std::vector<std::byte> reference_mean(DType dtype, int size, int64_t count, int64_t offset = 0) {
+  std::vector<std::byte> result = reference(dtype, ReduceOp::sum, size, count, offset);
+  visit_dtype(dtype, [&]<class T>() {
+    if constexpr (std::is_floating_point_v<ComputeType<T>>) {
+      T* data = reinterpret_cast<T*>(result.data());
+      for (int64_t i = 0; i < count; ++i) data[i] = T(ComputeType<T>(data[i]) / ComputeType<T>(size));
+    }
+  });
+  return result;
+}
+
+// avg, which the shm backend takes itself (supports_avg): each rank divides
+// its share as it reduces it, so the gathered shares and reduce_scatter's
+// output arrive as means. 3 ranks divide, 2 and 4 multiply by 1/n.
+// Mutation caught (run once, failed as expected): the avg kernel finishing
+// with the identity instead of the division (it then returns the sum).
+TEST(ShmBackend, AvgDividesAsItReduces) {
+  for (int size : {2, 3, 4}) {
+    expect_all_succeed(run_ranks(size, [](Backend& backend, int rank, int size) {
+      RANK_CHECK(backend.supports_avg(), "the shm backend takes avg itself");
+      for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+        for (int64_t count : {int64_t(1), int64_t(1000), (int64_t(1) << 18) + 5}) {
+          auto data = fill(dtype, ReduceOp::sum, rank, count);
+          backend.allreduce(data.data(), count, dtype, ReduceOp::avg);
+          RANK_CHECK(data == reference_mean(dtype, size, count), "allreduce avg of {} x {} on {} ranks", count, dtype,
+                     size);
+          auto input = fill(dtype, ReduceOp::sum, rank, count * size);
+          std::vector<std::byte> output(static_cast<size_t>(count * element_size(dtype)));
+          backend.reduce_scatter(input.data(), output.data(), count, dtype, ReduceOp::avg);
+          RANK_CHECK(output == reference_mean(dtype, size, count, rank * count), "reduce_scatter avg of {} x {} on {} ranks",
+                     count, dtype, size);
+        }
+      }
+    }));
+  }
+}
+
 TEST(ShmBackend, AllreduceAcrossChunkBoundariesOnFourRanks) {
   expect_all_succeed(run_ranks(4, [](Backend& backend, int rank, int size) {
     for (DType dtype : {DType::f32, DType::bf16, DType::f64}) {
