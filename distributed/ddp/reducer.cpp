@@ -3,8 +3,10 @@
 // the process group's communication thread, in the order we launch them.
 #include "distributed/ddp/reducer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/grad_hook.h"
@@ -33,9 +35,12 @@ Reducer::Reducer(NamedTensors parameters, ProcessGroup& group, ReducerOptions op
     : parameters_(std::move(parameters)), group_(group), options_(options) {
   EMBER_CHECK(options.bucket_cap_bytes > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got {} bytes",
               options.bucket_cap_bytes);
+  EMBER_CHECK(options.first_bucket_cap_bytes > 0,
+              "DistributedDataParallel: first_bucket_cap_mb must be positive, got {} bytes",
+              options.first_bucket_cap_bytes);
   ready_.assign(parameters_.size(), false);
   had_no_grad_.assign(parameters_.size(), false);
-  assign_buckets(options.bucket_cap_bytes);
+  assign_buckets(std::min(options.first_bucket_cap_bytes, options.bucket_cap_bytes), options.bucket_cap_bytes);
 }
 
 Reducer::~Reducer() { wait_outstanding(); }
@@ -44,9 +49,12 @@ Reducer::~Reducer() { wait_outstanding(); }
 // order, since backward produces gradients roughly in reverse of the forward,
 // which mostly follows registration: bucket 0 (the last layers) fills first
 // and its all-reduce overlaps the rest of backward (Note [What overlap buys]
-// in examples/ladder/README.md: what that saves per step).
-void Reducer::assign_buckets(int64_t bucket_cap_bytes) {
+// in examples/ladder/README.md: what that saves per step). The first bucket
+// of each dtype and device closes at first_bucket_cap_bytes (1 MiB, as
+// PyTorch's), so that its all-reduce starts after the last layers' gradients.
+void Reducer::assign_buckets(int64_t first_bucket_cap_bytes, int64_t bucket_cap_bytes) {
   std::map<std::pair<int, std::string>, size_t> open;  // (dtype, device) -> the bucket being filled
+  std::set<std::pair<int, std::string>> closed_one;    // keys whose first bucket is closed
   std::vector<int64_t> bytes;
   locations_.resize(parameters_.size());
   for (size_t i = parameters_.size(); i-- > 0;) {
@@ -68,7 +76,10 @@ void Reducer::assign_buckets(int64_t bucket_cap_bytes) {
     bucket.lengths.push_back(parameter.numel());
     bytes[index] += parameter.nbytes();
     // A parameter larger than the cap gets a bucket of its own.
-    if (bytes[index] >= bucket_cap_bytes) open.erase(found);
+    if (bytes[index] >= (closed_one.count(key) ? bucket_cap_bytes : first_bucket_cap_bytes)) {
+      open.erase(found);
+      closed_one.insert(key);
+    }
   }
 
   // Note [Gradients as bucket views]: allocate each buffer and make every

@@ -49,6 +49,21 @@ TEST(DDP, NoSyncAccumulationEqualsTheWholeBatch) {
   expect_clean_success(run_ranks(3, "ddp_no_sync_matches_single_process"));
 }
 
+// Scenarios and their mutations: workers/ddp_scenarios.cpp.
+TEST(DDP, GradientsStayBucketViewsAcrossZeroGrad) {
+  expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_gradients_stay_bucket_views", {"auto", "none"}, seconds(60)));
+  expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_gradients_stay_bucket_views", {"auto", "zero"}, seconds(60)));
+}
+
+TEST(DDP, NoSyncAccumulatesInTheBucketViews) {
+  expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_accumulation_in_bucket_views", {"auto", "none"}, seconds(60)));
+  expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_accumulation_in_bucket_views", {"auto", "zero"}, seconds(60)));
+}
+
+TEST(DDP, FirstBucketIsSmallSoItsAllReduceStartsEarly) {
+  expect_clean_success(run_ranks(2, "ddp_first_bucket_is_small"));
+}
+
 TEST(DDP, FindUnusedParametersCompletesTheBuckets) { expect_clean_success(run_ranks(2, "ddp_unused_parameters")); }
 
 TEST(DDP, UnusedParametersWithoutFindUnusedAreNamedInTheError) {
