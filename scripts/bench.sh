@@ -75,6 +75,9 @@ for ranks in 2 4; do
   OMP_NUM_THREADS=1 $launch --nproc-per-node $ranks -- "$programs/distributed/bench_gloo_allreduce" \
     | tee "$results/allreduce.bare_gloo.ranks$ranks.txt"
 done
+# The all-reduce's ceiling: one core copying what the other just wrote.
+echo "== cross-core copy"
+"$programs/distributed/bench_cross_core_copy" | tee "$results/cross_core_copy.txt"
 # DDP scaling: the same global batch on one rank and on two (one thread each).
 echo "== DDP scaling, MLP 784-1024-1024-10, global batch 256"
 OMP_NUM_THREADS=1 "$programs/distributed/bench_ddp_scaling" | tee "$results/ddp_scaling.txt"
