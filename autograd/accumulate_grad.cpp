@@ -8,13 +8,24 @@
 namespace ember::autograd {
 namespace {
 
+// Whether `impl` is the only holder of its storage. A gradient is often a
+// view of a formula's temporary (the transposed product of a Linear weight's
+// gradient, a reshaped sum), which the view keeps alive as its view_base and
+// nothing else holds: the two then share the storage with nobody.
+bool sole_owner(const TensorImpl& impl) {
+  if (!impl.view_base) return impl.storage.use_count() == 1;
+  const TensorImpl& base = *impl.view_base;
+  return impl.view_base.use_count() == 1 && impl.storage.use_count() == 2 && base.storage == impl.storage &&
+         !base.requires_grad && !base.autograd && !base.grad;
+}
+
 // Whether `grad` can become the leaf's .grad as it is (as PyTorch steals a
 // gradient): this is its only handle (no hook, user or saved tensor keeps
-// it), it views no other tensor's storage and covers all of its own, it is
+// it), no other tensor shares its storage and it covers all of it, it is
 // dense in the leaf's dtype, device and shape, and carries no autograd state.
 bool stealable(const Tensor& grad, const TensorImpl& leaf) {
   const TensorImpl& impl = *grad.impl();
-  return grad.impl_ptr().use_count() == 1 && impl.storage.use_count() == 1 && impl.contiguous && impl.offset == 0 &&
+  return grad.impl_ptr().use_count() == 1 && sole_owner(impl) && impl.contiguous && impl.offset == 0 &&
          impl.storage->nbytes() == size_t(grad.nbytes()) && impl.dtype == leaf.dtype &&
          impl.storage->device() == leaf.storage->device() && impl.shape == leaf.shape && !impl.requires_grad &&
          !impl.autograd && !impl.grad;
@@ -44,7 +55,12 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   if (!leaf_->grad) {
     // .grad must never alias a tensor someone else holds: a gradient nothing
     // else references is taken over, any other is copied into a fresh buffer.
-    leaf_->grad = stealable(grad, *leaf_) ? grad.impl_ptr() : clone(grad).impl_ptr();
+    if (stealable(grad, *leaf_)) {
+      grad.impl()->view_base.reset();  // .grad is no view: the base, held by nothing else, goes
+      leaf_->grad = grad.impl_ptr();
+    } else {
+      leaf_->grad = clone(grad).impl_ptr();
+    }
   } else if (grad_mode_enabled()) {
     // create_graph: the sum is recorded, and a .grad the caller may hold (a
     // gradient penalty's input) is left as it was, as PyTorch does.

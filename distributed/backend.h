@@ -48,7 +48,8 @@ class Backend {
   virtual std::string name() const = 0;
 
   // `count` elements of `dtype`, reduced in place across ranks. ProcessGroup
-  // turns AVG into SUM followed by a division, so backends never see it.
+  // turns AVG into SUM followed by a division, unless supports_avg() says the
+  // backend divides in its own last pass.
   // Every call blocks until done on this rank and throws ember::Error on failure
   // (a peer's death, the context's timeout); ProcessGroup adds the op's name.
   virtual void allreduce(void* data, int64_t count, DType dtype, ReduceOp op) = 0;
@@ -62,6 +63,10 @@ class Backend {
   // `input` goes to rank r, arriving there as block rank() of its `output`.
   virtual void all_to_all(const void* input, void* output, int64_t nbytes) = 0;
   virtual void barrier() = 0;
+  // Whether allreduce and reduce_scatter take ReduceOp::avg (floating dtypes)
+  // themselves, dividing by the group's size as they write the result: no
+  // extra pass over the buffer (the shm backend).
+  virtual bool supports_avg() const { return false; }
   // Point-to-point, matched by (peer, tag) in call order. send must not wait
   // for the matching recv: it returns once `data` may be reused (copied out
   // or fully written), so that a ring of send-then-recv issued from the one

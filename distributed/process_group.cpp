@@ -389,9 +389,9 @@ std::shared_ptr<Work> ProcessGroup::allreduce(Tensor tensor, ReduceOp op) {
   return enqueue(fmt::format("allreduce({}, {}, {})", tensor.shape(), tensor.dtype(), reduce_op_name(op)), true,
                  tensor.device(), tensor.nbytes(), [this, tensor, buffer, op](Backend& backend) {
                    if (buffer.numel() == 0) return;
-                   backend.allreduce(buffer.data_ptr(), buffer.numel(), buffer.dtype(),
-                                       op == ReduceOp::avg ? ReduceOp::sum : op);
-                   if (op == ReduceOp::avg) divide_in_place(buffer, size());
+                   const bool divide = op == ReduceOp::avg && !backend.supports_avg();
+                   backend.allreduce(buffer.data_ptr(), buffer.numel(), buffer.dtype(), divide ? ReduceOp::sum : op);
+                   if (divide) divide_in_place(buffer, size());
                    write_back(tensor, buffer);
                  });
 }
@@ -445,9 +445,10 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, Tensor input, 
                              input.dtype(), reduce_op_name(op)),
                  true, input.device(), input.nbytes(), [this, output, source, destination, op](Backend& backend) {
                    if (destination.numel() == 0) return;
+                   const bool divide = op == ReduceOp::avg && !backend.supports_avg();
                    backend.reduce_scatter(source.data_ptr(), destination.data_ptr(), destination.numel(),
-                                            destination.dtype(), op == ReduceOp::avg ? ReduceOp::sum : op);
-                   if (op == ReduceOp::avg) divide_in_place(destination, size());
+                                          destination.dtype(), divide ? ReduceOp::sum : op);
+                   if (divide) divide_in_place(destination, size());
                    write_back(output, destination);
                  });
 }

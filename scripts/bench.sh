@@ -75,6 +75,12 @@ for ranks in 2 4; do
   OMP_NUM_THREADS=1 $launch --nproc-per-node $ranks -- "$programs/distributed/bench_gloo_allreduce" \
     | tee "$results/allreduce.bare_gloo.ranks$ranks.txt"
 done
+echo "== all-reduce, ember shm, 2 ranks, ember launch --bind-cores"
+OMP_NUM_THREADS=1 $launch --bind-cores --nproc-per-node 2 -- "$programs/distributed/bench_allreduce" --backend shm \
+  | tee "$results/allreduce.shm.ranks2.bind_cores.txt"
+# The all-reduce's ceiling: one core copying what the other just wrote.
+echo "== cross-core copy"
+"$programs/distributed/bench_cross_core_copy" | tee "$results/cross_core_copy.txt"
 # DDP scaling: the same global batch on one rank and on two (one thread each).
 echo "== DDP scaling, MLP 784-1024-1024-10, global batch 256"
 OMP_NUM_THREADS=1 "$programs/distributed/bench_ddp_scaling" | tee "$results/ddp_scaling.txt"

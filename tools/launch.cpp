@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "config_file.h"
 #include "node_rendezvous.h"
@@ -199,11 +201,38 @@ std::string job_id_from_token(const std::string& token) {
   return fmt::format("{:016x}", hash).substr(0, 12);
 }
 
-int usable_cores() {
+// The CPUs this launcher may run on (its affinity mask), empty if unknown.
+std::vector<int> usable_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN)));
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  return cpus;
+}
+
+int usable_cores() {
+  const size_t cpus = usable_cpus().size();
+  return cpus > 0 ? int(cpus) : std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+// --bind-cores: local rank r runs on the r-th of `local_ranks` equal,
+// contiguous shares of the launcher's CPUs, so that the scheduler cannot
+// stack two ranks on one core (bench/RESULTS.md, issue 22: the 2-rank shm
+// all-reduce is bimodal without it). Opt-in: on a machine other jobs share,
+// a pinned rank cannot move away from them.
+std::vector<std::vector<int>> cpu_shares(int local_ranks) {
+  const std::vector<int> cpus = usable_cpus();
+  EMBER_CHECK(int(cpus.size()) >= local_ranks,
+              "--bind-cores: {} workers on this node, but the launcher may run on only {} CPU(s) ({}); start fewer "
+              "workers or leave out --bind-cores",
+              local_ranks, cpus.size(), fmt::join(cpus, ","));
+  std::vector<std::vector<int>> shares(static_cast<size_t>(local_ranks));
+  const size_t n = cpus.size();
+  for (size_t r = 0; r < shares.size(); ++r)
+    shares[r].assign(cpus.begin() + long(r * n / shares.size()), cpus.begin() + long((r + 1) * n / shares.size()));
+  return shares;
 }
 
 // The launcher's environment without the variables it sets: its own, and
@@ -363,6 +392,8 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
                      "Seconds from SIGTERM to SIGKILL when stopping workers")
       ->capture_default_str();
   launch->add_option("--log-dir", options.log_dir, "Write each rank's output to DIR/rank_N.log");
+  launch->add_flag("--bind-cores", options.bind_cores,
+                   "Run each local rank on its own share of the launcher's CPUs (sched_setaffinity)");
   launch->add_option("--local-addr", options.local_addr, "Address this node's workers give Gloo peers");
   launch->add_option("--profile", options.profile_dir,
                      "Profile every worker: each writes DIR/rank<r>.json and prints its table at the end "
@@ -437,6 +468,14 @@ int run_launch(const LaunchOptions& given) {
   std::optional<LogFiles> logs;
   if (!options.log_dir.empty()) logs.emplace(options.log_dir, first_rank, local_ranks);
 
+  std::vector<std::vector<int>> shares;
+  if (options.bind_cores) {
+    shares = cpu_shares(local_ranks);
+    std::vector<std::string> described;
+    for (size_t r = 0; r < shares.size(); ++r)
+      described.push_back(fmt::format("local rank {} on CPU {}", r, fmt::join(shares[r], ",")));
+    say(fmt::format("--bind-cores: {}", fmt::join(described, ", ")));
+  }
   OmpSettings omp = omp_settings(local_ranks);
   base.insert(base.end(), omp.added.begin(), omp.added.end());
   std::vector<std::string> accelerator = accelerator_variables(options.accelerator);
@@ -505,6 +544,7 @@ int run_launch(const LaunchOptions& given) {
           .stdout_target = logs ? logs->fd(local_rank) : 1,
           .stderr_target = logs ? logs->fd(local_rank) : 2,
           .prefix = logs ? "" : fmt::format("[rank {}] ", rank),
+          .cpus = shares.empty() ? std::vector<int>{} : shares[size_t(local_rank)],
       });
     }
 

@@ -4,6 +4,7 @@
 #include "supervisor.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
@@ -63,7 +64,7 @@ class CStrings {
 
 // In the forked child: async-signal-safe calls only.
 [[noreturn]] void exec_worker(const char* program, char** argv, char** envp, int out_fd, int err_fd,
-                              int exec_error_fd, pid_t launcher) {
+                              int exec_error_fd, pid_t launcher, const cpu_set_t* cpus) {
   setpgid(0, 0);
   // Note [Launcher supervision]: the worker dies with the launcher, even when
   // the launcher is SIGKILLed. If the launcher died before prctl took effect
@@ -85,7 +86,8 @@ class CStrings {
   // The launcher's other descriptors (the store's sockets, other workers'
   // pipes) must not leak into the worker.
   close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-  execve(program, argv, envp);
+  // --bind-cores: set before exec, so every thread the worker starts inherits it.
+  if (!cpus || sched_setaffinity(0, sizeof *cpus, cpus) == 0) execve(program, argv, envp);
   int error = errno;
   ssize_t ignored = write(exec_error_fd, &error, sizeof error);
   (void)ignored;
@@ -112,9 +114,14 @@ std::optional<SpawnError> spawn(Worker& worker, const WorkerSpec& spec, const At
   }
   auto [out_read, out_write, err_read, err_write, exec_read, exec_write] =
       std::tuple(fds[0], fds[1], fds[2], fds[3], fds[4], fds[5]);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : spec.cpus) CPU_SET(cpu, &cpus);
   pid_t launcher = getpid();
   pid_t pid = fork();
-  if (pid == 0) exec_worker(options.program.c_str(), argv, envp.get(), out_write, err_write, exec_write, launcher);
+  if (pid == 0)
+    exec_worker(options.program.c_str(), argv, envp.get(), out_write, err_write, exec_write, launcher,
+                spec.cpus.empty() ? nullptr : &cpus);
   std::string fork_error = pid < 0 ? std::strerror(errno) : "";
   close(out_write);
   close(err_write);

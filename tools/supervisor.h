@@ -20,6 +20,7 @@ struct WorkerSpec {
   int stdout_target = 1;                 // where its stdout lines go
   int stderr_target = 2;                 // and its stderr lines
   std::string prefix;                    // put before each line ("[rank 3] ", or "" in a log file)
+  std::vector<int> cpus;                 // --bind-cores: the CPUs it may run on; empty: the launcher's
 };
 
 struct AttemptOptions {

@@ -5,6 +5,7 @@
 // the two steps/s figures is the scaling, which DDP's overlap of the
 // gradient all-reduce with backward is there to bring close to 2x.
 //   bench_ddp_scaling [--global-batch 256] [--steps 60] [--warmup 10] [--bucket-cap-mb 25]
+//                     [--first-bucket-cap-mb 1]
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -23,12 +24,13 @@ using namespace ember;
 int main(int argc, char** argv) {
   int64_t global_batch = 256;
   int steps = 60, warmup = 10;
-  double bucket_cap_mb = 25;
+  double bucket_cap_mb = 25, first_bucket_cap_mb = 1;
   CLI::App app("DDP scaling of an MLP training step");
   app.add_option("--global-batch", global_batch, "samples per step over all ranks");
   app.add_option("--steps", steps, "timed steps");
   app.add_option("--warmup", warmup, "untimed steps first");
   app.add_option("--bucket-cap-mb", bucket_cap_mb, "DDP bucket size");
+  app.add_option("--first-bucket-cap-mb", first_bucket_cap_mb, "DDP's first bucket size");
   CLI11_PARSE(app, argc, argv);
 
   distributed::ProcessGroup& group = distributed::init_process_group();
@@ -43,7 +45,7 @@ int main(int argc, char** argv) {
   manual_seed(0);
   auto model = std::make_shared<nn::Sequential>(nn::Linear(784, 1024), nn::ReLU(), nn::Linear(1024, 1024), nn::ReLU(),
                                                 nn::Linear(1024, 10));
-  distributed::DistributedDataParallel ddp(model, group, {.bucket_cap_mb = bucket_cap_mb});
+  distributed::DistributedDataParallel ddp(model, group, {.bucket_cap_mb = bucket_cap_mb, .first_bucket_cap_mb = first_bucket_cap_mb});
   optim::SGD optimizer(model->parameters(), {.lr = 0.01, .momentum = 0.9});
   // This rank's share of one fixed global batch: compute, not data loading, is measured.
   manual_seed(1 + uint64_t(group.rank()));

@@ -48,6 +48,7 @@ class ShmBackend final : public Backend {
   void reduce_scatter(const void* input, void* output, int64_t count, DType dtype, ReduceOp op) override;
   void all_to_all(const void* input, void* output, int64_t nbytes) override;
   void barrier() override;
+  bool supports_avg() const override { return true; }
   void send(const void* data, int64_t nbytes, int dst, uint32_t tag) override;
   void recv(void* data, int64_t nbytes, int src, uint32_t tag) override;
 

@@ -5,6 +5,7 @@
 #include "distributed/backends/shm_kernels.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <type_traits>
 
@@ -52,13 +53,32 @@ __attribute__((target("avx2"))) void copy_avx2(std::byte* out, const std::byte* 
 }
 #endif
 
-template <class T, ReduceOp Op>
-EMBER_SHM_INLINE void reduce_sources(T* out_a, T* out_b, const T* const* sources, int num_sources, int64_t count) {
+// avg sums, then divides each result once in ComputeType, in the same pass
+// (Note [Shared-memory collectives], "avg"). Multiplying by 1/n gives the
+// same correctly rounded quotient when n is a power of two, and is cheaper.
+template <class C>
+struct Identity {
+  C operator()(C x) const { return x; }
+};
+template <class C>
+struct MultiplyBy {
+  C factor;
+  C operator()(C x) const { return x * factor; }
+};
+template <class C>
+struct DivideBy {
+  C divisor;
+  C operator()(C x) const { return x / divisor; }
+};
+
+template <class T, ReduceOp Op, class Finish>
+EMBER_SHM_INLINE void reduce_sources(T* out_a, T* out_b, const T* const* sources, int num_sources, int64_t count,
+                                     Finish finish) {
   using C = ComputeType<T>;
   constexpr int64_t kBlock = 2048;  // the accumulator stays in L1 while the sources stream through
   auto combine = [](C x, C y) -> C {
     if constexpr (std::is_same_v<T, bool>) return Op == ReduceOp::max ? (x || y) : (x && y);
-    else if constexpr (Op == ReduceOp::sum) return x + y;
+    else if constexpr (Op == ReduceOp::sum || Op == ReduceOp::avg) return x + y;
     else if constexpr (Op == ReduceOp::product) return x * y;
     else if constexpr (Op == ReduceOp::max) return x < y ? y : x;
     else return y < x ? y : x;
@@ -69,10 +89,10 @@ EMBER_SHM_INLINE void reduce_sources(T* out_a, T* out_b, const T* const* sources
       const T* b = sources[1];
       if (out_b) {
 #pragma omp simd
-        for (int64_t i = 0; i < count; ++i) out_a[i] = out_b[i] = combine(a[i], b[i]);
+        for (int64_t i = 0; i < count; ++i) out_a[i] = out_b[i] = finish(combine(a[i], b[i]));
       } else {
 #pragma omp simd
-        for (int64_t i = 0; i < count; ++i) out_a[i] = combine(a[i], b[i]);
+        for (int64_t i = 0; i < count; ++i) out_a[i] = finish(combine(a[i], b[i]));
       }
       return;
     }
@@ -91,33 +111,42 @@ EMBER_SHM_INLINE void reduce_sources(T* out_a, T* out_b, const T* const* sources
     T* a = out_a + start;
     if (out_b) {
       T* b = out_b + start;
-      for (int64_t i = 0; i < n; ++i) a[i] = b[i] = T(accumulator[i]);
+      for (int64_t i = 0; i < n; ++i) a[i] = b[i] = T(finish(accumulator[i]));
     } else {
-      for (int64_t i = 0; i < n; ++i) a[i] = T(accumulator[i]);
+      for (int64_t i = 0; i < n; ++i) a[i] = T(finish(accumulator[i]));
     }
   }
 }
 
 // The same kernel instantiated for the baseline and for AVX2.
-template <class T, ReduceOp Op>
-void reduce_baseline(T* out_a, T* out_b, const T* const* sources, int num_sources, int64_t count) {
-  reduce_sources<T, Op>(out_a, out_b, sources, num_sources, count);
+template <class T, ReduceOp Op, class Finish>
+void reduce_baseline(T* out_a, T* out_b, const T* const* sources, int num_sources, int64_t count, Finish finish) {
+  reduce_sources<T, Op>(out_a, out_b, sources, num_sources, count, finish);
 }
 
 #if defined(__x86_64__)
-template <class T, ReduceOp Op>
+template <class T, ReduceOp Op, class Finish>
 __attribute__((target("avx2"))) void reduce_avx2(T* out_a, T* out_b, const T* const* sources, int num_sources,
-                                                 int64_t count) {
-  reduce_sources<T, Op>(out_a, out_b, sources, num_sources, count);
+                                                 int64_t count, Finish finish) {
+  reduce_sources<T, Op>(out_a, out_b, sources, num_sources, count, finish);
 }
 #endif
 
-template <class T, ReduceOp Op>
-void reduce_dispatch(T* out_a, T* out_b, const T* const* sources, int num_sources, int64_t count) {
+template <class T, ReduceOp Op, class Finish = Identity<ComputeType<T>>>
+void reduce_dispatch(T* out_a, T* out_b, const T* const* sources, int num_sources, int64_t count, Finish finish = {}) {
 #if defined(__x86_64__)
-  if (cpu_has_avx2()) return reduce_avx2<T, Op>(out_a, out_b, sources, num_sources, count);
+  if (cpu_has_avx2()) return reduce_avx2<T, Op>(out_a, out_b, sources, num_sources, count, finish);
 #endif
-  reduce_baseline<T, Op>(out_a, out_b, sources, num_sources, count);
+  reduce_baseline<T, Op>(out_a, out_b, sources, num_sources, count, finish);
+}
+
+template <class T>
+void average(T* out_a, T* out_b, const T* const* sources, int num_sources, int64_t count) {
+  using C = ComputeType<T>;
+  if (std::has_single_bit(unsigned(num_sources)))
+    return reduce_dispatch<T, ReduceOp::avg>(out_a, out_b, sources, num_sources, count,
+                                             MultiplyBy<C>{C(1) / C(num_sources)});
+  reduce_dispatch<T, ReduceOp::avg>(out_a, out_b, sources, num_sources, count, DivideBy<C>{C(num_sources)});
 }
 
 }  // namespace
@@ -152,7 +181,10 @@ void reduce_many(void* out_a, void* out_b, const std::byte* const* sources, int 
         break;
       case ReduceOp::max: reduce_dispatch<T, ReduceOp::max>(a, b, typed, num_sources, count); break;
       case ReduceOp::min: reduce_dispatch<T, ReduceOp::min>(a, b, typed, num_sources, count); break;
-      case ReduceOp::avg: EMBER_ASSERT(false, "avg reaches backends as sum"); break;
+      case ReduceOp::avg:
+        if constexpr (std::is_floating_point_v<ComputeType<T>>) average<T>(a, b, typed, num_sources, count);
+        else EMBER_ASSERT(false, "avg of {} reached the shm backend", dtype);
+        break;
     }
   });
 }

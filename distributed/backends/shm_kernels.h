@@ -21,7 +21,8 @@ namespace ember::distributed::shm {
 void copy_bytes(void* dst, const void* src, int64_t nbytes);
 
 // out_a[i] = out_b[i] = sources[0][i] op sources[1][i] op ... in source
-// order, computed in ComputeType and rounded once (f16/bf16 in f32).
+// order, computed in ComputeType and rounded once (f16/bf16 in f32); avg
+// (floating dtypes) is the sum divided by num_sources before that rounding.
 // out_a may be one of the sources (in-place allreduce); out_b may be null.
 void reduce_many(void* out_a, void* out_b, const std::byte* const* sources, int num_sources, int64_t count,
                  DType dtype, ReduceOp op);

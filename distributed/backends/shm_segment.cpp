@@ -136,7 +136,7 @@ Segment Segment::create(const std::string& name, const Layout& layout) {
     EMBER_CHECK(false, "shm backend: posix_fallocate({}, {} bytes) failed: {}", name, layout.total_bytes,
                 std::strerror(error));
   }
-  void* base = mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   int error = errno;
   close(fd);
   if (base == MAP_FAILED) {
@@ -166,7 +166,7 @@ Segment Segment::open(const std::string& name, const Layout& layout) {
     EMBER_CHECK(false, "shm backend: segment {} has {} bytes, expected {} for {} ranks", name, int64_t(info.st_size),
                 layout.total_bytes, layout.ranks);
   }
-  void* base = mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   int error = errno;
   close(fd);
   EMBER_CHECK(base != MAP_FAILED, "shm backend: mmap({}, {} bytes) failed: {}", name, layout.total_bytes,

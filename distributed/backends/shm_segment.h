@@ -88,6 +88,8 @@ class Segment {
  public:
   // shm_open(O_CREAT | O_EXCL), posix_fallocate (an error naming the bytes
   // needed and free when /dev/shm is too small), mmap, initialise the header.
+  // Both create and open map every page up front (MAP_POPULATE), so no
+  // collective takes the segment's first-touch page faults.
   static Segment create(const std::string& name, const Layout& layout);
   // shm_open and mmap an existing segment; checks its header against `layout`.
   static Segment open(const std::string& name, const Layout& layout);

@@ -41,6 +41,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   EMBER_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
   EMBER_CHECK(options_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got {}",
               options_.bucket_cap_mb);
+  EMBER_CHECK(options_.first_bucket_cap_mb > 0, "DistributedDataParallel: first_bucket_cap_mb must be positive, got {}",
+              options_.first_bucket_cap_mb);
   for (auto& [name, parameter] : module_->named_parameters())
     if (parameter.requires_grad()) parameters_.emplace_back(name, parameter);
   EMBER_CHECK(!parameters_.empty(), "DistributedDataParallel: {} has no parameter that requires grad",
@@ -63,6 +65,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   reducer_ = std::make_shared<Reducer>(
       parameters_, group_,
       ReducerOptions{.bucket_cap_bytes = int64_t(options_.bucket_cap_mb * 1024 * 1024),
+                     .first_bucket_cap_bytes = int64_t(options_.first_bucket_cap_mb * 1024 * 1024),
                      .find_unused_parameters = options_.find_unused_parameters});
 
   // The destructor removes these hooks; they hold the reducer weakly all the

@@ -40,6 +40,10 @@ struct DDPOptions {
   // Gradient bytes per bucket (MiB): smaller buckets start communicating
   // earlier in backward, larger ones pay the per-collective cost less often.
   double bucket_cap_mb = 25;
+  // The first bucket's cap (MiB, at most bucket_cap_mb): it holds the last
+  // layers, whose gradients come first, so a small one starts communicating
+  // early in backward (PyTorch's 1 MiB first bucket; Note [Bucket order]).
+  double first_bucket_cap_mb = 1;
   // Before every forward, copy rank 0's buffers (BatchNorm running stats) to every rank.
   bool broadcast_buffers = true;
   // After every forward, walk the autograd graph from the output and treat

@@ -3,8 +3,10 @@
 // the process group's communication thread, in the order we launch them.
 #include "distributed/ddp/reducer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/grad_hook.h"
@@ -33,9 +35,12 @@ Reducer::Reducer(NamedTensors parameters, ProcessGroup& group, ReducerOptions op
     : parameters_(std::move(parameters)), group_(group), options_(options) {
   EMBER_CHECK(options.bucket_cap_bytes > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got {} bytes",
               options.bucket_cap_bytes);
+  EMBER_CHECK(options.first_bucket_cap_bytes > 0,
+              "DistributedDataParallel: first_bucket_cap_mb must be positive, got {} bytes",
+              options.first_bucket_cap_bytes);
   ready_.assign(parameters_.size(), false);
   had_no_grad_.assign(parameters_.size(), false);
-  assign_buckets(options.bucket_cap_bytes);
+  assign_buckets(std::min(options.first_bucket_cap_bytes, options.bucket_cap_bytes), options.bucket_cap_bytes);
 }
 
 Reducer::~Reducer() { wait_outstanding(); }
@@ -44,9 +49,12 @@ Reducer::~Reducer() { wait_outstanding(); }
 // order, since backward produces gradients roughly in reverse of the forward,
 // which mostly follows registration: bucket 0 (the last layers) fills first
 // and its all-reduce overlaps the rest of backward (Note [What overlap buys]
-// in examples/ladder/README.md: what that saves per step).
-void Reducer::assign_buckets(int64_t bucket_cap_bytes) {
+// in examples/ladder/README.md: what that saves per step). The first bucket
+// of each dtype and device closes at first_bucket_cap_bytes (1 MiB, as
+// PyTorch's), so that its all-reduce starts after the last layers' gradients.
+void Reducer::assign_buckets(int64_t first_bucket_cap_bytes, int64_t bucket_cap_bytes) {
   std::map<std::pair<int, std::string>, size_t> open;  // (dtype, device) -> the bucket being filled
+  std::set<std::pair<int, std::string>> closed_one;    // keys whose first bucket is closed
   std::vector<int64_t> bytes;
   locations_.resize(parameters_.size());
   for (size_t i = parameters_.size(); i-- > 0;) {
@@ -68,7 +76,10 @@ void Reducer::assign_buckets(int64_t bucket_cap_bytes) {
     bucket.lengths.push_back(parameter.numel());
     bytes[index] += parameter.nbytes();
     // A parameter larger than the cap gets a bucket of its own.
-    if (bytes[index] >= bucket_cap_bytes) open.erase(found);
+    if (bytes[index] >= (closed_one.count(key) ? bucket_cap_bytes : first_bucket_cap_bytes)) {
+      open.erase(found);
+      closed_one.insert(key);
+    }
   }
 
   // Note [Gradients as bucket views]: allocate each buffer and make every
@@ -180,7 +191,9 @@ void Reducer::launch_in_order() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_launch_];
     bucket.launched_ns = profiler::now_ns();
-    if (group_.size() > 1) bucket.work = group_.allreduce(bucket.buffer, ReduceOp::sum);
+    // Note [End of backward]: avg, so the backend divides as it writes the
+    // sums (shm: in its reduce pass) and the buffer needs no pass of its own.
+    if (group_.size() > 1) bucket.work = group_.allreduce(bucket.buffer, ReduceOp::avg);
     ++next_launch_;
   }
   if (next_launch_ == buckets_.size()) finalize();
@@ -188,8 +201,8 @@ void Reducer::launch_in_order() {
 
 // Note [End of backward]: the last parameter's hook launched the last bucket;
 // still inside that hook (so before backward() returns), wait for every
-// all-reduce and turn the sums into means. The optimizer step that follows
-// sees averaged gradients without any call from the user.
+// all-reduce (each an average). The optimizer step that follows sees
+// averaged gradients without any call from the user.
 void Reducer::finalize() {
   expecting_ = false;
   // The end of backward's own work, apart from the wait below that the last
@@ -199,9 +212,6 @@ void Reducer::finalize() {
     profiler::record_span(profiler::kRecordDistributed, profiler::Category::bucket, "last gradient",
                           last_gradient_ns_, last_gradient_ns_, {{"iteration", iteration_}});
   log_completed(/*wait=*/true);
-  NoGradGuard no_grad;
-  if (group_.size() > 1)
-    for (Bucket& bucket : buckets_) bucket.buffer /= double(group_.size());
   if (used_work_) {
     std::shared_ptr<Work> work = std::move(used_work_);
     work->wait();

@@ -1,9 +1,9 @@
 // Reducer: DistributedDataParallel's bucketer. It owns flat gradient buckets
 // (each parameter's .grad is a view into one, Note [Gradients as bucket
 // views]), is fed by the parameters' post-accumulate-grad hooks, launches a
-// bucket's all-reduce as soon as the bucket and every bucket before it are
-// complete (Note [Bucket order]), and at the end of backward waits for them
-// and averages (Note [End of backward]). The notes are in distributed/README.md.
+// bucket's all-reduce (an average) as soon as the bucket and every bucket
+// before it are complete (Note [Bucket order]), and at the end of backward
+// waits for them (Note [End of backward]). The notes are in distributed/README.md.
 // Called by distributed_data_parallel.cpp; tests: tests/distributed/test_ddp.cpp.
 #pragma once
 
@@ -37,6 +37,9 @@ struct Bucket {
 
 struct ReducerOptions {
   int64_t bucket_cap_bytes = int64_t(25) << 20;
+  // The cap of the first bucket of each dtype and device (at most
+  // bucket_cap_bytes), small so its all-reduce starts early (Note [Bucket order]).
+  int64_t first_bucket_cap_bytes = int64_t(1) << 20;
   // Also all-reduce which parameters each rank used, so that a parameter no
   // rank used keeps .grad undefined as PyTorch does (Note [Unused parameters]).
   bool find_unused_parameters = false;
@@ -85,7 +88,7 @@ class Reducer {
   const std::vector<Location>& locations() const { return locations_; }
 
  private:
-  void assign_buckets(int64_t bucket_cap_bytes);
+  void assign_buckets(int64_t first_bucket_cap_bytes, int64_t bucket_cap_bytes);
   // Makes .grad the bucket view, copying a gradient that lives elsewhere into
   // it. An undefined .grad stays undefined, unless `zero_if_none`: then it
   // becomes the zeroed view.

@@ -45,6 +45,35 @@ TEST(GradLayout, AFreshGradientIsTakenOverAndLaterOnesAddInPlace) {
   EXPECT_TRUE(all_close(x.grad(), full({8}, 5.0, {.dtype = DType::f64})));
 }
 
+// A Linear's gradients reach their accumulators as views of the formulas'
+// temporaries (the weight's as the transpose of (g^T x)^T, the bias's as a
+// reshaped sum), each view the only holder of its base: they are taken over
+// too, and .grad is then no view. A view whose base someone holds is copied.
+// Mutations caught (each run once, failed as expected): stealable()
+// requiring the storage's use count to be 1, as before, which no view meets
+// (every gradient of a Linear was cloned, and DDP then copied the clone
+// again); sole_owner() not asking whether anyone else holds the base (y's
+// .grad then aliased `held`).
+TEST(GradLayout, AViewOfAFormulasTemporaryIsTakenOver) {
+  Tensor x = random_tensor({6, 4}, DType::f64), weight = leaf_of({5, 4}), bias = leaf_of({5});
+  const void* arrived[2] = {nullptr, nullptr};
+  weight.register_hook([&arrived](const Tensor& g) { arrived[0] = g.data_ptr(); return Tensor(); });
+  bias.register_hook([&arrived](const Tensor& g) { arrived[1] = g.data_ptr(); return Tensor(); });
+  sum(addmm(bias, x, weight.t()) * random_tensor({6, 5}, DType::f64)).backward();
+  EXPECT_EQ(weight.grad().data_ptr(), arrived[0]);
+  EXPECT_EQ(bias.grad().data_ptr(), arrived[1]);
+  EXPECT_EQ(weight.grad().impl()->view_base, nullptr);
+  EXPECT_EQ(weight.grad().storage().use_count(), 1);  // only .grad holds the memory
+
+  Tensor y = leaf_of({2, 3});
+  Tensor held = full({6}, 7.0, {.dtype = DType::f64});
+  y.register_hook([held](const Tensor&) { return held.view({2, 3}); });  // a dense view of a tensor the test holds
+  sum(y * 2.0).backward();
+  EXPECT_NE(y.grad().data_ptr(), held.data_ptr());
+  held.fill_(0.0);
+  EXPECT_TRUE(all_close(y.grad(), full({2, 3}, 7.0, {.dtype = DType::f64})));
+}
+
 TEST(GradLayout, AGradientSomeoneHoldsIsCopied) {
   Tensor x = leaf_of({4});
   Tensor held = full({4}, 7.0, {.dtype = DType::f64});

@@ -29,9 +29,9 @@ ProcessResult run_ranks(int ranks, const std::string& scenario, const std::strin
   return launch({"--nproc-per-node", std::to_string(ranks)}, scenario, {backend}, seconds(60), extra_env);
 }
 
-// Mutation caught (run once, failed as expected): the reducer leaving the
-// bucket sums undivided at the end of backward (no `/= size` in
-// Reducer::finalize) doubles every gradient on 2 ranks: the parameters part.
+// Mutation caught (run once, failed as expected): the reducer all-reducing
+// its buckets with ReduceOp::sum instead of avg (the sums left undivided)
+// doubles every gradient on 2 ranks: the parameters part.
 TEST(DDP, TwoRanksEqualOneProcessOnTheGlobalBatch) {
   expect_clean_success(run_ranks(2, "ddp_matches_single_process"));
 }
@@ -47,6 +47,21 @@ TEST(DDP, OverGloo) { expect_clean_success(run_ranks(2, "ddp_matches_single_proc
 TEST(DDP, NoSyncAccumulationEqualsTheWholeBatch) {
   expect_clean_success(run_ranks(2, "ddp_no_sync_matches_single_process"));
   expect_clean_success(run_ranks(3, "ddp_no_sync_matches_single_process"));
+}
+
+// Scenarios and their mutations: workers/ddp_scenarios.cpp.
+TEST(DDP, GradientsStayBucketViewsAcrossZeroGrad) {
+  expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_gradients_stay_bucket_views", {"auto", "none"}, seconds(60)));
+  expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_gradients_stay_bucket_views", {"auto", "zero"}, seconds(60)));
+}
+
+TEST(DDP, NoSyncAccumulatesInTheBucketViews) {
+  expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_accumulation_in_bucket_views", {"auto", "none"}, seconds(60)));
+  expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_accumulation_in_bucket_views", {"auto", "zero"}, seconds(60)));
+}
+
+TEST(DDP, FirstBucketIsSmallSoItsAllReduceStartsEarly) {
+  expect_clean_success(run_ranks(2, "ddp_first_bucket_is_small"));
 }
 
 TEST(DDP, FindUnusedParametersCompletesTheBuckets) { expect_clean_success(run_ranks(2, "ddp_unused_parameters")); }

@@ -162,7 +162,7 @@ TEST_P(KilledRank, RestartResumesFromTheLastCheckpointBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(
     Faults, KilledRank,
-    ::testing::Values(Kill{"kill_in_forward", 1, 6, "in forward", "allreduce of 420 x float32 (sum) cannot finish"},
+    ::testing::Values(Kill{"kill_in_forward", 1, 6, "in forward", "allreduce of 420 x float32 (avg) cannot finish"},
                       Kill{"kill_in_allreduce", 1, 6, "right after issuing its part of a 16 MiB allreduce",
                            "allreduce of 4194304 x float32 (sum) cannot finish"},
                       Kill{"kill_in_save", 0, 8, "in save_state", "Accelerator::save_state"}),
@@ -205,7 +205,7 @@ TEST(Faults, StoppedRankFailsTheOthersThroughTheTimeoutNamingIt) {
   EXPECT_EQ(job.result.exit_code, 2) << output;
   EXPECT_LT(job.seconds_after_fault, kBoundSeconds) << output;
   EXPECT_TRUE(contains(output, "[rank 0] ember::Error: ")) << output;
-  EXPECT_TRUE(contains(output, "allreduce of 420 x float32 (sum) timed out after 3000 ms on rank 0 (global rank 0) "
+  EXPECT_TRUE(contains(output, "allreduce of 420 x float32 (avg) timed out after 3000 ms on rank 0 (global rank 0) "
                                "waiting for rank 1 (global rank 1, pid "))
       << output;
   EXPECT_TRUE(contains(output, ", stopped)")) << output;

@@ -192,6 +192,58 @@ TEST(Launch, LogDirThatCannotBeCreatedIsAnError) {
   expect_nothing_left();
 }
 
+// The CPUs of a Cpus_allowed_list ("0-3,6").
+std::vector<int> parse_cpu_list(const std::string& text) {
+  std::vector<int> cpus;
+  std::stringstream stream(text);
+  for (std::string part; std::getline(stream, part, ',');) {
+    const size_t dash = part.find('-');
+    const int first = std::stoi(part.substr(0, dash));
+    const int last = dash == std::string::npos ? first : std::stoi(part.substr(dash + 1));
+    for (int cpu = first; cpu <= last; ++cpu) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+// --bind-cores: local rank r runs on the r-th of two equal, contiguous
+// shares of the launcher's CPUs (here the test's), set before exec so that
+// every thread of the worker inherits it; more ranks than CPUs is an error
+// naming both counts, before any worker starts.
+// Mutation caught (run once, failed as expected): the child skipping
+// sched_setaffinity, so that every rank reports all the CPUs.
+TEST(Launch, BindCoresGivesEachLocalRankItsShareOfTheCpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  const size_t n = cpus.size();
+  if (n >= 2) {
+    ProcessResult result = run_process({EMBER_CLI, "launch", "--bind-cores", "--nproc-per-node", "2", "--", "/bin/sh",
+                                        "-c", "echo \"cpus $(grep Cpus_allowed_list /proc/self/status | cut -f2)\""},
+                                       60s, kOmpEnv);
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    for (size_t rank = 0; rank < 2; ++rank) {
+      const std::string prefix = "[rank " + std::to_string(rank) + "] cpus ";
+      const size_t at = result.output.find(prefix);
+      ASSERT_NE(at, std::string::npos) << result.output;
+      const size_t end = result.output.find('\n', at);
+      const std::vector<int> got = parse_cpu_list(result.output.substr(at + prefix.size(), end - at - prefix.size()));
+      const std::vector<int> share(cpus.begin() + long(rank * n / 2), cpus.begin() + long((rank + 1) * n / 2));
+      EXPECT_EQ(got, share) << "rank " << rank << ":\n" << result.output;
+    }
+  }
+  const std::string too_many = std::to_string(n + 1);
+  ProcessResult refused =
+      run_process({EMBER_CLI, "launch", "--bind-cores", "--nproc-per-node", too_many, "--", "/bin/true"}, 20s, kOmpEnv);
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "--bind-cores: " + too_many + " workers on this node, but the launcher may run on only " +
+                                           std::to_string(n) + " CPU(s)"))
+      << refused.output;
+  expect_nothing_left();
+}
+
 TEST(Launch, FirstFailedRanksExitCodeIsTheLaunchers) {
   ProcessResult result =
       launch({"--nproc-per-node", "3", "--grace-period", "1"}, "launch_exit", {"1", "3", "300"}, 30s, kOmpEnv);

@@ -187,6 +187,156 @@ EMBER_SCENARIO(ddp_no_sync_matches_single_process) {
   return failures;
 }
 
+// Whether every parameter's .grad is the view of its slot in its bucket.
+bool gradients_are_bucket_views(const DistributedDataParallel& ddp) {
+  const distributed::Reducer& reducer = ddp.reducer();
+  for (size_t index = 0; index < reducer.parameters().size(); ++index) {
+    const auto& at = reducer.locations()[index];
+    const distributed::Bucket& bucket = reducer.buckets()[at.bucket];
+    const Tensor grad = reducer.parameters()[index].second.grad();
+    if (!grad.defined() || grad.storage() != bucket.buffer.storage() ||
+        grad.data_ptr() != bucket.views[at.slot].data_ptr())
+      return false;
+  }
+  return true;
+}
+
+// Note [Gradients as bucket views], across zero_grad: after every synced
+// backward each .grad is its bucket view, whether the step before cleared
+// the gradients with set_to_none (the fresh gradients backward writes are
+// taken back into the views) or zeroed them in place (the views stay, and
+// backward adds into them); both give the single process's training.
+// args[1]: "none" (zero_grad(true)) or "zero" (zero_grad(false)).
+// Mutation caught (run once, failed as expected): the post-accumulate hook
+// no longer pointing .grad back at the view (adopt_gradient copying, then
+// leaving .grad the fresh tensor): both variants fail the views check and
+// the comparison (the optimizer steps on the unreduced local gradient).
+EMBER_SCENARIO(ddp_gradients_stay_bucket_views) {
+  ProcessGroup& group = init(args);
+  const bool set_to_none = args.at(1) == "none";
+  int rank = group.rank(), world = group.size();
+  auto model = make_mlp(600 + uint64_t(rank));
+  auto reference = make_mlp(600);
+  int failures = 0;
+  {
+    DistributedDataParallel ddp(model, group);
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    optim::SGD reference_optimizer(reference->parameters(), {.lr = 0.1, .momentum = 0.9});
+    bool views = true;
+    for (int64_t step = 0; step < kSteps; ++step) {
+      Batch global = global_batch(step);
+      Batch local = slice(global, rank, world);
+      Tensor loss = F::cross_entropy((*model)(local.inputs), local.targets);
+      optimizer.zero_grad(set_to_none);
+      if (!set_to_none && step > 0) views &= gradients_are_bucket_views(ddp);  // zeroed in place
+      loss.backward();
+      views &= gradients_are_bucket_views(ddp);
+      optimizer.step();
+      reference_optimizer.zero_grad(set_to_none);
+      F::cross_entropy((*reference)(global.inputs), global.targets).backward();
+      reference_optimizer.step();
+    }
+    failures += check(views, rank, fmt::format("every .grad is its bucket view after each step (zero_grad({}))",
+                                                set_to_none ? "set_to_none" : "false"));
+    failures += check_matches_reference(*model, *reference, rank);
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
+// Gradient accumulation into the views: three micro-batches per step, the
+// first two under no_sync, after zero_grad(false) (the views zeroed in place,
+// every backward adding into them) or zero_grad(true) (the first backward's
+// fresh gradient taken into the view, the others adding). The synced third
+// all-reduces the sum of all three; each loss is divided by 3, so the step
+// equals one process on the global batch, as in ddp_no_sync_matches_single_process.
+// args[1]: "none" or "zero", as above.
+// Mutation caught (run once, failed as expected): prepare_for_backward
+// zeroing the buckets (clearing last iteration's gradients for the new one)
+// drops the two no_sync micro-batches: "zero" and "none" both fail the comparison.
+EMBER_SCENARIO(ddp_accumulation_in_bucket_views) {
+  ProcessGroup& group = init(args);
+  const bool set_to_none = args.at(1) == "none";
+  int rank = group.rank(), world = group.size();
+  auto model = make_mlp(700 + uint64_t(rank));
+  auto reference = make_mlp(700);
+  int failures = 0;
+  {
+    DistributedDataParallel ddp(model, group);
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    optim::SGD reference_optimizer(reference->parameters(), {.lr = 0.1, .momentum = 0.9});
+    bool views = true;
+    for (int64_t step = 0; step < kSteps; ++step) {
+      Batch global = global_batch(step);
+      Batch local = slice(global, rank, world);
+      optimizer.zero_grad(set_to_none);
+      for (int64_t micro = 0; micro < 3; ++micro) {
+        Batch part = slice(local, micro, 3);
+        if (micro < 2) {
+          auto no_sync = ddp.no_sync();
+          (F::cross_entropy(ddp(part.inputs), part.targets) / 3).backward();
+        } else {
+          (F::cross_entropy(ddp(part.inputs), part.targets) / 3).backward();
+        }
+        views &= gradients_are_bucket_views(ddp);
+      }
+      optimizer.step();
+      sgd_step(*reference, reference_optimizer, global);
+    }
+    failures += check(views, rank, "every .grad is its bucket view after each micro-batch");
+    failures += check_matches_reference(*model, *reference, rank);
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
+// Note [Bucket order], the first bucket: with the default caps (1 MiB first,
+// 25 MiB after) a model 8 -> 512 -> 512 -> 512 -> 4 gets bucket 0 = the
+// output layer and the last 512 x 512 one (it closes once past 1 MiB), whose
+// all-reduce can start while backward computes the first two layers'
+// gradients, and bucket 1 = the rest; training through the two buckets
+// still equals one process on the global batch.
+// first_bucket_cap_mb = bucket_cap_mb gives one bucket, as before.
+// Mutation caught (run once, failed as expected): assign_buckets closing
+// every bucket at bucket_cap_bytes (the first cap ignored): one bucket.
+EMBER_SCENARIO(ddp_first_bucket_is_small) {
+  ProcessGroup& group = init(args);
+  int rank = group.rank(), world = group.size();
+  auto make = [](uint64_t seed) {
+    manual_seed(seed);
+    return std::make_shared<nn::Sequential>(nn::Linear(kFeatures, 512), nn::Tanh(), nn::Linear(512, 512), nn::Tanh(),
+                                            nn::Linear(512, 512), nn::Tanh(), nn::Linear(512, kClasses));
+  };
+  auto model = make(800 + uint64_t(rank));
+  auto reference = make(800);
+  int failures = 0;
+  {
+    DistributedDataParallel ddp(model, group);
+    const auto& buckets = ddp.reducer().buckets();
+    std::vector<std::string> first;
+    for (size_t index : buckets.at(0).parameters) first.push_back(ddp.reducer().parameters()[index].first);
+    failures += check(buckets.size() == 2 && first == std::vector<std::string>{"6.bias", "6.weight", "4.bias", "4.weight"},
+                      rank, fmt::format("{} buckets, bucket 0 = [{}]", buckets.size(), fmt::join(first, ", ")));
+    optim::SGD optimizer(model->parameters(), {.lr = 0.05});
+    optim::SGD reference_optimizer(reference->parameters(), {.lr = 0.05});
+    for (int64_t step = 0; step < 3; ++step) {
+      Batch global = global_batch(step);
+      sgd_step(*model, optimizer, slice(global, rank, world));
+      sgd_step(*reference, reference_optimizer, global);
+    }
+    double difference = max_abs_difference(*model, *reference);
+    failures += check(difference <= kTolerance, rank,
+                      fmt::format("after 3 steps max |ddp - single process| = {:.3g}", difference));
+  }
+  {
+    DistributedDataParallel ddp(model, group, {.bucket_cap_mb = 25, .first_bucket_cap_mb = 25});
+    failures += check(ddp.reducer().buckets().size() == 1, rank,
+                      fmt::format("first_bucket_cap_mb = bucket_cap_mb: {} bucket(s)", ddp.reducer().buckets().size()));
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
 // find_unused_parameters: a layer the forward never uses does not stall the
 // buckets (its bucket also holds used parameters), training still matches
 // the single process, and the unused layer's .grad stays undefined as in the
