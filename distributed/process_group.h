@@ -138,11 +138,11 @@ class ProcessGroup {
   // Checks that `tensor` is defined and that the group has a backend for its
   // device (one GPU per group); "op: the output tensor ...".
   void check_tensor(const char* op, const char* role, const Tensor& tensor);
-  // Queues `operation`, to run on the backend of `device`; `collective` ones
-  // take part in debug mode's checks. Called after the call's staging copies:
+  // Queues `operation`, to run on the backend of `device`; all but send and
+  // recv take part in debug mode's checks. Called after the call's staging copies:
   // a device operation waits for the kernels queued so far on the caller's stream.
   // `bytes`: the buffer the operation moves (nccl-tests' size), for the profiler.
-  std::shared_ptr<Work> enqueue(std::string description, bool collective, Device device, int64_t bytes,
+  std::shared_ptr<Work> enqueue(std::string description, Collective collective, Device device, int64_t bytes,
                                 Operation operation);
   void run_queue();  // the communication thread's loop
   Backend& backend_for(Device device);  // on the communication thread; makes the device backend once

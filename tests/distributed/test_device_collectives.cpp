@@ -127,6 +127,7 @@ class StandInBackend final : public Backend {
  public:
   explicit StandInBackend(Device device) : device_(device), stream_(Stream::create(device)) {}
   std::string name() const override { return "stand-in"; }
+  std::string algorithm(Collective) const override { return "doubling"; }
   Device device() const override { return device_; }
   Stream stream() const override { return stream_; }
   void watch(std::string description, Event done, std::shared_ptr<const void> keep_alive) override {
@@ -169,6 +170,7 @@ class StandInBackend final : public Backend {
 class StandInHostBackend final : public Backend {
  public:
   std::string name() const override { return "host"; }
+  std::string algorithm(Collective) const override { return "none"; }
   void allreduce(void*, int64_t, DType, ReduceOp) override { device_log().add("host allreduce"); }
   void broadcast(void*, int64_t, int) override {}
   void allgather(const void*, void*, int64_t) override {}
