@@ -168,10 +168,11 @@ struct InitOptions {
 
 // Makes the default (world) group from the environment: connects the store
 // (rank 0 serves it in-process unless EMBER_STORE_HOSTED=1) and picks the
-// backends. "auto" picks "shm" for CPU tensors when every rank is on the same
-// node (same host and node rank), "gloo" otherwise, and, in a CUDA build,
-// "nccl" for CUDA tensors; "gloo" and "shm" take CPU tensors only, "nccl"
-// CUDA tensors only (Note [Choosing a backend]). Without RANK/WORLD_SIZE in
+// backends. "auto" is EMBER_BACKEND when that is set (a backend named here
+// and another one there is an error naming both); else it picks "shm" for
+// CPU tensors when every rank is on the same node (same host and node rank),
+// "gloo" otherwise, and, in a CUDA build, "nccl" for CUDA tensors; "gloo" and
+// "shm" take CPU tensors only, "nccl" CUDA tensors only (Note [Choosing a backend]). Without RANK/WORLD_SIZE in
 // the environment it makes a group of one. An error when already initialised.
 ProcessGroup& init_process_group(InitOptions options = {});
 bool is_initialized();
