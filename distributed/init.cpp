@@ -133,7 +133,8 @@ void check_shm_reaches_every_rank(const BackendContext& context, int node_rank) 
   const std::vector<std::string> identities = host_identities(context, node_rank);
   if (on_one_host(identities)) return;
   std::vector<std::string> where;
-  for (size_t r = 0; r < identities.size(); ++r) where.push_back(fmt::format("rank {}: {}", r, identities[r]));
+  for (size_t r = 0; r < identities.size(); ++r)  // global ranks: a subgroup's own numbers mean little to the user
+    where.push_back(fmt::format("rank {}: {}", context.global_ranks.at(r), identities[r]));
   EMBER_CHECK(false,
               "backend shm needs every rank of the group on one host (hostname/node rank), but they are on several "
               "({}): use gloo, or auto, which picks gloo across hosts",
