@@ -27,6 +27,10 @@ namespace ember::distributed {
 enum class ReduceOp { sum, avg, max, min, product };
 const char* reduce_op_name(ReduceOp op);
 
+// The operations of the Backend interface, by name: what a backend is asked
+// the algorithm of (Backend::algorithm) for the profiler's span.
+enum class Collective { allreduce, broadcast, allgather, reduce_scatter, all_to_all, barrier, send, recv };
+
 // What a backend is built from: its place in the group and the store, with the
 // group's key prefix, through which its ranks bootstrap.
 struct BackendContext {
@@ -46,6 +50,11 @@ class Backend {
  public:
   virtual ~Backend() = default;  // may wait (up to the timeout) for sends still in flight
   virtual std::string name() const = 0;
+  // The algorithm this backend runs for `collective` on a group of two or
+  // more ranks and a non-empty buffer, as the profiler's collective spans name
+  // it ("ring", "binomial_tree", ...; "nccl" where NCCL picks its own). The
+  // truth, not a family name: a span that says "ring" must have run a ring.
+  virtual std::string algorithm(Collective collective) const = 0;
 
   // `count` elements of `dtype`, reduced in place across ranks. ProcessGroup
   // turns AVG into SUM followed by a division, unless supports_avg() says the

@@ -323,9 +323,18 @@ void read_ember_variables(const Variables& variables, DistributedEnv& env) {
   if (const char* value = variables.get("EMBER_DISTRIBUTED_DEBUG"))
     env.debug = parse_env_flag("EMBER_DISTRIBUTED_DEBUG", value);
   if (const char* value = variables.get("EMBER_GLOO_ADDR")) env.gloo_address = value;
+  if (const char* value = variables.get("EMBER_BACKEND"); value && *value) {
+    EMBER_CHECK(is_backend_name(value), "EMBER_BACKEND is '{}': use {} (ember launch --backend sets it)", value,
+                kBackendNames);
+    env.backend = value;
+  }
 }
 
 }  // namespace
+
+bool is_backend_name(std::string_view name) {
+  return name == "auto" || name == "shm" || name == "gloo" || name == "reference" || name == "nccl";
+}
 
 std::string_view to_string(JobEngine engine) {
   switch (engine) {

@@ -50,6 +50,9 @@ struct DistributedEnv {
   milliseconds timeout = kDefaultTimeout;  // EMBER_TIMEOUT (seconds)
   bool debug = false;         // EMBER_DISTRIBUTED_DEBUG
   std::string gloo_address;   // EMBER_GLOO_ADDR: the address this rank advertises to Gloo peers
+  // EMBER_BACKEND (`ember launch --backend`): the default group's backend when
+  // the code leaves it to "auto"; "" when unset (Note [Choosing a backend]).
+  std::string backend;
   // Whether this process is one of a job of several, or one started as such
   // (RANK and WORLD_SIZE set, even WORLD_SIZE=1); false: a plain single process.
   bool launched = false;
@@ -100,6 +103,11 @@ bool parse_env_flag(const char* name, const char* text);
 // accept, in seconds (excluded): ~31 years, far inside every clock's range.
 // One constant, so that the launcher refuses what its workers would.
 inline constexpr double kMaxTimeoutSeconds = 1e9;
+
+// The process-group backends a program, EMBER_BACKEND or `ember launch
+// --backend` may name (Note [Choosing a backend]), and them in words for messages.
+bool is_backend_name(std::string_view name);
+inline constexpr const char* kBackendNames = "auto, shm, gloo, reference or nccl";
 
 // A positive number of seconds (fractions allowed), below kMaxTimeoutSeconds.
 milliseconds parse_env_seconds(const char* name, const char* text);

@@ -7,6 +7,7 @@
 // (backend "reference"), tests/cuda/test_cuda_nccl.cpp.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -88,28 +89,56 @@ Registry& registry() {
 }
 
 // Note [Choosing a backend]: ranks that share a host (and node rank) can use
-// shared memory; any other mix needs TCP.
-std::string choose_host_backend(const BackendContext& context, int node_rank) {
-  if (context.size == 1) return "shm";
+// shared memory; any other mix needs TCP. Every rank's "hostname/node rank",
+// by group rank, exchanged through the store.
+std::vector<std::string> host_identities(const BackendContext& context, int node_rank) {
   char host[HOST_NAME_MAX + 1] = {};
   EMBER_CHECK(gethostname(host, sizeof(host) - 1) == 0, "init_process_group: gethostname failed");
   const std::string identity = fmt::format("{}/{}", host, node_rank);
+  if (context.size == 1) return {identity};
   const std::string key = context.store_prefix + "host/";
   context.store->set(key + std::to_string(context.rank), identity);
+  std::vector<std::string> identities;
   for (int r = 0; r < context.size; ++r) {
-    if (r == context.rank) continue;
+    if (r == context.rank) {
+      identities.push_back(identity);
+      continue;
+    }
     const Bytes other = context.store->get(key + std::to_string(r), context.timeout);
-    if (std::string(other.begin(), other.end()) != identity) return "gloo";
+    identities.emplace_back(other.begin(), other.end());
   }
-  return "shm";
+  return identities;
 }
 
-void check_backend_name(const char* op, const std::string& name) {
-  EMBER_CHECK(name == "auto" || name == "gloo" || name == "shm" || name == "nccl" || name == "reference",
-              "{}: unknown backend '{}' (use auto, gloo, shm, nccl or reference)", op, name);
+bool on_one_host(const std::vector<std::string>& identities) {
+  return std::all_of(identities.begin(), identities.end(), [&](const std::string& id) { return id == identities[0]; });
+}
+
+std::string choose_host_backend(const BackendContext& context, int node_rank) {
+  return on_one_host(host_identities(context, node_rank)) ? "shm" : "gloo";
+}
+
+// `source` says where the name came from ("init_process_group", "EMBER_BACKEND", ...).
+void check_backend_name(const std::string& source, const std::string& name) {
+  EMBER_CHECK(is_backend_name(name), "{}: unknown backend '{}' (use {})", source, name, kBackendNames);
   if (name != "nccl") return;
-  EMBER_CHECK(nccl_built(), "{}: backend nccl needs ember built with CUDA (this build has EMBER_CUDA off)", op);
-  EMBER_CHECK(cuda::is_available(), "{}: backend nccl needs a CUDA GPU, and this machine has none", op);
+  EMBER_CHECK(nccl_built(), "{}: backend nccl needs ember built with CUDA (this build has EMBER_CUDA off)", source);
+  EMBER_CHECK(cuda::is_available(),
+              "{}: backend nccl needs a CUDA GPU, and this machine has none (use gloo, shm or auto)", source);
+}
+
+// Shared memory reaches only the ranks of one host: asked for across hosts
+// (or node ranks), it would wait for attachments that can never come.
+void check_shm_reaches_every_rank(const BackendContext& context, int node_rank) {
+  const std::vector<std::string> identities = host_identities(context, node_rank);
+  if (on_one_host(identities)) return;
+  std::vector<std::string> where;
+  for (size_t r = 0; r < identities.size(); ++r)  // global ranks: a subgroup's own numbers mean little to the user
+    where.push_back(fmt::format("rank {}: {}", context.global_ranks.at(r), identities[r]));
+  EMBER_CHECK(false,
+              "backend shm needs every rank of the group on one host (hostname/node rank), but they are on several "
+              "({}): use gloo, or auto, which picks gloo across hosts",
+              fmt::join(where, ", "));
 }
 
 // "auto": shared memory or TCP for CPU tensors, and nccl for CUDA tensors
@@ -120,8 +149,21 @@ BackendChoice choose_backends(const std::string& option, const BackendContext& c
   // The reference collectives run on whichever transport "auto" would pick.
   if (option == "reference")
     return {.host = "reference", .nccl = false, .transport = choose_host_backend(context, node_rank)};
+  if (option == "shm") check_shm_reaches_every_rank(context, node_rank);
   if (option != "auto") return {.host = option, .nccl = false, .transport = ""};
   return {.host = choose_host_backend(context, node_rank), .nccl = nccl_built(), .transport = ""};
+}
+
+// Note [Choosing a backend]: EMBER_BACKEND (`ember launch --backend`) takes
+// the place of "auto"; a backend named in the code and another one in the
+// environment is an error naming both, never a silent pick.
+std::string resolve_backend(const std::string& in_code, const DistributedEnv& env) {
+  if (env.backend.empty() || env.backend == "auto" || env.backend == in_code) return in_code;
+  EMBER_CHECK(in_code == "auto",
+              "init_process_group: the program asks for backend '{}' but EMBER_BACKEND (ember launch --backend) is "
+              "'{}': drop one of them, or make them agree",
+              in_code, env.backend);
+  return env.backend;
 }
 
 std::shared_ptr<ProcessGroup> make_group(const BackendContext& context, const BackendChoice& backends,
@@ -166,6 +208,8 @@ ProcessGroup& init_process_group(InitOptions options) {
               state.world->rank(), state.world->size(), state.world->backend_name());
   check_backend_name("init_process_group", options.backend);
   DistributedEnv env = read_distributed_env();
+  options.backend = resolve_backend(options.backend, env);
+  if (options.backend == env.backend) check_backend_name("init_process_group (EMBER_BACKEND)", options.backend);
   check_store_settings(env);
   const milliseconds timeout = options.timeout.value_or(env.timeout);
   EMBER_CHECK(timeout.count() > 0, "init_process_group: timeout must be positive, got {} ms", timeout.count());

@@ -102,18 +102,29 @@ void write_back(const Tensor& view, const Tensor& staged) {
 // track, from when the communication thread started it to when it returned:
 // a host backend's whole operation; a device backend's only its launch (its
 // stream runs it later; no CUDA events are read). The args say what moved.
+// The algorithm is the backend's own word for what it ran (Backend::algorithm),
+// except where nothing crossed between ranks: an empty buffer (the backend is
+// not called), a host backend's group of one (gloo, shm and reference return
+// at once; nccl is called, and picks what it runs itself).
 struct OperationRecord {
   const std::string& description;
   int64_t bytes;
-  std::string backend;
+  const Backend& backend;
+  Collective collective;
   int group_size, rank;
   bool on_device;
   int64_t queued_ns, began_ns;
 };
+std::string algorithm_of(const OperationRecord& record) {
+  if (record.group_size == 1 && !record.on_device) return "local (group of one)";
+  if (record.bytes == 0 && record.collective != Collective::barrier) return "none (empty buffer)";
+  return record.backend.algorithm(record.collective);
+}
 void record_operation(const OperationRecord& record) {
   nlohmann::json args = {{"description", record.description},
                          {"bytes", record.bytes},
-                         {"backend", record.backend},
+                         {"backend", record.backend.name()},
+                         {"algorithm", algorithm_of(record)},
                          {"group_size", record.group_size},
                          {"rank", record.rank},
                          {"queued_us", double(record.began_ns - record.queued_ns) / 1000.0}};
@@ -182,6 +193,7 @@ struct ProcessGroup::Queue {
   struct Item {
     std::shared_ptr<Work> work;
     uint64_t sequence = 0;  // collectives: 1, 2, ... (debug mode's call number); 0 for send/recv
+    Collective collective = Collective::barrier;  // which operation (the profiler asks its backend the algorithm)
     Device device;          // whose backend runs it
     Event ready;            // device operations: recorded on the caller's stream at the call
     Operation operation;
@@ -266,8 +278,9 @@ void ProcessGroup::check_tensor(const char* op, const char* role, const Tensor& 
               op, role, tensor.shape(), tensor.dtype(), device, device_factory_.name, *queue_->device);
 }
 
-std::shared_ptr<Work> ProcessGroup::enqueue(std::string description, bool collective, Device device, int64_t bytes,
-                                            Operation operation) {
+std::shared_ptr<Work> ProcessGroup::enqueue(std::string description, Collective collective, Device device,
+                                            int64_t bytes, Operation operation) {
+  const bool point_to_point = collective == Collective::send || collective == Collective::recv;
   auto work = std::make_shared<Work>(std::move(description), global_rank(rank()), options_.timeout);
   // Note [Collectives on a device stream]: what the operation reads was
   // written by the kernels queued on the caller's stream up to now.
@@ -277,8 +290,8 @@ std::shared_ptr<Work> ProcessGroup::enqueue(std::string description, bool collec
     std::lock_guard lock(queue_->mutex);
     EMBER_ASSERT(!queue_->stopping, "{} queued on a group being destroyed", work->description());
     queue_->items.push_back(
-        {work, collective ? ++queue_->collectives : 0, device, std::move(ready), std::move(operation), bytes,
-         profiler::now_ns()});
+        {work, point_to_point ? 0 : ++queue_->collectives, collective, device, std::move(ready), std::move(operation),
+         bytes, profiler::now_ns()});
   }
   queue_->wake.notify_one();
   return work;
@@ -350,8 +363,8 @@ void ProcessGroup::run_queue() {
       else
         completion = run_on_device(backend, item.ready, item.work->description(), item.operation);
       if (profiler::recording(profiler::kRecordDistributed))
-        record_operation({.description = item.work->description(), .bytes = item.bytes,
-                          .backend = backend_name(item.device.type), .group_size = size(), .rank = rank(),
+        record_operation({.description = item.work->description(), .bytes = item.bytes, .backend = backend,
+                          .collective = item.collective, .group_size = size(), .rank = rank(),
                           .on_device = !item.device.is_cpu(), .queued_ns = item.queued_ns, .began_ns = began});
     } catch (const std::exception& failure) {
       if (queue.first_failure.empty()) {
@@ -386,8 +399,8 @@ std::shared_ptr<Work> ProcessGroup::allreduce(Tensor tensor, ReduceOp op) {
   check_reduction("allreduce", tensor, op);
   Tensor buffer = staged_copy(tensor);
   tensor.bump_version();
-  return enqueue(fmt::format("allreduce({}, {}, {})", tensor.shape(), tensor.dtype(), reduce_op_name(op)), true,
-                 tensor.device(), tensor.nbytes(), [this, tensor, buffer, op](Backend& backend) {
+  return enqueue(fmt::format("allreduce({}, {}, {})", tensor.shape(), tensor.dtype(), reduce_op_name(op)),
+                 Collective::allreduce, tensor.device(), tensor.nbytes(), [this, tensor, buffer, op](Backend& backend) {
                    if (buffer.numel() == 0) return;
                    const bool divide = op == ReduceOp::avg && !backend.supports_avg();
                    backend.allreduce(buffer.data_ptr(), buffer.numel(), buffer.dtype(), divide ? ReduceOp::sum : op);
@@ -402,7 +415,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast(Tensor tensor, int root) {
               root, size(), tensor.shape(), tensor.dtype(), where(context_));
   Tensor buffer = staged_copy(tensor);
   tensor.bump_version();
-  return enqueue(fmt::format("broadcast({}, {}, root {})", tensor.shape(), tensor.dtype(), root), true,
+  return enqueue(fmt::format("broadcast({}, {}, root {})", tensor.shape(), tensor.dtype(), root), Collective::broadcast,
                  tensor.device(), tensor.nbytes(), [tensor, buffer, root](Backend& backend) {
                    if (buffer.numel() == 0) return;
                    backend.broadcast(buffer.data_ptr(), buffer.nbytes(), root);
@@ -421,8 +434,8 @@ std::shared_ptr<Work> ProcessGroup::allgather(Tensor output, Tensor input) {
               input.dtype(), where(context_));
   Tensor source = staged_copy(input), destination = staged_output(output);
   output.bump_version();
-  return enqueue(fmt::format("allgather(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()), true,
-                 input.device(), output.nbytes(), [output, source, destination](Backend& backend) {
+  return enqueue(fmt::format("allgather(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()),
+                 Collective::allgather, input.device(), output.nbytes(), [output, source, destination](Backend& backend) {
                    if (source.numel() == 0) return;
                    backend.allgather(source.data_ptr(), destination.data_ptr(), source.nbytes());
                    write_back(output, destination);
@@ -443,7 +456,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, Tensor input, 
   output.bump_version();
   return enqueue(fmt::format("reduce_scatter(output {}, input {}, {}, {})", output.shape(), input.shape(),
                              input.dtype(), reduce_op_name(op)),
-                 true, input.device(), input.nbytes(), [this, output, source, destination, op](Backend& backend) {
+                 Collective::reduce_scatter, input.device(), input.nbytes(), [this, output, source, destination, op](Backend& backend) {
                    if (destination.numel() == 0) return;
                    const bool divide = op == ReduceOp::avg && !backend.supports_avg();
                    backend.reduce_scatter(source.data_ptr(), destination.data_ptr(), destination.numel(),
@@ -464,8 +477,8 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(Tensor output, Tensor input) {
               input.shape(), input.numel(), output.shape(), output.numel(), size(), input.dtype(), where(context_));
   Tensor source = staged_copy(input), destination = staged_output(output);
   output.bump_version();
-  return enqueue(fmt::format("all_to_all(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()), true,
-                 input.device(), input.nbytes(), [this, output, source, destination](Backend& backend) {
+  return enqueue(fmt::format("all_to_all(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()),
+                 Collective::all_to_all, input.device(), input.nbytes(), [this, output, source, destination](Backend& backend) {
                    if (source.numel() == 0) return;
                    backend.all_to_all(source.data_ptr(), destination.data_ptr(), source.nbytes() / size());
                    write_back(output, destination);
@@ -482,7 +495,7 @@ std::shared_ptr<Work> ProcessGroup::barrier() {
     if (!queue_->device) queue_->device = Device(DeviceType::cuda, cuda::current_device());
     device = *queue_->device;
   }
-  return enqueue("barrier()", true, device, 0, [](Backend& backend) { backend.barrier(); });
+  return enqueue("barrier()", Collective::barrier, device, 0, [](Backend& backend) { backend.barrier(); });
 }
 
 std::shared_ptr<Work> ProcessGroup::send(Tensor tensor, int dst, uint32_t tag) {
@@ -492,7 +505,7 @@ std::shared_ptr<Work> ProcessGroup::send(Tensor tensor, int dst, uint32_t tag) {
               "send: dst {} must be another rank of the group's {} (tensor {}, {}, tag {}; {})", dst, size(),
               tensor.shape(), tensor.dtype(), tag, where(context_));
   Tensor buffer = staged_copy(tensor);
-  return enqueue(fmt::format("send({}, {}, dst {}, tag {})", tensor.shape(), tensor.dtype(), dst, tag), false,
+  return enqueue(fmt::format("send({}, {}, dst {}, tag {})", tensor.shape(), tensor.dtype(), dst, tag), Collective::send,
                  tensor.device(), tensor.nbytes(), [buffer, dst, tag](Backend& backend) {
                    if (buffer.numel() == 0) return;
                    backend.send(buffer.data_ptr(), buffer.nbytes(), dst, tag);
@@ -507,7 +520,7 @@ std::shared_ptr<Work> ProcessGroup::recv(Tensor tensor, int src, uint32_t tag) {
               tensor.shape(), tensor.dtype(), tag, where(context_));
   Tensor buffer = staged_output(tensor);
   tensor.bump_version();
-  return enqueue(fmt::format("recv({}, {}, src {}, tag {})", tensor.shape(), tensor.dtype(), src, tag), false,
+  return enqueue(fmt::format("recv({}, {}, src {}, tag {})", tensor.shape(), tensor.dtype(), src, tag), Collective::recv,
                  tensor.device(), tensor.nbytes(), [tensor, buffer, src, tag](Backend& backend) {
                    if (buffer.numel() == 0) return;
                    backend.recv(buffer.data_ptr(), buffer.nbytes(), src, tag);

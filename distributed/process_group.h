@@ -138,11 +138,11 @@ class ProcessGroup {
   // Checks that `tensor` is defined and that the group has a backend for its
   // device (one GPU per group); "op: the output tensor ...".
   void check_tensor(const char* op, const char* role, const Tensor& tensor);
-  // Queues `operation`, to run on the backend of `device`; `collective` ones
-  // take part in debug mode's checks. Called after the call's staging copies:
+  // Queues `operation`, to run on the backend of `device`; all but send and
+  // recv take part in debug mode's checks. Called after the call's staging copies:
   // a device operation waits for the kernels queued so far on the caller's stream.
   // `bytes`: the buffer the operation moves (nccl-tests' size), for the profiler.
-  std::shared_ptr<Work> enqueue(std::string description, bool collective, Device device, int64_t bytes,
+  std::shared_ptr<Work> enqueue(std::string description, Collective collective, Device device, int64_t bytes,
                                 Operation operation);
   void run_queue();  // the communication thread's loop
   Backend& backend_for(Device device);  // on the communication thread; makes the device backend once
@@ -168,10 +168,11 @@ struct InitOptions {
 
 // Makes the default (world) group from the environment: connects the store
 // (rank 0 serves it in-process unless EMBER_STORE_HOSTED=1) and picks the
-// backends. "auto" picks "shm" for CPU tensors when every rank is on the same
-// node (same host and node rank), "gloo" otherwise, and, in a CUDA build,
-// "nccl" for CUDA tensors; "gloo" and "shm" take CPU tensors only, "nccl"
-// CUDA tensors only (Note [Choosing a backend]). Without RANK/WORLD_SIZE in
+// backends. "auto" is EMBER_BACKEND when that is set (a backend named here
+// and another one there is an error naming both); else it picks "shm" for
+// CPU tensors when every rank is on the same node (same host and node rank),
+// "gloo" otherwise, and, in a CUDA build, "nccl" for CUDA tensors; "gloo" and
+// "shm" take CPU tensors only, "nccl" CUDA tensors only (Note [Choosing a backend]). Without RANK/WORLD_SIZE in
 // the environment it makes a group of one. An error when already initialised.
 ProcessGroup& init_process_group(InitOptions options = {});
 bool is_initialized();

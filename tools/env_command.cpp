@@ -141,9 +141,10 @@ std::vector<std::string> environment_report(const EnvCommandOptions& options) {
       fmt::format("- compiler: {}", EMBER_COMPILER),
       fmt::format("- sanitizers: {}", EMBER_SANITIZERS),
       fmt::format("- CUDA backend: {}", built_with_cuda() ? "built" : "not built"),
-      // Gloo and the shared-memory backend are always part of distributed/;
-      // NCCL comes with the CUDA backend.
-      fmt::format("- distributed backends: shm built, gloo built, nccl {}", distributed::nccl_built() ? "built" : "not built"),
+      // Gloo, the shared-memory backend and the reference collectives are
+      // always part of distributed/; NCCL comes with the CUDA backend.
+      fmt::format("- distributed backends: shm built, gloo built, reference built, nccl {}",
+                  distributed::nccl_built() ? "built" : "not built"),
       fmt::format("- system: {} {} {}", system.sysname, system.release, system.machine),
       fmt::format("- CPU: {}", cpu.model),
       fmt::format("- CPU features ember's kernels use: avx2 {}, fma {}", yes_no(cpu_has_avx2()), yes_no(cpu_has_fma())),

@@ -58,6 +58,8 @@ void validate(const LaunchOptions& options) {
   EMBER_CHECK(options.master_port >= 0 && options.master_port <= 65535, "--master-port {} is not a TCP port",
               options.master_port);
   EMBER_CHECK(options.max_restarts >= 0, "--max-restarts must be at least 0, got {}", options.max_restarts);
+  EMBER_CHECK(options.backend.empty() || distributed::is_backend_name(options.backend),
+              "--backend '{}' is not a backend: use {}", options.backend, distributed::kBackendNames);
   EMBER_CHECK(options.timeout_seconds >= 1, "--timeout must be at least 1 second, got {}", options.timeout_seconds);
   // What the workers' parse_env_seconds accepts for EMBER_TIMEOUT, or every
   // worker would refuse it after the job started.
@@ -398,6 +400,10 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
   launch->add_option("--profile", options.profile_dir,
                      "Profile every worker: each writes DIR/rank<r>.json and prints its table at the end "
                      "(EMBER_PROFILE; ember trace merge DIR joins them)");
+  launch->add_option("--backend", options.backend,
+                     "The workers' process-group backend: shm, gloo, reference, nccl or auto (EMBER_BACKEND; "
+                     "init_process_group uses it where the program leaves the backend to auto, and refuses a "
+                     "program that names another)");
   launch->add_option("--config-file,--config_file", options.config_file,
                      "YAML config written by ember config (or accelerate config); default: $EMBER_CONFIG_FILE, else "
                      "$XDG_CACHE_HOME/ember/default_config.yaml, else ~/.cache/ember/default_config.yaml, if it exists");
@@ -423,7 +429,8 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
   launch->footer(
       "Run as: ember launch [OPTIONS] -- program [args...]\n"
       "Each worker gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT\n"
-      "and EMBER_STORE_TOKEN, EMBER_TIMEOUT, EMBER_JOB_ID, EMBER_RESTART_COUNT (distributed/README.md).\n"
+      "and EMBER_STORE_TOKEN, EMBER_TIMEOUT, EMBER_JOB_ID, EMBER_RESTART_COUNT (distributed/README.md),\n"
+      "and EMBER_BACKEND with --backend.\n"
       "--nnodes > 1: the same EMBER_STORE_TOKEN must be in every launcher's environment.\n"
       "The Accelerator's options reach the workers as EMBER_MIXED_PRECISION, EMBER_GRADIENT_ACCUMULATION_STEPS,\n"
       "EMBER_USE_CPU, EMBER_STRATEGY, ...: from the flags, else the config file (its deepspeed_config or\n"
@@ -481,6 +488,11 @@ int run_launch(const LaunchOptions& given) {
   std::vector<std::string> accelerator = accelerator_variables(options.accelerator);
   base.insert(base.end(), accelerator.begin(), accelerator.end());
   if (!accelerator.empty()) say(fmt::format("{}", fmt::join(accelerator, ", ")));
+  if (!options.backend.empty()) {
+    std::erase_if(base, [](const std::string& entry) { return entry.starts_with("EMBER_BACKEND="); });
+    base.push_back("EMBER_BACKEND=" + options.backend);
+    say("EMBER_BACKEND=" + options.backend);
+  }
   if (!options.profile_dir.empty()) {
     // Absolute, so a worker that changes directory writes where the user asked.
     const std::string profile = "EMBER_PROFILE=" + std::filesystem::absolute(options.profile_dir).string();

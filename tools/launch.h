@@ -37,6 +37,7 @@ struct LaunchOptions {
   std::string config_file;            // --config-file; "": the default one, when it exists
   std::string profile_dir;            // --profile: EMBER_PROFILE for the workers (core/profiler)
   bool bind_cores = false;            // --bind-cores: each local rank on its own share of the CPUs
+  std::string backend;                // --backend: EMBER_BACKEND for the workers; "": not given
   Settings accelerator;               // by config key: the Accelerator's options from the flags
   std::set<std::string> flags_given;  // "--nproc-per-node", ...: they beat the config file
 };

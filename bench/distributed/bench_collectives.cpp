@@ -8,7 +8,10 @@
 // all-gather, the input of all n blocks for reduce-scatter). Run under the launcher:
 //   ember launch --nproc-per-node 4 -- bench_collectives [--sizes 4096,262144,4194304]
 // Every backend is called directly (no ProcessGroup queue), each on its own
-// store prefix; the reference ones run on a shm backend's send/recv.
+// store prefix; the reference ones run on a shm backend's send/recv. With a
+// CUDA build and a GPU per local rank, the nccl rows run the same calls on
+// buffers of the GPU of the local rank, each call timed to the end of its
+// work on NCCL's stream; otherwise one line says why they are absent.
 // Note [Why the ring moves 2(n-1)/n] in distributed/README.md reads the bytes
 // column; results: bench/RESULTS.md.
 #include <chrono>
@@ -20,8 +23,13 @@
 #include <vector>
 
 #include "allreduce_table.h"
+#include "core/ops/creation.h"
+#include "core/stream.h"
 #include "core/tensor.h"
+#include "core/version.h"
+#include "distributed/backends/nccl_backend.h"
 #include "distributed/backends/reference/reference_collectives.h"
+#include "distributed/environment.h"
 #include "distributed/process_group.h"
 
 namespace dist = ember::distributed;
@@ -35,6 +43,7 @@ class CountingTransport final : public dist::Backend {
  public:
   explicit CountingTransport(std::unique_ptr<dist::Backend> inner) : inner_(std::move(inner)) {}
   std::string name() const override { return inner_->name(); }
+  std::string algorithm(dist::Collective collective) const override { return inner_->algorithm(collective); }
   void allreduce(void* data, int64_t count, ember::DType dtype, dist::ReduceOp op) override {
     inner_->allreduce(data, count, dtype, op);
   }
@@ -92,6 +101,25 @@ void measure(dist::ProcessGroup& world, const Row& row, CountingTransport* count
   std::fflush(stdout);
 }
 
+// Why this rank cannot run NCCL ("" when it can): NCCL needs the CUDA build
+// and a GPU of its own for every rank of a host (it refuses two on one GPU).
+std::string nccl_absence(int local_world_size) {
+  if (!dist::nccl_built()) return "ember was built without CUDA";
+  if (!ember::cuda::is_available()) return "no GPU is visible";
+  const int gpus = ember::cuda::device_count();
+  if (gpus < local_world_size)
+    return fmt::format("{} local ranks but {} GPU(s): NCCL needs one per rank", local_world_size, gpus);
+  return "";
+}
+
+// NCCL's calls return once queued on its stream: a call ends when its work has.
+std::function<void()> to_completion(dist::Backend& backend, std::function<void()> call) {
+  return [&backend, call = std::move(call)] {
+    call();
+    backend.stream().synchronize();
+  };
+}
+
 std::vector<int64_t> parse_sizes(const std::string& text) {
   std::vector<int64_t> sizes;
   std::stringstream stream(text);
@@ -119,10 +147,23 @@ int main(int argc, char** argv) {
     const ref::Peers peers{.transport = *transport, .rank = rank, .size = n};
     // Plain pointers, not structured bindings: clang's lambdas cannot capture those.
     const std::vector<std::pair<const char*, dist::Backend*>> production = {{"shm", shm.get()}, {"gloo", gloo.get()}};
+    // Every rank runs the nccl rows or none does: one rank's reason stops them all.
+    const dist::DistributedEnv env = dist::read_distributed_env();
+    const std::string absence = nccl_absence(env.local_world_size);
+    const bool any_absent = slowest(world, absence.empty() ? 0.0 : 1.0) > 0;
+    std::unique_ptr<dist::Backend> nccl;
+    const ember::Device gpu(ember::DeviceType::cuda, env.local_rank);
+    if (!any_absent) {
+      ember::cuda::set_device(env.local_rank);
+      nccl = dist::make_nccl_backend(context("nccl"), gpu);
+    }
     const double all_reduce_factor = 2.0 * (n - 1) / n, gather_factor = double(n - 1) / n;
     if (rank == 0) {
       std::printf("# collectives on %d ranks, float32 (sum where reducing); time = slowest rank's mean per call;\n", n);
       std::printf("# sent = bytes the busiest rank sent per call, and as a fraction of size (reference only)\n");
+      if (any_absent)
+        std::printf("# no nccl rows: %s\n",
+                    absence.empty() ? "another rank cannot run NCCL (its stderr says why)" : absence.c_str());
       std::printf("  %-14s %-26s %10s %10s %12s %9s %10s %10s\n", "collective", "implementation", "size(B)", "time(us)",
                   "sent(B)", "sent/size", "algbw", "busbw");
     }
@@ -162,7 +203,28 @@ int main(int argc, char** argv) {
       });
       measure(world, {"broadcast", "reference binomial tree", size, 1.0}, transport.get(),
               [&] { ref::tree_broadcast(peers, buffer.data(), size, 0); });
+      if (nccl) {
+        const ember::TensorOptions on_gpu{.dtype = ember::DType::f32, .device = gpu};
+        ember::Tensor device_buffer = ember::zeros({count}, on_gpu);
+        ember::Tensor device_piece = ember::zeros({int64_t(piece.size())}, on_gpu);
+        ember::Tensor device_gathered = ember::zeros({int64_t(gathered.size())}, on_gpu);
+        dist::Backend& backend = *nccl;
+        measure(world, {"allreduce", "nccl", size, all_reduce_factor}, nullptr, to_completion(backend, [&] {
+                  backend.allreduce(device_buffer.data_ptr(), count, ember::DType::f32, dist::ReduceOp::sum);
+                }));
+        measure(world, {"allgather", "nccl", piece_bytes * n, gather_factor}, nullptr, to_completion(backend, [&] {
+                  backend.allgather(device_piece.data_ptr(), device_gathered.data_ptr(), piece_bytes);
+                }));
+        measure(world, {"reduce_scatter", "nccl", piece_bytes * n, gather_factor}, nullptr,
+                to_completion(backend, [&] {
+                  backend.reduce_scatter(device_buffer.data_ptr(), device_piece.data_ptr(), int64_t(piece.size()),
+                                         ember::DType::f32, dist::ReduceOp::sum);
+                }));
+        measure(world, {"broadcast", "nccl", size, 1.0}, nullptr,
+                to_completion(backend, [&] { backend.broadcast(device_buffer.data_ptr(), size, 0); }));
+      }
     }
+    nccl.reset();
     shm.reset();
     gloo.reset();
     transport.reset();

@@ -51,7 +51,7 @@ double microseconds(int64_t ns) { return double(ns) / 1000.0; }
 
 nlohmann::json event_json(const Event& event, int pid) {
   nlohmann::json args = event.args.is_object() ? event.args : nlohmann::json::object();
-  if (event.category == Category::op) {
+  if (event.category == Category::op || event.category == Category::device_kernel) {
     args["device"] = event.device == DeviceType::cpu ? "cpu" : "cuda";
     args["dtype"] = dtype_name(event.dtype);
     if (!event.shapes.empty()) args["shapes"] = event.shapes;

@@ -35,8 +35,8 @@ struct Event {
   int64_t begin_ns = 0;
   int64_t end_ns = 0;  // == begin_ns for an instant
   bool instant = false;
-  int thread = 0;  // the track: a thread of this process, or kCommunicationTrack
-  // Kernels (category op) only:
+  int thread = 0;  // the track: a thread of this process, kCommunicationTrack or a device stream's
+  // Kernels (categories op and device_kernel) only:
   DeviceType device = DeviceType::cpu;
   DType dtype = DType::f32;
   int64_t flops = -1;  // -1: unknown
@@ -49,6 +49,9 @@ struct Event {
 
 // The track of asynchronous communication (Track::communication).
 inline constexpr int kCommunicationTrack = 1000000;
+// The tracks of device streams (category device_kernel): kDeviceTrackBase,
+// kDeviceTrackBase + 1, ... in the order their first kernel was recorded.
+inline constexpr int kDeviceTrackBase = 2000000;
 
 // One row of key_averages(): the events of one name (and category), summed.
 // Self time is the total less the time of the events nested directly inside

@@ -20,7 +20,11 @@
 namespace ember::profiler {
 
 // What an event is; the summary (Note [Step summary]) adds time up by category.
-enum class Category : uint8_t { op, backward, module, collective, bucket, data, optimizer, checkpoint, user };
+// device_kernel: a kernel's run on its device's stream (Note [Device time of
+// kernels]), beside the `op` span of its launch on the host.
+enum class Category : uint8_t {
+  op, backward, module, collective, bucket, data, optimizer, checkpoint, user, device_kernel
+};
 const char* category_name(Category category);
 
 // The timeline's clock: steady (monotonic) nanoseconds, the same clock for

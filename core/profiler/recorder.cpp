@@ -90,6 +90,7 @@ void start_session(int mask, const char* who) {
   session->communication->thread = kCommunicationTrack;
   session->communication->name = "communication";
   current_session() = session;
+  reset_device_spans();
   g_generation.store(session->generation, std::memory_order_release);
   g_recording.store(mask, std::memory_order_relaxed);
 }
@@ -110,6 +111,7 @@ void stop_session(std::vector<Event>& events, std::map<int, std::string>& tracks
     for (Event& event : buffer->events) events.push_back(std::move(event));
     buffer->events.clear();
   }
+  take_device_spans(events, tracks);
 }
 
 void append(Event event, Track track) {
@@ -137,6 +139,7 @@ const char* category_name(Category category) {
     case Category::optimizer: return "optimizer";
     case Category::checkpoint: return "checkpoint";
     case Category::user: return "user";
+    case Category::device_kernel: return "device_kernel";
   }
   return "user";
 }
@@ -171,11 +174,16 @@ void set_clock_offset_ns(int64_t offset_ns) {
   detail::g_has_offset.store(true);
 }
 
+// A kernel on a device runs after its launch: besides the launch span,
+// Note [Device time of kernels] times it on its stream.
 KernelSpan::KernelSpan(std::string_view op, DeviceType device, KernelFacts facts)
-    : op_(op), device_(device), facts_(std::move(facts)), begin_ns_(now_ns()) {}
+    : op_(op), device_(device), facts_(std::move(facts)), begin_ns_(now_ns()) {
+  if (device_ != DeviceType::cpu) detail::begin_device_span(device_);
+}
 
 KernelSpan::~KernelSpan() {
   int64_t end = now_ns();
+  if (device_ != DeviceType::cpu) detail::end_device_span(op_, device_, facts_.dtype, facts_.flops, facts_.bytes);
   Event event;
   event.category = Category::op;
   event.name = std::string(op_);

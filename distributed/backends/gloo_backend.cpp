@@ -136,6 +136,24 @@ class GlooBackend final : public Backend {
   }
 
   std::string name() const override { return "gloo"; }
+  // Gloo's own algorithms where ember calls Gloo's collectives (the 2022
+  // snapshot Debian ships: gloo::allreduce with no algorithm set runs its
+  // segmented ring, broadcast a binomial tree, allgather a ring, alltoall
+  // pairwise sends to rank + i, barrier a dissemination barrier), and the
+  // ring below for reduce_scatter, which Gloo's new API lacks.
+  std::string algorithm(Collective collective) const override {
+    switch (collective) {
+      case Collective::allreduce: return "ring";
+      case Collective::broadcast: return "binomial_tree";
+      case Collective::allgather: return "ring";
+      case Collective::reduce_scatter: return "ring";
+      case Collective::all_to_all: return "pairwise_exchange";
+      case Collective::barrier: return "dissemination";
+      case Collective::send:
+      case Collective::recv: return "point_to_point";
+    }
+    return "?";
+  }
 
   void allreduce(void* data, int64_t count, DType dtype, ReduceOp op) override {
     if (context_.size == 1) return;

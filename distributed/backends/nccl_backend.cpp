@@ -153,6 +153,8 @@ class NcclBackend final : public Backend {
   }
 
   std::string name() const override { return "nccl"; }
+  // NCCL picks ring, tree or others per call itself (NCCL_ALGO); ember cannot see which.
+  std::string algorithm(Collective) const override { return "nccl"; }
   Device device() const override { return device_; }
   Stream stream() const override { return stream_; }
 

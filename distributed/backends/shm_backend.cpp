@@ -42,6 +42,21 @@ class ShmBackend final : public Backend {
   explicit ShmBackend(const BackendContext& context);
 
   std::string name() const override { return "shm"; }
+  // "direct": every rank reads its peers' slots in the segment itself, in one
+  // hop, no ring or tree (Note [Shared-memory collectives], Algorithm).
+  std::string algorithm(Collective collective) const override {
+    switch (collective) {
+      case Collective::allreduce: return "direct_reduce_scatter_allgather";
+      case Collective::broadcast: return "direct_from_root";
+      case Collective::allgather: return "direct";
+      case Collective::reduce_scatter: return "direct_reduce_scatter";
+      case Collective::all_to_all: return "direct";
+      case Collective::barrier: return "counters";
+      case Collective::send:
+      case Collective::recv: return "mailbox";
+    }
+    return "?";
+  }
   void allreduce(void* data, int64_t count, DType dtype, ReduceOp op) override;
   void broadcast(void* data, int64_t nbytes, int root) override;
   void allgather(const void* input, void* output, int64_t nbytes) override;

@@ -9,8 +9,11 @@
 // distributed/README.md, Note [NCCL watchdog].
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cuda_compare.h"
 #include "distributed/accelerator/accelerator.h"
@@ -81,6 +84,32 @@ TEST(CudaNccl, WatchdogEndsAStalledCollective) {
 }
 
 // The Accelerator runs on cuda:<local rank> and makes it the current GPU.
+// The profiler's spans of device collectives say "nccl" for the algorithm
+// (NCCL picks ring or tree itself; at world size 1 it is still called) and
+// that their time is the launch only. Catches: the group-of-one rule of the
+// host backends applied to nccl, or the algorithm field missing.
+TEST(CudaNccl, ProfiledCollectivesNameNcclAsTheirAlgorithm) {
+  EMBER_REQUIRE_GPU();
+  ScratchDirectory directory;
+  const std::string profile_dir = (directory.path() / "profile").string();
+  const ProcessResult result = launch({"--nproc-per-node", "1", "--timeout", "120", "--profile", profile_dir},
+                                      "profiled_collectives", {"nccl", "cuda"}, 180s, kOmpEnv);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::ifstream file(directory.path() / "profile" / "rank0.json");
+  ASSERT_TRUE(file.good()) << result.output;
+  const nlohmann::json trace = nlohmann::json::parse(file);
+  int spans = 0;
+  for (const auto& event : trace["traceEvents"]) {
+    if (event["ph"] != "X" || event["cat"] != "collective") continue;
+    ++spans;
+    const bool empty = event["args"]["bytes"] == 0 && event["name"] != "barrier";
+    EXPECT_EQ(event["args"]["algorithm"], empty ? "none (empty buffer)" : "nccl") << event["name"];
+    EXPECT_EQ(event["args"]["timed"], "launch only") << event["name"];
+  }
+  EXPECT_EQ(spans, 7);  // allreduce twice, broadcast, allgather, reduce_scatter, all_to_all, barrier
+  expect_nothing_left();
+}
+
 TEST(CudaNccl, AcceleratorUsesTheGpuOfItsLocalRank) {
   EMBER_REQUIRE_GPU();
   {

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +27,7 @@
 #include "core/dispatch.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise_kernels.h"
+#include "core/profiler/profile.h"
 #include "core/stream.h"
 #include "core/version.h"
 #include "distributed/process_group.h"
@@ -62,7 +64,8 @@ Log& device_log() {
 }
 
 // Streams are numbered handles (null: the default stream, "s0"); events are
-// heap-allocated numbers. Work "runs" at once, so every event is complete.
+// heap-allocated numbers. Work "runs" at once, so every event is complete,
+// at the host time it was recorded (what elapsed_ms measures).
 thread_local void* t_current_streams[kMaxDevicesPerType] = {};
 thread_local int t_current_device = 0;
 
@@ -89,13 +92,18 @@ class StandInRuntime final : public DeviceRuntime {
   void destroy_event(int, void* event) override { delete static_cast<int*>(event); }
   void record_event(int, void* event, void* stream) override {
     device_log().add(fmt::format("record {} on {}", event_name(event), stream_name(stream)));
+    std::lock_guard lock(mutex_);
+    recorded_ns_[*static_cast<int*>(event)] = profiler::now_ns();
   }
   void wait_event(int, void* stream, void* event) override {
     device_log().add(fmt::format("{} waits {}", stream_name(stream), event_name(event)));
   }
   void synchronize_event(int, void*) override {}
   bool query_event(int, void*) override { return true; }
-  double elapsed_ms(int, void*, void*) override { return 0; }
+  double elapsed_ms(int, void* start, void* end) override {
+    std::lock_guard lock(mutex_);
+    return double(recorded_ns_.at(*static_cast<int*>(end)) - recorded_ns_.at(*static_cast<int*>(start))) / 1e6;
+  }
 
   void reset_numbers() {
     streams_ = 0;
@@ -105,6 +113,8 @@ class StandInRuntime final : public DeviceRuntime {
  private:
   std::atomic<int> streams_ = 0;
   std::atomic<int> events_ = 0;
+  std::mutex mutex_;
+  std::map<int, int64_t> recorded_ns_;  // by event number: when it was last recorded
 };
 
 class HostMemory final : public Allocator {
@@ -127,6 +137,7 @@ class StandInBackend final : public Backend {
  public:
   explicit StandInBackend(Device device) : device_(device), stream_(Stream::create(device)) {}
   std::string name() const override { return "stand-in"; }
+  std::string algorithm(Collective) const override { return "doubling"; }
   Device device() const override { return device_; }
   Stream stream() const override { return stream_; }
   void watch(std::string description, Event done, std::shared_ptr<const void> keep_alive) override {
@@ -169,6 +180,7 @@ class StandInBackend final : public Backend {
 class StandInHostBackend final : public Backend {
  public:
   std::string name() const override { return "host"; }
+  std::string algorithm(Collective) const override { return "none"; }
   void allreduce(void*, int64_t, DType, ReduceOp) override { device_log().add("host allreduce"); }
   void broadcast(void*, int64_t, int) override {}
   void allgather(const void*, void*, int64_t) override {}
@@ -277,6 +289,46 @@ TEST_F(DeviceCollectives, AverageAndWriteBacksUseTheDevicesKernels) {
   Tensor output_base = make_tensor({3, 2}, DType::f32, kGpu0);
   group->allgather(output_base.t(), input)->wait();  // [2, 3], non-contiguous
   EXPECT_EQ(output_base.t().to_vector<float>(), (std::vector<float>{7, 8, 9, 7, 8, 9}));
+}
+
+// Under a profile, the group's span of a device operation names the device
+// backend's algorithm and says it timed the launch only, and the kernel the
+// operation runs (AVG's division) is a device_kernel span on the track of
+// the backend's stream, not the caller's (Note [Device time of kernels]),
+// timed by the stand-in's events. Catches: device spans missing or put on
+// the default stream's track, a device span that begins before its launch
+// (seen failing with the anchor's host time moved 1 ms early), the algorithm
+// field missing.
+TEST_F(DeviceCollectives, ProfiledOperationShowsItsAlgorithmAndItsKernelOnTheBackendsStream) {
+  auto group = make_group();
+  Tensor t = values_on(kGpu0, {1.5f, -2.0f, 7.0f});
+  profiler::Profile profile;
+  group->allreduce(t, ReduceOp::avg)->wait();
+  profile.stop();
+  const profiler::Event* collective = nullptr;
+  std::vector<const profiler::Event*> launches, kernels;
+  for (const profiler::Event& event : profile.events()) {
+    if (event.category == profiler::Category::collective) collective = &event;
+    if (event.category == profiler::Category::op && event.device == DeviceType::cuda) launches.push_back(&event);
+    if (event.category == profiler::Category::device_kernel) kernels.push_back(&event);
+  }
+  ASSERT_NE(collective, nullptr);
+  EXPECT_EQ(collective->args["algorithm"], "doubling");
+  EXPECT_EQ(collective->args["timed"], "launch only");
+  // The divisor's fill, then the division: each launch has its device span, in order.
+  ASSERT_EQ(launches.size(), 2u);
+  ASSERT_EQ(kernels.size(), launches.size());
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const profiler::Event& kernel = *kernels[i];
+    EXPECT_EQ(kernel.name, launches[i]->name);
+    EXPECT_EQ(profile.tracks().at(kernel.thread), "GPU cuda:0 stream 0x1");  // the backend's, the first stream made
+    EXPECT_GE(kernel.begin_ns, launches[i]->begin_ns) << kernel.name;
+    EXPECT_LE(kernel.begin_ns, kernel.end_ns) << kernel.name;
+    if (i > 0) {
+      EXPECT_GE(kernel.begin_ns, kernels[i - 1]->end_ns) << kernel.name;
+    }
+  }
+  EXPECT_EQ(kernels.back()->name, "div");
 }
 
 // The memory a queued device operation uses must not return to the allocator

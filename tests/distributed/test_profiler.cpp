@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -57,6 +59,7 @@ TEST(Profiler, LaunchedDdpRunProfilesEveryRankAndMergesOnOneClock) {
         EXPECT_EQ(event["tid"], profiler::kCommunicationTrack);
         EXPECT_EQ(event["args"]["group_size"], 2);
         EXPECT_FALSE(event["args"]["backend"].get<std::string>().empty());
+        EXPECT_FALSE(event["args"]["algorithm"].get<std::string>().empty());
         EXPECT_TRUE(event["args"]["bytes"].is_number());
       }
     }
@@ -94,6 +97,79 @@ TEST(Profiler, LaunchedDdpRunProfilesEveryRankAndMergesOnOneClock) {
   EXPECT_DOUBLE_EQ(moved["ts"].get<double>(), original["ts"].get<double>() - offset_us);
   EXPECT_EQ(merged["ember"]["clock_offsets_ns"]["1"], traces[1]["ember"]["clock_offset_ns"]);
 }
+
+// Every collective span names the algorithm its backend ran, per backend,
+// and EMBER_REFERENCE_ALLREDUCE changes the reference backend's all-reduce.
+struct AlgorithmCase {
+  std::string backend;
+  std::string reference_allreduce;  // EMBER_REFERENCE_ALLREDUCE, "" for unset
+  std::map<std::string, std::string> expected;  // span name -> algorithm
+};
+
+std::string case_name(const ::testing::TestParamInfo<AlgorithmCase>& info) {
+  return info.param.backend + (info.param.reference_allreduce.empty() ? "" : "_" + info.param.reference_allreduce);
+}
+
+// The reference backend's transport on one node is shm.
+std::map<std::string, std::string> reference_algorithms(const std::string& allreduce) {
+  return {{"allreduce", allreduce},           {"broadcast", "binomial_tree"}, {"allgather", "ring"},
+          {"reduce_scatter", "ring"},         {"all_to_all", "shm direct"},   {"barrier", "shm counters"},
+          {"send", "shm mailbox"},            {"recv", "shm mailbox"}};
+}
+
+class ProfilerAlgorithm : public ::testing::TestWithParam<AlgorithmCase> {};
+
+// Catches: a backend naming another's algorithm or a fixed one (the
+// reference backend saying "ring" whatever EMBER_REFERENCE_ALLREDUCE ran:
+// seen failing with algorithm() returning "ring" for every all-reduce), the
+// field missing from the span, and an empty buffer credited with an algorithm.
+TEST_P(ProfilerAlgorithm, EveryCollectiveSpanNamesTheAlgorithmItsBackendRan) {
+  const AlgorithmCase& param = GetParam();
+  testing::ScratchDirectory directory;
+  const std::string profile_dir = (directory.path() / "profile").string();
+  std::vector<std::string> env;
+  if (!param.reference_allreduce.empty()) env.push_back("EMBER_REFERENCE_ALLREDUCE=" + param.reference_allreduce);
+  ProcessResult result = launch({"--nproc-per-node", "2", "--profile", profile_dir}, "profiled_collectives",
+                                {param.backend}, seconds(60), env);
+  expect_clean_success(result);
+  for (int rank = 0; rank < 2; ++rank) {
+    nlohmann::json trace = read_json(directory.path() / "profile" / ("rank" + std::to_string(rank) + ".json"));
+    std::map<std::string, int> seen;
+    int empty = 0;
+    for (const auto& event : trace["traceEvents"]) {
+      if (event["ph"] != "X" || event["cat"] != "collective") continue;
+      const std::string name = event["name"];
+      ASSERT_TRUE(event["args"].contains("algorithm")) << name << " on rank " << rank;
+      EXPECT_EQ(event["args"]["backend"], param.backend) << name;
+      if (event["args"]["bytes"] == 0 && name != "barrier") {
+        EXPECT_EQ(event["args"]["algorithm"], "none (empty buffer)") << name << " on rank " << rank;
+        ++empty;
+        continue;
+      }
+      ASSERT_TRUE(param.expected.count(name)) << "unexpected span " << name;
+      EXPECT_EQ(event["args"]["algorithm"], param.expected.at(name)) << name << " on rank " << rank;
+      ++seen[name];
+    }
+    EXPECT_EQ(empty, 1) << "rank " << rank;
+    for (const auto& [name, algorithm] : param.expected) EXPECT_EQ(seen[name], 1) << name << " on rank " << rank;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Backends, ProfilerAlgorithm,
+    ::testing::Values(
+        AlgorithmCase{"reference", "", reference_algorithms("ring")},
+        AlgorithmCase{"reference", "naive", reference_algorithms("naive")},
+        AlgorithmCase{"reference", "halving_doubling", reference_algorithms("halving_doubling")},
+        AlgorithmCase{"gloo", "",
+                      {{"allreduce", "ring"}, {"broadcast", "binomial_tree"}, {"allgather", "ring"},
+                       {"reduce_scatter", "ring"}, {"all_to_all", "pairwise_exchange"}, {"barrier", "dissemination"},
+                       {"send", "point_to_point"}, {"recv", "point_to_point"}}},
+        AlgorithmCase{"shm", "",
+                      {{"allreduce", "direct_reduce_scatter_allgather"}, {"broadcast", "direct_from_root"},
+                       {"allgather", "direct"}, {"reduce_scatter", "direct_reduce_scatter"}, {"all_to_all", "direct"},
+                       {"barrier", "counters"}, {"send", "mailbox"}, {"recv", "mailbox"}}}),
+    case_name);
 
 TEST(Profiler, TraceMergeOfADirectoryWithoutTracesNamesIt) {
   testing::ScratchDirectory directory;

@@ -56,7 +56,7 @@ TEST_F(EnvCommandTest, PrintsEverySection) {
   // NCCL is the CUDA backend's collective library: built exactly when CUDA is.
   const std::string nccl = built_with_cuda() ? "built" : "not built";
   EXPECT_EQ(lines_starting(out, "- distributed backends: "),
-            std::vector<std::string>{"- distributed backends: shm built, gloo built, nccl " + nccl});
+            std::vector<std::string>{"- distributed backends: shm built, gloo built, reference built, nccl " + nccl});
   EXPECT_EQ(lines_starting(out, "- OpenMP threads: "), std::vector<std::string>{"- OpenMP threads: 3"});
   if (!built_with_cuda()) {
     EXPECT_TRUE(contains(out, "- GPUs: CUDA not built\n")) << out;

@@ -71,6 +71,20 @@ class ReferenceBackend final : public Backend {
         algorithm_(algorithm) {}
 
   std::string name() const override { return "reference"; }
+  // What this folder's files run; the rest is the transport's, named with it.
+  std::string algorithm(Collective collective) const override {
+    switch (collective) {
+      case Collective::allreduce: return allreduce_algorithm_name(algorithm_);
+      case Collective::broadcast: return "binomial_tree";
+      case Collective::allgather: return "ring";
+      case Collective::reduce_scatter: return "ring";
+      case Collective::all_to_all:
+      case Collective::barrier:
+      case Collective::send:
+      case Collective::recv: return transport_->name() + " " + transport_->algorithm(collective);
+    }
+    return "?";
+  }
 
   void allreduce(void* data, int64_t count, DType dtype, ReduceOp op) override {
     check_reduction("allreduce", dtype, op);

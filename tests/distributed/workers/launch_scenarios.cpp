@@ -331,6 +331,23 @@ EMBER_SCENARIO(launch_kill_on_go) {
   return 1;
 }
 
+// args: [backend]. Makes the default group with the backend the program
+// names (none: InitOptions' default, "auto", which EMBER_BACKEND replaces),
+// prints the backend that runs and checks an allreduce of the ranks' values.
+EMBER_SCENARIO(launch_backend) {
+  dist::InitOptions options;
+  if (!args.empty()) options.backend = args[0];
+  dist::ProcessGroup& group = dist::init_process_group(options);
+  Tensor value = full({1}, Scalar(double(group.rank())));
+  group.allreduce(value)->wait();
+  const double expected = group.size() * (group.size() - 1) / 2.0;
+  std::printf("rank %d: backend %s, allreduce sum %g\n", group.rank(), group.backend_name().c_str(),
+              value.item<double>());
+  std::fflush(stdout);
+  dist::destroy_process_group();
+  return value.item<double>() == expected ? 0 : 1;
+}
+
 // args: ("local" | "peer") address. A Gloo allreduce of the ranks' values
 // across launchers; then this rank must hold a Gloo connection whose local
 // end ("local") or far end ("peer") is `address`.

@@ -1,0 +1,55 @@
+// Scenarios of tests/distributed/test_profiler.cpp and tests/cuda/test_cuda_nccl.cpp:
+// each operation of the Backend interface once, under the launcher's
+// --profile, so that the test can read the algorithm every span names.
+#include <cstdio>
+
+#include "core/ops/creation.h"
+#include "core/stream.h"
+#include "distributed/process_group.h"
+#include "workers/scenario.h"
+
+namespace ember::test {
+
+using distributed::ProcessGroup;
+
+// args[0]: the backend; "cuda" after it: CUDA tensors on the GPU of the
+// local rank (nccl). Calls allreduce (once with an empty tensor), broadcast,
+// allgather, reduce_scatter, all_to_all, barrier and, with two ranks or more,
+// a ring of send/recv; the values are not checked here (the conformance suite
+// does that), only that every call completes.
+EMBER_SCENARIO(profiled_collectives) {
+  const std::string backend = args.at(0);
+  const bool on_gpu = args.size() > 1 && args[1] == "cuda";
+  ProcessGroup& group = distributed::init_process_group({.backend = backend});
+  Device device = kCPU;
+  if (on_gpu) {
+    const int local_rank = distributed::read_distributed_env().local_rank;
+    cuda::set_device(local_rank);
+    device = Device(DeviceType::cuda, local_rank);
+  }
+  const int rank = group.rank(), size = group.size();
+  const TensorOptions options{.dtype = DType::f32, .device = device};
+  Tensor values = full({1024}, Scalar(double(rank + 1)), options);
+  group.allreduce(values)->wait();
+  group.allreduce(zeros({0}, options))->wait();
+  group.broadcast(values, 0)->wait();
+  Tensor gathered = zeros({size * 1024}, options);
+  group.allgather(gathered, values)->wait();
+  Tensor block = zeros({1024}, options);
+  group.reduce_scatter(block, gathered)->wait();
+  Tensor exchanged = zeros({size * 1024}, options);
+  group.all_to_all(exchanged, gathered)->wait();
+  group.barrier()->wait();
+  if (size > 1) {
+    Tensor incoming = zeros({1024}, options);
+    auto sent = group.send(values, (rank + 1) % size);
+    group.recv(incoming, (rank + size - 1) % size)->wait();
+    sent->wait();
+  }
+  std::printf("rank %d: profiled_collectives on %s done\n", rank, group.backend_name(device.type).c_str());
+  std::fflush(stdout);
+  distributed::destroy_process_group();
+  return 0;
+}
+
+}  // namespace ember::test
