@@ -20,7 +20,9 @@ compare_args=(--rounds 5 --min-time 0.5)
 kernels=1
 if [[ "${1:-}" == "--quick" ]]; then
   benchmark_args=(--benchmark_min_time=0.05)
-  compare_args=(--rounds 1 --min-time 0.05)
+  # One PyTorch 2 worker of each kind (eager with the tuned malloc, compiled
+  # with glibc's): a Python process per row is the slow part of the smoke.
+  compare_args=(--rounds 1 --min-time 0.05 --frameworks libtorch,torch2,torch2_compile_glibc)
 fi
 [[ "${1:-}" == "--distributed" ]] && kernels=0
 
