@@ -2,7 +2,10 @@
 # The benchmark run behind bench/RESULTS.md: a Release build with the libtorch
 # comparison in build-bench/, then bench_gemm, bench_elementwise,
 # bench_reduction, bench_copy, compare_libtorch and bench_mixed_precision at 1 and 2
-# threads. Outputs (console text and JSON) go to bench/results/ (gitignored).
+# threads. compare_libtorch's peers are libtorch 1.13 (Debian) and PyTorch 2
+# from PyPI, in a venv this script creates (build-bench/venv-torch2;
+# EMBER_TORCH2_PYTHON names an existing interpreter with torch 2 instead).
+# Outputs (console text and JSON) go to bench/results/ (gitignored).
 # Run it on a quiet machine:
 # anything else on the cores skews every ratio.
 #   scripts/bench.sh                 the measured run
@@ -17,14 +20,31 @@ compare_args=(--rounds 5 --min-time 0.5)
 kernels=1
 if [[ "${1:-}" == "--quick" ]]; then
   benchmark_args=(--benchmark_min_time=0.05)
-  compare_args=(--rounds 1 --min-time 0.05)
+  # One PyTorch 2 worker of each kind (eager with the tuned malloc, compiled
+  # with glibc's): a Python process per row is the slow part of the smoke.
+  compare_args=(--rounds 1 --min-time 0.05 --frameworks libtorch,torch2,torch2_compile_glibc)
 fi
 [[ "${1:-}" == "--distributed" ]] && kernels=0
 
-EMBER_PACKAGES+=(libtorch-dev libopenblas0-openmp)
+EMBER_PACKAGES+=(libtorch-dev libopenblas0-openmp libjemalloc2 python3-venv)
 ember_install_packages
 ember_build "$EMBER_ROOT/build-bench" -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCH=ON \
   -DEMBER_BENCH_LIBTORCH=ON -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_EXAMPLES=OFF
+
+# PyTorch 2, the Python peer of the training rows: the CPU wheel where
+# PyTorch's own index is reachable, PyPI's otherwise.
+torch2_python="${EMBER_TORCH2_PYTHON:-}"
+if [[ -z "$torch2_python" ]]; then
+  venv="$EMBER_ROOT/build-bench/venv-torch2"
+  if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
+    echo "ember: installing PyTorch 2 into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --retries 1 --timeout 20 --index-url https://download.pytorch.org/whl/cpu torch ||
+      "$venv/bin/pip" install --quiet torch
+  fi
+  torch2_python="$venv/bin/python"
+fi
+compare_args+=(--torch2-python "$torch2_python")
 
 results="$EMBER_ROOT/bench/results"
 programs="$EMBER_ROOT/build-bench/bench"
@@ -33,6 +53,7 @@ mkdir -p "$results"
   echo "commit: $(git -C "$EMBER_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "PyTorch 2: $("$torch2_python" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
   lscpu | grep -E '^(Model name|CPU\(s\)|Thread|L2|L3)'
 } > "$results/machine.txt"
 

@@ -1,12 +1,14 @@
 // ember's training-step rows (training_workloads.h): the models of
 // training_models_ember.h, initialised from the shared values, trained with
-// optim::. Linked into compare_worker_ember only; the same rows
+// optim::, in f32 and under bf16 autocast (the _bf16 rows). Linked into compare_worker_ember only; the same rows
 // on libtorch are training_libtorch.cpp.
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/ops/creation.h"
 #include "core/ops/loss.h"
 #include "core/ops/views.h"
@@ -46,11 +48,19 @@ std::unique_ptr<optim::Optimizer> adamw(const nn::Module& model) {
 }
 
 // zero_grad (gradients set to none, as libtorch's side does), forward,
-// cross-entropy, backward, step.
-TrainingStep training_step(std::shared_ptr<Run> run) {
-  return [run] {
+// cross-entropy, backward, step. With `bf16` the forward runs under bf16
+// autocast and its logits are cast back to f32 for the loss, as the
+// Accelerator does; the guard closes before backward, as PyTorch advises.
+TrainingStep training_step(std::shared_ptr<Run> run, bool bf16) {
+  return [run, bf16] {
     run->optimizer->zero_grad();
-    Tensor logits = (*run->model)(run->inputs);
+    Tensor logits;
+    {
+      std::optional<AutocastGuard> autocast;
+      if (bf16) autocast.emplace(DeviceType::cpu, DType::bf16);
+      logits = (*run->model)(run->inputs);
+      if (bf16) logits = logits.to(DType::f32);
+    }
     Tensor loss = cross_entropy(logits.view({-1, logits.size(-1)}), run->targets.view({-1}));
     loss.backward();
     run->optimizer->step();
@@ -69,31 +79,37 @@ std::shared_ptr<Run> start_run(std::shared_ptr<nn::Module> model, OptimizerFacto
 }
 
 TrainingStep classification_step(std::shared_ptr<nn::Module> model, const ClassificationBatch& batch,
-                                  OptimizerFactory make_optimizer) {
+                                  OptimizerFactory make_optimizer, bool bf16) {
   std::shared_ptr<Run> run = start_run(std::move(model), make_optimizer);
   run->inputs = from_vector(batch.inputs, shape_of(batch.input_shape));
   run->targets = from_vector(batch.targets, Shape{int64_t(batch.targets.size())});
-  return training_step(run);
+  return training_step(run, bf16);
 }
 
-TrainingStep gpt_step() {
+TrainingStep gpt_step(bool bf16) {
   GptSpec spec;
   TokenBatch batch = gpt_batch(spec);
   std::shared_ptr<Run> run = start_run(std::make_shared<Gpt>(spec), adamw);
   run->inputs = from_vector(batch.inputs, Shape{spec.batch, spec.sequence});
   run->targets = from_vector(batch.targets, Shape{spec.batch, spec.sequence});
-  return training_step(run);
+  return training_step(run, bf16);
 }
 
 }  // namespace
 
 std::vector<TrainingWorkload> training_workloads() {
-  return {
-      {"train_mlp_sgd", [] { return classification_step(mlp(MlpSpec{}), mlp_batch(MlpSpec{}), sgd); }},
-      {"train_mlp_adamw", [] { return classification_step(mlp(MlpSpec{}), mlp_batch(MlpSpec{}), adamw); }},
-      {"train_cnn_sgd", [] { return classification_step(cnn(CnnSpec{}), cnn_batch(CnnSpec{}), sgd); }},
-      {"train_gpt_adamw", [] { return gpt_step(); }},
-  };
+  std::vector<TrainingWorkload> rows;
+  for (bool bf16 : {false, true}) {
+    std::string suffix = bf16 ? "_bf16" : "";
+    rows.push_back({"train_mlp_sgd" + suffix,
+                    [bf16] { return classification_step(mlp(MlpSpec{}), mlp_batch(MlpSpec{}), sgd, bf16); }});
+    rows.push_back({"train_mlp_adamw" + suffix,
+                    [bf16] { return classification_step(mlp(MlpSpec{}), mlp_batch(MlpSpec{}), adamw, bf16); }});
+    rows.push_back({"train_cnn_sgd" + suffix,
+                    [bf16] { return classification_step(cnn(CnnSpec{}), cnn_batch(CnnSpec{}), sgd, bf16); }});
+    rows.push_back({"train_gpt_adamw" + suffix, [bf16] { return gpt_step(bf16); }});
+  }
+  return rows;
 }
 
 }  // namespace ember::compare

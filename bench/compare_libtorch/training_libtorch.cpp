@@ -1,12 +1,14 @@
 // libtorch's training-step rows (training_workloads.h): the models of
 // training_spec.h written with torch::nn, initialised from the shared values,
-// trained with torch::optim. Linked into compare_worker_libtorch only; the
-// same rows on ember are training_ember.cpp.
+// trained with torch::optim, in f32 and under bf16 autocast. Linked into
+// compare_worker_libtorch only; the same rows on ember are training_ember.cpp.
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "training_spec.h"
@@ -162,15 +164,44 @@ std::unique_ptr<torch::optim::Optimizer> adamw(torch::nn::Module& model) {
                                                    .weight_decay(settings.weight_decay));
 }
 
+// Python's torch.autocast("cpu", torch.bfloat16) in C++ (libtorch 1.13 has
+// no guard class): on for the forward, its cast cache cleared when it ends.
+class BFloat16Autocast {
+ public:
+  BFloat16Autocast() : previous_dtype_(at::autocast::get_autocast_cpu_dtype()) {
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::increment_nesting();
+  }
+  ~BFloat16Autocast() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(false);
+    at::autocast::set_autocast_cpu_dtype(previous_dtype_);
+  }
+  BFloat16Autocast(const BFloat16Autocast&) = delete;
+  BFloat16Autocast& operator=(const BFloat16Autocast&) = delete;
+
+ private:
+  at::ScalarType previous_dtype_;
+};
+
 // zero_grad, forward, cross-entropy, backward, step. Gradients are set to none
 // rather than zeroed (libtorch 1.13's zero_grad() only zeroes), as PyTorch
-// does by default since 2.0: no memset, backward writes them fresh.
+// does by default since 2.0: no memset, backward writes them fresh. With
+// `bf16` the forward runs under bf16 autocast and the logits are cast back to
+// f32 for the loss, as training_ember.cpp does.
 template <class Model>
-TrainingStep training_step(std::shared_ptr<Run<Model>> run) {
-  return [run] {
+TrainingStep training_step(std::shared_ptr<Run<Model>> run, bool bf16) {
+  return [run, bf16] {
     c10::InferenceMode grad_mode_on(false);
     for (torch::Tensor& parameter : run->model->parameters()) parameter.mutable_grad() = torch::Tensor();
-    torch::Tensor logits = run->model->forward(run->inputs);
+    torch::Tensor logits;
+    {
+      std::optional<BFloat16Autocast> autocast;
+      if (bf16) autocast.emplace();
+      logits = run->model->forward(run->inputs);
+      if (bf16) logits = logits.to(torch::kFloat32);
+    }
     torch::Tensor loss =
         torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}), run->targets.view(-1));
     loss.backward();
@@ -183,7 +214,7 @@ using OptimizerFactory = std::unique_ptr<torch::optim::Optimizer> (*)(torch::nn:
 
 // Models are built outside the worker's InferenceMode, or their parameters
 // could not record gradients.
-TrainingStep mlp_step(OptimizerFactory make_optimizer) {
+TrainingStep mlp_step(OptimizerFactory make_optimizer, bool bf16) {
   c10::InferenceMode grad_mode_on(false);
   MlpSpec spec;
   ClassificationBatch batch = mlp_batch(spec);
@@ -192,10 +223,10 @@ TrainingStep mlp_step(OptimizerFactory make_optimizer) {
   run->optimizer = make_optimizer(*run->model);
   run->inputs = float_tensor(batch.inputs, batch.input_shape);
   run->targets = index_tensor(batch.targets, {spec.batch});
-  return training_step(run);
+  return training_step(run, bf16);
 }
 
-TrainingStep cnn_step() {
+TrainingStep cnn_step(bool bf16) {
   c10::InferenceMode grad_mode_on(false);
   CnnSpec spec;
   ClassificationBatch batch = cnn_batch(spec);
@@ -204,10 +235,10 @@ TrainingStep cnn_step() {
   run->optimizer = sgd(*run->model);
   run->inputs = float_tensor(batch.inputs, batch.input_shape);
   run->targets = index_tensor(batch.targets, {spec.batch});
-  return training_step(run);
+  return training_step(run, bf16);
 }
 
-TrainingStep gpt_step() {
+TrainingStep gpt_step(bool bf16) {
   c10::InferenceMode grad_mode_on(false);
   GptSpec spec;
   TokenBatch batch = gpt_batch(spec);
@@ -216,18 +247,21 @@ TrainingStep gpt_step() {
   run->optimizer = adamw(*run->model);
   run->inputs = index_tensor(batch.inputs, {spec.batch, spec.sequence});
   run->targets = index_tensor(batch.targets, {spec.batch, spec.sequence});
-  return training_step(run);
+  return training_step(run, bf16);
 }
 
 }  // namespace
 
 std::vector<TrainingWorkload> training_workloads() {
-  return {
-      {"train_mlp_sgd", [] { return mlp_step(sgd); }},
-      {"train_mlp_adamw", [] { return mlp_step(adamw); }},
-      {"train_cnn_sgd", [] { return cnn_step(); }},
-      {"train_gpt_adamw", [] { return gpt_step(); }},
-  };
+  std::vector<TrainingWorkload> rows;
+  for (bool bf16 : {false, true}) {
+    std::string suffix = bf16 ? "_bf16" : "";
+    rows.push_back({"train_mlp_sgd" + suffix, [bf16] { return mlp_step(sgd, bf16); }});
+    rows.push_back({"train_mlp_adamw" + suffix, [bf16] { return mlp_step(adamw, bf16); }});
+    rows.push_back({"train_cnn_sgd" + suffix, [bf16] { return cnn_step(bf16); }});
+    rows.push_back({"train_gpt_adamw" + suffix, [bf16] { return gpt_step(bf16); }});
+  }
+  return rows;
 }
 
 }  // namespace ember::compare
