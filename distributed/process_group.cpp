@@ -112,6 +112,7 @@ struct OperationRecord {
   const Backend& backend;
   Collective collective;
   int group_size, rank;
+  std::vector<int> peers;  // global ranks: the other end of a send/recv, else every other member
   bool on_device;
   int64_t queued_ns, began_ns;
 };
@@ -127,6 +128,7 @@ void record_operation(const OperationRecord& record) {
                          {"algorithm", algorithm_of(record)},
                          {"group_size", record.group_size},
                          {"rank", record.rank},
+                         {"peers", record.peers},
                          {"queued_us", double(record.began_ns - record.queued_ns) / 1000.0}};
   if (record.on_device) args["timed"] = "launch only";
   profiler::record_span(profiler::kRecordDistributed, profiler::Category::collective,
@@ -199,6 +201,7 @@ struct ProcessGroup::Queue {
     Operation operation;
     int64_t bytes = 0;      // for the profiler's span
     int64_t queued_ns = 0;  // when the call queued it (profiler clock)
+    int peer = -1;          // send/recv: the other rank (group rank)
   };
   std::mutex mutex;
   std::condition_variable wake;  // an item arrived, or stopping
@@ -279,7 +282,7 @@ void ProcessGroup::check_tensor(const char* op, const char* role, const Tensor& 
 }
 
 std::shared_ptr<Work> ProcessGroup::enqueue(std::string description, Collective collective, Device device,
-                                            int64_t bytes, Operation operation) {
+                                            int64_t bytes, Operation operation, int peer) {
   const bool point_to_point = collective == Collective::send || collective == Collective::recv;
   auto work = std::make_shared<Work>(std::move(description), global_rank(rank()), options_.timeout);
   // Note [Collectives on a device stream]: what the operation reads was
@@ -291,7 +294,7 @@ std::shared_ptr<Work> ProcessGroup::enqueue(std::string description, Collective 
     EMBER_ASSERT(!queue_->stopping, "{} queued on a group being destroyed", work->description());
     queue_->items.push_back(
         {work, point_to_point ? 0 : ++queue_->collectives, collective, device, std::move(ready), std::move(operation),
-         bytes, profiler::now_ns()});
+         bytes, profiler::now_ns(), peer});
   }
   queue_->wake.notify_one();
   return work;
@@ -362,10 +365,15 @@ void ProcessGroup::run_queue() {
         item.operation(backend);
       else
         completion = run_on_device(backend, item.ready, item.work->description(), item.operation);
-      if (profiler::recording(profiler::kRecordDistributed))
+      if (profiler::recording(profiler::kRecordDistributed)) {
+        std::vector<int> peers;
+        for (int member = 0; member < size(); ++member)
+          if (item.peer >= 0 ? member == item.peer : member != rank()) peers.push_back(global_rank(member));
         record_operation({.description = item.work->description(), .bytes = item.bytes, .backend = backend,
                           .collective = item.collective, .group_size = size(), .rank = rank(),
-                          .on_device = !item.device.is_cpu(), .queued_ns = item.queued_ns, .began_ns = began});
+                          .peers = std::move(peers), .on_device = !item.device.is_cpu(),
+                          .queued_ns = item.queued_ns, .began_ns = began});
+      }
     } catch (const std::exception& failure) {
       if (queue.first_failure.empty()) {
         queue.first_failure = fmt::format("{} failed on {} ({} backend): {}", item.work->description(), where(context_),
@@ -509,7 +517,7 @@ std::shared_ptr<Work> ProcessGroup::send(Tensor tensor, int dst, uint32_t tag) {
                  tensor.device(), tensor.nbytes(), [buffer, dst, tag](Backend& backend) {
                    if (buffer.numel() == 0) return;
                    backend.send(buffer.data_ptr(), buffer.nbytes(), dst, tag);
-                 });
+                 }, dst);
 }
 
 std::shared_ptr<Work> ProcessGroup::recv(Tensor tensor, int src, uint32_t tag) {
@@ -525,7 +533,7 @@ std::shared_ptr<Work> ProcessGroup::recv(Tensor tensor, int src, uint32_t tag) {
                    if (buffer.numel() == 0) return;
                    backend.recv(buffer.data_ptr(), buffer.nbytes(), src, tag);
                    write_back(tensor, buffer);
-                 });
+                 }, src);
 }
 
 }  // namespace ember::distributed

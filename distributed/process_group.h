@@ -141,9 +141,10 @@ class ProcessGroup {
   // Queues `operation`, to run on the backend of `device`; all but send and
   // recv take part in debug mode's checks. Called after the call's staging copies:
   // a device operation waits for the kernels queued so far on the caller's stream.
-  // `bytes`: the buffer the operation moves (nccl-tests' size), for the profiler.
+  // `bytes`: the buffer the operation moves (nccl-tests' size), and `peer`:
+  // send's and recv's other rank (group rank), both for the profiler.
   std::shared_ptr<Work> enqueue(std::string description, Collective collective, Device device, int64_t bytes,
-                                Operation operation);
+                                Operation operation, int peer = -1);
   void run_queue();  // the communication thread's loop
   Backend& backend_for(Device device);  // on the communication thread; makes the device backend once
   // Runs `operation` on `backend`'s stream, ordered after `ready`; returns the

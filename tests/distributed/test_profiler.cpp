@@ -122,7 +122,8 @@ class ProfilerAlgorithm : public ::testing::TestWithParam<AlgorithmCase> {};
 // Catches: a backend naming another's algorithm or a fixed one (the
 // reference backend saying "ring" whatever EMBER_REFERENCE_ALLREDUCE ran:
 // seen failing with algorithm() returning "ring" for every all-reduce), the
-// field missing from the span, and an empty buffer credited with an algorithm.
+// field missing from the span, and an empty buffer credited with an algorithm;
+// also that each span names its peers (global ranks: the other rank here).
 TEST_P(ProfilerAlgorithm, EveryCollectiveSpanNamesTheAlgorithmItsBackendRan) {
   const AlgorithmCase& param = GetParam();
   testing::ScratchDirectory directory;
@@ -141,6 +142,7 @@ TEST_P(ProfilerAlgorithm, EveryCollectiveSpanNamesTheAlgorithmItsBackendRan) {
       const std::string name = event["name"];
       ASSERT_TRUE(event["args"].contains("algorithm")) << name << " on rank " << rank;
       EXPECT_EQ(event["args"]["backend"], param.backend) << name;
+      EXPECT_EQ(event["args"]["peers"], nlohmann::json::array({1 - rank})) << name << " on rank " << rank;
       if (event["args"]["bytes"] == 0 && name != "barrier") {
         EXPECT_EQ(event["args"]["algorithm"], "none (empty buffer)") << name << " on rank " << rank;
         ++empty;
