@@ -130,12 +130,15 @@ TEST(Pool2d, MatchesReferenceForEveryFloatDtypeAndOption) {
   }
 }
 
-// Max-pool backward against the reference, unpadded (the CPU fast paths for
-// f32: 2x2 windows at stride 2, four at a time, and any other) and padded,
-// with ties and nans in the windows. The widths give the 2x2 path whole
-// vectors only (8), vectors overlapping at the row's end with an odd trailing
-// column (21) and the scalar loop alone (5); a window's gradient sent to a
-// wrong element of it fails here.
+// Max-pool backward against the reference, exactly, unpadded (the CPU fast
+// paths, in every dtype: 2x2 windows at stride 2, four at a time in f32 and
+// bf16, and any other) and padded, with ties and nans in the windows, on each
+// layout of the input and of the gradient (the entry makes them contiguous).
+// The widths give the 2x2 path whole vectors only (8), vectors overlapping at
+// the row's end with an odd trailing column (21) and the scalar loop alone
+// (5); a window's gradient sent to a wrong element of it fails here. Mutation
+// seen caught: in the bf16 vector path, the windows' right elements taken
+// from the low halves of the lanes (left and right swapped on load).
 TEST(Pool2d, MaxPoolBackwardMatchesReferenceWithTiesAndNans) {
   const Pool2dOptions kOptions[] = {{.kernel_size = {2, 2}},
                                     {.kernel_size = {3, 2}, .stride = {1, 2}},
@@ -148,10 +151,13 @@ TEST(Pool2d, MaxPoolBackwardMatchesReferenceWithTiesAndNans) {
       input.select(0, 1).select(0, 0).select(1, 3).fill_(std::nan(""));  // a column: nans at every window position
       for (const Pool2dOptions& options : kOptions) {
         Tensor grad = random_tensor(max_pool2d(input, options).shape(), dtype);
-        EXPECT_TRUE(all_close(max_pool2d_backward(grad, input, options),
-                              reference([&] { return max_pool2d_backward(grad, input, options); })))
-            << dtype_name(dtype) << " width " << width << " kernel " << options.kernel_size[0] << "x"
-            << options.kernel_size[1];
+        Tensor expected = reference([&] { return max_pool2d_backward(grad, input, options); });
+        for (const Layout& input_layout : layouts_of(input))
+          for (const Layout& grad_layout : layouts_of(grad))
+            EXPECT_TRUE(
+                all_close(max_pool2d_backward(grad_layout.tensor, input_layout.tensor, options), expected, 0, 0))
+                << dtype_name(dtype) << " width " << width << " kernel " << options.kernel_size[0] << "x"
+                << options.kernel_size[1] << " input " << input_layout.name << " grad " << grad_layout.name;
       }
     }
   }
