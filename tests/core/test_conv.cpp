@@ -165,7 +165,8 @@ TEST(Pool2d, MaxPoolBackwardMatchesReferenceWithTiesAndNans) {
 
 // A window holding a nan gives nan, wherever the nan sits in it, as in PyTorch
 // and the reference (found by the op fuzzer, tests/fuzz/README_ops.md: oneDNN's
-// max instruction returned the window's other values).
+// max instruction returned the window's other values). Mutation seen caught:
+// the nan test dropped from the f16 and bf16 scan of the input's bits.
 TEST(Pool2d, MaxPoolPropagatesNansFromAnyPositionInTheWindow) {
   const Pool2dOptions kOptions[] = {{.kernel_size = {2, 2}},
                                     {.kernel_size = {3, 2}, .stride = {1, 2}},
