@@ -504,6 +504,13 @@ void fix_non_finite_maxima(const Pool2dProblem& p) {
   if constexpr (std::is_same_v<T, float>) {  // in vector registers: the compiler kept this scan scalar, a third
     __m128 found = _mm_setzero_ps();         // of the CNN pooling's forward
     const __m128 minus_infinities = _mm_set1_ps(minus_infinity);
+    // Eight elements a step: at four, this loop's time moved by 15% with its
+    // address when unrelated code in the library changed (bench_step_kernels).
+    for (; i + 8 <= count; i += 8) {
+      const __m128 v = _mm_loadu_ps(input + i), w = _mm_loadu_ps(input + i + 4);
+      found = _mm_or_ps(found, _mm_or_ps(_mm_cmpunord_ps(v, w), _mm_or_ps(_mm_cmpeq_ps(v, minus_infinities),
+                                                                          _mm_cmpeq_ps(w, minus_infinities))));
+    }
     for (; i + 4 <= count; i += 4) {
       const __m128 v = _mm_loadu_ps(input + i);
       found = _mm_or_ps(found, _mm_or_ps(_mm_cmpunord_ps(v, v), _mm_cmpeq_ps(v, minus_infinities)));

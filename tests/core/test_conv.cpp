@@ -185,6 +185,23 @@ TEST(Pool2d, MaxPoolPropagatesNansFromAnyPositionInTheWindow) {
   }
 }
 
+// A lone nan anywhere in the input reaches its window's output: the forward
+// scans the whole input for nans (eight f32 or bf16/f16 elements at a time,
+// then four, then one) before fixing oneDNN's windows, and one nan missed is
+// a window without it. Mutation seen caught: the f32 scan's eight-element
+// step testing only its first four elements for nans.
+TEST(Pool2d, MaxPoolFindsALoneNanAnywhereInTheInput) {
+  for (DType dtype : kFloatDTypes) {
+    const Tensor clean = random_tensor({1, 2, 3, 10}, dtype);  // 60 elements: every step of the scan
+    for (int64_t at = 0; at < clean.numel(); ++at) {
+      Tensor input = clean.clone();
+      input.view({clean.numel()}).select(0, at).fill_(std::nan(""));
+      Tensor expected = reference([&] { return max_pool2d(input, {}); });
+      EXPECT_TRUE(all_close(max_pool2d(input, {}), expected, 0, 0)) << dtype_name(dtype) << " nan at " << at;
+    }
+  }
+}
+
 // A window of -infs gives -inf, as in PyTorch and the reference (found by the
 // op fuzzer: oneDNN starts its max from the lowest finite value and gave
 // -FLT_MAX); a window with one finite value among -infs gives that value.
