@@ -504,11 +504,31 @@ void fix_non_finite_maxima(const Pool2dProblem& p) {
   if constexpr (std::is_same_v<T, float>) {  // in vector registers: the compiler kept this scan scalar, a third
     __m128 found = _mm_setzero_ps();         // of the CNN pooling's forward
     const __m128 minus_infinities = _mm_set1_ps(minus_infinity);
+    // Eight elements a step: at four, this loop's time moved by 15% with its
+    // address when unrelated code in the library changed (bench_step_kernels).
+    for (; i + 8 <= count; i += 8) {
+      const __m128 v = _mm_loadu_ps(input + i), w = _mm_loadu_ps(input + i + 4);
+      found = _mm_or_ps(found, _mm_or_ps(_mm_cmpunord_ps(v, w), _mm_or_ps(_mm_cmpeq_ps(v, minus_infinities),
+                                                                          _mm_cmpeq_ps(w, minus_infinities))));
+    }
     for (; i + 4 <= count; i += 4) {
       const __m128 v = _mm_loadu_ps(input + i);
       found = _mm_or_ps(found, _mm_or_ps(_mm_cmpunord_ps(v, v), _mm_cmpeq_ps(v, minus_infinities)));
     }
     any = _mm_movemask_ps(found) != 0;
+  } else if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
+    // On the bits, eight at a time, where the loop below widens each element
+    // first: a nan's magnitude lies above infinity's, -inf is one pattern.
+    const int infinity_bits = std::is_same_v<T, BFloat16> ? 0x7f80 : 0x7c00;
+    const __m128i magnitude = _mm_set1_epi16(0x7fff), infinity = _mm_set1_epi16(short(infinity_bits)),
+                  minus_infinity = _mm_set1_epi16(short(infinity_bits | 0x8000));
+    __m128i found = _mm_setzero_si128();
+    for (; i + 8 <= count; i += 8) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(input + i));
+      found = _mm_or_si128(found, _mm_or_si128(_mm_cmpgt_epi16(_mm_and_si128(v, magnitude), infinity),
+                                               _mm_cmpeq_epi16(v, minus_infinity)));
+    }
+    any = _mm_movemask_epi8(found) != 0;
   }
 #endif
   for (; i < count; ++i) {

@@ -130,12 +130,15 @@ TEST(Pool2d, MatchesReferenceForEveryFloatDtypeAndOption) {
   }
 }
 
-// Max-pool backward against the reference, unpadded (the CPU fast paths for
-// f32: 2x2 windows at stride 2, four at a time, and any other) and padded,
-// with ties and nans in the windows. The widths give the 2x2 path whole
-// vectors only (8), vectors overlapping at the row's end with an odd trailing
-// column (21) and the scalar loop alone (5); a window's gradient sent to a
-// wrong element of it fails here.
+// Max-pool backward against the reference, exactly, unpadded (the CPU fast
+// paths, in every dtype: 2x2 windows at stride 2, four at a time in f32 and
+// bf16, and any other) and padded, with ties and nans in the windows, on each
+// layout of the input and of the gradient (the entry makes them contiguous).
+// The widths give the 2x2 path whole vectors only (8), vectors overlapping at
+// the row's end with an odd trailing column (21) and the scalar loop alone
+// (5); a window's gradient sent to a wrong element of it fails here. Mutation
+// seen caught: in the bf16 vector path, the windows' right elements taken
+// from the low halves of the lanes (left and right swapped on load).
 TEST(Pool2d, MaxPoolBackwardMatchesReferenceWithTiesAndNans) {
   const Pool2dOptions kOptions[] = {{.kernel_size = {2, 2}},
                                     {.kernel_size = {3, 2}, .stride = {1, 2}},
@@ -148,10 +151,13 @@ TEST(Pool2d, MaxPoolBackwardMatchesReferenceWithTiesAndNans) {
       input.select(0, 1).select(0, 0).select(1, 3).fill_(std::nan(""));  // a column: nans at every window position
       for (const Pool2dOptions& options : kOptions) {
         Tensor grad = random_tensor(max_pool2d(input, options).shape(), dtype);
-        EXPECT_TRUE(all_close(max_pool2d_backward(grad, input, options),
-                              reference([&] { return max_pool2d_backward(grad, input, options); })))
-            << dtype_name(dtype) << " width " << width << " kernel " << options.kernel_size[0] << "x"
-            << options.kernel_size[1];
+        Tensor expected = reference([&] { return max_pool2d_backward(grad, input, options); });
+        for (const Layout& input_layout : layouts_of(input))
+          for (const Layout& grad_layout : layouts_of(grad))
+            EXPECT_TRUE(
+                all_close(max_pool2d_backward(grad_layout.tensor, input_layout.tensor, options), expected, 0, 0))
+                << dtype_name(dtype) << " width " << width << " kernel " << options.kernel_size[0] << "x"
+                << options.kernel_size[1] << " input " << input_layout.name << " grad " << grad_layout.name;
       }
     }
   }
@@ -159,7 +165,8 @@ TEST(Pool2d, MaxPoolBackwardMatchesReferenceWithTiesAndNans) {
 
 // A window holding a nan gives nan, wherever the nan sits in it, as in PyTorch
 // and the reference (found by the op fuzzer, tests/fuzz/README_ops.md: oneDNN's
-// max instruction returned the window's other values).
+// max instruction returned the window's other values). Mutation seen caught:
+// the nan test dropped from the f16 and bf16 scan of the input's bits.
 TEST(Pool2d, MaxPoolPropagatesNansFromAnyPositionInTheWindow) {
   const Pool2dOptions kOptions[] = {{.kernel_size = {2, 2}},
                                     {.kernel_size = {3, 2}, .stride = {1, 2}},
@@ -174,6 +181,23 @@ TEST(Pool2d, MaxPoolPropagatesNansFromAnyPositionInTheWindow) {
       EXPECT_GT(sum(isnan(expected)).item<int64_t>(), 0);
       EXPECT_TRUE(all_close(max_pool2d(input, options), expected, 0, 0))
           << dtype_name(dtype) << " kernel " << options.kernel_size[0] << "x" << options.kernel_size[1];
+    }
+  }
+}
+
+// A lone nan anywhere in the input reaches its window's output: the forward
+// scans the whole input for nans (eight f32 or bf16/f16 elements at a time,
+// then four, then one) before fixing oneDNN's windows, and one nan missed is
+// a window without it. Mutation seen caught: the f32 scan's eight-element
+// step testing only its first four elements for nans.
+TEST(Pool2d, MaxPoolFindsALoneNanAnywhereInTheInput) {
+  for (DType dtype : kFloatDTypes) {
+    const Tensor clean = random_tensor({1, 2, 3, 10}, dtype);  // 60 elements: every step of the scan
+    for (int64_t at = 0; at < clean.numel(); ++at) {
+      Tensor input = clean.clone();
+      input.view({clean.numel()}).select(0, at).fill_(std::nan(""));
+      Tensor expected = reference([&] { return max_pool2d(input, {}); });
+      EXPECT_TRUE(all_close(max_pool2d(input, {}), expected, 0, 0)) << dtype_name(dtype) << " nan at " << at;
     }
   }
 }
