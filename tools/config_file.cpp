@@ -53,6 +53,17 @@ std::string node_kind(const YAML::Node& node) {
   return "value";
 }
 
+// The reason `text` is not UTF-8 ("invalid UTF-8 byte at index 17: 0x82"), or nullopt when it is.
+std::optional<std::string> utf8_error(const std::string& text) {
+  try {
+    (void)nlohmann::json(text).dump();  // nlohmann's serializer validates UTF-8 and says where it fails
+  } catch (const nlohmann::json::type_error& error) {
+    const std::string_view reason = error.what();
+    return std::string(reason.substr(reason.find("] ") + 2));
+  }
+  return std::nullopt;
+}
+
 // The text of a key's YAML value, or nullopt when the key is present but
 // empty or null (`main_process_ip: null`, as Accelerate writes it), which
 // leaves it unset. A quoted boolean or fractional number is a string, not a
@@ -69,6 +80,11 @@ std::optional<std::string> value_text(const ConfigKey& key, const YAML::Node& va
   const auto control = std::find_if(text.begin(), text.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; });
   EMBER_CHECK(control == text.end(), "{}: the value holds the control character {:#04x}", where,
               int(static_cast<unsigned char>(*control)));
+  // yaml-cpp decodes some escapes of a double-quoted value (\_, a no-break
+  // space) into a lone byte that is not UTF-8, which could not be written back.
+  if (auto error = utf8_error(text))
+    EMBER_CHECK(false, "{}: the value is not UTF-8 text once its escapes are read ({}): write the character itself",
+                where, *error);
   const bool quoted = value.Tag() == "!";
   switch (key.kind) {
     case ValueKind::text:
@@ -104,14 +120,19 @@ std::optional<std::string> value_text(const ConfigKey& key, const YAML::Node& va
 // them with) refuses bytes that are not Unicode text. yaml-cpp does not: it keeps invalid UTF-8 bytes of a
 // plain scalar as they are but turns them into U+FFFD in a quoted one, so a
 // value read from such a file would not survive being written back.
-void check_utf8(const std::string& text, const std::string& path) {
-  try {
-    (void)nlohmann::json(text).dump();  // nlohmann's serializer validates UTF-8 and says where it fails
-  } catch (const nlohmann::json::type_error& error) {
-    const std::string_view reason = error.what();
-    EMBER_CHECK(false, "config file '{}' is not UTF-8 text: {}", path,
-                reason.substr(reason.find("] ") + 2));
-  }
+// PyYAML takes only printable characters: of the ASCII controls, tab, line
+// feed and carriage return. yaml-cpp reads the others its own way (a NUL
+// followed by `_` becomes the escape of a no-break space, as a lone byte that
+// is not UTF-8), so they are refused as PyYAML refuses them.
+void check_text(const std::string& text, const std::string& path) {
+  const auto control = std::find_if(text.begin(), text.end(), [](unsigned char c) {
+    return (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f;
+  });
+  if (auto error = utf8_error(text)) EMBER_CHECK(false, "config file '{}' is not UTF-8 text: {}", path, *error);
+  EMBER_CHECK(control == text.end(),
+              "config file '{}' holds the control character {:#04x} at index {}: YAML allows only tab, line feed and "
+              "carriage return",
+              path, int(static_cast<unsigned char>(*control)), control - text.begin());
 }
 
 YAML::Node parse_file(const std::string& path) {
@@ -120,7 +141,7 @@ YAML::Node parse_file(const std::string& path) {
   EMBER_CHECK(!std::filesystem::is_directory(path, error), "config file '{}' is a directory", path);
   // A FIFO or device is refused at once (read_small_file), not read forever.
   const std::string text = read_small_file("ember: config file", path, kMaxConfigBytes);
-  check_utf8(text, path);
+  check_text(text, path);
   try {
     return YAML::Load(text);
   } catch (const YAML::ParserException& parse_error) {
