@@ -447,7 +447,7 @@ long minor_faults() {
 // Note [Shared-memory collectives], "Budget": create and open map every page
 // of the segment (MAP_POPULATE), so the collectives never take its
 // first-touch faults: writing one byte per page of the slots of both
-// mappings of a 2-rank segment (2 x 2,048 pages) faults almost nowhere.
+// mappings of a 2-rank segment (2 x 2,048 pages) faults on few of them.
 // Mutation caught (run once, failed as expected): the mmaps without
 // MAP_POPULATE take one fault per page touched.
 TEST(ShmLayout, TheSegmentIsMappedBeforeItsFirstCollective) {
@@ -462,7 +462,9 @@ TEST(ShmLayout, TheSegmentIsMappedBeforeItsFirstCollective) {
       for (size_t buffer = 0; buffer < layout.depth; ++buffer)
         for (size_t byte = 0; byte < layout.chunk_bytes; byte += 4096) segment->slot(r, buffer)[byte] = std::byte{1};
   const long pages = long(2 * 2 * layout.depth * layout.chunk_bytes / 4096);
-  EXPECT_LT(minor_faults() - before, pages / 100) << "of " << pages << " pages touched";
+  // Without MAP_POPULATE every page faults; with it, only AddressSanitizer's
+  // shadow of the slots does, one page per 8 touched (512 here) in that build.
+  EXPECT_LT(minor_faults() - before, pages / 4) << "of " << pages << " pages touched";
 }
 
 // `ember launch` in a mount namespace of its own whose /dev/shm is a tmpfs
