@@ -1,14 +1,15 @@
 // CPU convolution, its gradients and pooling, on oneDNN primitives cached
 // like matmul's (Note [oneDNN primitive cache] in kernels/cpu/onednn.h).
-// f32 convolutions (forward_inference, since the raw ops keep no workspace;
-// convolution_backward_data / _weights for the gradients) run on the blocked
-// layouts oneDNN picks for its direct JIT kernels, with reorders from and to
-// the caller's NCHW memory: at the CNN's sizes the direct kernels take a third
-// to a half of the im2col + GEMM path that plain layouts get, reorders
-// included (a forward with a few input channels reads NCHW src directly).
-// bf16 convolutions and pooling run on the caller's NCHW memory;
-// f16, and bf16 where oneDNN lacks it, compute in f32; f64 uses direct loops
-// (the gradients: the reference kernels). Max-pool backward is in
+// f32 and bf16 convolutions (forward_inference, since the raw ops keep no
+// workspace; convolution_backward_data / _weights for the gradients) run on
+// the blocked layouts oneDNN picks for its direct JIT kernels, with reorders
+// from and to the caller's NCHW memory: at the CNN's sizes the direct kernels
+// take a third to a half of the im2col + GEMM path that plain layouts get,
+// reorders included (a forward with a few input channels reads NCHW src
+// directly). Pooling runs on the caller's NCHW memory. f16, and bf16 where
+// oneDNN has only its reference loops (no avx512_bf16, or the switch of
+// onednn_bf16_enabled() off), compute in f32; f64 uses direct loops (the
+// gradients: the reference kernels). Max-pool backward is in
 // max_pool_backward.cpp. Oracle: kernels/reference/conv.cpp;
 // tests: tests/core/test_conv.cpp.
 #include <algorithm>
@@ -56,11 +57,6 @@ memory::desc nchw(int64_t n, int64_t c, const Pair& size, memory::data_type type
 
 // ---- convolution ------------------------------------------------------------
 
-PrimitiveCache<CachedPrimitive>& conv_cache() {
-  static PrimitiveCache<CachedPrimitive> cache(128);
-  return cache;
-}
-
 PrimitiveKey key_of(const Conv2dProblem& p, DType dtype, int threads) {
   PrimitiveKey key;
   key.add(int64_t(dtype));
@@ -69,68 +65,13 @@ PrimitiveKey key_of(const Conv2dProblem& p, DType dtype, int threads) {
   return key;
 }
 
-// A null entry when oneDNN has nothing better than its naive loops.
-std::shared_ptr<CachedPrimitive> make_conv(const Conv2dProblem& p, DType dtype) {
-  memory::data_type type = onednn_type(dtype);
-  memory::desc weights = p.groups == 1
-      ? memory::desc({p.out_channels, p.in_channels, p.kernel[0], p.kernel[1]}, type, memory::format_tag::oihw)
-      : memory::desc({p.groups, p.out_channels / p.groups, p.in_channels / p.groups, p.kernel[0], p.kernel[1]}, type,
-                     memory::format_tag::goihw);
-  memory::desc bias = p.bias ? memory::desc({p.out_channels}, type, memory::format_tag::x) : memory::desc();
-  // oneDNN counts dilation from 0 and wants the right padding that makes the
-  // floor-mode output size exact.
-  memory::dims dilation{p.dilation[0] - 1, p.dilation[1] - 1}, right(2);
-  for (int d = 0; d < 2; ++d)
-    right[size_t(d)] = (p.out_size[d] - 1) * p.stride[d] + (p.kernel[d] - 1) * p.dilation[d] + 1 - p.in_size[d] - p.padding[d];
-  dnnl::convolution_forward::primitive_desc pd;
-  try {
-    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                         nchw(p.batch, p.in_channels, p.in_size, type), weights, bias,
-                                         nchw(p.batch, p.out_channels, p.out_size, type), {p.stride[0], p.stride[1]},
-                                         dilation, {p.padding[0], p.padding[1]}, right);
-    pd = dnnl::convolution_forward::primitive_desc(desc, onednn_attributes(), onednn_engine());
-  } catch (const dnnl::error& error) {
-    if (error.status != dnnl_unimplemented) throw;
-    return nullptr;
-  }
-  if (is_reference_implementation(pd) && dtype != DType::f32) return nullptr;
-  auto entry = std::make_shared<CachedPrimitive>();
-  entry->set_primitive(dnnl::convolution_forward(pd));
-  for (int arg : {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS})
-    if (arg != DNNL_ARG_BIAS || p.bias)
-      entry->args.emplace(arg, memory(pd.query_md(dnnl::query::exec_arg_md, arg), onednn_engine(), nullptr));
-  return entry;
-}
-
-bool run_conv(const Conv2dProblem& p, DType dtype) {
-  // Note [Small primitives run on one thread] (kernels/cpu/onednn.h)
-  int64_t multiply_adds = p.batch * p.out_channels * p.out_size[0] * p.out_size[1] * (p.in_channels / p.groups) *
-                          p.kernel[0] * p.kernel[1];
-  int threads = onednn_threads(multiply_adds);
-  OnednnThreadsGuard threads_guard(threads);
-  std::shared_ptr<CachedPrimitive> entry =
-      conv_cache().get(key_of(p, dtype, threads), [&] { return make_conv(p, dtype); });
-  if (!entry) return false;
-  void* input = const_cast<void*>(p.input);
-  void* weight = const_cast<void*>(p.weight);
-  if (p.bias) {
-    entry->execute({{DNNL_ARG_SRC, input}, {DNNL_ARG_WEIGHTS, weight}, {DNNL_ARG_DST, p.out},
-                    {DNNL_ARG_BIAS, const_cast<void*>(p.bias)}});
-  } else {
-    entry->execute({{DNNL_ARG_SRC, input}, {DNNL_ARG_WEIGHTS, weight}, {DNNL_ARG_DST, p.out}});
-  }
-  return true;
-}
-
-// f32 runs on the layouts oneDNN prefers (see make_conv_layout below); handles
-// are the plain data of the pass's operands in the order it lists them.
+// f32 and bf16 run on the layouts oneDNN prefers (see make_conv_layout
+// below). False, with nothing written, when oneDNN has only its reference
+// loops for bf16 (the caller converts to f32); f32 always runs.
 enum class ConvPass { forward, input_gradient, weight_gradient };
-void run_conv_f32(const Conv2dProblem& p, ConvPass which, std::initializer_list<const void*> handles);
+bool conv_forward_on_layouts(const Conv2dProblem& p, DType dtype);
 
-void conv2d_f32(const Conv2dProblem& p) {
-  if (p.bias) run_conv_f32(p, ConvPass::forward, {p.input, p.weight, p.bias, p.out});
-  else run_conv_f32(p, ConvPass::forward, {p.input, p.weight, p.out});
-}
+void conv2d_f32(const Conv2dProblem& p) { conv_forward_on_layouts(p, DType::f32); }
 
 template <class T>
 void conv2d_in_f32(const Conv2dProblem& p) {
@@ -147,7 +88,7 @@ void conv2d_in_f32(const Conv2dProblem& p) {
 }
 
 void conv2d_bf16(const Conv2dProblem& p) {
-  if (onednn_bf16_enabled() && run_conv(p, DType::bf16)) return;
+  if (onednn_bf16_enabled() && conv_forward_on_layouts(p, DType::bf16)) return;
   conv2d_in_f32<BFloat16>(p);
 }
 
@@ -191,11 +132,13 @@ void conv2d_f64(const Conv2dProblem& p) {
   });
 }
 
-// ---- f32 convolution and its gradients on oneDNN's layouts -------------------
+// ---- f32 and bf16 convolution and its gradients on oneDNN's layouts ----------
 // The gradients are oneDNN's own backward primitives (backward data, backward
-// weights), built with a forward_training descriptor as their hint. The
-// other dtypes convert to f32 (f64 gradients keep the reference kernel's
-// direct loops, gradcheck-sized).
+// weights), built with a forward_training descriptor as their hint; in bf16
+// every operand is bf16, the weight gradient included (autocast's cast
+// backward widens it for an f32 parameter), and oneDNN accumulates in f32.
+// f16, and bf16 without oneDNN's bf16 kernels, convert to f32 (f64 gradients
+// keep the reference kernel's direct loops, gradcheck-sized).
 
 // A convolution primitive on the layouts oneDNN prefers (blocked, for its
 // direct JIT kernels rather than im2col + GEMM), with reorders from the
@@ -222,8 +165,8 @@ PrimitiveCache<ConvLayoutEntry>& conv_layout_cache() {
   return cache;
 }
 
-std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPass which) {
-  const memory::data_type type = memory::data_type::f32;
+std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPass which, DType dtype) {
+  const memory::data_type type = onednn_type(dtype);
   memory::desc weights = p.groups == 1
       ? memory::desc({p.out_channels, p.in_channels, p.kernel[0], p.kernel[1]}, type, memory::format_tag::oihw)
       : memory::desc({p.groups, p.out_channels / p.groups, p.in_channels / p.groups, p.kernel[0], p.kernel[1]}, type,
@@ -231,6 +174,8 @@ std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPa
   memory::desc src = nchw(p.batch, p.in_channels, p.in_size, type), dst = nchw(p.batch, p.out_channels, p.out_size, type);
   memory::desc any_weights(weights.dims(), type, memory::format_tag::any);
   memory::desc any_src(src.dims(), type, memory::format_tag::any), any_dst(dst.dims(), type, memory::format_tag::any);
+  // oneDNN counts dilation from 0 and wants the right padding that makes the
+  // floor-mode output size exact.
   memory::dims strides{p.stride[0], p.stride[1]}, dilation{p.dilation[0] - 1, p.dilation[1] - 1};
   memory::dims left{p.padding[0], p.padding[1]}, right(2);
   for (int d = 0; d < 2; ++d)
@@ -255,6 +200,11 @@ std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPa
     }
     entry->operands.push_back(std::move(operand));
   };
+  // For bf16, whether oneDNN has a real kernel for the pass, asked before any
+  // operand memory is made.
+  auto usable = [&](const dnnl::primitive_desc_base& pd) {
+    return dtype == DType::f32 || !is_reference_implementation(pd);
+  };
   if (which == ConvPass::forward) {
     memory::desc bias = p.bias ? memory::desc({p.out_channels}, type, memory::format_tag::x) : memory::desc();
     auto forward = [&](const memory::desc& src_layout) {
@@ -278,6 +228,7 @@ std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPa
     } else {
       pd = forward(any_src);
     }
+    if (!usable(pd)) return nullptr;
     entry->primitive = dnnl::convolution_forward(pd);
     entry->scratchpad_bytes = scratchpad_bytes(entry->primitive);
     add(DNNL_ARG_SRC, src, pd.src_desc(), false);
@@ -289,6 +240,7 @@ std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPa
         dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, any_src, any_weights, any_dst,
                                               strides, dilation, left, right),
         onednn_attributes(), engine, hint());
+    if (!usable(pd)) return nullptr;
     entry->primitive = dnnl::convolution_backward_data(pd);
     entry->scratchpad_bytes = scratchpad_bytes(entry->primitive);
     add(DNNL_ARG_DIFF_DST, dst, pd.diff_dst_desc(), false);
@@ -299,6 +251,7 @@ std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPa
         dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any_src, any_weights, any_dst,
                                                  strides, dilation, left, right),
         onednn_attributes(), engine, hint());
+    if (!usable(pd)) return nullptr;
     entry->primitive = dnnl::convolution_backward_weights(pd);
     entry->scratchpad_bytes = scratchpad_bytes(entry->primitive);
     add(DNNL_ARG_SRC, src, pd.src_desc(), false);
@@ -308,6 +261,17 @@ std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPa
   EMBER_ASSERT(entry->operands.size() <= size_t(ConvLayoutEntry::kMaxOperands), "conv2d: {} oneDNN operands",
                entry->operands.size());
   return entry;
+}
+
+// A null entry for bf16 when oneDNN has nothing better than its reference
+// loops for the pass (a CPU without avx512_bf16, or an unusual geometry).
+std::shared_ptr<ConvLayoutEntry> make_conv_layout_or_none(const Conv2dProblem& p, ConvPass which, DType dtype) {
+  try {
+    return make_conv_layout(p, which, dtype);
+  } catch (const dnnl::error& error) {
+    if (error.status != dnnl_unimplemented || dtype == DType::f32) throw;
+    return nullptr;
+  }
 }
 
 // Runs the reorder between an operand's plain and blocked memory.
@@ -333,27 +297,38 @@ void execute(ConvLayoutEntry& entry, std::initializer_list<const void*> handles)
     if (operand.output && operand.reorder) run_reorder(operand);
 }
 
-void run_conv_f32(const Conv2dProblem& p, ConvPass which, std::initializer_list<const void*> handles) {
+// Handles are the plain data of the pass's operands, in the order
+// make_conv_layout adds them.
+bool run_conv_on_layouts(const Conv2dProblem& p, ConvPass which, DType dtype,
+                         std::initializer_list<const void*> handles) {
   // Note [Small primitives run on one thread] (kernels/cpu/onednn.h)
   int64_t multiply_adds = p.batch * p.out_channels * p.out_size[0] * p.out_size[1] * (p.in_channels / p.groups) *
                           p.kernel[0] * p.kernel[1];
   int threads = onednn_threads(multiply_adds);
   OnednnThreadsGuard threads_guard(threads);
-  PrimitiveKey key = key_of(p, DType::f32, threads);
+  PrimitiveKey key = key_of(p, dtype, threads);
   key.add(int64_t(which));
-  std::shared_ptr<ConvLayoutEntry> entry = conv_layout_cache().get(key, [&] { return make_conv_layout(p, which); });
+  std::shared_ptr<ConvLayoutEntry> entry =
+      conv_layout_cache().get(key, [&] { return make_conv_layout_or_none(p, which, dtype); });
+  if (!entry) return false;
   execute(*entry, handles);
+  return true;
 }
 
-void conv_backward_f32(const Conv2dBackwardProblem& b, ConvPass which) {
+bool conv_forward_on_layouts(const Conv2dProblem& p, DType dtype) {
+  if (p.bias) return run_conv_on_layouts(p, ConvPass::forward, dtype, {p.input, p.weight, p.bias, p.out});
+  return run_conv_on_layouts(p, ConvPass::forward, dtype, {p.input, p.weight, p.out});
+}
+
+bool conv_backward_on_layouts(const Conv2dBackwardProblem& b, ConvPass which, DType dtype) {
   const Conv2dProblem& p = b.forward;
-  if (which == ConvPass::input_gradient) run_conv_f32(p, which, {b.grad_output, p.weight, b.grad});
-  else run_conv_f32(p, which, {p.input, b.grad_output, b.grad});
+  if (which == ConvPass::input_gradient) return run_conv_on_layouts(p, which, dtype, {b.grad_output, p.weight, b.grad});
+  return run_conv_on_layouts(p, which, dtype, {p.input, b.grad_output, b.grad});
 }
 
 template <ConvPass which>
 void conv_backward_f32_kernel(const Conv2dBackwardProblem& b) {
-  conv_backward_f32(b, which);
+  conv_backward_on_layouts(b, which, DType::f32);
 }
 
 // 16-bit floats: the operands widened to f32, the gradient rounded once.
@@ -371,14 +346,20 @@ void conv_backward_in_f32(const Conv2dBackwardProblem& b) {
   Tensor grad = make_tensor({which == ConvPass::input_gradient ? input_count : weight_count}, DType::f32);
   (which == ConvPass::input_gradient ? wide.forward.weight : wide.forward.input) = known.data_ptr();
   wide.grad_output = grad_output.data_ptr(), wide.grad = grad.data_ptr();
-  conv_backward_f32(wide, which);
+  conv_backward_on_layouts(wide, which, DType::f32);
   convert_into<T>(grad, b.grad);
+}
+
+template <ConvPass which>
+void conv_backward_bf16(const Conv2dBackwardProblem& b) {
+  if (onednn_bf16_enabled() && conv_backward_on_layouts(b, which, DType::bf16)) return;
+  conv_backward_in_f32<which, BFloat16>(b);
 }
 
 template <ConvPass which>
 void register_conv_backward(Op<void(const Conv2dBackwardProblem&)>& op) {
   op.set(DeviceType::cpu, DType::f32, &conv_backward_f32_kernel<which>);
-  op.set(DeviceType::cpu, DType::bf16, &conv_backward_in_f32<which, BFloat16>);
+  op.set(DeviceType::cpu, DType::bf16, &conv_backward_bf16<which>);
   op.set(DeviceType::cpu, DType::f16, &conv_backward_in_f32<which, Half>);
 }
 

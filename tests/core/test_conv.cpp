@@ -1,6 +1,7 @@
 // conv2d (and its gradient kernels), max_pool2d and avg_pool2d against the reference kernels: every float
 // dtype, stride / padding / dilation / groups, bias, non-contiguous inputs,
-// the forced bf16 fallback, tiny exact cases and bad input.
+// bf16 on oneDNN's bf16 kernels against f32, the forced bf16 fallback, tiny
+// exact cases and bad input.
 #include <limits>
 
 #include "kernels/cpu/onednn.h"
@@ -74,6 +75,50 @@ TEST(Conv2d, BackwardKernelsMatchReferenceAndTheAdjointIdentities) {
                      "conv2d_backward_weight: input [1, 3, 5, 5] and weight [2, 1, 3, 3] do not fit");
 }
 
+// bf16 on oneDNN's bf16 primitives (blocked layouts, AVX512-BF16 kernels)
+// at the channel counts that select them, against the f32 reference on the
+// same bf16 values: the kernels accumulate in f32, so the results differ by
+// about the final rounding to bf16. Forward, input gradient and weight
+// gradient; a first layer (one input channel, plain src), stride, padding,
+// groups, batch 1 and non-contiguous inputs. Caught, seen failing: the bf16
+// pass given NHWC instead of NCHW plain memory (kernels/cpu/conv.cpp,
+// make_conv_layout).
+const ConvCase kNetworkConvCases[] = {
+    {{3, 1, 28, 28}, {32, 1, 3, 3}, {.padding = {1, 1}}, true},
+    {{4, 32, 14, 14}, {64, 32, 3, 3}, {.padding = {1, 1}}, true},
+    {{1, 16, 12, 12}, {32, 16, 3, 3}, {.padding = {1, 1}}, false},
+    {{2, 16, 15, 13}, {16, 16, 3, 3}, {.stride = {2, 2}, .padding = {1, 1}}, true},
+    {{2, 32, 9, 9}, {32, 16, 3, 3}, {.groups = 2}, false},
+};
+
+TEST(Conv2d, Bf16KernelsMatchF32ReferenceAtNetworkSizes) {
+  const double tol = tolerance(DType::bf16);
+  for (const ConvCase& c : kNetworkConvCases) {
+    Tensor input = random_tensor(c.input, DType::bf16), weight = random_tensor(c.weight, DType::bf16, -1, 1);
+    Tensor bias = c.bias ? random_tensor({c.weight[0]}, DType::bf16) : Tensor();
+    Tensor wide_input = input.to(DType::f32), wide_weight = weight.to(DType::f32);
+    Tensor wide_bias = c.bias ? bias.to(DType::f32) : Tensor();
+    std::string what = "input " + c.input.str() + " weight " + c.weight.str();
+    Tensor expected = reference([&] { return conv2d(wide_input, wide_weight, wide_bias, c.options); });
+    for (const Layout& layout : layouts_of(input)) {
+      Tensor out = conv2d(layout.tensor, weight, bias, c.options);
+      EXPECT_EQ(out.dtype(), DType::bf16) << what;
+      EXPECT_TRUE(all_close(out.to(DType::f32), expected, tol, tol)) << what << " (" << layout.name << ")";
+    }
+    Tensor grad = random_tensor(expected.shape(), DType::bf16), wide_grad = grad.to(DType::f32);
+    Tensor grad_input = conv2d_backward_input(grad, weight, input.shape(), c.options);
+    Tensor grad_weight = conv2d_backward_weight(grad, input, weight.shape(), c.options);
+    EXPECT_EQ(grad_input.dtype(), DType::bf16) << what;
+    EXPECT_EQ(grad_weight.dtype(), DType::bf16) << what;
+    EXPECT_TRUE(all_close(grad_input.to(DType::f32), reference([&] {
+                            return conv2d_backward_input(wide_grad, wide_weight, input.shape(), c.options);
+                          }), tol, tol)) << what;
+    EXPECT_TRUE(all_close(grad_weight.to(DType::f32), reference([&] {
+                            return conv2d_backward_weight(wide_grad, wide_input, weight.shape(), c.options);
+                          }), tol, tol)) << what;
+  }
+}
+
 TEST(Conv2d, Bf16FallbackToF32MatchesReference) {
   bool was_enabled = cpu::onednn_bf16_enabled();
   cpu::set_onednn_bf16_enabled(false);
@@ -83,6 +128,17 @@ TEST(Conv2d, Bf16FallbackToF32MatchesReference) {
     EXPECT_TRUE(all_close(conv2d(input, weight, bias, c.options),
                           reference([&] { return conv2d(input, weight, bias, c.options); })))
         << c.input.str() << " weight " << c.weight.str();
+  }
+  for (const ConvCase& c : kNetworkConvCases) {  // the gradients where the bf16 primitives would run
+    Tensor weight = random_tensor(c.weight, DType::bf16, -1, 1), input = random_tensor(c.input, DType::bf16);
+    Tensor grad = random_tensor(conv2d(input, weight, {}, c.options).shape(), DType::bf16);
+    const double tol = 4 * tolerance(DType::bf16);
+    EXPECT_TRUE(all_close(conv2d_backward_input(grad, weight, input.shape(), c.options),
+                          reference([&] { return conv2d_backward_input(grad, weight, input.shape(), c.options); }),
+                          tol, tol)) << c.input.str() << " weight " << c.weight.str();
+    EXPECT_TRUE(all_close(conv2d_backward_weight(grad, input, weight.shape(), c.options),
+                          reference([&] { return conv2d_backward_weight(grad, input, weight.shape(), c.options); }),
+                          tol, tol)) << c.input.str() << " weight " << c.weight.str();
   }
   Tensor input = random_tensor({2, 3, 6, 6}, DType::bf16);
   Pool2dOptions options{.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
