@@ -1,9 +1,9 @@
 // Autocast (core/autocast.h, Note [Autocast]): which dtype each listed op runs
 // in under bf16 and f16 autocast and outside it, with values equal to the op
 // on explicitly cast inputs; integer and f64 inputs left alone; the guards'
-// nesting, exceptions and thread-locality; a small model's gradients under
-// bf16 autocast against the f32 model's; backward with autocast off; and the
-// KernelCallCounter that shows which GEMM really ran.
+// nesting, exceptions and thread-locality; small models' gradients (an MLP,
+// a convolution) under bf16 autocast against the f32 models'; backward with
+// autocast off; and the KernelCallCounter that shows which GEMM really ran.
 #include <thread>
 
 #include "core/autocast_ops.h"
@@ -302,6 +302,45 @@ TEST(Autocast, BackwardInsideTheGuardGivesTheSameGradients) {
   NamedTensors a = inside->named_parameters(), b = outside->named_parameters();
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_TRUE(all_close(a[i].second.grad(), b[i].second.grad(), 0, 0)) << a[i].first;
+}
+
+// A convolution under bf16 autocast, at 16 channels, where the CPU runs it on
+// oneDNN's bf16 primitives: its weight gradient is computed in bf16 (counted)
+// and reaches the f32 parameter as an f32 gradient close to the f32 model's. Conv2d -> Flatten -> Linear on bf16-exact values, as small_mlp
+// (no ReLU, whose flips near 0 move gradients by tens of percent).
+// Caught, seen failing: the bf16 passes given the weights' plain memory as
+// OHWI instead of OIHW (kernels/cpu/conv.cpp, make_conv_layout).
+TEST(Autocast, Bf16ConvolutionGradientsAreF32AndCloseToTheF32Models) {
+  auto small_cnn = [] {
+    manual_seed(7);
+    auto model = std::make_shared<nn::Sequential>(nn::Conv2d(16, 16, 3, {.padding = {1, 1}}), nn::Flatten(),
+                                                  nn::Linear(16 * 6 * 6, 4));
+    NoGradGuard no_grad;
+    for (const Tensor& parameter : model->parameters()) copy_(parameter, parameter.to(DType::bf16));
+    return model;
+  };
+  Tensor inputs = random_tensor({8, 16, 6, 6}, DType::bf16).to(DType::f32);
+  Tensor targets = random_tensor({8}, DType::i64, 0, 3);
+  auto mixed = small_cnn(), full = small_cnn();
+  KernelCallCounter counter;
+  Tensor loss;
+  {
+    AutocastGuard guard(DeviceType::cpu, DType::bf16);
+    loss = F::cross_entropy((*mixed)(inputs), targets);
+  }
+  loss.backward();
+  EXPECT_EQ(counter.calls("conv2d_backward_weight", DeviceType::cpu, DType::bf16), 1);
+  F::cross_entropy((*full)(inputs), targets).backward();
+  NamedTensors mixed_parameters = mixed->named_parameters(), full_parameters = full->named_parameters();
+  ASSERT_EQ(mixed_parameters.size(), 4u);
+  for (size_t i = 0; i < mixed_parameters.size(); ++i) {
+    const auto& [name, parameter] = mixed_parameters[i];
+    ASSERT_TRUE(parameter.grad().defined()) << name;
+    EXPECT_EQ(parameter.grad().dtype(), DType::f32) << name;
+    Tensor expected = full_parameters[i].second.grad();
+    double scale = max(abs(expected)).item<double>();
+    EXPECT_TRUE(all_close(parameter.grad(), expected, 0, 3e-2 * scale)) << name;
+  }
 }
 
 TEST(Autocast, BackwardRunsWithAutocastOff) {
