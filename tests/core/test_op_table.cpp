@@ -20,6 +20,14 @@ const std::map<std::pair<std::string, DType>, std::string> kReferenceOnly = {
     {{"conv2d_backward_weight", DType::f64}, "f64 gradients are gradcheck-sized: the direct loops serve"},
 };
 
+// Ops whose outputs are sums of many rounded terms of about the size of the
+// largest output: in bf16 and f16 an output's error is a fraction of that
+// largest output, not of the output itself, so both the fast kernels and the
+// reference sit that far from the exact value (an attention key gradient of
+// 0.053 came out 0.039 fast and 0.061 reference, next to outputs of 0.8).
+// Their absolute tolerance is scaled by the largest expected magnitude.
+const std::set<std::string> kScaledAbsoluteTolerance = {"attention_backward"};
+
 // A case builds random inputs of `dtype` and returns the computation to run
 // twice: once with the fast kernels, once with the reference ones.
 using Case = std::function<std::function<Tensor()>(DType)>;
@@ -418,7 +426,10 @@ TEST(OpTable, EveryOpHasACaseThatMatchesTheReferenceForEverySupportedDtype) {
       if (op->kind(DeviceType::cpu, dtype) == KernelKind::none) continue;
       std::function<Tensor()> run = found->second(dtype);
       Tensor expected = reference(run);
-      EXPECT_TRUE(all_close(run(), expected)) << op->name() << " " << dtype_name(dtype);
+      double atol = tolerance(dtype);
+      if (kScaledAbsoluteTolerance.count(std::string(op->name())) && expected.numel() > 0)
+        atol *= std::max(1.0, max(abs(expected.to(DType::f64))).item<double>());
+      EXPECT_TRUE(all_close(run(), expected, tolerance(dtype), atol)) << op->name() << " " << dtype_name(dtype);
     }
   }
 }
