@@ -30,10 +30,17 @@ bool cpu_has_avx512bw() {
       supports([] { return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0; });
   return has;
 }
+bool cpu_has_avx512_bf16() {
+  static const bool has = cpu_has_avx512bw() && supports([] {
+    return __builtin_cpu_supports("avx512vl") != 0 && __builtin_cpu_supports("avx512bf16") != 0;
+  });
+  return has;
+}
 #else
 bool cpu_has_avx2() { return false; }
 bool cpu_has_fma() { return false; }
 bool cpu_has_avx512bw() { return false; }
+bool cpu_has_avx512_bf16() { return false; }
 #endif
 
 }  // namespace ember

@@ -3,14 +3,18 @@
 // at run time with cpu_has_avx2() (core/cpu_features.h). Never -march: the
 // binaries run on any x86-64 CPU (DESIGN.md, machine notes).
 // EMBER_TARGET_AVX512BW marks kernels for AVX-512 F and BW (64-byte vectors,
-// byte and 16-bit shuffles), picked by their callers' own run-time check.
-// Users: kernels/cpu/reduction_driver.h, optimizer.cpp, copy_transpose_avx512.cpp.
+// byte and 16-bit shuffles), picked by their callers' own run-time check;
+// EMBER_TARGET_AVX512_BF16 adds VL and BF16 (the bf16 conversion instructions).
+// Users: kernels/cpu/reduction_driver.h, optimizer.cpp, copy_transpose_avx512.cpp,
+// convert_avx512.cpp.
 #pragma once
 
 #if defined(__x86_64__)
 #define EMBER_TARGET_AVX2 __attribute__((target("avx2")))
 #define EMBER_TARGET_AVX512BW __attribute__((target("avx512f,avx512bw")))
+#define EMBER_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 #else
 #define EMBER_TARGET_AVX2
 #define EMBER_TARGET_AVX512BW
+#define EMBER_TARGET_AVX512_BF16
 #endif
