@@ -5,8 +5,8 @@
 // EMBER_TARGET_AVX512BW marks kernels for AVX-512 F and BW (64-byte vectors,
 // byte and 16-bit shuffles), picked by their callers' own run-time check;
 // EMBER_TARGET_AVX512_BF16 adds VL and BF16 (the bf16 conversion instructions).
-// Users: kernels/cpu/reduction_driver.h, optimizer.cpp, copy_transpose_avx512.cpp,
-// convert_avx512.cpp.
+// Users: kernels/cpu/reduction_driver.h, binary_loop.h, optimizer.cpp,
+// vector_gelu.cpp, copy_tiled.cpp, convert_run.h and convert_avx512.cpp.
 #pragma once
 
 #if defined(__x86_64__)
