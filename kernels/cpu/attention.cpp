@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -127,7 +128,28 @@ const T* scaled(const T* x, int64_t rows, int64_t cols, int64_t stride, A factor
 template <class A, class T>
 void store_rows(const A* source, int64_t rows, int64_t cols, T* target, int64_t stride) {
   if (stride == cols) return convert_run(source, target, rows * cols);
-  for (int64_t r = 0; r < rows; ++r) convert_run(source + r * cols, target + r * stride, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    if constexpr (std::is_same_v<A, T>)
+      std::memcpy(target + r * stride, source + r * cols, size_t(cols) * sizeof(T));
+    else
+      convert_run(source + r * cols, target + r * stride, cols);
+  }
+}
+
+// Note [Gathering strided heads]: oneDNN 2.6 runs a tile product on its
+// brgemm kernels only when the operands' rows are dense; with the rows of a
+// head-split view (3 x H x D apart in a GPT's fused projection) it falls back
+// to gemm:jit, which made the bf16 GPT step's attention 1.5x slower than
+// copying the heads first. So the tile products' operands are gathered into
+// dense per-thread scratch once per task (head, or head and row block), hot
+// in cache, instead of by a separate copy of the whole tensor.
+// `rows` rows of `cols` elements `stride` apart, dense: x itself when they
+// are, else copied into `buffer`.
+template <class T>
+const T* dense_rows(const T* x, int64_t rows, int64_t cols, int64_t stride, T* buffer) {
+  if (stride == cols || rows <= 1) return x;
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(buffer + r * cols, x + r * stride, size_t(cols) * sizeof(T));
+  return buffer;
 }
 
 // target[m, n] = a b, target's rows `stride` apart, of T: straight into
@@ -217,14 +239,16 @@ struct ForwardScratch {
   using A = Acc<T>;
   Tensor holder, narrow_holder;
   A *scores, *out, *tile_out, *row_max, *row_sum;
-  T *query_buffer, *tile_narrow, *out_narrow;
+  T *query_buffer, *tile_narrow, *out_narrow, *keys, *values;
 
-  ForwardScratch(int64_t rows, int64_t E, int64_t Ev) {
+  // gathered_keys: how many rows of keys and values a task may gather (Note [Gathering strided heads]).
+  ForwardScratch(int64_t rows, int64_t E, int64_t Ev, int64_t gathered_keys) {
     scores = scratch<A>(holder, rows * kForwardKeyBlock + 2 * rows * Ev + 2 * rows);
     out = scores + rows * kForwardKeyBlock, tile_out = out + rows * Ev;
     row_max = tile_out + rows * Ev, row_sum = row_max + rows;
-    query_buffer = scratch<T>(narrow_holder, rows * E + rows * kForwardKeyBlock + rows * Ev);
+    query_buffer = scratch<T>(narrow_holder, rows * E + rows * kForwardKeyBlock + rows * Ev + gathered_keys * (E + Ev));
     tile_narrow = query_buffer + rows * E, out_narrow = tile_narrow + rows * kForwardKeyBlock;
+    keys = out_narrow + rows * Ev, values = keys + gathered_keys * E;
   }
 };
 
@@ -233,9 +257,9 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0, Forwar
   using A = Acc<T>;
   const int64_t rows = std::min(kQueryBlock, p.query_length - row0), E = p.head_dim, Ev = p.value_dim;
   const T* q = head_rows<const T>(p.q, p.q_layout, head);
-  const T* k = head_rows<const T>(p.k, p.k_layout, head);
-  const T* v = head_rows<const T>(p.v, p.v_layout, head);
-  const int64_t k_stride = p.k_layout.row_stride, v_stride = p.v_layout.row_stride;
+  const int64_t end = visible_keys(p, row0, rows);
+  const T* k = dense_rows(head_rows<const T>(p.k, p.k_layout, head), end, E, p.k_layout.row_stride, scratch.keys);
+  const T* v = dense_rows(head_rows<const T>(p.v, p.v_layout, head), end, Ev, p.v_layout.row_stride, scratch.values);
   A *scores = scratch.scores, *out = scratch.out, *tile_out = scratch.tile_out;
   A *row_max = scratch.row_max, *row_sum = scratch.row_sum;
   T *tile_narrow = scratch.tile_narrow, *out_narrow = scratch.out_narrow;
@@ -244,11 +268,10 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0, Forwar
   std::fill(out, out + rows * Ev, A(0));
   std::fill(row_max, row_max + rows, kMinusInfinity<A>);
   std::fill(row_sum, row_sum + rows, A(0));
-  const int64_t end = visible_keys(p, row0, rows);
   for (int64_t key0 = 0; key0 < end; key0 += kForwardKeyBlock) {
     const int64_t cols = std::min(kForwardKeyBlock, end - key0);
-    const T *keys = k + key0 * k_stride, *values = v + key0 * v_stride;
-    product(rows, cols, E, rows_of(query, E), transposed(keys, k_stride), scores, tile_narrow);  // [rows, E] x [E, cols]
+    const T *keys = k + key0 * E, *values = v + key0 * Ev;
+    product(rows, cols, E, rows_of(query, E), transposed(keys, E), scores, tile_narrow);  // [rows, E] x [E, cols]
     mask_tile(p, head, row0, rows, key0, cols, scores);
     for (int64_t r = 0; r < rows; ++r) {
       A* row = scores + r * cols;
@@ -266,7 +289,7 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0, Forwar
         for (int64_t e = 0; e < Ev; ++e) out[r * Ev + e] *= correction;
     }
     const T* probabilities = narrowed(scores, rows * cols, tile_narrow);
-    product(rows, Ev, cols, rows_of(probabilities, cols), rows_of(values, v_stride), tile_out, out_narrow);  // [rows, cols] x [cols, Ev]
+    product(rows, Ev, cols, rows_of(probabilities, cols), rows_of(values, Ev), tile_out, out_narrow);  // [rows, cols] x [cols, Ev]
     add_scaled(out, tile_out, rows * Ev, A(1));
   }
   T* result = head_rows<T>(p.out, p.out_layout, head) + row0 * p.out_layout.row_stride;
@@ -304,7 +327,9 @@ void forward(const AttentionProblem& p) {
   const int64_t blocks = (p.query_length + kQueryBlock - 1) / kQueryBlock;
   const int64_t task_work = std::min(kQueryBlock, p.query_length) * p.key_length * (p.head_dim + p.value_dim);
   parallel_for(0, p.heads * blocks, task_grain(task_work), [&](int64_t begin, int64_t end) {
-    ForwardScratch<T> scratch(std::min(kQueryBlock, p.query_length), p.head_dim, p.value_dim);
+    const bool strided = p.k_layout.row_stride != p.head_dim || p.v_layout.row_stride != p.value_dim;
+    ForwardScratch<T> scratch(std::min(kQueryBlock, p.query_length), p.head_dim, p.value_dim,
+                              strided ? p.key_length : 0);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t head = task % p.heads, rank = task / p.heads;
       const int64_t block = rank % 2 == 0 ? rank / 2 : blocks - 1 - rank / 2;  // 0, n-1, 1, n-2, ...
@@ -337,16 +362,21 @@ struct BackwardScratch {
   using A = Acc<T>;
   Tensor holder, narrow_holder;
   A *grad_query, *probabilities, *grad_probabilities, *query_product, *row_buffer;
-  T *query_buffer, *probabilities_narrow, *grad_scores_narrow, *out_narrow, *key_tile;
+  T *query_buffer, *probabilities_narrow, *grad_scores_narrow, *out_narrow, *key_tile, *keys, *values, *grad_outs;
 
-  BackwardScratch(int64_t L, int64_t E, int64_t Ev, int64_t key_tile_elements) {
+  // gathered: whether k, v and grad_out are gathered (Note [Gathering strided heads]).
+  BackwardScratch(int64_t L, int64_t S, int64_t E, int64_t Ev, int64_t key_tile_elements, bool gathered) {
+    const int64_t gathered_elements = gathered ? S * (E + Ev) + L * Ev : 0;
     grad_query = scratch<A>(holder, 2 * L * E + 2 * L * kKeyBlock + 2 * Ev);
     query_product = grad_query + L * E, probabilities = query_product + L * E;
     grad_probabilities = probabilities + L * kKeyBlock, row_buffer = grad_probabilities + L * kKeyBlock;
     query_buffer = scratch<T>(narrow_holder,
-                              L * E + 2 * L * kKeyBlock + L * std::max(kKeyBlock, E) + key_tile_elements);
+                              L * E + 2 * L * kKeyBlock + L * std::max(kKeyBlock, E) + key_tile_elements +
+                                  gathered_elements);
     probabilities_narrow = query_buffer + L * E, grad_scores_narrow = probabilities_narrow + L * kKeyBlock;
     out_narrow = grad_scores_narrow + L * kKeyBlock, key_tile = out_narrow + L * std::max(kKeyBlock, E);
+    keys = key_tile + key_tile_elements, values = keys + (gathered ? S * E : 0);
+    grad_outs = values + (gathered ? S * Ev : 0);
   }
 };
 
@@ -363,22 +393,21 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head, BackwardScra
   using A = Acc<T>;
   const AttentionProblem& p = b.forward;
   const int64_t L = p.query_length, S = p.key_length, E = p.head_dim, Ev = p.value_dim;
-  const T* k = head_rows<const T>(p.k, p.k_layout, head);
-  const T* v = head_rows<const T>(p.v, p.v_layout, head);
-  const T* grad_out = head_rows<const T>(b.grad_out, b.grad_out_layout, head);
+  const T* k = dense_rows(head_rows<const T>(p.k, p.k_layout, head), S, E, p.k_layout.row_stride, scratch.keys);
+  const T* v = dense_rows(head_rows<const T>(p.v, p.v_layout, head), S, Ev, p.v_layout.row_stride, scratch.values);
+  const T* grad_out = dense_rows(head_rows<const T>(b.grad_out, b.grad_out_layout, head), L, Ev,
+                                 b.grad_out_layout.row_stride, scratch.grad_outs);
   const A* logsumexp = static_cast<const A*>(p.logsumexp) + head * L;
   A* delta = static_cast<A*>(b.delta) + head * L;
   T* dk = head_rows<T>(b.grad_k, b.grad_k_layout, head);
   T* dv = head_rows<T>(b.grad_v, b.grad_v_layout, head);
-  const int64_t k_stride = p.k_layout.row_stride, v_stride = p.v_layout.row_stride;
-  const int64_t g_stride = b.grad_out_layout.row_stride;
   const int64_t dk_stride = b.grad_k_layout.row_stride, dv_stride = b.grad_v_layout.row_stride;
   A *grad_query = scratch.grad_query, *probabilities = scratch.probabilities;
   A* grad_probabilities = scratch.grad_probabilities;
   // q s, as the forward saw it
   const T* query = scaled(head_rows<const T>(p.q, p.q_layout, head), L, E, p.q_layout.row_stride, A(p.scale),
                           scratch.query_buffer);
-  row_dots(grad_out, g_stride, head_rows<const T>(p.out, p.out_layout, head), p.out_layout.row_stride, L, Ev, delta,
+  row_dots(grad_out, Ev, head_rows<const T>(p.out, p.out_layout, head), p.out_layout.row_stride, L, Ev, delta,
            scratch.row_buffer);
   std::fill(grad_query, grad_query + L * E, A(0));
   for (int64_t key0 = 0; key0 < S; key0 += kKeyBlock) {
@@ -391,8 +420,8 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head, BackwardScra
       }
       continue;
     }
-    const T *keys = k + key0 * k_stride, *queries = query + row0 * E, *grad_outs = grad_out + row0 * g_stride;
-    product(rows, cols, E, rows_of(queries, E), transposed(keys, k_stride), probabilities, scratch.out_narrow);
+    const T *keys = k + key0 * E, *queries = query + row0 * E, *grad_outs = grad_out + row0 * Ev;
+    product(rows, cols, E, rows_of(queries, E), transposed(keys, E), probabilities, scratch.out_narrow);
     mask_tile(p, head, row0, rows, key0, cols, probabilities);
     for (int64_t r = 0; r < rows; ++r) {
       A* row = probabilities + r * cols;
@@ -403,10 +432,10 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head, BackwardScra
     }
     // dv = P^T dO: [cols, rows] x [rows, Ev]
     const T* probabilities_narrow = narrowed(probabilities, rows * cols, scratch.probabilities_narrow);
-    product_rows(cols, Ev, rows, transposed(probabilities_narrow, cols), rows_of(grad_outs, g_stride),
+    product_rows(cols, Ev, rows, transposed(probabilities_narrow, cols), rows_of(grad_outs, Ev),
                  dv + key0 * dv_stride, dv_stride, scratch.key_tile);
     // dP = dO v^T: [rows, Ev] x [Ev, cols]; dS = P (dP - delta), in place of dP
-    product(rows, cols, Ev, rows_of(grad_outs, g_stride), transposed(v + key0 * v_stride, v_stride), grad_probabilities,
+    product(rows, cols, Ev, rows_of(grad_outs, Ev), transposed(v + key0 * Ev, Ev), grad_probabilities,
             scratch.out_narrow);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {
@@ -415,7 +444,7 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head, BackwardScra
       }
     // dq += dS k s: [rows, cols] x [cols, E]
     const T* grad_scores = narrowed(grad_probabilities, rows * cols, scratch.grad_scores_narrow);
-    product(rows, E, cols, rows_of(grad_scores, cols), rows_of(keys, k_stride), scratch.query_product,
+    product(rows, E, cols, rows_of(grad_scores, cols), rows_of(keys, E), scratch.query_product,
             scratch.out_narrow);
     add_scaled(grad_query + row0 * E, scratch.query_product, rows * E, A(p.scale));
     // dk = dS^T (q s): [cols, rows] x [rows, E]
@@ -432,8 +461,10 @@ void backward(const AttentionBackwardProblem& b) {
   const int64_t head_work = p.query_length * p.key_length * (2 * p.head_dim + 3 * p.value_dim);
   parallel_for(0, p.heads, task_grain(head_work), [&](int64_t begin, int64_t end) {
     const bool strided = b.grad_k_layout.row_stride != p.head_dim || b.grad_v_layout.row_stride != p.value_dim;
-    BackwardScratch<T> scratch(p.query_length, p.head_dim, p.value_dim,
-                               strided ? kKeyBlock * std::max(p.head_dim, p.value_dim) : 0);
+    const bool gathered = p.k_layout.row_stride != p.head_dim || p.v_layout.row_stride != p.value_dim ||
+                          b.grad_out_layout.row_stride != p.value_dim;
+    BackwardScratch<T> scratch(p.query_length, p.key_length, p.head_dim, p.value_dim,
+                               strided ? kKeyBlock * std::max(p.head_dim, p.value_dim) : 0, gathered);
     for (int64_t head = begin; head < end; ++head) backward_head<T>(b, head, scratch);
   });
 }
