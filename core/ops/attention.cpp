@@ -88,8 +88,10 @@ Tensor composed_attention(const Tensor& query, const Tensor& key, const Tensor& 
 // into heads by a view, [B, T, H * D] -> [B, T, H, D] -> transpose(1, 2), and
 // merges them back by transposing and reshaping the output. On the CPU the
 // fused kernel reads each operand where it lies (AttentionLayout: each head's
-// rows at its own offset and row stride, a row's elements adjacent) instead
-// of a contiguous copy, and writes the output and the gradients in the order
+// rows at its own offset and row stride, a row's elements adjacent; a task
+// gathers the rows its tile products need into its scratch, Note [Gathering
+// strided heads] in kernels/cpu/attention.cpp) instead of a contiguous copy
+// of the whole tensor, and writes the output and the gradients in the order
 // of the query's, key's and value's dims (empty_in_order_of): for a head-split
 // query the output is [B, T, H, Ev] in memory, whose merge is a view, and the
 // gradients of a head-split q, k and v come back the same way, so the views'

@@ -21,7 +21,7 @@ enum class AttentionMaskKind : uint8_t { none, boolean, additive };
 // head_offsets[h] + i * row_stride of its data, and a row's elements are
 // adjacent. The CPU kernels read and write every operand through its layout,
 // so a head-split view (a [B, T, H, D] tensor seen as [B, H, T, D]) needs no
-// copy (Note [Attention on strided heads], core/ops/attention.cpp). The CUDA
+// copy of the whole tensor (Note [Attention on strided heads], core/ops/attention.cpp). The CUDA
 // kernels ignore the layouts: their operands are contiguous.
 struct AttentionLayout {
   const int64_t* head_offsets = nullptr;

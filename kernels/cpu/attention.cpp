@@ -14,7 +14,9 @@
 // softmax, its statistics and every accumulation across tiles are in f32
 // (f64 for f64). Scratch is O(length x (dim + tile)) per thread, never
 // O(L x S). Every operand is read and written where its layout puts it
-// (Note [Attention on strided heads], core/ops/attention.cpp).
+// (Note [Attention on strided heads], core/ops/attention.cpp); strided keys,
+// values and output gradients are gathered per task (Note [Gathering strided
+// heads]).
 // Tests: tests/core/test_attention.cpp, tests/nn/test_attention.cpp.
 #include <Eigen/Core>
 
