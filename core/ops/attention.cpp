@@ -96,7 +96,7 @@ Tensor composed_attention(const Tensor& query, const Tensor& key, const Tensor& 
 // query the output is [B, T, H, Ev] in memory, whose merge is a view, and the
 // gradients of a head-split q, k and v come back the same way, so the views'
 // backward copies nothing either. PyTorch's CPU SDPA does the same. In the GPT
-// bench this removed 32 copies of [B, T, C] a step (bench/RESULTS.md).
+// bench this removed 44 copies of [B, T, C] a step (bench/RESULTS.md).
 
 // t as the fused kernel reads it: t itself on the CPU when a row's elements
 // are adjacent, else a contiguous copy; always contiguous on a GPU, whose
