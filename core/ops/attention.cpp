@@ -1,11 +1,14 @@
 // Entry points of attention (core/ops/attention.h): validate, then either
-// flatten the leading dims into heads, make operands contiguous, describe the
-// mask in place (broadcast dims at stride 0) and dispatch to the fused kernel,
-// or, where no fused kernel serves, compose differentiable core ops.
+// flatten the leading dims into heads, describe every operand and the mask in
+// place (Note [Attention on strided heads]; broadcast dims at stride 0) and
+// dispatch to the fused kernel, or, where no fused kernel serves, compose
+// differentiable core ops.
 // Tests: tests/core/test_attention.cpp, tests/cuda/test_cuda_attention.cpp.
 #include "core/ops/attention.h"
 
+#include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "core/ops/attention_kernels.h"
 #include "core/ops/creation.h"
@@ -81,20 +84,79 @@ Tensor composed_attention(const Tensor& query, const Tensor& key, const Tensor& 
   return matmul(softmax(scores, -1), value);  // [..., L, S] x [..., S, Ev] -> [..., L, Ev]
 }
 
-// [..., length, dim] as contiguous [heads, length, dim].
-Tensor as_heads(const Tensor& t) {
-  return contiguous(t).reshape({leading_shape(t).numel(), t.size(-2), t.size(-1)});
+// Note [Attention on strided heads]: a transformer splits its projections
+// into heads by a view, [B, T, H * D] -> [B, T, H, D] -> transpose(1, 2), and
+// merges them back by transposing and reshaping the output. On the CPU the
+// fused kernel reads each operand where it lies (AttentionLayout: each head's
+// rows at its own offset and row stride, a row's elements adjacent; a task
+// gathers the rows its tile products need into its scratch, Note [Gathering
+// strided heads] in kernels/cpu/attention.cpp) instead of a contiguous copy
+// of the whole tensor, and writes the output and the gradients in the order
+// of the query's, key's and value's dims (empty_in_order_of): for a head-split
+// query the output is [B, T, H, Ev] in memory, whose merge is a view, and the
+// gradients of a head-split q, k and v come back the same way, so the views'
+// backward copies nothing either. PyTorch's CPU SDPA does the same. In the GPT
+// bench this removed 44 copies of [B, T, C] a step (bench/RESULTS.md).
+
+// t as the fused kernel reads it: t itself on the CPU when a row's elements
+// are adjacent, else a contiguous copy; always contiguous on a GPU, whose
+// kernels take no layouts.
+Tensor kernel_operand(const Tensor& t) {
+  if (t.device().is_cpu() && (t.stride(-1) == 1 || t.size(-1) == 1)) return t;
+  return contiguous(t);
+}
+
+// An uninitialised tensor of `shape` whose dims lie in memory in the order of
+// `like`'s (like's leading dims sorted by decreasing stride, the last dim
+// last, contiguous in that order); contiguous on a GPU.
+Tensor empty_in_order_of(const Shape& shape, const Tensor& like) {
+  const int ndim = int(shape.ndim());
+  if (!like.device().is_cpu()) return make_tensor(shape, like.dtype(), like.device());
+  std::vector<int> order(static_cast<size_t>(ndim));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end() - 1,
+                   [&](int a, int b) { return like.stride(a) > like.stride(b); });
+  Shape stored, inverse = shape;
+  for (int i = 0; i < ndim; ++i) {
+    stored.push_back(shape[order[size_t(i)]]);
+    inverse[order[size_t(i)]] = i;
+  }
+  return make_tensor(stored, like.dtype(), like.device()).permute(inverse);
+}
+
+// The element offset of each head (the leading dims flattened, row-major) in
+// `t`, whose leading dims are `leading`.
+Tensor head_offsets(const Tensor& t, const Shape& leading) {
+  const int64_t heads = leading.numel();
+  Tensor offsets = make_tensor({heads}, DType::i64, kCPU);
+  int64_t* data = offsets.data_ptr<int64_t>();
+  for (int64_t head = 0; head < heads; ++head) {
+    int64_t offset = 0, rest = head;
+    for (int d = leading.ndim() - 1; d >= 0; --d) {
+      offset += (rest % leading[d]) * t.stride(d);
+      rest /= leading[d];
+    }
+    data[head] = offset;
+  }
+  return offsets;
+}
+
+// The layout of a kernel operand; `keep` holds the offsets it points into.
+AttentionLayout layout_of(const Tensor& t, Tensor& keep) {
+  keep = head_offsets(t, leading_shape(t));
+  return {.head_offsets = keep.data_ptr<int64_t>(), .row_stride = t.stride(-2)};
 }
 
 DType accumulation_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
 
 // The problem's dims, options and mask; `keep` holds the tensors the mask
-// fields point into.
-struct MaskStorage {
+// fields point into, and the operands' head offsets.
+struct ProblemStorage {
   Tensor values, head_offsets;
+  Tensor operand_offsets[8];
 };
 AttentionProblem describe(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionOptions& options,
-                          MaskStorage& keep) {
+                          ProblemStorage& keep) {
   AttentionProblem p;
   p.query_length = query.size(-2), p.key_length = key.size(-2);
   p.head_dim = query.size(-1), p.value_dim = value.size(-1);
@@ -105,17 +167,8 @@ AttentionProblem describe(const Tensor& query, const Tensor& key, const Tensor& 
   p.mask_kind = boolean ? AttentionMaskKind::boolean : AttentionMaskKind::additive;
   Tensor mask = boolean ? options.mask : to(options.mask, accumulation_dtype(query.dtype()));
   keep.values = expand(mask, scores_shape(query, key));  // a view: broadcast dims get stride 0
-  const Shape leading = leading_shape(query);
-  keep.head_offsets = make_tensor({p.heads}, DType::i64, kCPU);
-  int64_t* offsets = keep.head_offsets.data_ptr<int64_t>();
-  for (int64_t head = 0; head < p.heads; ++head) {
-    int64_t offset = 0, rest = head;
-    for (int d = leading.ndim() - 1; d >= 0; --d) {
-      offset += (rest % leading[d]) * keep.values.stride(d);
-      rest /= leading[d];
-    }
-    offsets[head] = offset;
-  }
+  keep.head_offsets = head_offsets(keep.values, leading_shape(query));
+  const int64_t* offsets = keep.head_offsets.data_ptr<int64_t>();
   p.mask = keep.values.data_ptr(), p.mask_head_offsets = offsets;
   p.mask_row_stride = keep.values.stride(-2), p.mask_col_stride = keep.values.stride(-1);
   return p;
@@ -148,20 +201,22 @@ bool fused_attention_supported(const Tensor& query, const Tensor& key, const Ten
 Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionOptions& options) {
   check_operands(query, key, value, options);
   if (!fused_attention_supported(query, key, value, options)) return composed_attention(query, key, value, options);
-  Tensor q = as_heads(query), k = as_heads(key), v = as_heads(value);
+  Tensor q = kernel_operand(query), k = kernel_operand(key), v = kernel_operand(value);
   Shape out_shape = leading_shape(query);
   out_shape.push_back(query.size(-2));
   out_shape.push_back(value.size(-1));
-  Tensor out = make_tensor({q.size(0), q.size(1), v.size(2)}, q.dtype(), q.device());
-  Tensor logsumexp = make_tensor({q.size(0), q.size(1)}, accumulation_dtype(q.dtype()), q.device());
-  if (out.numel() > 0) {
-    MaskStorage keep;
+  Tensor result = empty_in_order_of(out_shape, q);  // Note [Attention on strided heads]
+  Tensor logsumexp = make_tensor({leading_shape(query).numel(), query.size(-2)}, accumulation_dtype(q.dtype()),
+                                 q.device());
+  if (result.numel() > 0) {
+    ProblemStorage keep;
     AttentionProblem p = describe(query, key, value, options, keep);
-    p.q = q.data_ptr(), p.k = k.data_ptr(), p.v = v.data_ptr(), p.out = out.data_ptr();
+    p.q = q.data_ptr(), p.k = k.data_ptr(), p.v = v.data_ptr(), p.out = result.data_ptr();
     p.logsumexp = logsumexp.data_ptr();
+    p.q_layout = layout_of(q, keep.operand_offsets[0]), p.k_layout = layout_of(k, keep.operand_offsets[1]);
+    p.v_layout = layout_of(v, keep.operand_offsets[2]), p.out_layout = layout_of(result, keep.operand_offsets[3]);
     attention_op(q.device().type, q.dtype(), p);
   }
-  Tensor result = out.reshape(out_shape);
   if (should_record({&query, &key, &value})) [[unlikely]] {
     // The backward reads the output: saved detached, so the node does not own itself.
     Tensor saved_out = result.detach();
@@ -174,23 +229,29 @@ Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value, co
 AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value,
                                   const Tensor& out, const Tensor& logsumexp, const AttentionOptions& options) {
   check_operands(query, key, value, options);
-  Tensor q = as_heads(query), k = as_heads(key), v = as_heads(value), o = as_heads(out);
-  Tensor g = as_heads(to(grad_out, query.dtype()));
-  Tensor grad_q = make_tensor(q.shape(), q.dtype(), q.device());
-  Tensor grad_k = make_tensor(k.shape(), k.dtype(), k.device());
-  Tensor grad_v = make_tensor(v.shape(), v.dtype(), v.device());
+  Tensor q = kernel_operand(query), k = kernel_operand(key), v = kernel_operand(value), o = kernel_operand(out);
+  Tensor g = kernel_operand(to(grad_out, query.dtype()));
+  // The gradients in their inputs' order: Note [Attention on strided heads].
+  Tensor grad_q = empty_in_order_of(q.shape(), q), grad_k = empty_in_order_of(k.shape(), k);
+  Tensor grad_v = empty_in_order_of(v.shape(), v);
   Tensor delta = make_tensor(logsumexp.shape(), logsumexp.dtype(), q.device());
   if (o.numel() > 0 || k.numel() > 0) {
-    MaskStorage keep;
+    ProblemStorage keep;
     AttentionBackwardProblem p;
     p.forward = describe(query, key, value, options, keep);
     p.forward.q = q.data_ptr(), p.forward.k = k.data_ptr(), p.forward.v = v.data_ptr();
     p.forward.out = o.data_ptr(), p.forward.logsumexp = logsumexp.data_ptr();
+    p.forward.q_layout = layout_of(q, keep.operand_offsets[0]), p.forward.k_layout = layout_of(k, keep.operand_offsets[1]);
+    p.forward.v_layout = layout_of(v, keep.operand_offsets[2]);
+    p.forward.out_layout = layout_of(o, keep.operand_offsets[3]);
     p.grad_out = g.data_ptr(), p.grad_q = grad_q.data_ptr(), p.grad_k = grad_k.data_ptr();
     p.grad_v = grad_v.data_ptr(), p.delta = delta.data_ptr();
+    p.grad_out_layout = layout_of(g, keep.operand_offsets[4]), p.grad_q_layout = layout_of(grad_q, keep.operand_offsets[5]);
+    p.grad_k_layout = layout_of(grad_k, keep.operand_offsets[6]);
+    p.grad_v_layout = layout_of(grad_v, keep.operand_offsets[7]);
     attention_backward_op(q.device().type, q.dtype(), p);
   }
-  return {grad_q.reshape(query.shape()), grad_k.reshape(key.shape()), grad_v.reshape(value.shape())};
+  return {grad_q, grad_k, grad_v};
 }
 
 }  // namespace ember

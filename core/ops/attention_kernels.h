@@ -17,9 +17,21 @@ namespace ember {
 // masked out) or additive (added to the scaled scores).
 enum class AttentionMaskKind : uint8_t { none, boolean, additive };
 
+// Where one operand's rows lie: row i of head h starts at element
+// head_offsets[h] + i * row_stride of its data, and a row's elements are
+// adjacent. The CPU kernels read and write every operand through its layout,
+// so a head-split view (a [B, T, H, D] tensor seen as [B, H, T, D]) needs no
+// copy of the whole tensor (Note [Attention on strided heads], core/ops/attention.cpp). The CUDA
+// kernels ignore the layouts: their operands are contiguous.
+struct AttentionLayout {
+  const int64_t* head_offsets = nullptr;
+  int64_t row_stride = 0;
+};
+
 // q: [heads, query_length, head_dim], k: [heads, key_length, head_dim],
 // v: [heads, key_length, value_dim], out: [heads, query_length, value_dim],
-// all contiguous of the key dtype (heads is batch x heads). logsumexp:
+// all of the key dtype (heads is batch x heads), placed as their layouts say
+// (contiguous on CUDA). logsumexp:
 // [heads, query_length] of the accumulation dtype (f64 for f64 operands, f32
 // otherwise), the row statistics the backward recomputes the probabilities
 // from; -inf for a row whose keys are all masked out, whose output is 0.
@@ -41,11 +53,14 @@ struct AttentionProblem {
   const void* v = nullptr;
   void* out = nullptr;
   void* logsumexp = nullptr;
+  AttentionLayout q_layout, k_layout, v_layout, out_layout;
 };
 
 // The gradients of q, k and v from grad_out, recomputing the probabilities;
 // delta: [heads, query_length] scratch of the accumulation dtype for the rows'
-// sum(grad_out * out). A fully masked row has zero gradients.
+// sum(grad_out * out). A fully masked row has zero gradients. grad_out and
+// the gradients have the layouts given here (contiguous on CUDA); delta is
+// contiguous.
 struct AttentionBackwardProblem {
   AttentionProblem forward;  // with out and logsumexp read
   const void* grad_out = nullptr;
@@ -53,6 +68,7 @@ struct AttentionBackwardProblem {
   void* grad_k = nullptr;
   void* grad_v = nullptr;
   void* delta = nullptr;
+  AttentionLayout grad_out_layout, grad_q_layout, grad_k_layout, grad_v_layout;
 };
 
 extern Op<void(const AttentionProblem&)> attention_op;

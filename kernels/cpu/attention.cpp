@@ -13,12 +13,16 @@
 // bf16 GEMM, whose products round to bf16 as the composite's do); the
 // softmax, its statistics and every accumulation across tiles are in f32
 // (f64 for f64). Scratch is O(length x (dim + tile)) per thread, never
-// O(L x S).
+// O(L x S). Every operand is read and written where its layout puts it
+// (Note [Attention on strided heads], core/ops/attention.cpp); strided keys,
+// values and output gradients are gathered per task (Note [Gathering strided
+// heads]).
 // Tests: tests/core/test_attention.cpp, tests/nn/test_attention.cpp.
 #include <Eigen/Core>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -59,10 +63,17 @@ struct View {
   const A* data;
   int64_t row_stride, col_stride;
 };
+// Rows `stride` elements apart, and the transpose of such rows.
 template <class A>
-View<A> rows_of(const A* data, int64_t cols) { return {data, cols, 1}; }
+View<A> rows_of(const A* data, int64_t stride) { return {data, stride, 1}; }
 template <class A>
-View<A> transposed(const A* data, int64_t cols) { return {data, 1, cols}; }
+View<A> transposed(const A* data, int64_t stride) { return {data, 1, stride}; }
+
+// Head `head`'s rows of an operand (AttentionLayout).
+template <class T, class Void>
+T* head_rows(Void* data, const AttentionLayout& layout, int64_t head) {
+  return static_cast<T*>(data) + layout.head_offsets[head];
+}
 
 // out[m, n] = a[m, k] b[k, n], out dense, on the matmul kernel of T's dtype;
 // when out is wider than T, the product lands in `narrow` (m x n) first.
@@ -82,6 +93,7 @@ void product(int64_t m, int64_t n, int64_t k, View<T> a, View<T> b, A* out, T* n
     convert_run(narrow, out, m * n);
   }
 }
+
 
 // x as T, the tile products' operand: x itself when it is T, else rounded into `buffer`.
 template <class T, class A>
@@ -105,11 +117,51 @@ const A* widened(const T* x, int64_t n, A* buffer) {
   }
 }
 
-// n elements of x times factor, as T (the scale folds into the query once: [L, E] multiplies instead of [L, S]).
+// `rows` rows of `cols` elements of x, `stride` apart, times factor, as dense
+// T rows (the scale folds into the query once: [L, E] multiplies instead of [L, S]).
 template <class T, class A>
-const T* scaled(const T* x, int64_t n, A factor, T* buffer) {
-  for (int64_t i = 0; i < n; ++i) buffer[i] = T(A(x[i]) * factor);
+const T* scaled(const T* x, int64_t rows, int64_t cols, int64_t stride, A factor, T* buffer) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) buffer[r * cols + c] = T(A(x[r * stride + c]) * factor);
   return buffer;
+}
+
+// Dense rows of `cols` elements of A into rows of T `stride` apart.
+template <class A, class T>
+void store_rows(const A* source, int64_t rows, int64_t cols, T* target, int64_t stride) {
+  if (stride == cols) return convert_run(source, target, rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    if constexpr (std::is_same_v<A, T>)
+      std::memcpy(target + r * stride, source + r * cols, size_t(cols) * sizeof(T));
+    else
+      convert_run(source + r * cols, target + r * stride, cols);
+  }
+}
+
+// Note [Gathering strided heads]: oneDNN 2.6 runs a tile product on its
+// brgemm kernels only when the operands' rows are dense; with the rows of a
+// head-split view (3 x H x D apart in a GPT's fused projection) it falls back
+// to gemm:jit, which made the bf16 GPT step's attention 1.5x slower than
+// copying the heads first. So the tile products' operands are gathered into
+// dense per-thread scratch once per task (head, or head and row block), hot
+// in cache, instead of by a separate copy of the whole tensor.
+// `rows` rows of `cols` elements `stride` apart, dense: x itself when they
+// are, else copied into `buffer`.
+template <class T>
+const T* dense_rows(const T* x, int64_t rows, int64_t cols, int64_t stride, T* buffer) {
+  if (stride == cols || rows <= 1) return x;
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(buffer + r * cols, x + r * stride, size_t(cols) * sizeof(T));
+  return buffer;
+}
+
+// target[m, n] = a b, target's rows `stride` apart, of T: straight into
+// target when its rows are dense (the matmul kernel writes dense rows), else
+// through `dense` (m x n).
+template <class T>
+void product_rows(int64_t m, int64_t n, int64_t k, View<T> a, View<T> b, T* target, int64_t stride, T* dense) {
+  if (stride == n || m == 1) return product<T, T>(m, n, k, a, b, target, nullptr);
+  product<T, T>(m, n, k, a, b, dense, nullptr);
+  store_rows(dense, m, n, target, stride);
 }
 
 // target[i] += factor * source[i] for i < n
@@ -189,14 +241,16 @@ struct ForwardScratch {
   using A = Acc<T>;
   Tensor holder, narrow_holder;
   A *scores, *out, *tile_out, *row_max, *row_sum;
-  T *query_buffer, *tile_narrow, *out_narrow;
+  T *query_buffer, *tile_narrow, *out_narrow, *keys, *values;
 
-  ForwardScratch(int64_t rows, int64_t E, int64_t Ev) {
+  // gathered_keys: how many rows of keys and values a task may gather (Note [Gathering strided heads]).
+  ForwardScratch(int64_t rows, int64_t E, int64_t Ev, int64_t gathered_keys) {
     scores = scratch<A>(holder, rows * kForwardKeyBlock + 2 * rows * Ev + 2 * rows);
     out = scores + rows * kForwardKeyBlock, tile_out = out + rows * Ev;
     row_max = tile_out + rows * Ev, row_sum = row_max + rows;
-    query_buffer = scratch<T>(narrow_holder, rows * E + rows * kForwardKeyBlock + rows * Ev);
+    query_buffer = scratch<T>(narrow_holder, rows * E + rows * kForwardKeyBlock + rows * Ev + gathered_keys * (E + Ev));
     tile_narrow = query_buffer + rows * E, out_narrow = tile_narrow + rows * kForwardKeyBlock;
+    keys = out_narrow + rows * Ev, values = keys + gathered_keys * E;
   }
 };
 
@@ -204,17 +258,18 @@ template <class T>
 void forward_block(const AttentionProblem& p, int64_t head, int64_t row0, ForwardScratch<T>& scratch) {
   using A = Acc<T>;
   const int64_t rows = std::min(kQueryBlock, p.query_length - row0), E = p.head_dim, Ev = p.value_dim;
-  const T* q = static_cast<const T*>(p.q) + head * p.query_length * E;
-  const T* k = static_cast<const T*>(p.k) + head * p.key_length * E;
-  const T* v = static_cast<const T*>(p.v) + head * p.key_length * Ev;
+  const T* q = head_rows<const T>(p.q, p.q_layout, head);
+  const int64_t end = visible_keys(p, row0, rows);
+  const T* k = dense_rows(head_rows<const T>(p.k, p.k_layout, head), end, E, p.k_layout.row_stride, scratch.keys);
+  const T* v = dense_rows(head_rows<const T>(p.v, p.v_layout, head), end, Ev, p.v_layout.row_stride, scratch.values);
   A *scores = scratch.scores, *out = scratch.out, *tile_out = scratch.tile_out;
   A *row_max = scratch.row_max, *row_sum = scratch.row_sum;
   T *tile_narrow = scratch.tile_narrow, *out_narrow = scratch.out_narrow;
-  const T* query = scaled(q + row0 * E, rows * E, A(p.scale), scratch.query_buffer);
+  const T* query = scaled(q + row0 * p.q_layout.row_stride, rows, E, p.q_layout.row_stride, A(p.scale),
+                          scratch.query_buffer);
   std::fill(out, out + rows * Ev, A(0));
   std::fill(row_max, row_max + rows, kMinusInfinity<A>);
   std::fill(row_sum, row_sum + rows, A(0));
-  const int64_t end = visible_keys(p, row0, rows);
   for (int64_t key0 = 0; key0 < end; key0 += kForwardKeyBlock) {
     const int64_t cols = std::min(kForwardKeyBlock, end - key0);
     const T *keys = k + key0 * E, *values = v + key0 * Ev;
@@ -239,7 +294,7 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0, Forwar
     product(rows, Ev, cols, rows_of(probabilities, cols), rows_of(values, Ev), tile_out, out_narrow);  // [rows, cols] x [cols, Ev]
     add_scaled(out, tile_out, rows * Ev, A(1));
   }
-  T* result = static_cast<T*>(p.out) + (head * p.query_length + row0) * Ev;
+  T* result = head_rows<T>(p.out, p.out_layout, head) + row0 * p.out_layout.row_stride;
   A* logsumexp = static_cast<A*>(p.logsumexp) + head * p.query_length + row0;
   for (int64_t r = 0; r < rows; ++r) {
     const bool empty = row_sum[r] == A(0);  // every key masked out: output 0 (PyTorch 2.5's convention)
@@ -247,7 +302,7 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0, Forwar
     for (int64_t e = 0; e < Ev; ++e) out[r * Ev + e] *= inverse;
     logsumexp[r] = empty ? kMinusInfinity<A> : row_max[r] + std::log(row_sum[r]);
   }
-  convert_run(out, result, rows * Ev);
+  store_rows(out, rows, Ev, result, p.out_layout.row_stride);
 }
 
 // Note [Attention tasks in parallel]: the forward's tasks, (head, block of
@@ -274,7 +329,9 @@ void forward(const AttentionProblem& p) {
   const int64_t blocks = (p.query_length + kQueryBlock - 1) / kQueryBlock;
   const int64_t task_work = std::min(kQueryBlock, p.query_length) * p.key_length * (p.head_dim + p.value_dim);
   parallel_for(0, p.heads * blocks, task_grain(task_work), [&](int64_t begin, int64_t end) {
-    ForwardScratch<T> scratch(std::min(kQueryBlock, p.query_length), p.head_dim, p.value_dim);
+    const bool strided = p.k_layout.row_stride != p.head_dim || p.v_layout.row_stride != p.value_dim;
+    ForwardScratch<T> scratch(std::min(kQueryBlock, p.query_length), p.head_dim, p.value_dim,
+                              strided ? p.key_length : 0);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t head = task % p.heads, rank = task / p.heads;
       const int64_t block = rank % 2 == 0 ? rank / 2 : blocks - 1 - rank / 2;  // 0, n-1, 1, n-2, ...
@@ -283,35 +340,45 @@ void forward(const AttentionProblem& p) {
   });
 }
 
-// delta[i] = sum_e grad_out[i, e] out[i, e] for `rows` rows of `cols`, in A;
-// `buffer` holds 2 x cols. Each row widened into `buffer` and reduced by Eigen
-// (a plain loop's sum is not vectorised).
+// delta[i] = sum_e grad_out[i, e] out[i, e] for `rows` rows of `cols`, in A
+// (the rows of each operand its stride apart); `buffer` holds 2 x cols. Each
+// row widened into `buffer` and reduced by Eigen (a plain loop's sum is not
+// vectorised).
 template <class T, class A>
-void row_dots(const T* grad_out, const T* out, int64_t rows, int64_t cols, A* delta, A* buffer) {
+void row_dots(const T* grad_out, int64_t grad_out_stride, const T* out, int64_t out_stride, int64_t rows, int64_t cols,
+              A* delta, A* buffer) {
   using Row = Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>;
   for (int64_t i = 0; i < rows; ++i) {
-    const A* g = widened(grad_out + i * cols, cols, buffer);
-    const A* o = widened(out + i * cols, cols, buffer + cols);
+    const A* g = widened(grad_out + i * grad_out_stride, cols, buffer);
+    const A* o = widened(out + i * out_stride, cols, buffer + cols);
     delta[i] = (Row(g, cols) * Row(o, cols)).sum();
   }
 }
 
 // One thread's scratch for backward_head: for one key tile, the
-// probabilities and their gradients of every query row that sees it.
+// probabilities and their gradients of every query row that sees it; and,
+// when dk or dv have rows wider than theirs (strided heads), a tile of them
+// (`key_tile` elements: none otherwise, so dense heads' memory stays as it was).
 template <class T>
 struct BackwardScratch {
   using A = Acc<T>;
   Tensor holder, narrow_holder;
   A *grad_query, *probabilities, *grad_probabilities, *query_product, *row_buffer;
-  T *query_buffer, *probabilities_narrow, *grad_scores_narrow, *out_narrow;
+  T *query_buffer, *probabilities_narrow, *grad_scores_narrow, *out_narrow, *key_tile, *keys, *values, *grad_outs;
 
-  BackwardScratch(int64_t L, int64_t E, int64_t Ev) {
+  // gathered: whether k, v and grad_out are gathered (Note [Gathering strided heads]).
+  BackwardScratch(int64_t L, int64_t S, int64_t E, int64_t Ev, int64_t key_tile_elements, bool gathered) {
+    const int64_t gathered_elements = gathered ? S * (E + Ev) + L * Ev : 0;
     grad_query = scratch<A>(holder, 2 * L * E + 2 * L * kKeyBlock + 2 * Ev);
     query_product = grad_query + L * E, probabilities = query_product + L * E;
     grad_probabilities = probabilities + L * kKeyBlock, row_buffer = grad_probabilities + L * kKeyBlock;
-    query_buffer = scratch<T>(narrow_holder, L * E + 2 * L * kKeyBlock + L * std::max(kKeyBlock, E));
+    query_buffer = scratch<T>(narrow_holder,
+                              L * E + 2 * L * kKeyBlock + L * std::max(kKeyBlock, E) + key_tile_elements +
+                                  gathered_elements);
     probabilities_narrow = query_buffer + L * E, grad_scores_narrow = probabilities_narrow + L * kKeyBlock;
-    out_narrow = grad_scores_narrow + L * kKeyBlock;
+    out_narrow = grad_scores_narrow + L * kKeyBlock, key_tile = out_narrow + L * std::max(kKeyBlock, E);
+    keys = key_tile + key_tile_elements, values = keys + (gathered ? S * E : 0);
+    grad_outs = values + (gathered ? S * Ev : 0);
   }
 };
 
@@ -328,25 +395,31 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head, BackwardScra
   using A = Acc<T>;
   const AttentionProblem& p = b.forward;
   const int64_t L = p.query_length, S = p.key_length, E = p.head_dim, Ev = p.value_dim;
-  const T* k = static_cast<const T*>(p.k) + head * S * E;
-  const T* v = static_cast<const T*>(p.v) + head * S * Ev;
-  const T* grad_out = static_cast<const T*>(b.grad_out) + head * L * Ev;
+  const T* k = dense_rows(head_rows<const T>(p.k, p.k_layout, head), S, E, p.k_layout.row_stride, scratch.keys);
+  const T* v = dense_rows(head_rows<const T>(p.v, p.v_layout, head), S, Ev, p.v_layout.row_stride, scratch.values);
+  const T* grad_out = dense_rows(head_rows<const T>(b.grad_out, b.grad_out_layout, head), L, Ev,
+                                 b.grad_out_layout.row_stride, scratch.grad_outs);
   const A* logsumexp = static_cast<const A*>(p.logsumexp) + head * L;
   A* delta = static_cast<A*>(b.delta) + head * L;
-  T* dk = static_cast<T*>(b.grad_k) + head * S * E;
-  T* dv = static_cast<T*>(b.grad_v) + head * S * Ev;
+  T* dk = head_rows<T>(b.grad_k, b.grad_k_layout, head);
+  T* dv = head_rows<T>(b.grad_v, b.grad_v_layout, head);
+  const int64_t dk_stride = b.grad_k_layout.row_stride, dv_stride = b.grad_v_layout.row_stride;
   A *grad_query = scratch.grad_query, *probabilities = scratch.probabilities;
   A* grad_probabilities = scratch.grad_probabilities;
   // q s, as the forward saw it
-  const T* query = scaled(static_cast<const T*>(p.q) + head * L * E, L * E, A(p.scale), scratch.query_buffer);
-  row_dots(grad_out, static_cast<const T*>(p.out) + head * L * Ev, L, Ev, delta, scratch.row_buffer);
+  const T* query = scaled(head_rows<const T>(p.q, p.q_layout, head), L, E, p.q_layout.row_stride, A(p.scale),
+                          scratch.query_buffer);
+  row_dots(grad_out, Ev, head_rows<const T>(p.out, p.out_layout, head), p.out_layout.row_stride, L, Ev, delta,
+           scratch.row_buffer);
   std::fill(grad_query, grad_query + L * E, A(0));
   for (int64_t key0 = 0; key0 < S; key0 += kKeyBlock) {
     const int64_t cols = std::min(kKeyBlock, S - key0);
     const int64_t row0 = p.causal ? std::min(key0, L) : 0, rows = L - row0;  // the rows that see these keys
     if (rows == 0) {
-      std::fill(dk + key0 * E, dk + (key0 + cols) * E, T(0));
-      std::fill(dv + key0 * Ev, dv + (key0 + cols) * Ev, T(0));
+      for (int64_t c = key0; c < key0 + cols; ++c) {
+        std::fill(dk + c * dk_stride, dk + c * dk_stride + E, T(0));
+        std::fill(dv + c * dv_stride, dv + c * dv_stride + Ev, T(0));
+      }
       continue;
     }
     const T *keys = k + key0 * E, *queries = query + row0 * E, *grad_outs = grad_out + row0 * Ev;
@@ -361,8 +434,8 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head, BackwardScra
     }
     // dv = P^T dO: [cols, rows] x [rows, Ev]
     const T* probabilities_narrow = narrowed(probabilities, rows * cols, scratch.probabilities_narrow);
-    product<T, T>(cols, Ev, rows, transposed(probabilities_narrow, cols), rows_of(grad_outs, Ev), dv + key0 * Ev,
-                  nullptr);
+    product_rows(cols, Ev, rows, transposed(probabilities_narrow, cols), rows_of(grad_outs, Ev),
+                 dv + key0 * dv_stride, dv_stride, scratch.key_tile);
     // dP = dO v^T: [rows, Ev] x [Ev, cols]; dS = P (dP - delta), in place of dP
     product(rows, cols, Ev, rows_of(grad_outs, Ev), transposed(v + key0 * Ev, Ev), grad_probabilities,
             scratch.out_narrow);
@@ -373,13 +446,14 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head, BackwardScra
       }
     // dq += dS k s: [rows, cols] x [cols, E]
     const T* grad_scores = narrowed(grad_probabilities, rows * cols, scratch.grad_scores_narrow);
-    product(rows, E, cols, rows_of(grad_scores, cols), rows_of(keys, E), scratch.query_product, scratch.out_narrow);
+    product(rows, E, cols, rows_of(grad_scores, cols), rows_of(keys, E), scratch.query_product,
+            scratch.out_narrow);
     add_scaled(grad_query + row0 * E, scratch.query_product, rows * E, A(p.scale));
     // dk = dS^T (q s): [cols, rows] x [rows, E]
-    product<T, T>(cols, E, rows, transposed(grad_scores, cols), rows_of(queries, E), dk + key0 * E, nullptr);
+    product_rows(cols, E, rows, transposed(grad_scores, cols), rows_of(queries, E), dk + key0 * dk_stride, dk_stride,
+                 scratch.key_tile);
   }
-  T* dq = static_cast<T*>(b.grad_q) + head * L * E;
-  convert_run(grad_query, dq, L * E);
+  store_rows(grad_query, L, E, head_rows<T>(b.grad_q, b.grad_q_layout, head), b.grad_q_layout.row_stride);
 }
 
 // Heads over the threads: Note [Attention tasks in parallel].
@@ -388,7 +462,11 @@ void backward(const AttentionBackwardProblem& b) {
   const AttentionProblem& p = b.forward;
   const int64_t head_work = p.query_length * p.key_length * (2 * p.head_dim + 3 * p.value_dim);
   parallel_for(0, p.heads, task_grain(head_work), [&](int64_t begin, int64_t end) {
-    BackwardScratch<T> scratch(p.query_length, p.head_dim, p.value_dim);
+    const bool strided = b.grad_k_layout.row_stride != p.head_dim || b.grad_v_layout.row_stride != p.value_dim;
+    const bool gathered = p.k_layout.row_stride != p.head_dim || p.v_layout.row_stride != p.value_dim ||
+                          b.grad_out_layout.row_stride != p.value_dim;
+    BackwardScratch<T> scratch(p.query_length, p.key_length, p.head_dim, p.value_dim,
+                               strided ? kKeyBlock * std::max(p.head_dim, p.value_dim) : 0, gathered);
     for (int64_t head = begin; head < end; ++head) backward_head<T>(b, head, scratch);
   });
 }

@@ -37,6 +37,9 @@ void backward_rows(const ElementwiseLoop& loop) {
     if constexpr (std::is_same_v<T, C>) {
       if (s[0] == 1 && s[1] == 1 && s[2] == 1) return Row{}(grad, input, out, n);
     }
+    if constexpr (requires { Row::dense_bf16(grad, input, out, n); }) {
+      if (s[0] == 1 && s[1] == 1 && s[2] == 1 && Row::dense_bf16(grad, input, out, n)) return;
+    }
     C grad_buffer[kBlock], input_buffer[kBlock];
     const bool dense = s[0] == 1 && s[1] == 1 && s[2] == 1;
     for (int64_t start = 0; start < n; start += kBlock) {
@@ -70,8 +73,8 @@ struct ThresholdBackwardRow {
     }
   }
 };
-// gelu'(x) = Phi(x) + x phi(x). Floats take the AVX2 row of vector_gelu.cpp
-// where the CPU has it: Eigen's SSE2 exp made this 5 ns an element.
+// gelu'(x) = Phi(x) + x phi(x). Floats and dense bf16 runs take the AVX2 row
+// of vector_gelu.cpp where the CPU has it: Eigen's SSE2 exp made this 5 ns an element.
 struct GeluBackwardRow {
   template <class F> void operator()(const F* grad, const F* input, F* out, int64_t n) const {
     if constexpr (std::is_same_v<F, float>) {
@@ -81,6 +84,11 @@ struct GeluBackwardRow {
     auto cdf = F(0.5) * (F(1) + (x * F(std::numbers::sqrt2 / 2)).erf());
     auto pdf = (F(-0.5) * x.square()).exp() * F(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
     Out<F>(out, n) = In<F>(grad, n) * (cdf + x * pdf);
+  }  // Dense bf16 runs without the buffers, where the CPU has AVX2; false: take the buffers.
+  static bool dense_bf16(const BFloat16* grad, const BFloat16* input, BFloat16* out, int64_t n) {
+    if (!vector_gelu_available()) return false;
+    gelu_backward_run(grad, input, out, n);
+    return true;
   }
 };
 // 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 c x^2), u = k (x + c x^3).

@@ -43,6 +43,9 @@ void floating_rows(const ElementwiseLoop& loop, Row row, int64_t grain) {
     if constexpr (std::is_same_v<T, C>) {
       if (s[0] == 1 && s[1] == 1) return row(in, out, n);
     }
+    if constexpr (requires { Row::dense_bf16(in, out, n); }) {
+      if (s[0] == 1 && s[1] == 1 && Row::dense_bf16(in, out, n)) return;
+    }
     C buffer[kBlock];
     const bool dense = s[0] == 1 && s[1] == 1;
     for (int64_t start = 0; start < n; start += kBlock) {
@@ -140,7 +143,7 @@ struct SiluRow {
     Out<F>(out, n) = x / (F(1) + (-x).exp());
   }
 };
-// Floats take the AVX2 GELU of vector_gelu.cpp where the CPU has it (Eigen's
+// Floats and dense bf16 runs take the AVX2 GELU of vector_gelu.cpp where the CPU has it (Eigen's
 // SSE2 erf is four lanes wide).
 struct GeluRow {
   template <class F> void operator()(const F* in, F* out, int64_t n) const {
@@ -149,6 +152,11 @@ struct GeluRow {
     }
     In<F> x(in, n);
     Out<F>(out, n) = F(0.5) * x * (F(1) + (x * F(std::numbers::sqrt2 / 2)).erf());
+  }  // Dense bf16 runs without the buffers, where the CPU has AVX2; false: take the buffers.
+  static bool dense_bf16(const BFloat16* in, BFloat16* out, int64_t n) {
+    if (!vector_gelu_available()) return false;
+    gelu_run(in, out, n);
+    return true;
   }
 };
 struct GeluTanhRow {

@@ -2,10 +2,11 @@
 // (kernels/cpu/attention.cpp) against a naive f64 loop and against the
 // composite (the reference backend runs the composite) on random shapes:
 // L != S, length 1, lengths off the tile sizes, causal or not, bool and
-// additive masks at full and broadcast shapes, transposed heads; f64, f32 and
-// bf16; gradients against the composite's and by finite differences; fully
-// masked rows; memory linear in the length; bad operands. The fused GPU kernel
-// is tested in tests/cuda/test_cuda_attention.cpp.
+// additive masks at full and broadcast shapes, transposed heads, head-split
+// views read in place; f64, f32 and bf16; gradients against the composite's
+// and by finite differences; fully masked rows; memory linear in the length;
+// bad operands. The fused GPU kernel is tested in
+// tests/cuda/test_cuda_attention.cpp.
 #include <cmath>
 #include <limits>
 
@@ -205,6 +206,88 @@ TEST(Attention, GradcheckWithCausalityAndAnAdditiveMask) {
           return attention(x[0].transpose(0, 1), x[1], x[2], options);
         },
         {random_tensor({3, 2, 2}, DType::f64), random_tensor({2, 5, 2}, DType::f64), random_tensor({2, 5, 3}, DType::f64)});
+    EXPECT_TRUE(result.ok) << result.report;
+  }
+}
+
+// Note [Attention on strided heads] (core/ops/attention.cpp): q, k and v as
+// a transformer makes them, head-split views of one [B, T, 3 x H x D]
+// projection (rows 3HD apart, each head at its own offset), a key broadcast
+// over the heads (stride 0), and a query sliced out of a wider tensor. The
+// kernel reads them in place (no copy kernel runs in the forward), the output
+// lies as [B, T, H, Ev] so that merging the heads is a view, the gradients lie
+// as their inputs do, and values and gradients match the composite.
+// Mutations caught: a kernel that ignores a layout's row stride or head
+// offsets (reads the heads as if dense: wrong values), and an output made
+// contiguous [B, H, T, Ev] (the layout assertions).
+TEST(Attention, StridedHeadsAreReadInPlaceAndWrittenInTheirOrder) {
+  const int64_t B = 2, T = 70, H = 3, D = 8;
+  for (DType dtype : {DType::f64, DType::f32, DType::bf16})
+    for (bool causal : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " causal=" << causal);
+      Tensor projection = random_tensor({B, T, 3 * H * D}, dtype);
+      Tensor shared_key = random_tensor({B, 1, T, D}, dtype);
+      Tensor wide_query = random_tensor({B, T, H, 2 * D}, dtype);
+      Tensor g = random_tensor({B, T, H, D}, dtype).transpose(1, 2);  // as the heads' merge passes it back
+      auto heads = [&](const Tensor& t) { return t.reshape({B, T, H, D}).transpose(1, 2); };
+      auto run = [&](bool composite, bool sliced) {
+        Tensor x = projection.clone().requires_grad_(), key = shared_key.clone().requires_grad_();
+        Tensor wide = wide_query.clone().requires_grad_();
+        std::vector<Tensor> qkv = chunk(x, 3, -1);
+        Tensor q = sliced ? wide.narrow(3, 3, D).transpose(1, 2) : heads(qkv[0]);
+        Tensor k = sliced ? key.expand({B, H, T, D}) : heads(qkv[1]);
+        Tensor v = heads(qkv[2]);
+        Tensor y, grad_q;
+        q.register_hook([&](const Tensor& grad) {
+          grad_q = grad;
+          return grad;
+        });
+        AttentionOptions options{.scale = 0.35, .causal = causal};
+        auto forward = [&] {
+          EXPECT_TRUE(composite || fused_attention_supported(q, k, v, options));
+          y = attention(q, k, v, options);
+          sum(y * g).backward();
+        };
+        if (composite) {
+          reference(forward);
+        } else {
+          KernelCallCounter counter;
+          Tensor out = attention(q.detach(), k.detach(), v.detach(), options);
+          EXPECT_EQ(counter.calls("copy", DeviceType::cpu, dtype), 0);
+          EXPECT_TRUE(out.transpose(1, 2).is_contiguous());  // merging the heads is a view
+          forward();
+          EXPECT_TRUE(grad_q.transpose(1, 2).is_contiguous());  // the gradient lies as q does
+        }
+        return std::vector<Tensor>{y, x.grad(), key.grad(), wide.grad(), grad_q};
+      };
+      for (bool sliced : {false, true}) {
+        std::vector<Tensor> fused = run(false, sliced), composite = run(true, sliced);
+        const double tol = dtype == DType::bf16 ? 6e-2 : tolerance(dtype) * 10;
+        for (size_t i = 0; i < fused.size(); ++i) {
+          if (!fused[i].defined() && !composite[i].defined()) continue;
+          EXPECT_TRUE(all_close(fused[i].to(DType::f64), composite[i].to(DType::f64), tol, tol))
+              << "sliced " << sliced << ", tensor " << i;
+        }
+      }
+    }
+}
+
+// Finite differences through a head split with rows wider than the head and
+// a key broadcast over the heads (both read in place).
+TEST(Attention, GradcheckOnHeadSplitViews) {
+  using V = const std::vector<Tensor>&;
+  for (bool causal : {false, true}) {
+    auto result = autograd::gradcheck(
+        [&](V x) {
+          // x[0]: [L = 4, 2 heads x E = 3 x 2] -> query [2, 4, 3] from every other column block
+          Tensor q = x[0].reshape({4, 2, 6}).narrow(2, 3, 3).transpose(0, 1);
+          Tensor k = x[1].expand({2, 5, 3});
+          Tensor v = x[2].reshape({5, 2, 2}).transpose(0, 1);
+          AttentionOptions options{.scale = 0.6, .causal = causal};
+          EXPECT_TRUE(fused_attention_supported(q, k, v, options));
+          return attention(q, k, v, options);
+        },
+        {random_tensor({4, 12}, DType::f64), random_tensor({1, 5, 3}, DType::f64), random_tensor({5, 4}, DType::f64)});
     EXPECT_TRUE(result.ok) << result.report;
   }
 }

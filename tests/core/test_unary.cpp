@@ -255,6 +255,28 @@ TEST(Unary, ActivationBackwardMatchesReferenceAndDerivatives) {
                      "gelu_backward: expected floating tensors, got int32 and int32");
 }
 
+// Dense bf16 GELU runs widen and round in registers (kernels/cpu/vector_gelu.cpp),
+// as the f32 kernel followed by a cast to bf16 does through its buffers: the
+// two must agree bit for bit, on odd lengths (the vector tail), infinities,
+// signed zeros and NaN.
+// Mutations caught: store8 truncating instead of rounding to nearest even,
+// and its lanes left interleaved (no permute after the pack).
+TEST(Unary, DenseBf16GeluEqualsTheFloatKernelRounded) {
+  for (int64_t n : {int64_t(1), int64_t(7), int64_t(8), int64_t(203), int64_t(4099)}) {
+    Tensor x = random_tensor({n}, DType::bf16, -6, 6), g = random_tensor({n}, DType::bf16, -3, 3);
+    if (n >= 8) x.narrow(0, 0, 4).copy_(from_vector(std::vector<float>{kInf, -kInf, 0, -0.0f}));
+    SCOPED_TRACE(n);
+    EXPECT_TRUE(all_close(gelu(x), gelu(x.to(DType::f32)).to(DType::bf16), 0, 0));
+    EXPECT_TRUE(all_close(gelu_backward(g, x), gelu_backward(g.to(DType::f32), x.to(DType::f32)).to(DType::bf16), 0, 0));
+  }
+  Tensor nan = from_vector(std::vector<float>{kNan, 1, 2, 3, 4, 5, 6, 7, kNan}).to(DType::bf16);
+  Tensor nan_result = gelu(nan), nan_gradient = gelu_backward(ones({9}, {.dtype = DType::bf16}), nan);
+  for (int64_t i : {int64_t(0), int64_t(8)}) {
+    EXPECT_TRUE(std::isnan(nan_result.select(0, i).item<double>()));
+    EXPECT_TRUE(std::isnan(nan_gradient.select(0, i).item<double>()));
+  }
+}
+
 TEST(Unary, BadInputsNameTheOpAndValues) {
   Tensor mask = ones({2}, {.dtype = DType::boolean});
   EXPECT_EMBER_ERROR(neg(mask), "neg: not supported for bool tensors; to invert a mask use logical_not");
