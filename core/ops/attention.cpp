@@ -153,7 +153,7 @@ DType accumulation_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 
 // fields point into, and the operands' head offsets.
 struct ProblemStorage {
   Tensor values, head_offsets;
-  Tensor operand_offsets[8];
+  Tensor operand_offsets[8];  // q, k, v, out; in the backward also grad_out, grad_q, grad_k, grad_v
 };
 AttentionProblem describe(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionOptions& options,
                           ProblemStorage& keep) {
