@@ -145,11 +145,13 @@ void FlatParameter::launch_reduction(bool keep_full_gradients) {
   used_ = from_vector(used, {int64_t(used.size())}).to(device);
   reduced_full_ = keep_full_gradients;
   reduce_began_ = profiler::now_ns();
+  // The average is folded into the reduction (the shm backend divides as it
+  // adds; NCCL natively), not a second pass over the gradients.
   if (keep_full_gradients) {
-    reduce_work_ = group_.allreduce(grad_flat_, ReduceOp::sum);
+    reduce_work_ = group_.allreduce(grad_flat_, ReduceOp::avg);
   } else {
     grad_reduced_ = empty({shard_}, {.dtype = full_.dtype(), .device = device});
-    reduce_work_ = group_.reduce_scatter(grad_reduced_, grad_flat_, ReduceOp::sum);
+    reduce_work_ = group_.reduce_scatter(grad_reduced_, grad_flat_, ReduceOp::avg);
   }
   used_work_ = group_.allreduce(used_, ReduceOp::sum);
 }
@@ -161,23 +163,20 @@ void FlatParameter::finish_reduction() {
   reduce->wait();
   used->wait();
   log_collective(reduced_full_ ? "all_reduce" : "reduce_scatter", reduce_began_, grad_flat_.nbytes());
-  double size = double(group_.size());
   if (replicas_ != nullptr && replicas_->size() > 1) {
-    // Hybrid: the same shard on the other nodes holds their nodes' sums.
+    // Hybrid: the same shard on the other nodes holds their nodes' averages
+    // (every node has as many ranks, so the average of those is the mean over all).
     const auto began = profiler::now_ns();
-    replicas_->allreduce(grad_reduced_, ReduceOp::sum)->wait();
+    replicas_->allreduce(grad_reduced_, ReduceOp::avg)->wait();
     replicas_->allreduce(used_, ReduceOp::sum)->wait();
     log_collective("all_reduce_replicas", began, grad_reduced_.nbytes());
-    size *= double(replicas_->size());
   }
   NoGradGuard no_grad;
   if (reduced_full_) {
     // The parameters' .grad are views of grad_flat_ and accumulate into it,
     // so it already holds the earlier micro-batches' (equal) averages.
-    grad_flat_ /= size;
     grad_shard_ = grad_flat_.narrow(0, group_.rank() * shard_, shard_);
   } else {
-    grad_reduced_ /= size;
     if (grad_shard_.defined()) {
       add_(grad_shard_, grad_reduced_);
     } else {
