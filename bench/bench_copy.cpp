@@ -5,12 +5,17 @@
 // a strided copy's time within 1.2x of the plain one's, is a ratio >= 0.83.
 // Beside them, the dtype conversions autocast runs every step (f32 to bf16 and
 // back, 1M elements) against the plain f32 copy, also in bytes moved per
-// second: a cast at memory speed comes out near 1.0. Run by
+// second: a cast at memory speed comes out near 1.0. And the memory pattern
+// alone of a tiled transposing copy (`tile_moves`, below), to show how much
+// of the gap to a plain copy is the access pattern's and how much the
+// transposing kernel's. Run by
 // scripts/bench.sh at 1 and 2 threads; figures go to bench/RESULTS.md.
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "bench_support.h"
+#include "core/ops/creation.h"
 #include "core/ops/views.h"
 #include "core/parallel.h"
 
@@ -51,6 +56,43 @@ void copy_case(benchmark::State& state, const Case& c, DType dtype) {
   state.counters["threads"] = get_num_threads();
 }
 
+// The 1M-element [1024, 1024] source moved to the same places of a fresh
+// output, tile by tile: 64 rows of 256 bytes, each tile staged through a
+// buffer, rows the tensor's pitch apart on both sides. That is the access
+// pattern of kernels/cpu/copy_tiled.cpp's transposing copy of the same
+// tensor (whose input and output rows are as far apart) without its
+// shuffles: what the transpose would cost if transposing were free.
+void tile_moves_case(benchmark::State& state, DType dtype) {
+  constexpr int64_t kTileRows = 64, kRunBytes = 256, kBufferPitch = kRunBytes + 64;
+  Tensor source = uniform_tensor(kCases[0].shape, dtype, 1);
+  const int64_t rows = source.shape()[0], pitch = source.shape()[1] * element_size(dtype);
+  const int64_t tiles_j = pitch / kRunBytes, tiles = rows / kTileRows * tiles_j;
+  auto move = [&] {
+    Tensor out = empty_like(source);
+    const char* in = static_cast<const char*>(source.data_ptr());
+    char* to = static_cast<char*>(out.data_ptr());
+    parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
+      alignas(64) char buffer[kTileRows * kBufferPitch];
+      for (int64_t tile = begin; tile < end; ++tile) {
+        const int64_t offset = tile / tiles_j * kTileRows * pitch + tile % tiles_j * kRunBytes;
+        for (int64_t r = 0; r < kTileRows; ++r) std::memcpy(buffer + r * kBufferPitch, in + offset + r * pitch, kRunBytes);
+        for (int64_t r = 0; r < kTileRows; ++r) std::memcpy(to + offset + r * pitch, buffer + r * kBufferPitch, kRunBytes);
+      }
+    });
+    return out;
+  };
+  warm_up(state, move);
+  for (auto _ : state) {
+    Tensor out = move();
+    benchmark::DoNotOptimize(out.data_ptr());
+  }
+  state.counters["bytes/s"] = benchmark::Counter(2.0 * double(source.numel()) * double(element_size(dtype)),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = get_num_threads();
+}
+
+std::string tile_moves_name(DType dtype) { return "tile_moves/" + std::string(dtype_name(dtype)); }
+
 struct Cast {
   const char* name;
   DType from;
@@ -77,6 +119,8 @@ void register_all() {
   for (DType dtype : kDTypes)
     for (const Case& c : kCases)
       benchmark::RegisterBenchmark(run_name(c, dtype).c_str(), copy_case, c, dtype)->UseRealTime();
+  for (DType dtype : kDTypes)
+    benchmark::RegisterBenchmark(tile_moves_name(dtype).c_str(), tile_moves_case, dtype)->UseRealTime();
   for (const Cast& c : kCasts) benchmark::RegisterBenchmark(c.name, cast_case, c)->UseRealTime();
 }
 
@@ -89,6 +133,17 @@ void print_summary(const RecordingReporter& reporter) {
                         run_name(kCases[0], dtype)});
   print_ratio_table(reporter, "strided copy (ember) vs plain copy of the same bytes (peer), target >= 0.83",
                     {"bytes/s", "GB/s", 1e-9}, rows);
+  std::vector<Comparison> floor, against_floor;
+  for (DType dtype : kDTypes) {
+    floor.push_back({"tile moves " + std::string(dtype_name(dtype)) + " vs plain", tile_moves_name(dtype),
+                     run_name(kCases[0], dtype)});
+    against_floor.push_back({"transpose " + std::string(dtype_name(dtype)) + " vs tile moves", run_name(kCases[1], dtype),
+                             tile_moves_name(dtype)});
+  }
+  print_ratio_table(reporter, "the access pattern alone: tile moves with no transpose vs plain copy (GB/s)",
+                    {"bytes/s", "GB/s", 1e-9}, floor);
+  print_ratio_table(reporter, "transpose (ember) vs its access pattern alone (tile moves, GB/s)", {"bytes/s", "GB/s", 1e-9},
+                    against_floor);
   std::vector<Comparison> casts;
   for (const Cast& c : kCasts)
     casts.push_back({std::string(c.name) + " vs plain float32", c.name, run_name(kCases[0], DType::f32)});
