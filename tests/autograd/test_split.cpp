@@ -180,8 +180,8 @@ TEST(SplitGrad, DoubleBackwardMatchesNarrow) {
 // In-place writes into pieces: the written piece takes the op's history, its
 // base a CopySlices one, and the other pieces a fresh view of the base
 // (Note [In-place ops and autograd]), so gradients equal those of the same
-// computation written out of place. Catches a piece that kept SplitBackward
-// as its history after the write (its gradient would skip the mul).
+// computation written out of place. Catches pieces made without a view base
+// (the writes would not reach y's history, and k, v would keep SplitBackward).
 TEST(SplitGrad, InPlaceOnPiecesMatchesOutOfPlace) {
   Tensor x = random_tensor({2, 6}, DType::f64), w = random_tensor({2, 2}, DType::f64);
   Tensor e = random_tensor({2, 6}, DType::f64), f = random_tensor({2, 2}, DType::f64);
