@@ -23,6 +23,41 @@ Tensor index_add_into(const Shape& shape, int64_t dim, const Tensor& index, cons
   return scatter_add(zeros(shape, {.dtype = g.dtype(), .device = g.device()}), dim, spread, g);
 }
 
+// split, chunk: out_i = a.narrow(dim, start_i, size_i), views, one node for
+// all of them  ->  da = [g_0; g_1; ...] along dim, zeros where an output got
+// no gradient. One buffer of a's shape, each g_i written once into its
+// slice (cat); a strided view's node per piece built a zero-filled gradient
+// of a's shape each, which the engine then added. cat records its own node
+// under create_graph, so the gradient is differentiable.
+class SplitBackward final : public Node {
+ public:
+  SplitBackward(int64_t dim, std::vector<int64_t> sizes) : dim_(dim), sizes_(std::move(sizes)) {}
+  std::string name() const override { return "SplitBackward"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) override {
+    bool any = false;
+    for (const Tensor& g : grad_outputs) any = any || g.defined();
+    if (!any) return {};
+    const InputMeta& meta = inputs[0];
+    std::vector<Tensor> pieces;
+    pieces.reserve(sizes_.size());
+    for (size_t i = 0; i < sizes_.size(); ++i) {
+      if (grad_outputs[i].defined()) {
+        pieces.push_back(std::move(grad_outputs[i]));
+        continue;
+      }
+      Shape shape = meta.shape;
+      shape[int(dim_)] = sizes_[i];
+      pieces.push_back(zeros(shape, {.dtype = meta.dtype, .device = meta.device}));
+    }
+    return {cat(pieces, dim_)};
+  }
+
+ private:
+  int64_t dim_;
+  std::vector<int64_t> sizes_;
+};
+
 }  // namespace
 
 void register_indexing_functions() {
@@ -45,6 +80,12 @@ void register_indexing_functions() {
       }
       return grads;
     });
+  });
+  split_grad.set_recorder([](const GradRecord& r) {
+    int64_t dim = params<int64_t>(r);
+    std::vector<int64_t> sizes;
+    for (const Tensor* piece : r.outputs) sizes.push_back(piece->shape()[int(dim)]);
+    record<SplitBackward>(r, dim, std::move(sizes));
   });
   // index_select: out = a[index] along dim  ->  da = zeros with g's slices added at index
   index_select_grad.set_recorder([](const GradRecord& r) {

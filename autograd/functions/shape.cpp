@@ -12,11 +12,8 @@ extern GradSlot reshape_view_grad, permute_grad, expand_grad, strided_view_grad;
 
 namespace ember::autograd {
 namespace {
-
 using Grads = std::vector<Tensor>;
 using Saved = std::vector<Tensor>;
-
-
 }  // namespace
 
 void register_shape_functions() {

@@ -19,7 +19,7 @@ Op<void(const Tensor&, const Tensor&, int64_t)> tril_op("tril"), triu_op("triu")
 Op<void(const Tensor&, const Tensor&)> one_hot_op("one_hot");
 GradSlot cat_grad("cat"), index_select_grad("index_select"), embedding_grad("embedding"), gather_grad("gather"),
     scatter_add_grad("scatter_add"), masked_fill_grad("masked_fill"), tril_grad("tril"), triu_grad("triu"),
-    repeat_grad("repeat"), pad_grad("pad");
+    repeat_grad("repeat"), pad_grad("pad"), split_grad("split");
 
 void throw_index_out_of_range(std::string_view op, int64_t index, int64_t dim_size) {
   detail::throw_error(fmt::format("{}: index {} is out of bounds for dimension with size {}", op, index, dim_size));
@@ -135,6 +135,35 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   return cat(unsqueezed, d);
 }
 
+namespace {
+
+// The pieces of `t` along dim d, of the given sizes (which sum to its size
+// there): views, with one SplitBackward recorded for all of them
+// (autograd/functions/indexing.cpp). One node instead of a strided view's
+// each: its backward writes each piece's gradient into one buffer, where
+// theirs built a zero-filled gradient of t's shape per piece and added them.
+std::vector<Tensor> split_into(const Tensor& t, int d, const std::vector<int64_t>& sizes) {
+  std::vector<Tensor> pieces;
+  pieces.reserve(sizes.size());
+  Shape shape = t.shape();
+  int64_t offset = t.offset();
+  for (int64_t size : sizes) {
+    shape[d] = size;
+    pieces.push_back(detail::view_without_grad(t, shape, t.strides(), offset));
+    offset += size * t.strides()[d];
+  }
+  if (should_record({&t})) [[unlikely]] {
+    const Tensor* inputs[] = {&t};
+    std::vector<Tensor*> outputs;
+    for (Tensor& piece : pieces) outputs.push_back(&piece);
+    const int64_t dim = d;
+    split_grad.record({inputs, outputs, &dim});
+  }
+  return pieces;
+}
+
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
   check_defined(t, "split", "input");
   EMBER_CHECK(t.dim() > 0, "split: expects at least a 1-dimensional tensor");
@@ -144,12 +173,9 @@ std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
               "split: split_size must be positive (or 0 for an empty dim), got {} for dim {} of size {}", split_size, d,
               size);
   int64_t count = split_size == 0 ? 1 : std::max<int64_t>(ceil_div(size, split_size), 1);
-  std::vector<Tensor> pieces;
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t start = i * split_size;
-    pieces.push_back(t.narrow(d, start, std::min(split_size, size - start)));
-  }
-  return pieces;
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < count; ++i) sizes.push_back(std::min(split_size, size - i * split_size));
+  return split_into(t, d, sizes);
 }
 
 std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim) {
@@ -163,13 +189,7 @@ std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, in
   }
   EMBER_CHECK(total == t.shape()[d], "split: split sizes sum to {} but dim {} has size {} (shape {})", total, d,
               t.shape()[d], t.shape());
-  std::vector<Tensor> pieces;
-  int64_t start = 0;
-  for (int64_t s : sizes) {
-    pieces.push_back(t.narrow(d, start, s));
-    start += s;
-  }
-  return pieces;
+  return split_into(t, d, sizes);
 }
 
 std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {

@@ -10,7 +10,8 @@ namespace ember {
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
-// Pieces of `split_size` along dim (the last may be smaller); views.
+// Pieces of `split_size` along dim (the last may be smaller); views, with one
+// SplitBackward for all of them under autograd.
 std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim = 0);

@@ -74,9 +74,10 @@ inline int64_t checked_index(I value, int64_t size, std::string_view op) {
 }
 
 // Gradient slots (autograd/functions/indexing.cpp). Params: the dim (int64_t)
-// for cat, index_select, gather and scatter_add; the diagonal (int64_t) for
-// tril/triu; the repeats (Shape) for repeat; the pad list for pad.
+// for cat, index_select, gather, scatter_add and split (whose outputs are all
+// its pieces); the diagonal (int64_t) for tril/triu; the repeats (Shape) for
+// repeat; the pad list for pad.
 extern GradSlot cat_grad, index_select_grad, embedding_grad, gather_grad, scatter_add_grad, masked_fill_grad, tril_grad,
-    triu_grad, repeat_grad, pad_grad;
+    triu_grad, repeat_grad, pad_grad, split_grad;
 
 }  // namespace ember

@@ -15,22 +15,22 @@ namespace ember {
 GradSlot reshape_view_grad("reshape_view"), permute_grad("permute"), expand_grad("expand"),
     strided_view_grad("strided_view");
 
-namespace {
-
-// A view remembers the first tensor of its chain of views, so that an
-// in-place write through it can give that base its history
-// (Note [In-place ops and autograd] in autograd/README.md). One made under
-// NoGradGuard of a tensor that requires grad is a plain alias instead: as in
-// PyTorch, it does not require grad.
-Tensor make_view(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset, const GradSlot& slot,
-                 const void* params = nullptr) {
+Tensor detail::view_without_grad(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
   Tensor view = Tensor::make(t.storage(), t.dtype(), shape, strides, offset);
   if (grad_mode_enabled() || !t.requires_grad())
     view.impl()->view_base = t.impl()->view_base ? t.impl()->view_base : t.impl_ptr();
   else
     view.impl()->no_grad_view = true;
   if (t.impl()->no_grad_view) view.impl()->no_grad_view = true;
-  return with_grad(slot, std::move(view), {&t}, params);
+  return view;
+}
+
+namespace {
+
+// The view, with the slot's node recorded for it.
+Tensor make_view(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset, const GradSlot& slot,
+                 const void* params = nullptr) {
+  return with_grad(slot, detail::view_without_grad(t, shape, strides, offset), {&t}, params);
 }
 
 void check_defined(const Tensor& t, std::string_view op) { EMBER_CHECK(t.defined(), "{}: undefined tensor", op); }

@@ -26,6 +26,17 @@ Tensor flatten(const Tensor& t, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor unflatten(const Tensor& t, int64_t dim, const Shape& sizes);
 Tensor diagonal(const Tensor& t, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
 Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset);
+namespace detail {
+// The view of `t` with that geometry, recording no gradient: for entry points
+// that record one node for several views (split and chunk: SplitBackward),
+// not for users, since a view of a tensor that requires grad has no history
+// until its caller records one. It remembers the first tensor of its chain
+// of views, so that an in-place write through it can give that base its
+// history (Note [In-place ops and autograd] in autograd/README.md); one made
+// under NoGradGuard of a tensor that requires grad is a plain alias instead,
+// which, as in PyTorch, does not require grad.
+Tensor view_without_grad(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset);
+}  // namespace detail
 
 Tensor contiguous(const Tensor& t);
 Tensor clone(const Tensor& t);

@@ -79,6 +79,20 @@ const std::map<std::string, std::vector<GradCase>>& gradcheck_cases() {
                         {{{4, 5}}, [](V x) { return x[0].t().select(0, 3); }},
                         {{{4, 4}}, [](V x) { return x[0].diagonal(1) + x[0].t().diagonal(-1); }}}},
       // indexing
+      // split and chunk: a transposed input with an uneven last piece, an
+      // unused piece (its slice of the gradient is zeros), an empty piece
+      {"split", {{{{5, 3}}, [](V x) {
+                    std::vector<Tensor> p = split(x[0].t(), 2, 0);  // [2, 5], [1, 5]
+                    return p[0] * 2.0 + p[1] * p[1];
+                  }},
+                 {{{2, 3, 7}}, [](V x) {
+                    std::vector<Tensor> c = chunk(x[0], 3, -1);  // [2, 3, 3] x 2, [2, 3, 1]
+                    return c[0] * c[2];
+                  }},
+                 {{{4, 3}}, [](V x) {
+                    std::vector<Tensor> p = split(x[0], std::vector<int64_t>{2, 0, 2}, 0);
+                    return p[2] - p[0] * p[0] + sum(p[1]);
+                  }}}},
       {"cat", {{{{2, 3}, {4, 3}, {1, 3}}, [](V x) { return cat({x[0], x[1].t().t(), x[2]}, 0); }},
                {{{2, 3}, {2, 1}}, [](V x) { return cat({x[0], x[1]}, -1); }}}},
       {"index_select", {{{{4, 3}}, [](V x) { return index_select(x[0], 0, from_vector<int64_t>({3, 0, 3, 1})); }},
@@ -206,8 +220,9 @@ TEST(Gradcheck, Float32GradientsMatchFloat64) {
 namespace ember::testing {
 namespace {
 
-// stack, split and chunk have no node of their own: they are made of
-// unsqueeze, cat and narrow, whose gradients carry them.
+// stack has no node of its own: it is made of unsqueeze and cat, whose
+// gradients carry it. split and chunk (one SplitBackward, cases in the table)
+// are checked here composed with it.
 TEST(Gradcheck, CompositeShapeOpsCarryGradients) {
   using V = const std::vector<Tensor>&;
   std::vector<Tensor> inputs = {random_tensor({2, 3}, DType::f64), random_tensor({2, 3}, DType::f64)};
