@@ -252,14 +252,26 @@ void run_reorder(const ConvLayoutEntry::Operand& operand) {
   onednn_execute(operand.reorder, operand.reorder_scratchpad_bytes, args, 2);
 }
 
-// Runs `entry` with handles[i] the plain data of operand i.
-void execute(ConvLayoutEntry& entry, std::initializer_list<const void*> handles) {
-  std::lock_guard lock(entry.busy);
+// An input operand already in the layout an entry wants, in another entry's
+// memory (the backward passes' shared grad_output): `arg` reads `blocked`
+// instead of reordering its own copy.
+struct SharedOperand {
+  int arg = 0;
+  const memory* blocked = nullptr;
+};
+
+// Runs `entry`, whose lock the caller holds, with handles[i] the plain data
+// of operand i.
+void execute_locked(ConvLayoutEntry& entry, std::initializer_list<const void*> handles, SharedOperand shared = {}) {
   dnnl_exec_arg_t args[ConvLayoutEntry::kMaxOperands + 1];
   int count = 0;
   const void* const* handle = handles.begin();
   for (ConvLayoutEntry::Operand& operand : entry.operands) {
     operand.plain.set_data_handle(const_cast<void*>(*handle++));
+    if (shared.blocked && operand.arg == shared.arg) {
+      args[count++] = {operand.arg, shared.blocked->get()};
+      continue;
+    }
     if (!operand.output && operand.reorder) run_reorder(operand);
     args[count++] = {operand.arg, operand.blocked.get()};
   }
@@ -268,21 +280,37 @@ void execute(ConvLayoutEntry& entry, std::initializer_list<const void*> handles)
     if (operand.output && operand.reorder) run_reorder(operand);
 }
 
+const ConvLayoutEntry::Operand& operand_of(const ConvLayoutEntry& entry, int arg) {
+  auto found = std::find_if(entry.operands.begin(), entry.operands.end(),
+                            [arg](const ConvLayoutEntry::Operand& operand) { return operand.arg == arg; });
+  EMBER_ASSERT(found != entry.operands.end(), "conv2d: no oneDNN operand {}", arg);
+  return *found;
+}
+
+// Note [Small primitives run on one thread] (kernels/cpu/onednn.h): every
+// pass of a convolution has the forward's multiply-adds.
+int conv_threads(const Conv2dProblem& p) {
+  return onednn_threads(p.batch * p.out_channels * p.out_size[0] * p.out_size[1] * (p.in_channels / p.groups) *
+                        p.kernel[0] * p.kernel[1]);
+}
+
+// The cached entry of a pass; null for bf16 without a real kernel.
+std::shared_ptr<ConvLayoutEntry> conv_layout(const Conv2dProblem& p, ConvPass which, DType dtype, int threads) {
+  PrimitiveKey key = key_of(p, dtype, threads);
+  key.add(int64_t(which));
+  return conv_layout_cache().get(key, [&] { return make_conv_layout_or_none(p, which, dtype); });
+}
+
 // Handles are the plain data of the pass's operands, in the order
 // make_conv_layout adds them.
 bool run_conv_on_layouts(const Conv2dProblem& p, ConvPass which, DType dtype,
                          std::initializer_list<const void*> handles) {
-  // Note [Small primitives run on one thread] (kernels/cpu/onednn.h)
-  int64_t multiply_adds = p.batch * p.out_channels * p.out_size[0] * p.out_size[1] * (p.in_channels / p.groups) *
-                          p.kernel[0] * p.kernel[1];
-  int threads = onednn_threads(multiply_adds);
+  const int threads = conv_threads(p);
   OnednnThreadsGuard threads_guard(threads);
-  PrimitiveKey key = key_of(p, dtype, threads);
-  key.add(int64_t(which));
-  std::shared_ptr<ConvLayoutEntry> entry =
-      conv_layout_cache().get(key, [&] { return make_conv_layout_or_none(p, which, dtype); });
+  std::shared_ptr<ConvLayoutEntry> entry = conv_layout(p, which, dtype, threads);
   if (!entry) return false;
-  execute(*entry, handles);
+  std::lock_guard lock(entry->busy);
+  execute_locked(*entry, handles);
   return true;
 }
 
@@ -327,6 +355,44 @@ void conv_backward_bf16(const Conv2dBackwardProblem& b) {
   conv_backward_in_f32<which, BFloat16>(b);
 }
 
+// Both gradients on oneDNN's layouts, each pass's own primitive as in the
+// single passes (so each gradient is theirs, bit for bit), with grad_output
+// reordered once: backward data reorders it into its blocked memory, and
+// backward weights reads that memory where it wants the same layout
+// (reordering its own copy where not). Both entries stay locked until the
+// second pass has read the first one's memory. False, with nothing written,
+// when either pass lacks a real bf16 kernel.
+bool conv_backward_both_on_layouts(const Conv2dBackwardBothProblem& b, DType dtype) {
+  const Conv2dProblem& p = b.forward;
+  const int threads = conv_threads(p);
+  OnednnThreadsGuard threads_guard(threads);
+  std::shared_ptr<ConvLayoutEntry> data = conv_layout(p, ConvPass::input_gradient, dtype, threads);
+  std::shared_ptr<ConvLayoutEntry> weights = conv_layout(p, ConvPass::weight_gradient, dtype, threads);
+  if (!data || !weights) return false;
+  std::scoped_lock lock(data->busy, weights->busy);
+  execute_locked(*data, {b.grad_output, p.weight, b.grad_input});
+  const memory& grad_output = operand_of(*data, DNNL_ARG_DIFF_DST).blocked;
+  const bool same_layout = grad_output.get_desc() == operand_of(*weights, DNNL_ARG_DIFF_DST).blocked.get_desc();
+  execute_locked(*weights, {p.input, b.grad_output, b.grad_weight},
+                 same_layout ? SharedOperand{DNNL_ARG_DIFF_DST, &grad_output} : SharedOperand{});
+  return true;
+}
+
+void conv_backward_both_f32(const Conv2dBackwardBothProblem& b) { conv_backward_both_on_layouts(b, DType::f32); }
+
+// bf16 without oneDNN's bf16 kernels for both passes, and f16: the single
+// passes, each with its own fallback.
+void conv_backward_both_bf16(const Conv2dBackwardBothProblem& b) {
+  if (onednn_bf16_enabled() && conv_backward_both_on_layouts(b, DType::bf16)) return;
+  conv_backward_bf16<ConvPass::input_gradient>(b.input_pass());
+  conv_backward_bf16<ConvPass::weight_gradient>(b.weight_pass());
+}
+
+void conv_backward_both_f16(const Conv2dBackwardBothProblem& b) {
+  conv_backward_in_f32<ConvPass::input_gradient, Half>(b.input_pass());
+  conv_backward_in_f32<ConvPass::weight_gradient, Half>(b.weight_pass());
+}
+
 template <ConvPass which>
 void register_conv_backward(Op<void(const Conv2dBackwardProblem&)>& op) {
   op.set(DeviceType::cpu, DType::f32, &conv_backward_f32_kernel<which>);
@@ -343,6 +409,9 @@ void register_conv_kernels() {
   conv2d_op.set(DeviceType::cpu, DType::f64, &conv2d_f64);
   register_conv_backward<ConvPass::input_gradient>(conv2d_backward_input_op);
   register_conv_backward<ConvPass::weight_gradient>(conv2d_backward_weight_op);
+  conv2d_backward_op.set(DeviceType::cpu, DType::f32, &conv_backward_both_f32);
+  conv2d_backward_op.set(DeviceType::cpu, DType::bf16, &conv_backward_both_bf16);
+  conv2d_backward_op.set(DeviceType::cpu, DType::f16, &conv_backward_both_f16);
 }
 
 }  // namespace ember::cpu
