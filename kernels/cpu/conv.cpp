@@ -6,11 +6,12 @@
 // from and to the caller's NCHW memory: at the CNN's sizes the direct kernels
 // take a third to a half of the im2col + GEMM path that plain layouts get,
 // reorders included (a forward with a few input channels reads NCHW src
-// directly). f16, and bf16 where oneDNN has only its reference loops (no
-// avx512_bf16, or the switch of onednn_bf16_enabled() off), compute in f32;
-// f64 uses direct loops (the gradients: the reference kernels). Pooling is in
-// pool.cpp and max_pool_backward.cpp. Oracle: kernels/reference/conv.cpp;
-// tests: tests/core/test_conv.cpp.
+// directly; conv2d_backward, both gradients at once, reorders grad_output
+// once for the two passes). f16, and bf16 where oneDNN has only its
+// reference loops (no avx512_bf16, or the switch of onednn_bf16_enabled()
+// off), compute in f32; f64 uses direct loops (the gradients: the reference
+// kernels). Pooling is in pool.cpp and max_pool_backward.cpp. Oracle:
+// kernels/reference/conv.cpp; tests: tests/core/test_conv.cpp.
 #include <algorithm>
 #include <mutex>
 #include <string>
