@@ -1,6 +1,7 @@
 // Gradients of convolution and pooling (forward: core/ops/conv.cpp). The
 // convolution's input and weight gradients are kernel ops of their own
-// (conv2d_backward_input / _weight: oneDNN's backward primitives on CPU).
+// (conv2d_backward_input / _weight, or conv2d_backward for both at once:
+// oneDNN's backward primitives on CPU).
 // Tests: tests/autograd/test_gradcheck.cpp.
 #include "autograd/function.h"
 #include "autograd/functions/families.h"
@@ -30,9 +31,14 @@ void register_nn_functions() {
     record_formula(r, "Conv2dBackward", {need_weight ? input(r, 0) : Tensor(), need_input ? input(r, 1) : Tensor()},
                    [=](const Saved& s, const Tensor& g) {
                      refuse_double_backward("Conv2dBackward", {&g, &s[0], &s[1]});
-                     return Grads{need_input ? conv2d_backward_input(g, s[1], input_shape, options) : Tensor(),
-                                  need_weight ? conv2d_backward_weight(g, s[0], weight_shape, options) : Tensor(),
-                                  need_bias ? sum(g, {0, 2, 3}) : Tensor()};
+                     // Both at once share the CPU's reorder of g into oneDNN's blocked layout.
+                     Conv2dGradients grads =
+                         need_input && need_weight
+                             ? conv2d_backward(g, s[0], s[1], options)
+                             : Conv2dGradients{
+                                   need_input ? conv2d_backward_input(g, s[1], input_shape, options) : Tensor(),
+                                   need_weight ? conv2d_backward_weight(g, s[0], weight_shape, options) : Tensor()};
+                     return Grads{grads.input, grads.weight, need_bias ? sum(g, {0, 2, 3}) : Tensor()};
                    });
   });
   // max_pool2d: out = the window maximum  ->  dinput = g at each window's (first) maximum

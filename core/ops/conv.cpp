@@ -14,6 +14,7 @@ namespace ember {
 Op<void(const Conv2dProblem&)> conv2d_op("conv2d");
 Op<void(const Conv2dBackwardProblem&)> conv2d_backward_input_op("conv2d_backward_input"),
     conv2d_backward_weight_op("conv2d_backward_weight");
+Op<void(const Conv2dBackwardBothProblem&)> conv2d_backward_op("conv2d_backward");
 Op<void(const Pool2dProblem&)> max_pool2d_op("max_pool2d"), avg_pool2d_op("avg_pool2d");
 Op<void(const MaxPoolBackwardProblem&)> max_pool2d_backward_op("max_pool2d_backward");
 GradSlot conv2d_grad("conv2d"), max_pool2d_grad("max_pool2d"), avg_pool2d_grad("avg_pool2d");
@@ -216,6 +217,32 @@ Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, co
   Conv2dProblem p = plan_conv_backward("conv2d_backward_weight", grad_output, input, input.shape(), weight_shape,
                                        options);
   return conv_backward(conv2d_backward_weight_op, p, grad_output, input, false, weight_shape);
+}
+
+Conv2dGradients conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                const Conv2dOptions& options, Conv2dGradientMask mask) {
+  NoGradGuard no_grad;
+  EMBER_CHECK(input.defined() && weight.defined(), "conv2d_backward: undefined {}",
+              input.defined() ? "weight" : "input");
+  EMBER_CHECK(weight.dtype() == input.dtype() && weight.device() == input.device(),
+              "conv2d_backward: expected input and weight of one dtype and device, got {} on {} and {} on {}",
+              input.dtype(), input.device(), weight.dtype(), weight.device());
+  Conv2dProblem p = plan_conv_backward("conv2d_backward", grad_output, input, input.shape(), weight.shape(), options);
+  Conv2dGradients grads;
+  // One gradient, or a problem with nothing to reorder: the single passes.
+  if (!mask.input || !mask.weight || input.numel() == 0 || weight.numel() == 0 || grad_output.numel() == 0) {
+    if (mask.input) grads.input = conv_backward(conv2d_backward_input_op, p, grad_output, weight, true, input.shape());
+    if (mask.weight)
+      grads.weight = conv_backward(conv2d_backward_weight_op, p, grad_output, input, false, weight.shape());
+    return grads;
+  }
+  grads.input = make_tensor(input.shape(), input.dtype(), input.device());
+  grads.weight = make_tensor(weight.shape(), weight.dtype(), weight.device());
+  Tensor dense_grad_output = contiguous(grad_output), dense_input = contiguous(input), dense_weight = contiguous(weight);
+  p.input = dense_input.data_ptr(), p.weight = dense_weight.data_ptr();
+  conv2d_backward_op(input.device().type, input.dtype(),
+                     {p, dense_grad_output.data_ptr(), grads.input.data_ptr(), grads.weight.data_ptr()});
+  return grads;
 }
 
 Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options) {

@@ -25,6 +25,19 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, co
                              const Conv2dOptions& options = {});
 Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_shape,
                               const Conv2dOptions& options = {});
+// Both gradients from one grad_output, as PyTorch's convolution_backward with
+// its output mask: equal, bit for bit, to the two calls above, and on the CPU
+// cheaper, since grad_output is reordered into oneDNN's blocked layout once
+// for both passes. A gradient the mask leaves out is undefined. Not
+// differentiable.
+struct Conv2dGradients {
+  Tensor input, weight;
+};
+struct Conv2dGradientMask {
+  bool input = true, weight = true;
+};
+Conv2dGradients conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                const Conv2dOptions& options = {}, Conv2dGradientMask mask = {});
 
 struct Pool2dOptions {
   Pair kernel_size{2, 2};

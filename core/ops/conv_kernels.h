@@ -65,6 +65,20 @@ struct Conv2dBackwardProblem {
 };
 extern Op<void(const Conv2dBackwardProblem&)> conv2d_backward_input_op, conv2d_backward_weight_op;
 
+// Both gradients from one grad_output (reads forward.input and forward.weight):
+// each must equal, bit for bit, what its single pass above writes, so a
+// kernel may share work between the passes (the CPU's reorder of grad_output)
+// but not change either's arithmetic.
+struct Conv2dBackwardBothProblem {
+  Conv2dProblem forward;
+  const void* grad_output = nullptr;
+  void* grad_input = nullptr;
+  void* grad_weight = nullptr;
+  Conv2dBackwardProblem input_pass() const { return {forward, grad_output, grad_input}; }
+  Conv2dBackwardProblem weight_pass() const { return {forward, grad_output, grad_weight}; }
+};
+extern Op<void(const Conv2dBackwardBothProblem&)> conv2d_backward_op;
+
 // Calls tap(out_index, input_index, weight_index) for every multiply-add of
 // the convolution `p` (flat indices into its contiguous output, input and
 // weight), skipping taps in the padding: the reference kernels' one loop.

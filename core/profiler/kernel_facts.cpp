@@ -89,6 +89,17 @@ void describe_kernel_call(KernelFacts& facts, const Conv2dBackwardProblem& p) {
   describe_kernel_call(facts, p.forward);
 }
 
+// Both gradients at once: two convolutions of the forward's size, reading
+// input, weight and grad_output and writing gradients of the first two.
+void describe_kernel_call(KernelFacts& facts, const Conv2dBackwardBothProblem& p) {
+  describe_kernel_call(facts, p.forward);
+  const Conv2dProblem& f = p.forward;
+  const int64_t in_elements = f.batch * f.in_channels * f.in_size[0] * f.in_size[1];
+  const int64_t weight_elements = f.out_channels * (f.in_channels / f.groups) * f.kernel[0] * f.kernel[1];
+  facts.flops *= 2;
+  facts.bytes += (in_elements + weight_elements) * element_size(facts.dtype);
+}
+
 // Attention computes the scores q k^T (2 * heads * Lq * Lk * head_dim) and
 // then probabilities times v (2 * heads * Lq * Lk * value_dim); a causal mask
 // keeps half of the square. It reads q, k and v and writes out.

@@ -22,6 +22,7 @@ struct SoftmaxLoop;
 struct MatmulProblem;
 struct Conv2dProblem;
 struct Conv2dBackwardProblem;
+struct Conv2dBackwardBothProblem;
 struct AttentionProblem;
 struct AttentionBackwardProblem;
 
@@ -64,6 +65,7 @@ void describe_kernel_call(KernelFacts& facts, const SoftmaxLoop& loop);
 void describe_kernel_call(KernelFacts& facts, const MatmulProblem& problem);
 void describe_kernel_call(KernelFacts& facts, const Conv2dProblem& problem);
 void describe_kernel_call(KernelFacts& facts, const Conv2dBackwardProblem& problem);
+void describe_kernel_call(KernelFacts& facts, const Conv2dBackwardBothProblem& problem);
 void describe_kernel_call(KernelFacts& facts, const AttentionProblem& problem);
 void describe_kernel_call(KernelFacts& facts, const AttentionBackwardProblem& problem);
 

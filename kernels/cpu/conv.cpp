@@ -1,4 +1,4 @@
-// CPU convolution, its gradients and pooling, on oneDNN primitives cached
+// CPU convolution and its gradients, on oneDNN primitives cached
 // like matmul's (Note [oneDNN primitive cache] in kernels/cpu/onednn.h).
 // f32 and bf16 convolutions (forward_inference, since the raw ops keep no
 // workspace; convolution_backward_data / _weights for the gradients) run on
@@ -6,54 +6,26 @@
 // from and to the caller's NCHW memory: at the CNN's sizes the direct kernels
 // take a third to a half of the im2col + GEMM path that plain layouts get,
 // reorders included (a forward with a few input channels reads NCHW src
-// directly). Pooling runs on the caller's NCHW memory. f16, and bf16 where
-// oneDNN has only its reference loops (no avx512_bf16, or the switch of
-// onednn_bf16_enabled() off), compute in f32; f64 uses direct loops (the
-// gradients: the reference kernels). Max-pool backward is in
-// max_pool_backward.cpp. Oracle: kernels/reference/conv.cpp;
-// tests: tests/core/test_conv.cpp.
+// directly; conv2d_backward, both gradients at once, reorders grad_output
+// once for the two passes). f16, and bf16 where oneDNN has only its
+// reference loops (no avx512_bf16, or the switch of onednn_bf16_enabled()
+// off), compute in f32; f64 uses direct loops (the gradients: the reference
+// kernels). Pooling is in pool.cpp and max_pool_backward.cpp. Oracle:
+// kernels/reference/conv.cpp; tests: tests/core/test_conv.cpp.
 #include <algorithm>
-#include <limits>
 #include <mutex>
 #include <string>
-#include <type_traits>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
-#include "core/convert.h"
 #include "core/ops/conv_kernels.h"
 #include "core/parallel.h"
-#include "core/tensor.h"
+#include "kernels/cpu/conv_common.h"
 #include "kernels/cpu/families.h"
-#include "kernels/cpu/onednn.h"
 
 namespace ember::cpu {
 namespace {
 
 using dnnl::memory;
-
-template <class To, class From>
-Tensor converted(const void* data, int64_t count) {
-  Tensor out = make_tensor({count}, dtype_of<To>);
-  const From* in = static_cast<const From*>(data);
-  To* result = out.data_ptr<To>();
-  for (int64_t i = 0; i < count; ++i) result[i] = convert<To>(in[i]);
-  return out;
-}
-
-template <class To>
-void convert_into(const Tensor& wide, void* out) {
-  const float* in = wide.data_ptr<float>();
-  To* result = static_cast<To*>(out);
-  for (int64_t i = 0; i < wide.numel(); ++i) result[i] = To(in[i]);
-}
-
-memory::desc nchw(int64_t n, int64_t c, const Pair& size, memory::data_type type) {
-  return memory::desc({n, c, size[0], size[1]}, type, memory::format_tag::nchw);
-}
 
 // ---- convolution ------------------------------------------------------------
 
@@ -281,14 +253,26 @@ void run_reorder(const ConvLayoutEntry::Operand& operand) {
   onednn_execute(operand.reorder, operand.reorder_scratchpad_bytes, args, 2);
 }
 
-// Runs `entry` with handles[i] the plain data of operand i.
-void execute(ConvLayoutEntry& entry, std::initializer_list<const void*> handles) {
-  std::lock_guard lock(entry.busy);
+// An input operand already in the layout an entry wants, in another entry's
+// memory (the backward passes' shared grad_output): `arg` reads `blocked`
+// instead of reordering its own copy.
+struct SharedOperand {
+  int arg = 0;
+  const memory* blocked = nullptr;
+};
+
+// Runs `entry`, whose lock the caller holds, with handles[i] the plain data
+// of operand i.
+void execute_locked(ConvLayoutEntry& entry, std::initializer_list<const void*> handles, SharedOperand shared = {}) {
   dnnl_exec_arg_t args[ConvLayoutEntry::kMaxOperands + 1];
   int count = 0;
   const void* const* handle = handles.begin();
   for (ConvLayoutEntry::Operand& operand : entry.operands) {
     operand.plain.set_data_handle(const_cast<void*>(*handle++));
+    if (shared.blocked && operand.arg == shared.arg) {
+      args[count++] = {operand.arg, shared.blocked->get()};
+      continue;
+    }
     if (!operand.output && operand.reorder) run_reorder(operand);
     args[count++] = {operand.arg, operand.blocked.get()};
   }
@@ -297,21 +281,37 @@ void execute(ConvLayoutEntry& entry, std::initializer_list<const void*> handles)
     if (operand.output && operand.reorder) run_reorder(operand);
 }
 
+const ConvLayoutEntry::Operand& operand_of(const ConvLayoutEntry& entry, int arg) {
+  auto found = std::find_if(entry.operands.begin(), entry.operands.end(),
+                            [arg](const ConvLayoutEntry::Operand& operand) { return operand.arg == arg; });
+  EMBER_ASSERT(found != entry.operands.end(), "conv2d: no oneDNN operand {}", arg);
+  return *found;
+}
+
+// Note [Small primitives run on one thread] (kernels/cpu/onednn.h): every
+// pass of a convolution has the forward's multiply-adds.
+int conv_threads(const Conv2dProblem& p) {
+  return onednn_threads(p.batch * p.out_channels * p.out_size[0] * p.out_size[1] * (p.in_channels / p.groups) *
+                        p.kernel[0] * p.kernel[1]);
+}
+
+// The cached entry of a pass; null for bf16 without a real kernel.
+std::shared_ptr<ConvLayoutEntry> conv_layout(const Conv2dProblem& p, ConvPass which, DType dtype, int threads) {
+  PrimitiveKey key = key_of(p, dtype, threads);
+  key.add(int64_t(which));
+  return conv_layout_cache().get(key, [&] { return make_conv_layout_or_none(p, which, dtype); });
+}
+
 // Handles are the plain data of the pass's operands, in the order
 // make_conv_layout adds them.
 bool run_conv_on_layouts(const Conv2dProblem& p, ConvPass which, DType dtype,
                          std::initializer_list<const void*> handles) {
-  // Note [Small primitives run on one thread] (kernels/cpu/onednn.h)
-  int64_t multiply_adds = p.batch * p.out_channels * p.out_size[0] * p.out_size[1] * (p.in_channels / p.groups) *
-                          p.kernel[0] * p.kernel[1];
-  int threads = onednn_threads(multiply_adds);
+  const int threads = conv_threads(p);
   OnednnThreadsGuard threads_guard(threads);
-  PrimitiveKey key = key_of(p, dtype, threads);
-  key.add(int64_t(which));
-  std::shared_ptr<ConvLayoutEntry> entry =
-      conv_layout_cache().get(key, [&] { return make_conv_layout_or_none(p, which, dtype); });
+  std::shared_ptr<ConvLayoutEntry> entry = conv_layout(p, which, dtype, threads);
   if (!entry) return false;
-  execute(*entry, handles);
+  std::lock_guard lock(entry->busy);
+  execute_locked(*entry, handles);
   return true;
 }
 
@@ -356,197 +356,50 @@ void conv_backward_bf16(const Conv2dBackwardProblem& b) {
   conv_backward_in_f32<which, BFloat16>(b);
 }
 
+// Both gradients on oneDNN's layouts, each pass's own primitive as in the
+// single passes (so each gradient is theirs, bit for bit), with grad_output
+// reordered once: backward data reorders it into its blocked memory, and
+// backward weights reads that memory where it wants the same layout
+// (reordering its own copy where not). Both entries stay locked until the
+// second pass has read the first one's memory. False, with nothing written,
+// when either pass lacks a real bf16 kernel.
+bool conv_backward_both_on_layouts(const Conv2dBackwardBothProblem& b, DType dtype) {
+  const Conv2dProblem& p = b.forward;
+  const int threads = conv_threads(p);
+  OnednnThreadsGuard threads_guard(threads);
+  std::shared_ptr<ConvLayoutEntry> data = conv_layout(p, ConvPass::input_gradient, dtype, threads);
+  std::shared_ptr<ConvLayoutEntry> weights = conv_layout(p, ConvPass::weight_gradient, dtype, threads);
+  if (!data || !weights) return false;
+  std::scoped_lock lock(data->busy, weights->busy);
+  execute_locked(*data, {b.grad_output, p.weight, b.grad_input});
+  const memory& grad_output = operand_of(*data, DNNL_ARG_DIFF_DST).blocked;
+  const bool same_layout = grad_output.get_desc() == operand_of(*weights, DNNL_ARG_DIFF_DST).blocked.get_desc();
+  execute_locked(*weights, {p.input, b.grad_output, b.grad_weight},
+                 same_layout ? SharedOperand{DNNL_ARG_DIFF_DST, &grad_output} : SharedOperand{});
+  return true;
+}
+
+void conv_backward_both_f32(const Conv2dBackwardBothProblem& b) { conv_backward_both_on_layouts(b, DType::f32); }
+
+// bf16 without oneDNN's bf16 kernels for both passes, and f16: the single
+// passes, each with its own fallback.
+void conv_backward_both_bf16(const Conv2dBackwardBothProblem& b) {
+  if (onednn_bf16_enabled() && conv_backward_both_on_layouts(b, DType::bf16)) return;
+  conv_backward_bf16<ConvPass::input_gradient>(b.input_pass());
+  conv_backward_bf16<ConvPass::weight_gradient>(b.weight_pass());
+}
+
+void conv_backward_both_f16(const Conv2dBackwardBothProblem& b) {
+  conv_backward_in_f32<ConvPass::input_gradient, Half>(b.input_pass());
+  conv_backward_in_f32<ConvPass::weight_gradient, Half>(b.weight_pass());
+}
+
 template <ConvPass which>
 void register_conv_backward(Op<void(const Conv2dBackwardProblem&)>& op) {
   op.set(DeviceType::cpu, DType::f32, &conv_backward_f32_kernel<which>);
   op.set(DeviceType::cpu, DType::bf16, &conv_backward_bf16<which>);
   op.set(DeviceType::cpu, DType::f16, &conv_backward_in_f32<which, Half>);
 }
-
-// ---- pooling ----------------------------------------------------------------
-
-enum class PoolKind { max, average };
-
-PrimitiveCache<CachedPrimitive>& pool_cache() {
-  static PrimitiveCache<CachedPrimitive> cache(128);
-  return cache;
-}
-
-dnnl::algorithm pool_algorithm(const Pool2dProblem& p, PoolKind kind) {
-  if (kind == PoolKind::max) return dnnl::algorithm::pooling_max;
-  return p.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
-                             : dnnl::algorithm::pooling_avg_exclude_padding;
-}
-
-std::shared_ptr<CachedPrimitive> make_pool(const Pool2dProblem& p, PoolKind kind, DType dtype) {
-  memory::data_type type = onednn_type(dtype);
-  memory::dims right(2);
-  for (int d = 0; d < 2; ++d)
-    right[size_t(d)] = (p.out_size[d] - 1) * p.stride[d] + p.kernel[d] - p.in_size[d] - p.padding[d];
-  dnnl::pooling_forward::primitive_desc pd;
-  try {
-    dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, pool_algorithm(p, kind),
-                                     nchw(p.batch, p.channels, p.in_size, type),
-                                     nchw(p.batch, p.channels, p.out_size, type), {p.stride[0], p.stride[1]},
-                                     {p.kernel[0], p.kernel[1]}, {p.padding[0], p.padding[1]}, right);
-    pd = dnnl::pooling_forward::primitive_desc(desc, onednn_attributes(), onednn_engine());
-  } catch (const dnnl::error&) {
-    // Unimplemented, or a geometry oneDNN refuses (a stride of 2^31 - 1 over
-    // 5 rows, found by the op fuzzer): the caller takes the direct loop.
-    return nullptr;
-  }
-  if (is_reference_implementation(pd) && dtype != DType::f32) return nullptr;
-  auto entry = std::make_shared<CachedPrimitive>();
-  entry->set_primitive(dnnl::pooling_forward(pd));
-  for (int arg : {DNNL_ARG_SRC, DNNL_ARG_DST})
-    entry->args.emplace(arg, memory(pd.query_md(dnnl::query::exec_arg_md, arg), onednn_engine(), nullptr));
-  return entry;
-}
-
-bool run_pool(const Pool2dProblem& p, PoolKind kind, DType dtype) {
-  // Note [Small primitives run on one thread] (kernels/cpu/onednn.h): a window
-  // element counts as a multiply-add.
-  int threads = onednn_threads(p.batch * p.channels * p.out_size[0] * p.out_size[1] * p.kernel[0] * p.kernel[1]);
-  OnednnThreadsGuard threads_guard(threads);
-  PrimitiveKey key;
-  for (int64_t v : {int64_t(dtype), int64_t(threads), int64_t(kind), int64_t(p.count_include_pad), p.batch, p.channels}) key.add(v);
-  for (const Pair* pair : {&p.in_size, &p.kernel, &p.stride, &p.padding}) key.add((*pair)[0]), key.add((*pair)[1]);
-  std::shared_ptr<CachedPrimitive> entry = pool_cache().get(key, [&] { return make_pool(p, kind, dtype); });
-  if (!entry) return false;
-  entry->execute({{DNNL_ARG_SRC, const_cast<void*>(p.input)}, {DNNL_ARG_DST, p.out}});
-  return true;
-}
-
-// Each output element reduces its window directly, in double; planes split
-// over threads. The f64 kernel, and the fallback for windows oneDNN refuses.
-template <PoolKind kind, class T>
-void pool2d_direct(const Pool2dProblem& p) {
-  const T* input = static_cast<const T*>(p.input);
-  T* out = static_cast<T*>(p.out);
-  // Plain copies, not structured bindings: clang 14 cannot capture those in lambdas.
-  const int64_t in_h = p.in_size[0], in_w = p.in_size[1], out_h = p.out_size[0], out_w = p.out_size[1];
-  const int64_t plane_work = out_h * out_w * p.kernel[0] * p.kernel[1];
-  parallel_for(0, p.batch * p.channels, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, plane_work)),
-               [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {
-      const T* source = input + plane * in_h * in_w;
-      for (int64_t y = 0; y < out_h; ++y)
-        for (int64_t x = 0; x < out_w; ++x) {
-          int64_t y0 = y * p.stride[0] - p.padding[0], x0 = x * p.stride[1] - p.padding[1];
-          int64_t y_begin = std::max<int64_t>(y0, 0), y_end = std::min(y0 + p.kernel[0], in_h);
-          int64_t x_begin = std::max<int64_t>(x0, 0), x_end = std::min(x0 + p.kernel[1], in_w);
-          double value = kind == PoolKind::max ? -std::numeric_limits<double>::infinity() : 0.0;
-          for (int64_t iy = y_begin; iy < y_end; ++iy)
-            for (int64_t ix = x_begin; ix < x_end; ++ix) {
-              double v = double(ComputeType<T>(source[iy * in_w + ix]));
-              if constexpr (kind == PoolKind::max) {
-                if (v > value || v != v) value = v;  // nan wins and then stays, as in PyTorch
-              } else {
-                value += v;
-              }
-            }
-          if constexpr (kind == PoolKind::average) {
-            // With floor-mode sizes, a window never leaves the padded input.
-            int64_t count = p.count_include_pad ? p.kernel[0] * p.kernel[1] : (y_end - y_begin) * (x_end - x_begin);
-            value /= double(count);
-          }
-          if constexpr (std::is_same_v<T, double>) out[(plane * out_h + y) * out_w + x] = value;
-          else out[(plane * out_h + y) * out_w + x] = T(float(value));
-        }
-    }
-  });
-}
-
-template <PoolKind kind, class T>
-bool pool_in_f32(const Pool2dProblem& p) {
-  Pool2dProblem wide = p;
-  Tensor input = converted<float, T>(p.input, p.batch * p.channels * p.in_size[0] * p.in_size[1]);
-  Tensor out = make_tensor({p.batch * p.channels * p.out_size[0] * p.out_size[1]}, DType::f32);
-  wide.input = input.data_ptr(), wide.out = out.data_ptr();
-  if (!run_pool(wide, kind, DType::f32)) return false;
-  convert_into<T>(out, p.out);
-  return true;
-}
-
-// oneDNN's max pooling drops nans (its max instruction returns the other
-// operand) and starts from the lowest finite value, so a window of -infs gives
-// -FLT_MAX; PyTorch's and the reference's give nan and -inf. Inputs rarely
-// hold either, so a scan of the input decides whether any window needs
-// fixing, and only then are the windows found.
-template <class T>
-void fix_non_finite_maxima(const Pool2dProblem& p) {
-  const T* input = static_cast<const T*>(p.input);
-  const int64_t in_h = p.in_size[0], in_w = p.in_size[1], out_h = p.out_size[0], out_w = p.out_size[1];
-  const int64_t count = p.batch * p.channels * in_h * in_w;
-  const float minus_infinity = -std::numeric_limits<float>::infinity();
-  bool any = false;
-  int64_t i = 0;
-#if defined(__SSE2__)
-  if constexpr (std::is_same_v<T, float>) {  // in vector registers: the compiler kept this scan scalar, a third
-    __m128 found = _mm_setzero_ps();         // of the CNN pooling's forward
-    const __m128 minus_infinities = _mm_set1_ps(minus_infinity);
-    // Eight elements a step: at four, this loop's time moved by 15% with its
-    // address when unrelated code in the library changed (bench_step_kernels).
-    for (; i + 8 <= count; i += 8) {
-      const __m128 v = _mm_loadu_ps(input + i), w = _mm_loadu_ps(input + i + 4);
-      found = _mm_or_ps(found, _mm_or_ps(_mm_cmpunord_ps(v, w), _mm_or_ps(_mm_cmpeq_ps(v, minus_infinities),
-                                                                          _mm_cmpeq_ps(w, minus_infinities))));
-    }
-    for (; i + 4 <= count; i += 4) {
-      const __m128 v = _mm_loadu_ps(input + i);
-      found = _mm_or_ps(found, _mm_or_ps(_mm_cmpunord_ps(v, v), _mm_cmpeq_ps(v, minus_infinities)));
-    }
-    any = _mm_movemask_ps(found) != 0;
-  } else if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
-    // On the bits, eight at a time, where the loop below widens each element
-    // first: a nan's magnitude lies above infinity's, -inf is one pattern.
-    const int infinity_bits = std::is_same_v<T, BFloat16> ? 0x7f80 : 0x7c00;
-    const __m128i magnitude = _mm_set1_epi16(0x7fff), infinity = _mm_set1_epi16(short(infinity_bits)),
-                  minus_infinity = _mm_set1_epi16(short(infinity_bits | 0x8000));
-    __m128i found = _mm_setzero_si128();
-    for (; i + 8 <= count; i += 8) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(input + i));
-      found = _mm_or_si128(found, _mm_or_si128(_mm_cmpgt_epi16(_mm_and_si128(v, magnitude), infinity),
-                                               _mm_cmpeq_epi16(v, minus_infinity)));
-    }
-    any = _mm_movemask_epi8(found) != 0;
-  }
-#endif
-  for (; i < count; ++i) {
-    const float value = float(ComputeType<T>(input[i]));
-    any |= value != value || value == minus_infinity;
-  }
-  if (!any) return;
-  T* out = static_cast<T*>(p.out);
-  for (int64_t plane = 0; plane < p.batch * p.channels; ++plane) {
-    const T* source = input + plane * in_h * in_w;
-    for (int64_t y = 0; y < out_h; ++y)
-      for (int64_t x = 0; x < out_w; ++x) {
-        const int64_t y0 = y * p.stride[0] - p.padding[0], x0 = x * p.stride[1] - p.padding[1];
-        bool nan = false, all_minus_infinity = true;
-        for (int64_t iy = std::max<int64_t>(y0, 0); iy < std::min(y0 + p.kernel[0], in_h); ++iy)
-          for (int64_t ix = std::max<int64_t>(x0, 0); ix < std::min(x0 + p.kernel[1], in_w); ++ix) {
-            const float value = float(ComputeType<T>(source[iy * in_w + ix]));
-            nan |= value != value;
-            all_minus_infinity &= value == minus_infinity;
-          }
-        T& result = out[(plane * out_h + y) * out_w + x];
-        if (nan) result = T(std::numeric_limits<float>::quiet_NaN());
-        else if (all_minus_infinity) result = T(minus_infinity);
-      }
-  }
-}
-
-template <PoolKind kind, class T>
-void pool2d(const Pool2dProblem& p) {
-  bool done = false;
-  if constexpr (std::is_same_v<T, float>) done = run_pool(p, kind, DType::f32);
-  else done = (std::is_same_v<T, BFloat16> && onednn_bf16_enabled() && run_pool(p, kind, DType::bf16)) ||
-              pool_in_f32<kind, T>(p);
-  if (!done) return pool2d_direct<kind, T>(p);  // exact for nan and -inf already
-  if constexpr (kind == PoolKind::max) fix_non_finite_maxima<T>(p);
-}
-
 
 }  // namespace
 
@@ -557,12 +410,9 @@ void register_conv_kernels() {
   conv2d_op.set(DeviceType::cpu, DType::f64, &conv2d_f64);
   register_conv_backward<ConvPass::input_gradient>(conv2d_backward_input_op);
   register_conv_backward<ConvPass::weight_gradient>(conv2d_backward_weight_op);
-  register_for<float, Half, BFloat16>(max_pool2d_op, DeviceType::cpu,
-                                      [](auto tag) { return &pool2d<PoolKind::max, decltype(tag)>; });
-  register_for<float, Half, BFloat16>(avg_pool2d_op, DeviceType::cpu,
-                                      [](auto tag) { return &pool2d<PoolKind::average, decltype(tag)>; });
-  max_pool2d_op.set(DeviceType::cpu, DType::f64, &pool2d_direct<PoolKind::max, double>);
-  avg_pool2d_op.set(DeviceType::cpu, DType::f64, &pool2d_direct<PoolKind::average, double>);
+  conv2d_backward_op.set(DeviceType::cpu, DType::f32, &conv_backward_both_f32);
+  conv2d_backward_op.set(DeviceType::cpu, DType::bf16, &conv_backward_both_bf16);
+  conv2d_backward_op.set(DeviceType::cpu, DType::f16, &conv_backward_both_f16);
 }
 
 }  // namespace ember::cpu

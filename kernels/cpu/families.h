@@ -11,7 +11,8 @@ void register_elementwise_kernels();  // elementwise.cpp
 void register_reduction_kernels();    // reduction.cpp (and softmax)
 void register_matmul_kernels();       // matmul.cpp
 void register_indexing_kernels();     // indexing.cpp
-void register_conv_kernels();         // conv.cpp (and pooling)
+void register_conv_kernels();         // conv.cpp (convolution and its gradients)
+void register_pool_kernels();         // pool.cpp (pooling forward)
 void register_max_pool_backward_kernels();  // max_pool_backward.cpp
 void register_random_kernels();       // random.cpp
 void register_optimizer_kernels();    // optimizer.cpp

@@ -11,6 +11,7 @@ void register_cpu_kernels() {
   cpu::register_matmul_kernels();
   cpu::register_indexing_kernels();
   cpu::register_conv_kernels();
+  cpu::register_pool_kernels();
   cpu::register_max_pool_backward_kernels();
   cpu::register_random_kernels();
   cpu::register_optimizer_kernels();

@@ -216,6 +216,14 @@ void conv2d_backward_weight(const Conv2dBackwardProblem& b) {
                                                    plan->workspace_bytes, &s.zero, d.filter, b.grad));
 }
 
+// Both gradients: the two passes, one after the other on the stream (cuDNN
+// reads grad_output as it is, so there is nothing to share).
+template <class T>
+void conv2d_backward_both(const Conv2dBackwardBothProblem& b) {
+  conv2d_backward_input<T>(b.input_pass());
+  conv2d_backward_weight<T>(b.weight_pass());
+}
+
 // ---- Pooling -----------------------------------------------------------------
 
 enum class PoolKind { max, average };
@@ -324,6 +332,8 @@ void register_conv_kernels() {
                                               [](auto tag) { return &conv2d_backward_input<decltype(tag)>; });
   register_for<float, double, Half, BFloat16>(conv2d_backward_weight_op, DeviceType::cuda,
                                               [](auto tag) { return &conv2d_backward_weight<decltype(tag)>; });
+  register_for<float, double, Half, BFloat16>(conv2d_backward_op, DeviceType::cuda,
+                                              [](auto tag) { return &conv2d_backward_both<decltype(tag)>; });
   register_for<float, double, Half, BFloat16>(max_pool2d_op, DeviceType::cuda,
                                               [](auto tag) { return &pool2d<PoolKind::max, decltype(tag)>; });
   register_for<float, double, Half, BFloat16>(avg_pool2d_op, DeviceType::cuda,

@@ -78,6 +78,13 @@ void conv2d_backward_weight(const Conv2dBackwardProblem& b) {
   for (size_t i = 0; i < sum.size(); ++i) grad[i] = convert<T>(sum[i]);
 }
 
+// Both gradients: the two passes above, one after the other.
+template <class T>
+void conv2d_backward_both(const Conv2dBackwardBothProblem& b) {
+  conv2d_backward_input<T>(b.input_pass());
+  conv2d_backward_weight<T>(b.weight_pass());
+}
+
 // Calls tap(value) for every in-bounds input element of the window of output
 // (plane, y, x); returns how many window positions lie inside the padded input.
 template <class T, class Tap>
@@ -144,6 +151,8 @@ void register_conv_kernels() {
       conv2d_backward_input_op, [](auto tag) { return &conv2d_backward_input<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16>(
       conv2d_backward_weight_op, [](auto tag) { return &conv2d_backward_weight<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16>(
+      conv2d_backward_op, [](auto tag) { return &conv2d_backward_both<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16>(max_pool2d_op,
                                                         [](auto tag) { return &max_pool2d<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16>(avg_pool2d_op,

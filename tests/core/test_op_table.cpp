@@ -18,6 +18,7 @@ namespace {
 const std::map<std::pair<std::string, DType>, std::string> kReferenceOnly = {
     {{"conv2d_backward_input", DType::f64}, "f64 gradients are gradcheck-sized: the direct loops serve"},
     {{"conv2d_backward_weight", DType::f64}, "f64 gradients are gradcheck-sized: the direct loops serve"},
+    {{"conv2d_backward", DType::f64}, "f64 gradients are gradcheck-sized: the direct loops serve"},
 };
 
 // Ops whose outputs are sums of many rounded terms of about the size of the
@@ -175,6 +176,14 @@ const std::map<std::string, Case>& cases() {
          Tensor grad = random_tensor({2, 6, 4, 6}, dtype), input = random_tensor({2, 4, 7, 6}, dtype);
          return [=] {
            return conv2d_backward_weight(grad, input, {6, 2, 3, 3}, {.stride = {2, 1}, .padding = {1, 1}, .groups = 2});
+         };
+       }},
+      {"conv2d_backward", [](DType dtype) {
+         Tensor grad = random_tensor({2, 6, 4, 6}, dtype), input = random_tensor({2, 4, 7, 6}, dtype);
+         Tensor weight = random_tensor({6, 2, 3, 3}, dtype);
+         return [=] {
+           Conv2dGradients both = conv2d_backward(grad, input, weight, {.stride = {2, 1}, .padding = {1, 1}, .groups = 2});
+           return cat({both.input.flatten(), both.weight.flatten()});
          };
        }},
       {"max_pool2d", [](DType dtype) {

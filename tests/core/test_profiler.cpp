@@ -63,6 +63,7 @@ TEST(Profiler, MatmulAndConvFlopsAreExact) {
   Profile profile;
   Tensor product = matmul(a, b);
   Tensor conv = conv2d(input, weight, Tensor(), {.padding = {1, 1}});
+  Conv2dGradients grads = conv2d_backward(conv, input, weight, {.padding = {1, 1}});
   profile.stop();
   auto matmuls = named(profile.events(), "matmul");
   ASSERT_EQ(matmuls.size(), 1u);
@@ -73,6 +74,13 @@ TEST(Profiler, MatmulAndConvFlopsAreExact) {
   ASSERT_EQ(convs.size(), 1u);
   // Output [2, 4, 9, 9], each element 3 * 3 * 3 multiply-adds.
   EXPECT_EQ(convs[0]->flops, 2 * (2 * 4 * 9 * 9) * (3 * 3 * 3));
+  // Both gradients: two convolutions of that size; reads input, weight and
+  // grad_output, writes gradients of the input's and the weight's sizes.
+  // Seen failing with the factor 2 of the two passes left out.
+  auto backwards = named(profile.events(), "conv2d_backward");
+  ASSERT_EQ(backwards.size(), 1u);
+  EXPECT_EQ(backwards[0]->flops, 2 * 2 * (2 * 4 * 9 * 9) * (3 * 3 * 3));
+  EXPECT_EQ(backwards[0]->bytes, (2 * (2 * 3 * 9 * 9) + 2 * (4 * 3 * 3 * 3) + 2 * 4 * 9 * 9) * 4);
 }
 
 // Catches: events recorded with the profile stopped or never started (the

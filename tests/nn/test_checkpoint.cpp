@@ -15,20 +15,7 @@ namespace ember {
 namespace {
 
 using testing::all_close;
-
-// Same shape, dtype and bytes.
-::testing::AssertionResult bitwise_equal(const Tensor& actual, const Tensor& expected) {
-  if (!actual.defined() || !expected.defined())
-    return actual.defined() == expected.defined() ? ::testing::AssertionSuccess()
-                                                  : ::testing::AssertionFailure() << "one tensor is undefined";
-  if (actual.shape() != expected.shape() || actual.dtype() != expected.dtype())
-    return ::testing::AssertionFailure() << "shape/dtype " << fmt::format("{} {}", actual.shape(), actual.dtype())
-                                         << " vs " << fmt::format("{} {}", expected.shape(), expected.dtype());
-  Tensor a = actual.contiguous(), b = expected.contiguous();
-  if (std::memcmp(a.data_ptr(), b.data_ptr(), size_t(a.nbytes())) != 0)
-    return ::testing::AssertionFailure() << "the bytes differ";
-  return ::testing::AssertionSuccess();
-}
+using testing::bitwise_equal;
 
 // The gradients of `parameters` and of `inputs` after one backward of `loss`, cloned.
 std::vector<Tensor> gradients_of(const Tensor& loss, const std::vector<Tensor>& tensors) {

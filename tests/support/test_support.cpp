@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 
 namespace ember::testing {
 
@@ -57,6 +58,19 @@ Shape random_shape(int ndim, int64_t max_size) {
   Shape shape;
   for (int d = 0; d < ndim; ++d) shape.push_back(zero(rng()) ? 0 : one(rng()) ? 1 : std::max<int64_t>(1, size(rng())));
   return shape;
+}
+
+::testing::AssertionResult bitwise_equal(const Tensor& actual, const Tensor& expected) {
+  if (!actual.defined() || !expected.defined())
+    return actual.defined() == expected.defined() ? ::testing::AssertionSuccess()
+                                                  : ::testing::AssertionFailure() << "one tensor is undefined";
+  if (actual.shape() != expected.shape() || actual.dtype() != expected.dtype())
+    return ::testing::AssertionFailure() << "shape/dtype " << fmt::format("{} {}", actual.shape(), actual.dtype())
+                                         << " vs " << fmt::format("{} {}", expected.shape(), expected.dtype());
+  Tensor a = actual.contiguous(), b = expected.contiguous();
+  if (std::memcmp(a.data_ptr(), b.data_ptr(), size_t(a.nbytes())) != 0)
+    return ::testing::AssertionFailure() << "the bytes differ";
+  return ::testing::AssertionSuccess();
 }
 
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol, double atol) {

@@ -37,6 +37,10 @@ Shape random_shape(int ndim, int64_t max_size = 6);
 // Asserts same shape and dtype and values within tolerance (nan matches nan).
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol = -1, double atol = -1);
 
+// Asserts same shape, dtype and bytes (both undefined counts as equal): for
+// results that must not change by even a rounding.
+::testing::AssertionResult bitwise_equal(const Tensor& actual, const Tensor& expected);
+
 // A fresh directory named after the running test (and the process), removed
 // with the object.
 class ScratchDirectory {

@@ -344,10 +344,10 @@ OpEntry products() {
           }};
 }
 
-// conv2d and its two gradient passes: the input, then the weight's sizes, bias flag and options.
+// conv2d, its two gradient passes and both at once: the input, then the weight's sizes, bias flag and options.
 OpEntry convolution() {
   return {"conv2d", [](Reader& in, Pool& pool) {
-            const uint8_t which = in.byte() % 3;
+            const uint8_t which = in.byte() % 4;
             Tensor input = image(in, pool);
             Conv2dOptions options;
             options.groups = in.integer(1, 3);
@@ -375,9 +375,14 @@ OpEntry convolution() {
                                                                                      const Inputs& t) {
                             return Outputs{conv2d_backward_input(t[0], t[1], shape, options)};
                           }, Accuracy::scaled};
-            return Call{"conv2d_backward_weight " + name, {grad_output, input}, [options, weight_shape](
-                                                                                  const Inputs& t) {
-                          return Outputs{conv2d_backward_weight(t[0], t[1], weight_shape, options)};
+            if (which == 2)
+              return Call{"conv2d_backward_weight " + name, {grad_output, input}, [options, weight_shape](
+                                                                                    const Inputs& t) {
+                            return Outputs{conv2d_backward_weight(t[0], t[1], weight_shape, options)};
+                          }, Accuracy::scaled};
+            return Call{"conv2d_backward " + name, {grad_output, input, weight}, [options](const Inputs& t) {
+                          Conv2dGradients both = conv2d_backward(t[0], t[1], t[2], options);
+                          return Outputs{both.input, both.weight};
                         }, Accuracy::scaled};
           }};
 }
