@@ -1,9 +1,13 @@
 // Gradients of the views (forward: core/ops/views.cpp). An in-place write
 // into a view rebases its base's history (autograd/functions/in_place.cpp,
 // Note [In-place ops and autograd]). Tests: tests/autograd/.
+#include <algorithm>
+
 #include "autograd/function.h"
 #include "autograd/functions/families.h"
 #include "core/ops/creation.h"
+#include "core/ops/indexing.h"
+#include "core/ops/view_geometry.h"
 #include "core/ops/views.h"
 
 namespace ember {
@@ -12,8 +16,29 @@ extern GradSlot reshape_view_grad, permute_grad, expand_grad, strided_view_grad;
 
 namespace ember::autograd {
 namespace {
+
 using Grads = std::vector<Tensor>;
 using Saved = std::vector<Tensor>;
+
+// Whether two elements of a geometry may share a memory location. They are
+// apart when each dim's stride, in increasing order, passes the last
+// element the dims before it reach; `dim` gets the first dim that fails.
+bool elements_may_share_memory(const Shape& shape, const Strides& strides, int* dim = nullptr) {
+  std::vector<int> dims;
+  for (int d = 0; d < shape.ndim(); ++d)
+    if (shape[d] > 1) dims.push_back(d);
+  std::sort(dims.begin(), dims.end(), [&](int x, int y) { return strides[x] < strides[y]; });
+  int64_t span = 0;
+  for (int d : dims) {
+    if (strides[d] <= span) {
+      if (dim) *dim = d;
+      return true;
+    }
+    span += (shape[d] - 1) * strides[d];
+  }
+  return false;
+}
+
 }  // namespace
 
 void register_shape_functions() {
@@ -34,15 +59,42 @@ void register_shape_functions() {
   expand_grad.set_recorder([](const GradRecord& r) {
     record_formula(r, "ExpandBackward", {}, [](const Saved&, const Tensor& g) { return Grads{g}; });
   });
-  // slice, narrow, select, diagonal, as_strided: out picks some of a's elements
-  //   ->  da = zeros laid out like a's memory, with g written where out's elements lie
+  // slice, narrow, select, diagonal: out picks some of a's elements
+  //   ->  da = zeros of a's shape, with g written where the same view of it lies
+  // as_strided: out picks memory locations  ->  da = zeros laid out like a's
+  //   memory, with g written at out's locations
   strided_view_grad.set_recorder([](const GradRecord& r) {
     const Tensor &in = input(r, 0), &out = output(r, 0);
-    Shape in_shape = in.shape(), in_strides = in.strides(), out_shape = out.shape(), out_strides = out.strides();
+    Shape in_shape = in.shape();
+    if (r.params) {
+      detail::ViewGeometry at = params<detail::ViewOf>(r)(contiguous_strides(in_shape, "view gradient"), 0);
+      record_formula(r, "StridedViewBackward", {}, [=](const Saved&, const Tensor& g) {
+        Tensor grad = zeros(in_shape, {.dtype = g.dtype(), .device = g.device()});
+        as_strided(grad, at.shape, at.strides, at.offset).copy_(g);
+        return Grads{grad};
+      });
+      return;
+    }
+    // Where two of a's elements share a location, the memory's gradient
+    // cannot be split between them: refused, not given to each whole.
+    Shape in_strides = in.strides(), out_shape = out.shape(), out_strides = out.strides();
+    int shared = -1;
+    EMBER_CHECK(!elements_may_share_memory(in_shape, in_strides, &shared),
+                "as_strided: its input (shape {}, strides {}) has elements that share memory (dim {}), so the "
+                "gradient of as_strided cannot tell them apart; call contiguous() on the input before as_strided",
+                in_shape, in_strides, shared);
+    // Where two of out's elements share a location, their gradients add up there.
+    const bool accumulate = elements_may_share_memory(out_shape, out_strides);
     int64_t size = extent(in_shape, in_strides), shift = out.offset() - in.offset();
-    record_formula(r, "StridedViewBackward", {}, [=](const Saved&, const Tensor& g) {
+    record_formula(r, "AsStridedBackward", {}, [=](const Saved&, const Tensor& g) {
       Tensor memory = zeros({size}, {.dtype = g.dtype(), .device = g.device()});
-      as_strided(memory, out_shape, out_strides, shift).copy_(g);
+      if (accumulate) {
+        Tensor locations = as_strided(arange(0, size, 1, {.dtype = DType::i64, .device = g.device()}), out_shape,
+                                      out_strides, shift);
+        memory = scatter_add(memory, 0, locations.reshape({-1}), g.reshape({-1}));
+      } else {
+        as_strided(memory, out_shape, out_strides, shift).copy_(g);
+      }
       return Grads{as_strided(memory, in_shape, in_strides, 0)};
     });
   });

@@ -2,6 +2,7 @@
 #include "core/ops/views.h"
 
 #include "core/grad_hook.h"
+#include "core/ops/view_geometry.h"
 
 #include <algorithm>
 #include <numeric>
@@ -11,7 +12,8 @@ namespace ember {
 
 // Gradient slots of the views (autograd/functions/shape.cpp): reshape-like
 // views (same elements, new shape), permutations (params: the Dims order),
-// expand, and views of a subset of elements (slice, select, diagonal, as_strided).
+// expand, and views of a subset of elements (slice, select, diagonal: params
+// the detail::ViewOf that makes them again; as_strided: no params).
 GradSlot reshape_view_grad("reshape_view"), permute_grad("permute"), expand_grad("expand"),
     strided_view_grad("strided_view");
 
@@ -31,6 +33,12 @@ namespace {
 Tensor make_view(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset, const GradSlot& slot,
                  const void* params = nullptr) {
   return with_grad(slot, detail::view_without_grad(t, shape, strides, offset), {&t}, params);
+}
+
+// A view of some of t's elements, made by `at` over t's own strides.
+Tensor element_view(const Tensor& t, detail::ViewOf at) {
+  detail::ViewGeometry own = at(t.strides(), t.offset());
+  return make_view(t, own.shape, own.strides, own.offset, strided_view_grad, &at);
 }
 
 void check_defined(const Tensor& t, std::string_view op) { EMBER_CHECK(t.defined(), "{}: undefined tensor", op); }
@@ -209,10 +217,12 @@ Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t s
   if (end < 0) end += size;
   start = std::clamp<int64_t>(start, 0, size);
   end = std::clamp<int64_t>(end, start, size);
-  Shape shape = t.shape(), strides = t.strides();
-  shape[d] = (end - start + step - 1) / step;
-  strides[d] = t.strides()[d] * step;
-  return make_view(t, shape, strides, t.offset() + start * t.strides()[d], strided_view_grad);
+  return element_view(t, [&](const Strides& base, int64_t offset) {
+    detail::ViewGeometry view{t.shape(), base, offset + start * base[d]};
+    view.shape[d] = (end - start + step - 1) / step;
+    view.strides[d] = base[d] * step;
+    return view;
+  });
 }
 
 Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
@@ -236,10 +246,12 @@ Tensor select(const Tensor& t, int64_t dim, int64_t index) {
   EMBER_CHECK(index >= -size && index < size, "select: index {} out of range for dim {} of size {} (shape {})", index,
               d, size, t.shape());
   if (index < 0) index += size;
-  Shape shape = t.shape(), strides = t.strides();
-  shape.erase(d);
-  strides.erase(d);
-  return make_view(t, shape, strides, t.offset() + index * t.strides()[d], strided_view_grad);
+  return element_view(t, [&](const Strides& base, int64_t offset) {
+    detail::ViewGeometry view{t.shape(), base, offset + index * base[d]};
+    view.shape.erase(d);
+    view.strides.erase(d);
+    return view;
+  });
 }
 
 Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) {
@@ -272,23 +284,20 @@ Tensor diagonal(const Tensor& t, int64_t offset, int64_t dim1, int64_t dim2) {
   EMBER_CHECK(t.dim() >= 2, "diagonal: expects at least 2 dims, got shape {}", t.shape());
   int a = int(wrap_dim(dim1, t.dim(), "diagonal")), b = int(wrap_dim(dim2, t.dim(), "diagonal"));
   EMBER_CHECK(a != b, "diagonal: dim1 and dim2 are both {}", a);
-  int64_t start = t.offset(), length;
-  if (offset >= 0) {
-    length = std::max<int64_t>(std::min(t.shape()[a], t.shape()[b] - offset), 0);
-    if (length > 0) start += offset * t.strides()[b];
-  } else {
-    length = std::max<int64_t>(std::min(t.shape()[a] + offset, t.shape()[b]), 0);
-    if (length > 0) start -= offset * t.strides()[a];
-  }
-  Shape shape, strides;
-  for (int d = 0; d < t.dim(); ++d) {
-    if (d == a || d == b) continue;
-    shape.push_back(t.shape()[d]);
-    strides.push_back(t.strides()[d]);
-  }
-  shape.push_back(length);
-  strides.push_back(t.strides()[a] + t.strides()[b]);
-  return make_view(t, shape, strides, start, strided_view_grad);
+  const int64_t length = offset >= 0 ? std::max<int64_t>(std::min(t.shape()[a], t.shape()[b] - offset), 0)
+                                     : std::max<int64_t>(std::min(t.shape()[a] + offset, t.shape()[b]), 0);
+  return element_view(t, [&](const Strides& base, int64_t start) {
+    detail::ViewGeometry view{{}, {}, start};
+    if (length > 0) view.offset += offset >= 0 ? offset * base[b] : -offset * base[a];
+    for (int d = 0; d < t.dim(); ++d) {
+      if (d == a || d == b) continue;
+      view.shape.push_back(t.shape()[d]);
+      view.strides.push_back(base[d]);
+    }
+    view.shape.push_back(length);
+    view.strides.push_back(base[a] + base[b]);
+    return view;
+  });
 }
 
 Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {

@@ -77,7 +77,10 @@ const std::map<std::string, std::vector<GradCase>>& gradcheck_cases() {
       {"expand", {{{{3, 1}}, [](V x) { return x[0].expand({2, 3, 4}) * 1.5; }}}},
       {"strided_view", {{{{6, 5}}, [](V x) { return x[0].slice(1, 1, 5, 2).narrow(0, 2, 3) * x[0].narrow(0, 1, 3).slice(1, 0, 2); }},
                         {{{4, 5}}, [](V x) { return x[0].t().select(0, 3); }},
-                        {{{4, 4}}, [](V x) { return x[0].diagonal(1) + x[0].t().diagonal(-1); }}}},
+                        {{{4, 4}}, [](V x) { return x[0].diagonal(1) + x[0].t().diagonal(-1); }},
+                        // picked from an expanded input; as_strided with overlapping outputs
+                        {{{1, 4}}, [](V x) { return x[0].expand({3, 4}).narrow(0, 1, 2).diagonal(0, 0, 1); }},
+                        {{{6}}, [](V x) { return as_strided(x[0] * 1.0, {3, 3}, {1, 1}, 1) * 0.5; }}}},
       // indexing
       // split and chunk: a transposed input with an uneven last piece, an
       // unused piece (its slice of the gradient is zeros), an empty piece
