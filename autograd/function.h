@@ -2,8 +2,11 @@
 // node is wired to its inputs and made the grad_fn of its outputs.
 #pragma once
 
+#include <algorithm>
+#include <cstdlib>
 #include <initializer_list>
 #include <memory>
+#include <vector>
 
 #include "autograd/node.h"
 #include "core/grad_hook.h"
@@ -43,6 +46,26 @@ inline int64_t extent(const Shape& shape, const Strides& strides) {
     last += (shape[d] - 1) * strides[d];
   }
   return last + 1;
+}
+
+// Whether two elements of a geometry may share a memory location (an
+// expanded view, or one of as_strided). They are apart when each dim's
+// |stride|, in increasing order, passes the last element the dims before it
+// reach; `dim` gets the first dim that fails.
+inline bool elements_may_share_memory(const Shape& shape, const Strides& strides, int* dim = nullptr) {
+  std::vector<int> dims;
+  for (int d = 0; d < shape.ndim(); ++d)
+    if (shape[d] > 1) dims.push_back(d);
+  std::sort(dims.begin(), dims.end(), [&](int x, int y) { return std::abs(strides[x]) < std::abs(strides[y]); });
+  int64_t span = 0;
+  for (int d : dims) {
+    if (std::abs(strides[d]) <= span) {
+      if (dim) *dim = d;
+      return true;
+    }
+    span += (shape[d] - 1) * std::abs(strides[d]);
+  }
+  return false;
 }
 
 // The i-th input and output of a record, and its parameters as P.

@@ -27,12 +27,6 @@ Geometry geometry_of(const TensorImpl& impl) { return {impl.shape, impl.strides,
 int64_t end_of(const Geometry& g) { return g.offset + extent(g.shape, g.strides); }
 
 // Whether two elements of the geometry share a storage element (an expanded view).
-bool overlaps_itself(const Geometry& g) {
-  for (int d = 0; d < g.shape.ndim(); ++d)
-    if (g.strides[d] == 0 && g.shape[d] > 1) return true;
-  return false;
-}
-
 // The base after an in-place write into its view: base_new = base_old outside
 // the view and the written result inside it. So
 //   d base_old = g with the view's elements zeroed,  d result = g at the view's elements.
@@ -106,9 +100,10 @@ void register_in_place() {
                 "input's memory; clone() it first",
                 history ? history->name() : "");
     const bool rebases = base && (base->requires_grad || result.requires_grad());
-    EMBER_CHECK(!(rebases && overlaps_itself(geometry_of(*impl))),
-                "in-place operation on an expanded view (shape {}, strides {}) of a tensor involved in autograd: "
-                "several of its elements are one memory location; clone() it first",
+    EMBER_CHECK(!(rebases && elements_may_share_memory(target.shape(), target.strides())),
+                "in-place operation on a view (shape {}, strides {}) of a tensor involved in autograd whose elements "
+                "share memory (an expanded view, or one of as_strided): several of its elements are one memory "
+                "location; clone() it first",
                 target.shape(), target.strides());
     {
       NoGradGuard no_grad;

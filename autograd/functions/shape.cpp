@@ -1,8 +1,6 @@
 // Gradients of the views (forward: core/ops/views.cpp). An in-place write
 // into a view rebases its base's history (autograd/functions/in_place.cpp,
 // Note [In-place ops and autograd]). Tests: tests/autograd/.
-#include <algorithm>
-
 #include "autograd/function.h"
 #include "autograd/functions/families.h"
 #include "core/ops/creation.h"
@@ -19,25 +17,6 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 using Saved = std::vector<Tensor>;
-
-// Whether two elements of a geometry may share a memory location. They are
-// apart when each dim's stride, in increasing order, passes the last
-// element the dims before it reach; `dim` gets the first dim that fails.
-bool elements_may_share_memory(const Shape& shape, const Strides& strides, int* dim = nullptr) {
-  std::vector<int> dims;
-  for (int d = 0; d < shape.ndim(); ++d)
-    if (shape[d] > 1) dims.push_back(d);
-  std::sort(dims.begin(), dims.end(), [&](int x, int y) { return strides[x] < strides[y]; });
-  int64_t span = 0;
-  for (int d : dims) {
-    if (strides[d] <= span) {
-      if (dim) *dim = d;
-      return true;
-    }
-    span += (shape[d] - 1) * strides[d];
-  }
-  return false;
-}
 
 }  // namespace
 

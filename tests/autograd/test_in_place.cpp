@@ -240,7 +240,21 @@ TEST(InPlace, ExpandedViewIsRefused) {
   Tensor base = zeros({1, 2}, {.dtype = DType::f64});
   EXPECT_EMBER_ERROR(base.expand({3, 2}).copy_(x), "copy_: the tensor written to (shape [3, 2], strides [0, 1])");
   Tensor h = x * 2.0;
-  EXPECT_EMBER_ERROR(h.expand({3, 2}).fill_(5), "in-place operation on an expanded view");
+  EXPECT_EMBER_ERROR(h.expand({3, 2}).fill_(5), "whose elements share memory");
+}
+
+// The same for a view of as_strided whose elements overlap without a zero
+// stride ([[h0, h1], [h1, h2]]): the write into h1 is one of two. Catches an
+// overlap test that looks only for stride 0 (the one before: the write went
+// through and h's gradient took the copy's). Run once with it: fails.
+TEST(InPlace, OverlappingAsStridedViewIsRefused) {
+  Tensor x = leaf({1, 2, 3});
+  Tensor h = x * 2.0;
+  Tensor overlapping = as_strided(h, {2, 2}, {1, 1}, 0);
+  EXPECT_EMBER_ERROR(mul_(overlapping, 2.0), "whose elements share memory");
+  Tensor c = h.detach().clone();
+  as_strided(c, {2, 2}, {1, 1}, 0).fill_(7);  // no autograd involved: allowed
+  expect_values(c, {7, 7, 7});
 }
 
 // The node that saved the target's old value holds a copy, not the target: dropping the graph frees it.
