@@ -41,19 +41,24 @@ std::string run_name(const Case& c, DType dtype) {
   return std::string("copy/") + c.name + "/" + std::string(dtype_name(dtype));
 }
 
-void copy_case(benchmark::State& state, const Case& c, DType dtype) {
-  Tensor source = uniform_tensor(c.shape, dtype, 1);
-  Tensor view = c.order.ndim() == 0 ? source : permute(source, c.order);
-  // The plain copy clones; a view makes contiguous() copy. Both allocate their output.
-  auto copy = [&] { return c.order.ndim() == 0 ? clone(view) : contiguous(view); };
+// Times `copy` (which returns a fresh tensor), reporting `bytes` moved per call per second.
+template <class F>
+void time_copies(benchmark::State& state, F&& copy, double bytes) {
   warm_up(state, copy);
   for (auto _ : state) {
     Tensor out = copy();
     benchmark::DoNotOptimize(out.data_ptr());
   }
-  state.counters["bytes/s"] = benchmark::Counter(2.0 * double(source.numel()) * double(element_size(dtype)),
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bytes/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = get_num_threads();
+}
+
+void copy_case(benchmark::State& state, const Case& c, DType dtype) {
+  Tensor source = uniform_tensor(c.shape, dtype, 1);
+  Tensor view = c.order.ndim() == 0 ? source : permute(source, c.order);
+  // The plain copy clones; a view makes contiguous() copy. Both allocate their output.
+  auto copy = [&] { return c.order.ndim() == 0 ? clone(view) : contiguous(view); };
+  time_copies(state, copy, 2.0 * double(source.nbytes()));
 }
 
 // The 1M-element [1024, 1024] source moved to the same places of a fresh
@@ -81,14 +86,7 @@ void tile_moves_case(benchmark::State& state, DType dtype) {
     });
     return out;
   };
-  warm_up(state, move);
-  for (auto _ : state) {
-    Tensor out = move();
-    benchmark::DoNotOptimize(out.data_ptr());
-  }
-  state.counters["bytes/s"] = benchmark::Counter(2.0 * double(source.numel()) * double(element_size(dtype)),
-                                                 benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["threads"] = get_num_threads();
+  time_copies(state, move, 2.0 * double(source.nbytes()));
 }
 
 std::string tile_moves_name(DType dtype) { return "tile_moves/" + std::string(dtype_name(dtype)); }
@@ -105,14 +103,7 @@ const Cast kCasts[] = {{"cast/float32_to_bfloat16", DType::f32, DType::bf16},
 void cast_case(benchmark::State& state, const Cast& c) {
   Tensor source = uniform_tensor(kCases[0].shape, c.from, 1);
   auto cast = [&] { return source.to(c.to); };
-  warm_up(state, cast);
-  for (auto _ : state) {
-    Tensor out = cast();
-    benchmark::DoNotOptimize(out.data_ptr());
-  }
-  const double bytes = double(source.numel()) * double(element_size(c.from) + element_size(c.to));
-  state.counters["bytes/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["threads"] = get_num_threads();
+  time_copies(state, cast, double(source.numel()) * double(element_size(c.from) + element_size(c.to)));
 }
 
 void register_all() {
