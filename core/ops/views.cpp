@@ -217,10 +217,14 @@ Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t s
   if (end < 0) end += size;
   start = std::clamp<int64_t>(start, 0, size);
   end = std::clamp<int64_t>(end, start, size);
+  // Written so that no step overflows (step may be up to INT64_MAX): the
+  // stride is multiplied only when two or more elements remain, and then
+  // step < size, so stride * step stays inside the tensor's extent.
+  const int64_t count = end == start ? 0 : (end - start - 1) / step + 1;
   return element_view(t, [&](const Strides& base, int64_t offset) {
     detail::ViewGeometry view{t.shape(), base, offset + start * base[d]};
-    view.shape[d] = (end - start + step - 1) / step;
-    view.strides[d] = base[d] * step;
+    view.shape[d] = count;
+    if (count > 1) view.strides[d] = base[d] * step;
     return view;
   });
 }

@@ -1,4 +1,6 @@
 // Tensor basics: metadata, views sharing storage, copies, printing, dtypes.
+#include <limits>
+
 #include "support/test_support.h"
 
 namespace ember::testing {
@@ -33,6 +35,24 @@ TEST(Tensor, SliceWithStepAndNegativeBounds) {
   EXPECT_EQ(a.slice(0, -3, 10).to_vector<int64_t>(), (std::vector<int64_t>{7, 8, 9}));
   EXPECT_EQ(a.slice(0, 5, 2).numel(), 0);
   EXPECT_EMBER_ERROR(a.slice(0, 0, 5, 0), "step must be positive");
+}
+
+// A step up to INT64_MAX picks the first element only, with no overflow in
+// its size or stride (found by fuzz.ops under UBSan: stride 25 * INT64_MAX;
+// the reproducer is tests/fuzz/corpus/ops/slice_step_int64_max).
+TEST(Tensor, SliceWithAHugeStepTakesOneElement) {
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  Tensor a = arange(50).view({2, 25});
+  Tensor first = a.slice(1, 3, 25, huge);
+  EXPECT_EQ(first.shape(), (Shape{2, 1}));
+  EXPECT_EQ(first.contiguous().to_vector<int64_t>(), (std::vector<int64_t>{3, 28}));
+  EXPECT_EQ(a.slice(0, 0, 2, huge).to_vector<int64_t>(), a.narrow(0, 0, 1).contiguous().to_vector<int64_t>());
+  EXPECT_EQ(a.slice(1, huge, huge, huge).numel(), 0);
+  Tensor x = random_tensor({4, 25}, DType::f64, -1, 1);
+  x.requires_grad_(true);
+  sum(x.slice(1, 1, 25, huge)).backward();
+  std::vector<double> grad = x.grad().to_vector<double>();
+  for (size_t i = 0; i < grad.size(); ++i) EXPECT_EQ(grad[i], i % 25 == 1 ? 1.0 : 0.0) << "element " << i;
 }
 
 TEST(Tensor, ExpandSqueezePermute) {
