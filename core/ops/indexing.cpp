@@ -198,7 +198,15 @@ std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
   EMBER_CHECK(chunks > 0, "chunk: expects chunks to be greater than 0, got {}", chunks);
   int d = int(wrap_dim(dim, t.dim(), "chunk"));
   int64_t size = t.shape()[d];
-  if (size == 0) return split(t, std::vector<int64_t>(size_t(chunks), 0), d);
+  if (size == 0) {
+    // As PyTorch: one empty piece per chunk. Each is a tensor object, so a
+    // count no memory could hold is an error, not an allocation failure.
+    constexpr int64_t kMaxEmptyChunks = int64_t(1) << 20;
+    EMBER_CHECK(chunks <= kMaxEmptyChunks,
+                "chunk: {} chunks of dim {} (size 0, shape {}) would make {} empty tensors; at most {} can be asked for",
+                chunks, d, t.shape(), chunks, kMaxEmptyChunks);
+    return split(t, std::vector<int64_t>(size_t(chunks), 0), d);
+  }
   return split(t, ceil_div(size, chunks), d);
 }
 

@@ -79,6 +79,11 @@ TEST(Indexing, SplitAndChunkTakeSizesUpToTheInt64Limit) {
   std::vector<Tensor> ones = chunk(t, kMax);
   ASSERT_EQ(ones.size(), 5u);
   EXPECT_EQ(ones[4].to_vector<int64_t>(), (std::vector<int64_t>{8, 9}));
+  // An empty dim gives one empty piece per chunk (as PyTorch), so a count
+  // past what memory holds is an ember::Error, not std::length_error (found
+  // by the op fuzzer: chunk(kMax) of a [0, 3, 5, 5] tensor).
+  EXPECT_EMBER_ERROR(chunk(zeros({0, 3}), kMax), "chunk: 9223372036854775807 chunks of dim 0 (size 0, shape [0, 3])");
+  EXPECT_EQ(chunk(zeros({0, 3}), 1000).size(), 1000u);
 }
 
 // The fuzzer found start + length overflowing int64 inside narrow's own
