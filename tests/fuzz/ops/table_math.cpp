@@ -425,6 +425,21 @@ bool squares_overflow_f32(const Tensor& x, int64_t group) {
   return largest * largest * double(std::max<int64_t>(group, 1)) > double(std::numeric_limits<float>::max());
 }
 
+// Whether an affine weight times an input can pass the f32 range: the fast
+// kernels may multiply them before the 1/sqrt(var + eps) that brings the
+// product back (batch_norm gave inf where the f64 reference gives 2.8e38,
+// found by the op fuzzer).
+bool affine_overflows_f32(const Tensor& x, const Tensor& weight) {
+  if (!weight.defined() || x.dtype() == DType::f64 || !is_floating(x.dtype())) return false;
+  auto largest = [](const Tensor& t) {
+    double m = 0;
+    for (double v : t.to_vector<double>())
+      if (std::isfinite(v)) m = std::max(m, std::abs(v));
+    return m;
+  };
+  return 2 * largest(x) * largest(weight) > double(std::numeric_limits<float>::max());
+}
+
 // Whether normalising rows of `group` elements multiplies the input's
 // rounding by more than 64: layer_norm's x - mean carries the mean's last-ulp
 // error (f32: |x| * 2^-24) times 1 / sqrt(var + eps), which for rows almost
@@ -487,7 +502,8 @@ OpEntry batch_norm_op() {
             const double momentum = momenta[in.byte() % momenta.size()];
             const double eps = read_eps(in);
             const int64_t group = channels > 0 ? x.numel() / channels : 0;
-            const bool ill_conditioned = training && (eps == 0 || squares_overflow_f32(x, group));
+            const bool ill_conditioned = (training && (eps == 0 || squares_overflow_f32(x, group))) ||
+                                         affine_overflows_f32(x, weight);
             return Call{fmt::format("batch_norm training {} momentum {} eps {}", training, momentum, eps),
                         {x, running_mean, running_var, weight, bias}, [=](const Inputs& t) {
                           return Outputs{batch_norm(t[0], t[1], t[2], t[3], t[4], training, momentum, eps)};
