@@ -417,11 +417,17 @@ OpEntry pooling() {
 
 // Whether the squares of `x`'s values, summed over groups of `group` elements,
 // can exceed the f32 accumulator of the fast norm kernels (f64 inputs sum in f64).
+// The largest finite |element| of t (0 when it has none).
+double largest_magnitude(const Tensor& t) {
+  double largest = 0;
+  for (double v : t.to_vector<double>())
+    if (std::isfinite(v)) largest = std::max(largest, std::abs(v));
+  return largest;
+}
+
 bool squares_overflow_f32(const Tensor& x, int64_t group) {
   if (x.dtype() == DType::f64 || !is_floating(x.dtype())) return false;
-  double largest = 0;
-  for (double v : x.to_vector<double>())
-    if (std::isfinite(v)) largest = std::max(largest, std::abs(v));
+  const double largest = largest_magnitude(x);
   return largest * largest * double(std::max<int64_t>(group, 1)) > double(std::numeric_limits<float>::max());
 }
 
@@ -431,13 +437,7 @@ bool squares_overflow_f32(const Tensor& x, int64_t group) {
 // found by the op fuzzer).
 bool affine_overflows_f32(const Tensor& x, const Tensor& weight) {
   if (!weight.defined() || x.dtype() == DType::f64 || !is_floating(x.dtype())) return false;
-  auto largest = [](const Tensor& t) {
-    double m = 0;
-    for (double v : t.to_vector<double>())
-      if (std::isfinite(v)) m = std::max(m, std::abs(v));
-    return m;
-  };
-  return 2 * largest(x) * largest(weight) > double(std::numeric_limits<float>::max());
+  return 2 * largest_magnitude(x) * largest_magnitude(weight) > double(std::numeric_limits<float>::max());
 }
 
 // Whether normalising rows of `group` elements multiplies the input's
