@@ -251,15 +251,24 @@ void batch_norm_backward(const BatchNormBackwardProblem& p) {
         sum_g_xhat += double(run_g_xhat);
       });
       const V scale = weight * rstd;
-      const V mean_g = p.training ? V(sum_g / count) : V(0);
-      const V mean_g_xhat = p.training ? V(sum_g_xhat / count) : V(0);
-      for_each_run(p.batch, p.channels, spatial, c, [&](int64_t offset) {
+      // In evaluation the statistics are constants: the input's gradient is
+      // scale * g and must not read the input (an inf or nan there would
+      // turn the term xhat * 0 into nan).
+      if (p.training) {
+        const V mean_g = V(sum_g / count), mean_g_xhat = V(sum_g_xhat / count);
+        for_each_run(p.batch, p.channels, spatial, c, [&](int64_t offset) {
 #pragma omp simd
-        for (int64_t i = 0; i < spatial; ++i) {
-          const V xhat = (V(in[offset + i]) - mean) * rstd;
-          grad_in[offset + i] = T(scale * (V(grad_out[offset + i]) - mean_g - xhat * mean_g_xhat));
-        }
-      });
+          for (int64_t i = 0; i < spatial; ++i) {
+            const V xhat = (V(in[offset + i]) - mean) * rstd;
+            grad_in[offset + i] = T(scale * (V(grad_out[offset + i]) - mean_g - xhat * mean_g_xhat));
+          }
+        });
+      } else {
+        for_each_run(p.batch, p.channels, spatial, c, [&](int64_t offset) {
+#pragma omp simd
+          for (int64_t i = 0; i < spatial; ++i) grad_in[offset + i] = T(scale * V(grad_out[offset + i]));
+        });
+      }
       if (p.grad_weight) static_cast<T*>(p.grad_weight)[c] = T(V(sum_g_xhat));
       if (p.grad_bias) static_cast<T*>(p.grad_bias)[c] = T(V(sum_g));
     }

@@ -209,6 +209,24 @@ TEST(Normalization, BatchNormWithAnInfiniteFirstElementKeepsAnInfiniteMean) {
   }
 }
 
+// In evaluation the input's gradient is weight * rstd * g whatever the input
+// holds: a nan or inf input gave a nan gradient through xhat * 0 (found by
+// the op fuzzer). Mutation caught: the training formula with zero means.
+TEST(Normalization, BatchNormEvalGradientIgnoresNonFiniteInputs) {
+  for (DType dtype : kFloatingDTypes) {
+    Tensor x = random_tensor({2, 3, 4}, dtype);
+    x.select(0, 1).select(0, 1).select(0, 2).fill_(std::numeric_limits<double>::quiet_NaN());
+    x.select(0, 0).select(0, 2).select(0, 0).fill_(-std::numeric_limits<double>::infinity());
+    Tensor weight = random_tensor({3}, dtype), grad = random_tensor({2, 3, 4}, dtype);
+    const DType statistics = dtype == DType::f64 ? DType::f64 : DType::f32;
+    Tensor mean = random_tensor({3}, statistics), rstd = full({3}, 0.5, {.dtype = statistics});
+    NormalizationGrads grads = batch_norm_backward(grad, x, weight, mean, rstd, /*training=*/false, true);
+    Tensor expected = grad * weight.view({1, 3, 1}) * 0.5;
+    EXPECT_TRUE(all_close(grads.input, expected)) << dtype_name(dtype);
+    EXPECT_EQ(sum(isnan(grads.input)).item<int64_t>(), 0) << dtype_name(dtype);
+  }
+}
+
 TEST(Normalization, ErrorsNameTheOffendingValues) {
   Tensor x = zeros({2, 3});
   EXPECT_EMBER_ERROR(layer_norm(x, {4}), "does not end with normalized_shape [4]");
