@@ -120,10 +120,16 @@ std::shared_ptr<MatmulEntry> make_entry(const MatmulProblem& p, DType dtype) {
                             bias_desc, desc_of(p, p.out, p.m, p.n, type, batched));
     return dnnl::matmul::primitive_desc(desc, onednn_attributes(), onednn_engine());
   };
+  // oneDNN broadcasts a batch dim of one operand, not of both at once (a
+  // [1, 3, m, k] view with stride 0 times another): those run per batch.
+  bool both_broadcast = false;
+  for (int d = 0; d < p.batch_ndim; ++d)
+    both_broadcast |= p.batch_shape[d] > 1 && p.a.batch_strides[d] == 0 && p.b.batch_strides[d] == 0;
   dnnl::matmul::primitive_desc pd;
   try {
-    pd = try_create(true);
-    if (is_reference_implementation(pd) && p.batch_ndim > 0) {
+    pd = try_create(!both_broadcast);
+    entry->per_batch = both_broadcast;
+    if (is_reference_implementation(pd) && p.batch_ndim > 0 && !both_broadcast) {
       pd = try_create(false);
       entry->per_batch = true;
     }

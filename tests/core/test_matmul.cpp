@@ -57,6 +57,27 @@ TEST(Matmul, RandomBatchedShapesWithTransposedViews) {
   }
 }
 
+// Both operands expanded along the same batch dim (stride 0 in each): oneDNN
+// broadcasts one operand's batch dim, not both, and refused the descriptor
+// with its own exception (found by the op fuzzer). Mutation caught: the
+// batched primitive for these.
+TEST(Matmul, BothOperandsBroadcastAlongOneBatchDim) {
+  for (DType dtype : kMatmulDTypes) {
+    for (auto [a_shape, b_shape, out_shape] : {std::tuple{Shape{1, 1, 5, 4}, Shape{1, 1, 4, 3}, Shape{1, 3, 5, 3}},
+                                               std::tuple{Shape{2, 1, 5, 4}, Shape{1, 1, 4, 3}, Shape{2, 3, 5, 3}},
+                                               std::tuple{Shape{1, 5, 4}, Shape{4, 3}, Shape{3, 5, 3}}}) {
+      Shape a_expanded = out_shape, b_expanded = out_shape;
+      a_expanded[a_expanded.size() - 1] = 4;
+      b_expanded[b_expanded.size() - 2] = 4;
+      Tensor a = random_tensor(a_shape, dtype), b = random_tensor(b_shape, dtype);
+      if (b.dim() < a.dim()) b = b.unsqueeze(0);
+      Tensor ea = a.expand(a_expanded), eb = b.expand(b_expanded);
+      Tensor expected = reference([&] { return matmul(ea, eb); });
+      EXPECT_TRUE(all_close(matmul(ea, eb), expected)) << dtype_name(dtype) << " " << out_shape.str();
+    }
+  }
+}
+
 TEST(Matmul, LargeProductsMatchReference) {
   set_num_threads(2);
   for (DType dtype : kMatmulDTypes) {
