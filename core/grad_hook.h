@@ -116,19 +116,6 @@ inline void check_in_place_target(const Tensor& target, std::string_view op) {
               op, target.shape());
 }
 
-// What copy_ and the in-place arithmetic check too: a target whose elements
-// share memory (a dimension of size > 1 and stride 0, as expand makes) would
-// keep one write of several, chosen by the kernel's order. PyTorch refuses it
-// too; fill_, which writes one value everywhere, allows it.
-inline void check_no_internal_overlap(const Tensor& target, std::string_view op) {
-  for (int64_t d = 0; d < target.dim(); ++d)
-    EMBER_CHECK(target.stride(d) != 0 || target.size(d) <= 1,
-                "{}: the tensor written to (shape {}, strides {}) has several elements in one memory location (dim {} "
-                "has stride 0, as expand makes), so the write would keep one of them; write into a clone() or "
-                "contiguous() of it",
-                op, target.shape(), target.strides(), d);
-}
-
 inline Tensor& assign_in_place(Tensor& target, Tensor result) {
   const Tensor* inputs[] = {&result};
   Tensor* outputs[] = {&target};

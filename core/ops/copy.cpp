@@ -3,6 +3,7 @@
 #include "core/ops/creation.h"
 #include "core/device_runtime.h"
 #include "core/grad_hook.h"
+#include "core/memory_overlap.h"
 #include "core/ops/elementwise_kernels.h"
 #include "core/ops/views.h"
 
@@ -33,7 +34,8 @@ void copy_(const Tensor& out, const Tensor& source) {
               source.shape(), out.shape());
   out.bump_version();
   if (out.numel() == 0) return;
-  ElementwiseLoop loop = ElementwiseLoop::make({&out, &source});
+  const Tensor read = source_overlaps_target(out, source) ? clone(source) : source;
+  ElementwiseLoop loop = ElementwiseLoop::make({&out, &read});
   copy_op(out.device().type, out.dtype(), loop);
 }
 

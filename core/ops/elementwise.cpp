@@ -2,6 +2,9 @@
 // allocate, dispatch. Kernels: kernels/{reference,cpu}/elementwise*.cpp.
 #include "core/ops/elementwise.h"
 
+#include <optional>
+
+#include "core/memory_overlap.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise_kernels.h"
 #include "core/ops/views.h"
@@ -114,6 +117,7 @@ Tensor& arithmetic_(const Op<ElementwiseKernel>& op, Tensor& a, const Tensor& b)
     return a;
   }
   Tensor b_cast = to(b, dtype);
+  if (source_overlaps_target(a, b_cast)) b_cast = clone(b_cast);
   ElementwiseLoop loop = ElementwiseLoop::make({&a, &a, &b_cast});
   op(a.device().type, dtype, loop);
   return a;

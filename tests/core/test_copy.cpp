@@ -6,6 +6,7 @@
 // whole tiles, edge tiles and tiles split between threads are all compared.
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "support/test_support.h"
 
@@ -152,6 +153,44 @@ TEST(InPlaceWrite, OverlappingTargetIsRefused) {
   Tensor single = zeros({3}).expand({1, 3});  // a new leading dim of size 1 and stride 0
   single.copy_(source.narrow(0, 1, 1));
   EXPECT_EQ(single.to_vector<float>(), (std::vector<float>{3, 4, 5}));
+}
+
+// A source sharing memory with the target, other than element for element,
+// is read as it was before the write (NumPy's rule; PyTorch refuses these).
+// Mutation caught: without source_overlaps_target's copy, x.add_(x[3]) gives
+// [3, 4, 5, 9, 7] (the fuzzer's case: the reference kernel read x[3] after
+// writing it), the shifted copies smear one value along the row, and the
+// transposes read rows already written.
+TEST(InPlaceWrite, SourceOverlappingTheTargetIsReadBeforeTheWrite) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::i64, DType::f64}) {
+    auto values = [&](Tensor t) { return t.to(DType::f64).to_vector<double>(); };
+    auto row = [&](int64_t n) { return arange(Scalar(0.0), Scalar(double(n)), Scalar(1.0), {.dtype = dtype}); };
+    for (bool reference_mode : {false, true}) {
+      std::optional<ReferenceModeGuard> guard;
+      if (reference_mode) guard.emplace();
+      const std::string what = fmt::format("{} reference {}", dtype_name(dtype), reference_mode);
+      Tensor x = row(5);
+      add_(x, x.select(0, 3));
+      EXPECT_EQ(values(x), (std::vector<double>{3, 4, 5, 6, 7})) << what;
+      x = row(6);
+      x.narrow(0, 1, 5).copy_(x.narrow(0, 0, 5));
+      EXPECT_EQ(values(x), (std::vector<double>{0, 0, 1, 2, 3, 4})) << what;
+      x = row(6);
+      x.narrow(0, 0, 5).copy_(x.narrow(0, 1, 5));
+      EXPECT_EQ(values(x), (std::vector<double>{1, 2, 3, 4, 5, 5})) << what;
+      Tensor m = row(64 * 64).reshape({64, 64});
+      Tensor expected = contiguous(m.transpose(0, 1));
+      m.copy_(m.transpose(0, 1));
+      EXPECT_EQ(values(m), values(expected)) << what;
+      m = row(16).reshape({4, 4});
+      expected = m + m.transpose(0, 1);
+      add_(m, m.transpose(0, 1));
+      EXPECT_EQ(values(m), values(expected)) << what;
+      x = row(5);
+      add_(x, x);  // the same elements in the same places: no copy needed
+      EXPECT_EQ(values(x), (std::vector<double>{0, 2, 4, 6, 8})) << what;
+    }
+  }
 }
 
 }  // namespace
