@@ -1,5 +1,5 @@
 // Gradient of cross-entropy (forward: core/ops/loss.cpp): one fused kernel
-// over the saved input, target and per-row log-sum-exp. The gradient flows to
+// over the saved input, target and per-row log-sum-exp (max and log-sum). The gradient flows to
 // the input only. Tests: tests/autograd/test_gradcheck.cpp.
 #include "autograd/function.h"
 #include "autograd/functions/families.h"
@@ -14,10 +14,10 @@ void register_loss_functions() {
   cross_entropy_grad.set_recorder([](const GradRecord& r) {
     const auto& p = params<CrossEntropyParams>(r);
     CrossEntropyOptions options = p.options;
-    record_formula(r, "CrossEntropyBackward", {input(r, 0), p.target, p.logsumexp, p.total_weight},
+    record_formula(r, "CrossEntropyBackward", {input(r, 0), p.target, p.row_max, p.log_sum, p.total_weight},
                    [options](const std::vector<Tensor>& s, const Tensor& g) {
                      refuse_double_backward("CrossEntropyBackward", {&g, &s[0]});
-                     return std::vector<Tensor>{cross_entropy_backward(g, s[0], s[1], options, s[2], s[3])};
+                     return std::vector<Tensor>{cross_entropy_backward(g, s[0], s[1], options, s[2], s[3], s[4])};
                    });
   });
 }

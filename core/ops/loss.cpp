@@ -98,11 +98,12 @@ CrossEntropyResult cross_entropy_forward(const Tensor& input, const Tensor& targ
   CrossEntropyResult result;
   result.loss = make_tensor(options.reduction == Reduction::none ? plan.row_shape : Shape{}, input.dtype(),
                             input.device());
-  result.logsumexp = make_tensor(plan.row_shape, statistics.dtype, statistics.device);
+  result.row_max = make_tensor(plan.row_shape, statistics.dtype, statistics.device);
+  result.log_sum = make_tensor(plan.row_shape, statistics.dtype, statistics.device);
   result.total_weight = make_tensor({}, statistics.dtype, statistics.device);
   InvalidTarget invalid;
   CrossEntropyProblem& p = plan.problem;
-  p.loss = result.loss.data_ptr(), p.logsumexp = result.logsumexp.data_ptr();
+  p.loss = result.loss.data_ptr(), p.row_max = result.row_max.data_ptr(), p.log_sum = result.log_sum.data_ptr();
   p.total_weight = result.total_weight.data_ptr(), p.invalid = &invalid;
   cross_entropy_op(input.device().type, input.dtype(), p);
   if (invalid.row >= 0) throw_invalid_target(p.classes, options.ignore_index, invalid);
@@ -123,12 +124,12 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
     return cross_entropy(autocast_input(input, f32), autocast_input(target, f32), cast_options);
   }
   CrossEntropyResult result = cross_entropy_forward(input, target, options);
-  CrossEntropyParams params{target, options, result.logsumexp, result.total_weight};
+  CrossEntropyParams params{target, options, result.row_max, result.log_sum, result.total_weight};
   return with_grad(cross_entropy_grad, result.loss, {&input}, &params);
 }
 
 Tensor cross_entropy_backward(const Tensor& grad_output, const Tensor& input, const Tensor& target,
-                              const CrossEntropyOptions& options, const Tensor& logsumexp,
+                              const CrossEntropyOptions& options, const Tensor& row_max, const Tensor& log_sum,
                               const Tensor& total_weight) {
   CrossEntropyPlan plan = plan_cross_entropy(input, target, options, "cross_entropy_backward");
   const Shape loss_shape = options.reduction == Reduction::none ? plan.row_shape : Shape{};
@@ -137,14 +138,18 @@ Tensor cross_entropy_backward(const Tensor& grad_output, const Tensor& input, co
               input.dtype(), grad_output.defined() ? grad_output.shape() : Shape{},
               grad_output.defined() ? grad_output.dtype() : input.dtype());
   const DType statistics = statistics_dtype(input.dtype());
-  EMBER_CHECK(logsumexp.defined() && logsumexp.shape() == plan.row_shape && logsumexp.dtype() == statistics &&
-                  total_weight.defined() && total_weight.numel() == 1 && total_weight.dtype() == statistics,
-              "cross_entropy_backward: expected the forward's logsumexp {} and total_weight of dtype {}",
+  auto is_row_statistic = [&](const Tensor& t) {
+    return t.defined() && t.shape() == plan.row_shape && t.dtype() == statistics;
+  };
+  EMBER_CHECK(is_row_statistic(row_max) && is_row_statistic(log_sum) && total_weight.defined() &&
+                  total_weight.numel() == 1 && total_weight.dtype() == statistics,
+              "cross_entropy_backward: expected the forward's row_max and log_sum {} and total_weight of dtype {}",
               plan.row_shape, statistics);
-  Tensor dense_grad = contiguous(grad_output), dense_logsumexp = contiguous(logsumexp);
+  Tensor dense_grad = contiguous(grad_output), dense_max = contiguous(row_max), dense_log_sum = contiguous(log_sum);
   Tensor grad_input = make_tensor(plan.permuted_shape, input.dtype(), input.device());
   CrossEntropyBackwardProblem b{plan.problem};
-  b.forward.logsumexp = dense_logsumexp.data_ptr(), b.forward.total_weight = total_weight.data_ptr();
+  b.forward.row_max = dense_max.data_ptr(), b.forward.log_sum = dense_log_sum.data_ptr();
+  b.forward.total_weight = total_weight.data_ptr();
   b.grad_output = dense_grad.data_ptr(), b.grad_input = grad_input.data_ptr();
   if (grad_input.numel() > 0) cross_entropy_backward_op(input.device().type, input.dtype(), b);
   if (input.dim() <= 2) return grad_input;

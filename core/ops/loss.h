@@ -27,18 +27,21 @@ struct CrossEntropyOptions {
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options = {});
 
 // The fused passes without autograd (autograd and benchmarks call them). The
-// forward also returns each row's log-sum-exp (f32, f64 for f64 inputs; one per
-// element of the target's shape) and the mean's denominator (0-d, same dtype).
+// forward also returns each row's log-sum-exp as its largest logit and
+// log sum_c exp(x_c - max) (f32, f64 for f64 inputs; one per element of the
+// target's shape; apart, so that large logits keep the log-sum) and the
+// mean's denominator (0-d, same dtype).
 struct CrossEntropyResult {
   Tensor loss;
-  Tensor logsumexp;
+  Tensor row_max;
+  Tensor log_sum;
   Tensor total_weight;
 };
 CrossEntropyResult cross_entropy_forward(const Tensor& input, const Tensor& target,
                                          const CrossEntropyOptions& options = {});
 // d(loss)/d(input) from d(loss)/d(loss): 0-d for mean and sum, the loss's shape for none.
 Tensor cross_entropy_backward(const Tensor& grad_output, const Tensor& input, const Tensor& target,
-                              const CrossEntropyOptions& options, const Tensor& logsumexp,
+                              const CrossEntropyOptions& options, const Tensor& row_max, const Tensor& log_sum,
                               const Tensor& total_weight);
 
 }  // namespace ember

@@ -37,14 +37,19 @@ struct CrossEntropyProblem {
   const void* target = nullptr;
   const void* weight = nullptr;  // [classes] or null
   void* loss = nullptr;          // key dtype: [rows] for none, one element otherwise
-  void* logsumexp = nullptr;     // statistics type [rows]
+  // Each row's log-sum-exp kept as two statistics (statistics type, [rows]):
+  // its largest logit m and log sum_c exp(x_c - m). Their sum rounds the
+  // log-sum away for logits of large magnitude (f32 at 1e8: m + 0.69 = m),
+  // which made every probability exp(x_c - lse) of the backward 1.
+  void* row_max = nullptr;
+  void* log_sum = nullptr;
   void* total_weight = nullptr;  // statistics type, one element: the mean's denominator
   InvalidTarget* invalid = nullptr;  // written when a class index is out of range (then nothing else is)
 };
 
 // grad_input[i, c] = g_i (A_i p_ic - a_c), g_i = grad_output (/ total_weight for the mean).
 struct CrossEntropyBackwardProblem {
-  CrossEntropyProblem forward;  // as in the forward, with logsumexp and total_weight read; loss unused
+  CrossEntropyProblem forward;  // as in the forward, with row_max, log_sum and total_weight read; loss unused
   const void* grad_output = nullptr;  // key dtype: [rows] for none, one element otherwise
   void* grad_input = nullptr;         // [rows, classes]
 };
@@ -57,7 +62,8 @@ extern GradSlot cross_entropy_grad;
 struct CrossEntropyParams {
   const Tensor& target;
   const CrossEntropyOptions& options;
-  const Tensor& logsumexp;
+  const Tensor& row_max;
+  const Tensor& log_sum;
   const Tensor& total_weight;
 };
 

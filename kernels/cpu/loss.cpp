@@ -65,7 +65,6 @@ V exp_shifted(const V* x, V* y, int64_t n, V shift) {
 template <class V>
 struct RowLogSumExp {
   V max, log_sum;
-  V value() const { return max + log_sum; }
 };
 
 template <class V>
@@ -114,13 +113,14 @@ void cross_entropy(const CrossEntropyProblem& p) {
   s.weight_sum = s.weight ? V(0) : V(n);
   for (int64_t i = 0; s.weight && i < n; ++i) s.weight_sum += s.weight[i];
   std::vector<double> row_loss(size_t(p.rows)), row_weight(size_t(p.rows));
-  V* logsumexps = static_cast<V*>(p.logsumexp);
+  V* row_max = static_cast<V*>(p.row_max);
+  V* log_sum = static_cast<V*>(p.log_sum);
   parallel_for(0, p.rows, std::max<int64_t>(1, kParallelGrain / n), [&](int64_t begin, int64_t end) {
     std::vector<V> x_buffer, q_buffer, scratch(static_cast<size_t>(n));
     for (int64_t row = begin; row < end; ++row) {
       const V* x = row_in_compute_type<T>(p.input, row, n, x_buffer);
       const RowLogSumExp<V> lse = row_logsumexp(x, n, scratch.data());
-      logsumexps[row] = lse.value();
+      row_max[row] = lse.max, log_sum[row] = lse.log_sum;
       V loss = 0, weight = 1;
       if (p.probabilities) {
         V total, dot;
@@ -155,7 +155,9 @@ void cross_entropy(const CrossEntropyProblem& p) {
   if (p.reduction == Reduction::mean) *loss = T(V(total / total_weight));
 }
 
-// dx_c = g (A p_c - a_c), p_c = exp(x_c - lse), written into y (V) and then to the row of T.
+// dx_c = g (A p_c - a_c), p_c = exp(x_c - m) / exp(log_sum), written into y
+// (V) and then to the row of T. Not exp(x_c - (m + log_sum)): for large logits
+// that sum rounds to m (CrossEntropyProblem::row_max).
 template <class T>
 void cross_entropy_backward(const CrossEntropyBackwardProblem& b) {
   using V = ComputeType<T>;
@@ -171,7 +173,8 @@ void cross_entropy_backward(const CrossEntropyBackwardProblem& b) {
   V weight_sum = weight ? V(0) : V(n);
   for (int64_t i = 0; weight && i < n; ++i) weight_sum += weight[i];
   const V smoothing = V(p.label_smoothing), per_class = V(p.label_smoothing / double(n));
-  const V* logsumexps = static_cast<const V*>(p.logsumexp);
+  const V* row_max = static_cast<const V*>(p.row_max);
+  const V* log_sum = static_cast<const V*>(p.log_sum);
   const T* grad_output = static_cast<const T*>(b.grad_output);
   const V mean_scale = p.reduction == Reduction::mean ? V(1) / *static_cast<const V*>(p.total_weight) : V(1);
   T* grad_input = static_cast<T*>(b.grad_input);
@@ -186,20 +189,22 @@ void cross_entropy_backward(const CrossEntropyBackwardProblem& b) {
         std::fill(y, y + n, V(0));
       } else {
         const V* x = row_in_compute_type<T>(p.input, row, n, x_buffer);
-        exp_shifted(x, y, n, logsumexps[row]);  // y = p
+        exp_shifted(x, y, n, row_max[row]);  // y = p * exp(log_sum)
+        const V to_probability = std::exp(-log_sum[row]);
         if (p.probabilities) {
           const V* q = row_in_compute_type<T>(p.target, row, n, q_buffer);
           V total, dot;
           probability_sums(Shared<V>{weight, 0, smoothing, per_class}, x, q, n, V(0), total, dot);
 #pragma omp simd
           for (int64_t i = 0; i < n; ++i)
-            y[i] = g * (total * y[i] - (weight ? weight[i] : V(1)) * ((1 - smoothing) * q[i] + per_class));
+            y[i] = g * (total * to_probability * y[i] - (weight ? weight[i] : V(1)) * ((1 - smoothing) * q[i] + per_class));
         } else {
           // A = (1 - eps) w_t + eps / C sum_c w_c; a_c = eps / C w_c, plus (1 - eps) w_t at c = t.
           const V target_weight = weight ? weight[target] : V(1);
           const V total = (1 - smoothing) * target_weight + per_class * weight_sum;
 #pragma omp simd
-          for (int64_t i = 0; i < n; ++i) y[i] = g * (total * y[i] - per_class * (weight ? weight[i] : V(1)));
+          for (int64_t i = 0; i < n; ++i)
+            y[i] = g * (total * to_probability * y[i] - per_class * (weight ? weight[i] : V(1)));
           y[target] -= g * (1 - smoothing) * target_weight;
         }
       }

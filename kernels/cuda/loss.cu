@@ -67,7 +67,8 @@ struct Rows {
 template <class T>
 struct ForwardOutputs {
   T* loss;                        // [rows] for Reduction::none, else one element
-  ComputeType<T>* logsumexp;      // [rows]
+  ComputeType<T>* row_max;        // [rows]
+  ComputeType<T>* log_sum;        // [rows]
   ComputeType<T>* total_weight;   // one element
   double* row_loss;               // workspace [rows]
   double* row_weight;             // workspace [rows]
@@ -129,7 +130,8 @@ __global__ void __launch_bounds__(kBlockThreads)
         loss = (V(1) - p.smoothing) * weight * ((m - load(x + target)) + log_sum);
         if (p.smoothing > V(0)) loss += p.per_class * (sums.first * log_sum - sums.second);
       }
-      out.logsumexp[row] = m + log_sum;
+      out.row_max[row] = m;
+      out.log_sum[row] = log_sum;
       out.row_loss[row] = double(loss);
       out.row_weight[row] = double(weight);
       if (p.reduction == Reduction::none) store(out.loss + row, loss);
@@ -163,7 +165,8 @@ void cross_entropy(const CrossEntropyProblem& problem) {
   const Rows<T> p(problem);
   Workspace row_values(size_t(p.rows) * 2 * sizeof(double));
   ForwardOutputs<T> out{static_cast<T*>(problem.loss),
-                        static_cast<V*>(problem.logsumexp),
+                        static_cast<V*>(problem.row_max),
+                        static_cast<V*>(problem.log_sum),
                         static_cast<V*>(problem.total_weight),
                         row_values.as<double>(),
                         row_values.as<double>() + p.rows,
@@ -191,12 +194,13 @@ void cross_entropy(const CrossEntropyProblem& problem) {
 template <class T>
 struct BackwardOperands {
   const T* grad_output;                   // [rows] for Reduction::none, else one element
-  const ComputeType<T>* logsumexp;        // [rows]
+  const ComputeType<T>* row_max;          // [rows]
+  const ComputeType<T>* log_sum;          // [rows]
   const ComputeType<T>* total_weight;     // one element
   T* grad_input;                          // [rows, classes]
 };
 
-// grad_c = g (A p_c - a_c), p_c = exp(x_c - lse), g the row's grad_output
+// grad_c = g (A p_c - a_c), p_c = exp((x_c - m) - log_sum), g the row's grad_output
 // (over the total weight for the mean). A = sum_c a_c: for class indices
 // (1 - eps) w_t + eps / C W, needing a pass over the weights for W only with
 // both weights and smoothing; for probabilities a pass over the row.
@@ -231,14 +235,14 @@ __global__ void __launch_bounds__(kBlockThreads)
     if (!active) continue;
     const V total = p.probabilities ? coefficient_sum : target_weight + p.per_class * coefficient_sum;
     const V g = load(b.grad_output + (p.reduction == Reduction::none ? row : 0)) * mean_scale;
-    const V lse = b.logsumexp[row];
+    const V m = b.row_max[row], log_sum = b.log_sum[row];
     T* grad = b.grad_input + row * p.classes;
     for (int64_t c = threadIdx.x; c < p.classes; c += blockDim.x) {
       V value = 0;
       if (counted) {
         const V a = p.probabilities ? p.probability_coefficient(q, c)
                                     : p.per_class * p.weight_at(c) + (c == target ? target_weight : V(0));
-        value = g * (total * exp(load(x + c) - lse) - a);
+        value = g * (total * exp((load(x + c) - m) - log_sum) - a);
       }
       store(grad + c, value);
     }
@@ -251,7 +255,8 @@ void cross_entropy_backward(const CrossEntropyBackwardProblem& problem) {
   const Rows<T> p(problem.forward);
   if (p.rows == 0) return;
   const BackwardOperands<T> b{static_cast<const T*>(problem.grad_output),
-                              static_cast<const V*>(problem.forward.logsumexp),
+                              static_cast<const V*>(problem.forward.row_max),
+                              static_cast<const V*>(problem.forward.log_sum),
                               static_cast<const V*>(problem.forward.total_weight),
                               static_cast<T*>(problem.grad_input)};
   const TeamLayout layout = team_layout(p.rows, p.classes);

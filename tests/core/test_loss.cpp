@@ -6,6 +6,7 @@
 // values: tests/nn/test_loss.cpp.
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "core/ops/loss.h"
 #include "support/test_support.h"
@@ -61,7 +62,7 @@ TEST(CrossEntropy, MatchesReferenceForEveryDtypeShapeLayoutAndOption) {
                     << what << " " << layout.name;
               Tensor grad = random_tensor(expected.loss.shape(), dtype);
               auto backward = [&] {
-                return cross_entropy_backward(grad, x, target, options, expected.logsumexp, expected.total_weight);
+                return cross_entropy_backward(grad, x, target, options, expected.row_max, expected.log_sum, expected.total_weight);
               };
               EXPECT_TRUE(all_close(backward(), reference(backward))) << what << " backward";
             }
@@ -80,14 +81,41 @@ TEST(CrossEntropy, LargeInputsOnTwoThreadsGiveTheSameLoss) {
   set_num_threads(2);
   Tensor two_threads = cross_entropy(x, target, options);
   CrossEntropyResult forward = cross_entropy_forward(x, target, options);
-  Tensor grad = cross_entropy_backward(ones({}), x, target, options, forward.logsumexp, forward.total_weight);
+  Tensor grad = cross_entropy_backward(ones({}), x, target, options, forward.row_max, forward.log_sum, forward.total_weight);
   set_num_threads(1);
   EXPECT_EQ(one_thread.item<float>(), two_threads.item<float>());
   EXPECT_TRUE(all_close(two_threads, reference([&] { return cross_entropy(x, target, options); })));
   EXPECT_TRUE(all_close(grad, reference([&] {
-                          return cross_entropy_backward(ones({}), x, target, options, forward.logsumexp,
-                                                        forward.total_weight);
+                          return cross_entropy_backward(ones({}), x, target, options, forward.row_max,
+                                                        forward.log_sum, forward.total_weight);
                         })));
+}
+
+// Logits so large that their log-sum-exp m + log 2 rounds to m: the loss is
+// still log 2 and the gradient [p - 1, p] with p = 1/2, on both kernels, for
+// class indices and probabilities, every floating dtype. Mutation caught:
+// the backward's p_c = exp(x_c - (m + log_sum)), as saved before, which gave
+// every probability 1 (a gradient of [0, 1]); the reference's forward also
+// lost the log-sum at 2^53 in f64 (found by the op fuzzer).
+TEST(CrossEntropy, LargeLogitsKeepTheirLogSumInLossAndGradient) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    const double large = dtype == DType::f64 ? std::ldexp(1.0, 60) : dtype == DType::f16 ? 60000.0 : 1e8;
+    Tensor x = full({1, 2}, large, {.dtype = dtype});
+    for (bool probabilities : {false, true}) {
+      Tensor target = probabilities ? from_vector<double>({1, 0}, {1, 2}).to(dtype) : from_vector<int64_t>({0});
+      for (bool reference_mode : {false, true}) {
+        std::optional<ReferenceModeGuard> guard;
+        if (reference_mode) guard.emplace();
+        const std::string what = fmt::format("{} probabilities {} reference {}", dtype_name(dtype), probabilities,
+                                             reference_mode);
+        CrossEntropyResult forward = cross_entropy_forward(x, target);
+        EXPECT_NEAR(forward.loss.to(DType::f64).item<double>(), std::log(2.0), 4 * tolerance(dtype)) << what;
+        Tensor grad = cross_entropy_backward(ones({}, {.dtype = dtype}), x, target, {}, forward.row_max,
+                                             forward.log_sum, forward.total_weight);
+        EXPECT_TRUE(all_close(grad, from_vector<double>({-0.5, 0.5}, {1, 2}).to(dtype))) << what;
+      }
+    }
+  }
 }
 
 TEST(CrossEntropy, ExactHandValues) {

@@ -325,7 +325,7 @@ const std::map<std::string, Case>& cases() {
          Tensor x = random_tensor({7, 5}, dtype, -3, 3), target = random_tensor({7}, DType::i64, 0, 4);
          CrossEntropyOptions options{.label_smoothing = 0.2};
          CrossEntropyResult saved = reference([&] { return cross_entropy_forward(x, target, options); });
-         return [=] { return cross_entropy_backward(ones({}, {.dtype = dtype}), x, target, options, saved.logsumexp, saved.total_weight); };
+         return [=] { return cross_entropy_backward(ones({}, {.dtype = dtype}), x, target, options, saved.row_max, saved.log_sum, saved.total_weight); };
        }},
       // fused optimizer updates: fresh copies of the parameter and its state per run,
       // then everything the update wrote, flattened into one tensor
