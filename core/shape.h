@@ -65,10 +65,14 @@ class Shape {
     ndim_ = ndim;
   }
 
+  // In uint64: a shape with a zero size holds 0 elements even when its other
+  // sizes multiply past int64 ([7, INT64_MAX, 0], found by the op fuzzer),
+  // and 0 times anything is 0 modulo 2^64. Shapes without a zero whose
+  // product overflows are refused where tensors are made.
   int64_t numel() const {
-    int64_t n = 1;
-    for (int i = 0; i < ndim_; ++i) n *= dims_[i];
-    return n;
+    uint64_t n = 1;
+    for (int i = 0; i < ndim_; ++i) n *= uint64_t(dims_[i]);
+    return int64_t(n);
   }
   std::string str() const;  // "[2, 3]"
 

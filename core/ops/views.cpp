@@ -43,25 +43,32 @@ Tensor element_view(const Tensor& t, detail::ViewOf at) {
 
 void check_defined(const Tensor& t, std::string_view op) { EMBER_CHECK(t.defined(), "{}: undefined tensor", op); }
 
-// Resolves one -1 in `shape` against `numel`; errors name `op`.
+// Resolves one -1 in `shape` against `numel`; errors name `op`. The product
+// of the known sizes may pass int64 (7 x INT64_MAX, found by the op fuzzer):
+// then no input matches, unless a size is 0.
 Shape infer_shape(const Shape& shape, int64_t numel, std::string_view op) {
   Shape out = shape;
   int infer = -1;
   int64_t known = 1;
+  bool zero = false, overflow = false;
   for (int d = 0; d < out.ndim(); ++d) {
     if (out[d] == -1) {
       EMBER_CHECK(infer < 0, "{}: only one dimension can be inferred in shape {}", op, shape);
       infer = d;
     } else {
       EMBER_CHECK(out[d] >= 0, "{}: invalid size {} in shape {}", op, out[d], shape);
-      known *= out[d];
+      zero |= out[d] == 0;
+      overflow |= __builtin_mul_overflow(known, out[d], &known);
     }
   }
+  if (zero) known = 0;
+  EMBER_CHECK(!overflow || zero, "{}: shape {} is invalid for input of size {}", op, shape, numel);
   if (infer >= 0) {
     EMBER_CHECK(known != 0 && numel % known == 0, "{}: shape {} is invalid for input of size {}", op, shape, numel);
     out[infer] = numel / known;
+    known = numel;
   }
-  EMBER_CHECK(out.numel() == numel, "{}: shape {} is invalid for input of size {}", op, shape, numel);
+  EMBER_CHECK(known == numel, "{}: shape {} is invalid for input of size {}", op, shape, numel);
   return out;
 }
 

@@ -129,6 +129,14 @@ TEST(Tensor, ShapesWhoseSizesOverflowAreErrors) {
   EXPECT_EMBER_ERROR(zeros({0}).reshape({0, huge, huge}), "view: shape [0, 1099511627776, 1099511627776] is too large");
   float data[1] = {};
   EXPECT_EMBER_ERROR(from_blob(data, {0, huge, huge}, DType::f32), "from_blob: shape");
+  // A target shape whose known sizes multiply past int64 (the op fuzzer's
+  // unflatten into [7, INT64_MAX]; UBSan): no input has that many elements.
+  constexpr int64_t max = std::numeric_limits<int64_t>::max();
+  EXPECT_EMBER_ERROR(zeros({7}).reshape({7, max}), "reshape: shape [7, 9223372036854775807] is invalid for input of size 7");
+  EXPECT_EMBER_ERROR(zeros({7}).reshape({-1, 7, max}), "is invalid for input of size 7");
+  EXPECT_EMBER_ERROR(zeros({7}).unflatten(0, {7, max}), "is invalid for input of size 7");
+  // With a zero size it holds no elements: a valid view of an empty tensor.
+  EXPECT_EQ(zeros({0}).reshape({7, max, 0}).numel(), 0);
   // The largest empty shapes whose strides fit still work.
   const Tensor empty = zeros({huge, 0, huge});
   EXPECT_EQ(empty.numel(), 0);
