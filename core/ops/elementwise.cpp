@@ -32,6 +32,17 @@ GradSlot add_grad("add"), sub_grad("sub"), mul_grad("mul"), div_grad("div"), neg
     gelu_tanh_grad("gelu_tanh"), silu_grad("silu"), pow_scalar_grad("pow_scalar"), pow_grad("pow"),
     maximum_grad("maximum"), minimum_grad("minimum"), clamp_grad("clamp"), where_grad("where"), addcmul_grad("addcmul");
 
+DType result_type(std::initializer_list<const Tensor*> tensors) {
+  std::optional<DType> with_dims, zero_dim;
+  for (const Tensor* t : tensors) {
+    std::optional<DType>& result = t->dim() == 0 ? zero_dim : with_dims;
+    result = result ? promote_types(*result, t->dtype()) : t->dtype();
+  }
+  if (!with_dims || !zero_dim) return with_dims ? *with_dims : *zero_dim;
+  auto category = [](DType d) { return d == DType::boolean ? 0 : is_floating(d) ? 2 : 1; };
+  return category(*zero_dim) > category(*with_dims) ? promote_types(*with_dims, *zero_dim) : *with_dims;
+}
+
 namespace {
 
 void check_pair(const Tensor& a, const Tensor& b, std::string_view op) {
@@ -62,7 +73,7 @@ const GradSlot& slot_of(const Op<ElementwiseKernel>& op) {
 // Arithmetic: promote, and for `div` make integer inputs true-divide in f32.
 Tensor arithmetic(const Op<ElementwiseKernel>& op, const Tensor& a, const Tensor& b) {
   check_pair(a, b, op.name());
-  DType dtype = promote_types(a.dtype(), b.dtype());
+  DType dtype = result_type({&a, &b});
   if (&op == &div_op && !is_floating(dtype)) dtype = DType::f32;
   EMBER_CHECK(!(dtype == DType::boolean && &op == &sub_op),
               "sub: subtracting bool tensors is not supported; use logical_xor or convert to an integer dtype");
@@ -101,7 +112,7 @@ Tensor& arithmetic_(const Op<ElementwiseKernel>& op, Tensor& a, const Tensor& b)
   // Only a non-contiguous target can share memory between its elements; the
   // common contiguous one pays no name formatting on this per-op path.
   if (!a.is_contiguous()) check_no_internal_overlap(a, fmt::format("{}_", op.name()));
-  DType dtype = promote_types(a.dtype(), b.dtype());
+  DType dtype = result_type({&a, &b});
   if (&op == &div_op && !is_floating(dtype)) dtype = DType::f32;
   EMBER_CHECK(dtype == a.dtype() || (is_floating(a.dtype()) && is_floating(dtype)),
               "{}_: result type {} cannot be cast to the in-place output's dtype {}", op.name(), dtype, a.dtype());
@@ -145,7 +156,7 @@ Tensor rdiv(const Tensor& a, const Scalar& b) { return arithmetic(div_op, as_ten
 Tensor addcmul(const Tensor& input, const Tensor& tensor1, const Tensor& tensor2, const Scalar& value) {
   check_pair(input, tensor1, "addcmul");
   check_pair(input, tensor2, "addcmul");
-  DType dtype = promote_types(promote_types(input.dtype(), tensor1.dtype()), tensor2.dtype());
+  DType dtype = result_type({&input, &tensor1, &tensor2});
   EMBER_CHECK(dtype != DType::boolean, "addcmul: not supported for bool tensors");
   EMBER_CHECK(!value.is_floating() || is_floating(dtype),
               "addcmul: value {} is a floating-point number but the tensors are {}", value.to_double(), dtype);
@@ -245,7 +256,7 @@ Tensor compare(const Op<ElementwiseKernel>& op, const Tensor& a, const Tensor& b
 
 Tensor compare(const Op<ElementwiseKernel>& op, const Tensor& a, const Tensor& b) {
   check_pair(a, b, op.name());
-  return compare(op, a, b, promote_types(a.dtype(), b.dtype()));
+  return compare(op, a, b, result_type({&a, &b}));
 }
 
 Tensor compare(const Op<ElementwiseKernel>& op, const Tensor& a, const Scalar& b) {
@@ -353,7 +364,7 @@ Tensor pow(const Tensor& a, const Scalar& exponent) {
 // Integer bases with negative integer exponents give 0 (or +-1 for bases +-1), as in PyTorch.
 Tensor pow(const Tensor& a, const Tensor& exponent) {
   check_pair(a, exponent, "pow");
-  DType dtype = promote_types(a.dtype(), exponent.dtype());
+  DType dtype = result_type({&a, &exponent});
   EMBER_CHECK(dtype != DType::boolean, "pow: not supported for two bool tensors");
   return with_grad(pow_grad, binary(pow_op, a, exponent, dtype), {&a, &exponent});
 }
@@ -361,11 +372,11 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
 // maximum and minimum propagate nan from either side.
 Tensor maximum(const Tensor& a, const Tensor& b) {
   check_pair(a, b, "maximum");
-  return with_grad(maximum_grad, binary(maximum_op, a, b, promote_types(a.dtype(), b.dtype())), {&a, &b});
+  return with_grad(maximum_grad, binary(maximum_op, a, b, result_type({&a, &b})), {&a, &b});
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
   check_pair(a, b, "minimum");
-  return with_grad(minimum_grad, binary(minimum_op, a, b, promote_types(a.dtype(), b.dtype())), {&a, &b});
+  return with_grad(minimum_grad, binary(minimum_op, a, b, result_type({&a, &b})), {&a, &b});
 }
 
 Tensor clamp(const Tensor& a, const Scalar& min, const Scalar& max) { return clamp(a, &min, &max, "clamp"); }
@@ -374,7 +385,7 @@ Tensor clamp_max(const Tensor& a, const Scalar& max) { return clamp(a, nullptr, 
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   check_pair(a, b, "where");
-  return where(condition, a, b, promote_types(a.dtype(), b.dtype()));
+  return where(condition, a, b, result_type({&a, &b}));
 }
 Tensor where(const Tensor& condition, const Tensor& a, const Scalar& b) {
   check_defined(a, "where");

@@ -2,9 +2,18 @@
 // Entry points: core/ops/elementwise.cpp; kernels: kernels/{reference,cpu}/elementwise*.cpp.
 #pragma once
 
+#include <initializer_list>
+
 #include "core/tensor.h"
 
 namespace ember {
+
+// The dtype of an op on these tensors (torch.result_type): promote_types over
+// the tensors with dims; a 0-d tensor takes part only when its category (bool,
+// integer, floating) is above theirs. So f32[n] * f64 0-d is f32, i32[n] * f64
+// 0-d is f64, and two 0-d tensors promote as usual. Every binary op below
+// uses it; a Scalar is a 0-d tensor of promote_with_scalar's dtype.
+DType result_type(std::initializer_list<const Tensor*> tensors);
 
 // Arithmetic. Integer division `div` is true division (result floating), as in PyTorch.
 Tensor add(const Tensor& a, const Tensor& b);

@@ -78,6 +78,37 @@ TEST(Binary, PromotesLikePyTorch) {
   EXPECT_EQ((i32 / 2).to_vector<float>(), (std::vector<float>{0.5f, 0.5f}));
 }
 
+// torch.result_type: a 0-d tensor decides the dtype only when its category
+// is above the dimensioned operands'. Before, ember promoted f32[n] with an
+// f64 0-d tensor to f64 (a different dtype from PyTorch's, and a compare
+// made in f64: 0.1f == 0.1 was false). Mutation caught: promote_types in
+// place of result_type.
+TEST(Binary, ZeroDimTensorsPromoteLikePyTorch) {
+  auto zero_d = [](double v, DType dtype) { return scalar_tensor(v, {.dtype = dtype}); };
+  Tensor f32 = full({2}, 0.1), f16 = ones({2}, {.dtype = DType::f16}), i32 = ones({2}, {.dtype = DType::i32});
+  Tensor b = ones({2}, {.dtype = DType::boolean});
+  EXPECT_EQ(mul(f32, zero_d(2, DType::f64)).dtype(), DType::f32);
+  EXPECT_EQ(add(f16, zero_d(2, DType::f32)).dtype(), DType::f16);
+  EXPECT_EQ(add(i32, zero_d(2, DType::i64)).dtype(), DType::i32);
+  EXPECT_EQ(add(i32, zero_d(2.5, DType::f64)).dtype(), DType::f64);
+  EXPECT_EQ(add(b, zero_d(3, DType::i64)).dtype(), DType::i64);
+  EXPECT_EQ(add(zero_d(1, DType::f32), zero_d(2, DType::f64)).dtype(), DType::f64);
+  EXPECT_EQ(pow(f32, zero_d(2, DType::f64)).dtype(), DType::f32);
+  EXPECT_EQ(maximum(f16, zero_d(2, DType::f64)).dtype(), DType::f16);
+  EXPECT_EQ(where(b, f32, zero_d(2, DType::f64)).dtype(), DType::f32);
+  EXPECT_EQ(addcmul(f32, zero_d(2, DType::f64), zero_d(3, DType::f64)).dtype(), DType::f32);
+  EXPECT_EQ(result_type({&f16, &i32}), DType::f16);
+  // Compared in f32: 0.1 rounds to the same float.
+  EXPECT_EQ(eq(f32, zero_d(0.1, DType::f64)).to_vector<bool>(), (std::vector<bool>{true, true}));
+  // The 0-d operand's gradient comes back in its own dtype.
+  Tensor scale = zero_d(3, DType::f64).requires_grad_();
+  Tensor y = mul(f32, scale);
+  EXPECT_EQ(y.dtype(), DType::f32);
+  sum(y).backward();
+  EXPECT_EQ(scale.grad().dtype(), DType::f64);
+  EXPECT_NEAR(scale.grad().item<double>(), 0.2, 1e-7);
+}
+
 TEST(Binary, ScalarForms) {
   Tensor a = from_vector<float>({1, 2, 3});
   EXPECT_EQ((a + 1).to_vector<float>(), (std::vector<float>{2, 3, 4}));
