@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Fuzzing for longer than CI's 10 seconds a target (tests/fuzz/README.md):
-# builds the libFuzzer targets with clang-14, ASan and UBSan in the sanitizer
-# tree scripts/test.sh uses (build-sanitize/, or $EMBER_FUZZ_BUILD), runs each
-# for SECONDS from its committed seeds (tests/fuzz/corpus/<target>/, never
-# written to), growing a working corpus in <build>/fuzz/<target>/, and prints
-# a table: target, executions, executions per second, corpus size, crashes.
+# Fuzzing, the exploration CI leaves out (its ctests replay the committed
+# inputs; tests/fuzz/README.md): builds the libFuzzer targets with clang-14,
+# ASan and UBSan in the sanitizer tree scripts/test.sh uses (build-sanitize/,
+# or $EMBER_FUZZ_BUILD), runs each for SECONDS from its committed seeds
+# (tests/fuzz/corpus/<target>/) and coverage corpus
+# (tests/fuzz/coverage/<target>.tar.gz), neither written to, growing a
+# working corpus in <build>/fuzz/<target>/, and prints a table: target,
+# executions, executions per second, corpus size, crashes.
+# With EMBER_FUZZ_SAVE_COVERAGE=1, a target's run that found nothing folds
+# the inputs that add coverage (libFuzzer -merge=1) into its coverage corpus,
+# which CI then replays: commit the archive after the finds are fixed.
 # A crash's reproducer and log stay in that folder; the script then exits
 # non-zero. A target of the default list whose executable this tree does not
 # build (its source is on another branch) is skipped, and the table says so;
@@ -28,7 +33,7 @@ CC=clang-14 CXX=clang++-14 cmake -S "$EMBER_ROOT" -B "$build" -G Ninja -DCMAKE_B
 cmake --build "$build" -j "$EMBER_JOBS" --target fuzz_targets
 
 # The same environment and limits as the fuzz label's ctests (tests/fuzz/CMakeLists.txt, run_fuzzer.cmake).
-export EMBER_ALLOCATOR=system OMP_NUM_THREADS=1 ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+export EMBER_ALLOCATOR=system OMP_NUM_THREADS=1 ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
 
 # last_figure LOG LABEL: the number after the last LABEL in libFuzzer's log
@@ -51,7 +56,10 @@ for target in "${targets[@]}"; do
     continue
   fi
   work="$build/fuzz/$target"
-  mkdir -p "$work/corpus" "$work/crashes"
+  coverage="$EMBER_ROOT/tests/fuzz/coverage/$target.tar.gz"
+  rm -rf "$work/coverage"
+  mkdir -p "$work/corpus" "$work/crashes" "$work/coverage"
+  [[ -f "$coverage" ]] && tar -xzf "$coverage" -C "$work/coverage"
   dictionary=()
   [[ -f "$EMBER_ROOT/tests/fuzz/$target.dict" ]] && dictionary=(-dict="$EMBER_ROOT/tests/fuzz/$target.dict")
   crashes_before=$(find "$work/crashes" -type f | wc -l)
@@ -59,7 +67,7 @@ for target in "${targets[@]}"; do
   status=0
   "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=256 -print_final_stats=1 \
     "${dictionary[@]}" -artifact_prefix="$work/crashes/" "$work/corpus" "$EMBER_ROOT/tests/fuzz/corpus/$target" \
-    >"$work/fuzz.log" 2>&1 || status=$?
+    "$work/coverage" >"$work/fuzz.log" 2>&1 || status=$?
   executions=$(last_figure "$work/fuzz.log" 'stat::number_of_executed_units:')
   per_second=$(last_figure "$work/fuzz.log" 'stat::average_exec_per_sec:')
   corpus=$(last_figure "$work/fuzz.log" 'corp:')
@@ -68,6 +76,14 @@ for target in "${targets[@]}"; do
     failed=1
     ((crashes > 0)) || crashes="exit $status"
     grep -E 'ERROR|SUMMARY|fuzz target:|Test unit written' "$work/fuzz.log" | head -5 || true
+  fi
+  if ((status == 0)) && [[ "${EMBER_FUZZ_SAVE_COVERAGE:-0}" == 1 ]]; then
+    rm -rf "$work/merged" && cp -r "$work/coverage" "$work/merged"
+    "$fuzzer" -merge=1 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=256 "$work/merged" "$work/corpus" \
+      >>"$work/fuzz.log" 2>&1
+    # Sorted names, no owners or times: the same inputs give the same bytes.
+    tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - -C "$work/merged" . | gzip -n -9 >"$coverage"
+    echo "== $coverage: $(find "$work/merged" -type f | wc -l) inputs"
   fi
   rows+=("$(row "$target" "${executions:-?}" "${per_second:-?}" "${corpus:-?}" "$crashes")")
 done

@@ -2,7 +2,7 @@
 # Quick start, step 2: the same set-up, then the whole test suite through ctest,
 # twice: (1) the Release build (CUDA included when nvcc is found), (2) clang-14
 # with AddressSanitizer and UndefinedBehaviorSanitizer (CUDA and examples off),
-# which also builds the libFuzzer targets and runs each for 10 seconds.
+# which also builds the libFuzzer targets and replays their committed inputs.
 # Tests labelled `slow` (long accuracy and soak runs) are left to scripts.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
