@@ -213,6 +213,10 @@ void execute(Reader& in, Pool& pool) {
   // in each side's order: never better than rounding.
   Expectation gradient = written;
   if (gradient.accuracy == Accuracy::exact) gradient.accuracy = Accuracy::rounding;
+  for (const std::vector<Tensor>* tensors : {&fast.outputs, &call.inputs})
+    for (const Tensor& t : *tensors)
+      if (t.defined() && is_floating(t.dtype()) && tolerance(t.dtype()) > tolerance(gradient.precision))
+        gradient.precision = t.dtype();
   for (size_t i = 0; i < fast.grads.size(); ++i)
     check(call, fmt::format("the gradient of input {}", i), fast.grads[i], reference.grads[i], gradient);
 

@@ -76,11 +76,12 @@ std::string difference(const Tensor& fast, const Tensor& reference, const Expect
   if (expected.accuracy == Accuracy::scaled && expected.magnitude.defined() &&
       expected.magnitude.numel() == fast.numel())
     magnitude = expected.magnitude.to_vector<double>();
-  const double tol = tolerance(dtype);
+  const double tol = std::max(tolerance(dtype), tolerance(expected.precision));
   // Rounding error of a sum of n terms is at most (n - 1) eps sum|terms| in
   // any order and grows like sqrt(n) eps sum|terms| in practice; the larger of
   // that and the dtype's tolerance, times sum|terms|.
-  const double sum_scale = std::max(tol, std::sqrt(double(expected.terms)) * accumulator_epsilon(dtype));
+  const double sum_scale = std::max(tol, std::sqrt(double(expected.terms)) *
+                                                    std::max(accumulator_epsilon(dtype), accumulator_epsilon(expected.precision)));
   // Terms below the accumulator's smallest normal number lose their digits
   // (a p-norm's |x|^p underflows in f32 where the reference's f64 keeps it):
   // an absolute allowance of n such terms, in the result's units.

@@ -511,6 +511,20 @@ OpEntry batch_norm_op() {
           }};
 }
 
+// Whether a class loss's terms can pass the f32 range: a class weight times a
+// probability target times a log-probability (at most 2 max|x| + log C + 1),
+// summed over every element. The fast kernels accumulate in f32 where the
+// reference's f64 stays finite (found by the op fuzzer: bf16 weights of 3e38
+// gave a mean of inf for 1.2, and inf - inf = nan for -7.4e34).
+bool class_loss_overflows_f32(const Tensor& input, const Tensor& target, const Tensor& weight, int64_t classes) {
+  if (input.dtype() == DType::f64 || !is_floating(input.dtype())) return false;
+  const double largest_weight = weight.defined() ? largest_magnitude(weight) : 1;
+  const double largest_target = is_floating(target.dtype()) ? largest_magnitude(target) : 1;
+  const double largest_log_probability = 2 * largest_magnitude(input) + std::log(double(std::max<int64_t>(classes, 1))) + 1;
+  return largest_weight * largest_target * largest_log_probability * double(std::max<int64_t>(input.numel(), 1)) >
+         double(std::numeric_limits<float>::max());
+}
+
 Reduction read_reduction(Reader& in) { return std::array{Reduction::mean, Reduction::sum, Reduction::none}[in.byte() % 3]; }
 
 // cross_entropy and nll_loss: an input of classes along dim 1, class-index or probability targets.
@@ -540,7 +554,8 @@ OpEntry class_losses() {
                           return Outputs{cross_entropy(t[0], t[1], {.weight = t[2], .ignore_index = ignore_index,
                                                                     .reduction = reduction,
                                                                     .label_smoothing = smoothing})};
-                        }, Accuracy::scaled};
+                        }, class_loss_overflows_f32(input, target, weight, classes) ? Accuracy::errors_only
+                                                                                    : Accuracy::scaled};
           }};
 }
 
