@@ -119,7 +119,8 @@ std::vector<Tensor> leaves(const std::vector<Tensor>& inputs) {
 }
 
 // The op on the inputs' absolute values in f64, with the reference kernels:
-// each output's sum of |terms|, the scale of its rounding error.
+// each output's sum of |terms|, the scale of its rounding error (or the
+// call's own `scale`).
 Outputs magnitudes(const Call& call) {
   ReferenceModeGuard reference;
   NoGradGuard no_grad;
@@ -129,10 +130,17 @@ Outputs magnitudes(const Call& call) {
       if (!t.defined() || t.dtype() == DType::boolean) absolute.push_back(t);
       else absolute.push_back(abs(is_floating(t.dtype()) ? t.to(DType::f64) : t));  // valid indices stay themselves
     }
-    return call.run(absolute);
+    return call.scale ? call.scale(call.inputs) : call.run(absolute);
   } catch (const Error&) {
     return {};
   }
+}
+
+// Lowers `expected.precision` to the least precise floating dtype of `tensors`.
+void coarsen_precision(Expectation& expected, const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors)
+    if (t.defined() && is_floating(t.dtype()) && tolerance(t.dtype()) > tolerance(expected.precision))
+      expected.precision = t.dtype();
 }
 
 void check(const Call& call, const std::string& what, const Tensor& fast, const Tensor& reference,
@@ -170,6 +178,10 @@ void execute(Reader& in, Pool& pool) {
   Expectation expected{.accuracy = call.accuracy, .power = call.power};
   for (const Tensor& t : call.inputs)
     if (t.defined()) expected.terms = std::max(expected.terms, t.numel());
+  // A result computed from a less precise input may carry its rounding: an
+  // f64 binary_cross_entropy_with_logits of an f32 input and an f64 target
+  // takes log(1 + exp(-|x|)) of the f32 x in f32, as PyTorch's composite does.
+  coarsen_precision(expected, call.inputs);
   Outputs scales = call.accuracy == Accuracy::scaled ? magnitudes(call) : Outputs{};
 
   // The fast run works on the pool's own tensors (an in-place op changes them
@@ -213,10 +225,7 @@ void execute(Reader& in, Pool& pool) {
   // in each side's order: never better than rounding.
   Expectation gradient = written;
   if (gradient.accuracy == Accuracy::exact) gradient.accuracy = Accuracy::rounding;
-  for (const std::vector<Tensor>* tensors : {&fast.outputs, &call.inputs})
-    for (const Tensor& t : *tensors)
-      if (t.defined() && is_floating(t.dtype()) && tolerance(t.dtype()) > tolerance(gradient.precision))
-        gradient.precision = t.dtype();
+  coarsen_precision(gradient, fast.outputs);
   for (size_t i = 0; i < fast.grads.size(); ++i)
     check(call, fmt::format("the gradient of input {}", i), fast.grads[i], reference.grads[i], gradient);
 

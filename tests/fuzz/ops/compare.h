@@ -19,9 +19,10 @@ struct Expectation {
   Tensor magnitude;
   int64_t terms = 1;  // an upper bound on the terms summed into one element
   double power = 1;   // Call::power
-  // The least precise floating dtype the values passed through, when coarser
-  // than the compared one: the f64 exponent's gradient of pow(f32 tensor, f64
-  // 0-d tensor) is a sum of g x^y log(x), with log taken of the f32 x.
+  // The least precise floating dtype the values passed through (the op's
+  // inputs; for gradients its results too), when coarser than the compared
+  // one: the f64 exponent's gradient of pow(f32 tensor, f64 0-d tensor) is a
+  // sum of g x^y log(x), with log taken of the f32 x.
   DType precision = DType::f64;
 };
 

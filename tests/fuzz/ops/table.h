@@ -38,6 +38,10 @@ struct Call {
   Accuracy accuracy = Accuracy::rounding;
   // scaled sums: the fast kernels' accumulator holds sum |term|^power (norm's p; 1 for sums).
   double power = 1;
+  // scaled, where the op on the inputs' absolute values is not the scale of
+  // its error: each result's magnitudes from the inputs (run in f64 with the
+  // reference kernels; a layer norm's |w| (|x| + |mean|) / std).
+  std::function<Outputs(const std::vector<Tensor>&)> scale = nullptr;
 };
 
 struct OpEntry {
