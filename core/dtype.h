@@ -29,6 +29,9 @@ constexpr int64_t element_size(DType dtype) {
 }
 constexpr bool is_floating(DType d) { return d == DType::f32 || d == DType::f64 || d == DType::f16 || d == DType::bf16; }
 constexpr bool is_integral(DType d) { return d == DType::i32 || d == DType::i64; }  // bool excluded
+// What kernels accumulate a floating dtype in (row statistics, log-sum-exps,
+// attention's running sums): f64 for f64, f32 otherwise (ComputeType's dtype).
+constexpr DType accumulation_dtype(DType d) { return d == DType::f64 ? DType::f64 : DType::f32; }
 
 // The dtype of `a op b` for two tensors (PyTorch's promote_types).
 DType promote_types(DType a, DType b);

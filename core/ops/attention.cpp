@@ -147,8 +147,6 @@ AttentionLayout layout_of(const Tensor& t, Tensor& keep) {
   return {.head_offsets = keep.data_ptr<int64_t>(), .row_stride = t.stride(-2)};
 }
 
-DType accumulation_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
-
 // The problem's dims, options and mask; `keep` holds the tensors the mask
 // fields point into, and the operands' head offsets.
 struct ProblemStorage {

@@ -87,14 +87,12 @@ CrossEntropyPlan plan_cross_entropy(const Tensor& input, const Tensor& target, c
   return plan;
 }
 
-DType statistics_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
-
 }  // namespace
 
 CrossEntropyResult cross_entropy_forward(const Tensor& input, const Tensor& target,
                                          const CrossEntropyOptions& options) {
   CrossEntropyPlan plan = plan_cross_entropy(input, target, options, "cross_entropy");
-  const TensorOptions statistics{.dtype = statistics_dtype(input.dtype()), .device = input.device()};
+  const TensorOptions statistics{.dtype = accumulation_dtype(input.dtype()), .device = input.device()};
   CrossEntropyResult result;
   result.loss = make_tensor(options.reduction == Reduction::none ? plan.row_shape : Shape{}, input.dtype(),
                             input.device());
@@ -137,7 +135,7 @@ Tensor cross_entropy_backward(const Tensor& grad_output, const Tensor& input, co
               "cross_entropy_backward: expected grad_output of shape {} and dtype {}, got {} of {}", loss_shape,
               input.dtype(), grad_output.defined() ? grad_output.shape() : Shape{},
               grad_output.defined() ? grad_output.dtype() : input.dtype());
-  const DType statistics = statistics_dtype(input.dtype());
+  const DType statistics = accumulation_dtype(input.dtype());
   auto is_row_statistic = [&](const Tensor& t) {
     return t.defined() && t.shape() == plan.row_shape && t.dtype() == statistics;
   };

@@ -27,9 +27,6 @@ namespace {
 // Normalisations run in f32 under autocast (Note [Autocast]).
 constexpr AutocastKind kF32 = AutocastKind::f32;
 
-// Statistics are kept in the type kernels compute in: f64 for f64, f32 otherwise.
-DType statistics_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
-
 void* data_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? contiguous(t) : Tensor(); }
 
@@ -73,7 +70,7 @@ NormalizationResult row_norm_forward(const Op<void(const RowNormProblem&)>& op, 
   check_parameter(bias, input, normalized_shape, name, "bias");
   EMBER_CHECK(eps >= 0, "{}: eps must be non-negative, got {}", name, eps);
   NormalizationResult result;
-  const TensorOptions statistics{.dtype = statistics_dtype(input.dtype()), .device = input.device()};
+  const TensorOptions statistics{.dtype = accumulation_dtype(input.dtype()), .device = input.device()};
   result.output = make_tensor(input.shape(), input.dtype(), input.device());
   result.rstd = zeros(leading, statistics);
   if (with_mean) result.mean = zeros(leading, statistics);
@@ -104,7 +101,7 @@ NormalizationGrads row_norm_backward(const Op<void(const RowNormBackwardProblem&
   Shape leading = leading_shape(input, normalized_shape, name);
   check_parameter(weight, input, normalized_shape, name, "weight");
   check_grad_output(grad_output, input, name);
-  const DType statistics = statistics_dtype(input.dtype());
+  const DType statistics = accumulation_dtype(input.dtype());
   for (const Tensor* statistic : {&mean, &rstd}) {
     if (statistic == &mean && !with_mean) continue;
     EMBER_CHECK(statistic->defined() && statistic->numel() == leading.numel() && statistic->dtype() == statistics,
@@ -218,7 +215,7 @@ NormalizationResult batch_norm_forward(const Tensor& input, const Tensor& mean, 
     check_running_statistic(mean, shape.channels, "running_mean");
     check_running_statistic(var, shape.channels, "running_var");
   }
-  const TensorOptions statistics{.dtype = statistics_dtype(input.dtype()), .device = input.device()};
+  const TensorOptions statistics{.dtype = accumulation_dtype(input.dtype()), .device = input.device()};
   NormalizationResult result;
   result.output = make_tensor(input.shape(), input.dtype(), input.device());
   // A training batch with no elements has nan statistics, as PyTorch's.
@@ -274,7 +271,7 @@ NormalizationGrads batch_norm_backward(const Tensor& grad_output, const Tensor& 
   BatchShape shape = batch_shape(input, "batch_norm_backward");
   check_parameter(weight, input, {shape.channels}, "batch_norm_backward", "weight");
   check_grad_output(grad_output, input, "batch_norm_backward");
-  const DType statistics = statistics_dtype(input.dtype());
+  const DType statistics = accumulation_dtype(input.dtype());
   EMBER_CHECK(mean.defined() && rstd.defined() && mean.numel() == shape.channels &&
                   rstd.numel() == shape.channels && mean.dtype() == statistics && rstd.dtype() == statistics,
               "batch_norm_backward: expected saved statistics of shape [{}] and dtype {}", shape.channels,
