@@ -115,8 +115,15 @@ TEST(Attention, FusedForwardMatchesNaiveLoopsAndTheComposite) {
       Tensor expected = naive_attention(heads(q), heads(k), heads(v), mask.dense, 0.4, c.causal);
       const double tol = tolerance(dtype);
       EXPECT_TRUE(all_close(heads(y).to(DType::f64), expected, tol, tol));
+      // The bf16 composite rounds each step to bf16: the scores (sums of up
+      // to 16 products of values in [-2, 2], about 5 typically, half an ulp
+      // 0.016 there), then the mask's add, the softmax and P again. With |v|
+      // up to 2 its error reached 0.043 where an output's terms cancel, so it
+      // is compared as loosely as the gradients below; the fused kernel keeps
+      // the tight tolerance against the f64 loops above.
+      const double composite_tol = dtype == DType::bf16 ? 6e-2 : tol;
       Tensor composite = reference([&] { return attention(q, k, v, options); });
-      EXPECT_TRUE(all_close(y.to(DType::f64), composite.to(DType::f64), tol, tol));
+      EXPECT_TRUE(all_close(y.to(DType::f64), composite.to(DType::f64), composite_tol, composite_tol));
     }
 }
 
