@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,18 @@ class Backend {
   // Every call blocks until done on this rank and throws ember::Error on failure
   // (a peer's death, the context's timeout); ProcessGroup adds the op's name.
   virtual void allreduce(void* data, int64_t count, DType dtype, ReduceOp op) = 0;
+  // One input of allreduce_into: `count` elements at `data`.
+  struct Piece {
+    const void* data = nullptr;
+    int64_t count = 0;
+  };
+  // allreduce of `pieces` laid end to end (counts summing to `count`), the
+  // result written to `output` (Note [Reducing into a bucket] in
+  // distributed/README.md). A piece is either the very elements of `output`
+  // it stands for or disjoint from `output`. Host backends; this default
+  // copies the pieces into `output` and runs allreduce there, and the shm
+  // backend reads them where they lie, saving that copy.
+  virtual void allreduce_into(void* output, std::span<const Piece> pieces, int64_t count, DType dtype, ReduceOp op);
   virtual void broadcast(void* data, int64_t nbytes, int root) = 0;
   // `output` holds size() blocks of `nbytes`; block r receives rank r's `input`.
   virtual void allgather(const void* input, void* output, int64_t nbytes) = 0;

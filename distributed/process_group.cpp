@@ -417,6 +417,58 @@ std::shared_ptr<Work> ProcessGroup::allreduce(Tensor tensor, ReduceOp op) {
                  });
 }
 
+std::shared_ptr<Work> ProcessGroup::allreduce_into(Tensor output, std::vector<Tensor> inputs, ReduceOp op) {
+  check_tensor("allreduce_into", "output", output);
+  check_reduction("allreduce_into", output, op);
+  EMBER_CHECK(output.is_contiguous(), "allreduce_into: the output ({}, {}) must be contiguous", output.shape(),
+              output.dtype());
+  const int64_t element = output.element_size();
+  const auto* output_begin = static_cast<const std::byte*>(output.data_ptr());
+  const auto* output_end = output_begin + output.nbytes();
+  int64_t total = 0;
+  for (Tensor& input : inputs) {
+    check_tensor("allreduce_into", "input", input);
+    check_same_device("allreduce_into", output, input);
+    check_same_dtype("allreduce_into", output, input);
+    input = staged_copy(input);
+    const auto* begin = static_cast<const std::byte*>(input.data_ptr());
+    const bool in_place = begin == output_begin + total * element;
+    EMBER_CHECK(in_place || begin + input.nbytes() <= output_begin || begin >= output_end,
+                "allreduce_into: input {} ({} elements from element {} of the inputs laid end to end) overlaps the "
+                "output ({}) elsewhere than at its own place",
+                input.shape(), input.numel(), total, output.shape());
+    total += input.numel();
+  }
+  EMBER_CHECK(total == output.numel(), "allreduce_into: the inputs hold {} elements, the output {} has {} ({})", total,
+              output.shape(), output.numel(), output.dtype());
+  output.bump_version();
+  return enqueue(fmt::format("allreduce_into({}, {} inputs, {}, {})", output.shape(), inputs.size(), output.dtype(),
+                             reduce_op_name(op)),
+                 Collective::allreduce, output.device(), output.nbytes(),
+                 [this, output, inputs, op](Backend& backend) {
+                   if (output.numel() == 0) return;
+                   const bool divide = op == ReduceOp::avg && !backend.supports_avg();
+                   const ReduceOp backend_op = divide ? ReduceOp::sum : op;
+                   if (output.device().is_cpu()) {
+                     std::vector<Backend::Piece> pieces;
+                     for (const Tensor& input : inputs) pieces.push_back({input.data_ptr(), input.numel()});
+                     backend.allreduce_into(output.data_ptr(), pieces, output.numel(), output.dtype(), backend_op);
+                   } else {
+                     // Device backends reduce in place: the pieces go to their
+                     // places first, on the backend's stream (current here).
+                     const Tensor flat = output.detach().view({output.numel()});
+                     int64_t at = 0;
+                     for (const Tensor& input : inputs) {
+                       const Tensor place = flat.narrow(0, at, input.numel()).view(input.shape());
+                       if (place.data_ptr() != input.data_ptr()) write_back(place, input);
+                       at += input.numel();
+                     }
+                     backend.allreduce(output.data_ptr(), output.numel(), output.dtype(), backend_op);
+                   }
+                   if (divide) divide_in_place(output, size());
+                 });
+}
+
 std::shared_ptr<Work> ProcessGroup::broadcast(Tensor tensor, int root) {
   check_tensor("broadcast", "input", tensor);
   EMBER_CHECK(root >= 0 && root < size(), "broadcast: root {} is out of range for a group of {} ranks (tensor {}, {}; {})",

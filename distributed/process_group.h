@@ -109,6 +109,13 @@ class ProcessGroup {
 
   // In place on `tensor`, on every rank.
   std::shared_ptr<Work> allreduce(Tensor tensor, ReduceOp op = ReduceOp::sum);
+  // `output` (contiguous) gets the allreduce of `inputs` laid end to end
+  // (their element counts summing to output's), on every rank; the inputs are
+  // only read. An input may be the very part of `output` it stands for,
+  // otherwise it must not overlap `output`. DDP's buckets: the gradients are
+  // read where backward left them, with no copy into the bucket first (Note
+  // [Reducing into a bucket] in distributed/README.md).
+  std::shared_ptr<Work> allreduce_into(Tensor output, std::vector<Tensor> inputs, ReduceOp op = ReduceOp::sum);
   std::shared_ptr<Work> broadcast(Tensor tensor, int root);
   // Tensors are of any shape, all of one call on one device, outputs and
   // inputs sharing a dtype.

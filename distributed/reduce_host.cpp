@@ -1,7 +1,9 @@
 // Element-wise reductions on host buffers, shared by the CPU backends: the
 // shared-memory backend's reduction step and Gloo's custom reduce function
-// (Debian's Gloo has no bf16 type and f16 only through its own struct).
+// (Debian's Gloo has no bf16 type and f16 only through its own struct); and
+// the host backends' default allreduce_into.
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 
 #include "core/dtype.h"
@@ -41,6 +43,16 @@ const char* reduce_op_name(ReduceOp op) {
     case ReduceOp::product: return "product";
   }
   return "?";
+}
+
+void Backend::allreduce_into(void* output, std::span<const Piece> pieces, int64_t count, DType dtype, ReduceOp op) {
+  auto* at = static_cast<std::byte*>(output);
+  for (const Piece& piece : pieces) {
+    const auto bytes = size_t(piece.count * element_size(dtype));
+    if (piece.data != at) std::memcpy(at, piece.data, bytes);
+    at += bytes;
+  }
+  allreduce(output, count, dtype, op);
 }
 
 bool host_reduction_supported(DType dtype, ReduceOp op) {

@@ -37,6 +37,37 @@ int64_t round_up(int64_t value, int64_t multiple) { return ceil_div(value, multi
 std::byte* bytes(void* p) { return static_cast<std::byte*>(p); }
 const std::byte* bytes(const void* p) { return static_cast<const std::byte*>(p); }
 
+// The inputs of allreduce_into by element index: which piece holds element i.
+class Pieces {
+ public:
+  Pieces(std::span<const Backend::Piece> pieces, int64_t element) : pieces_(pieces), element_(element) {
+    starts_.reserve(pieces.size() + 1);
+    int64_t start = 0;
+    for (const Backend::Piece& piece : pieces) {
+      starts_.push_back(start);
+      start += piece.count;
+    }
+    starts_.push_back(start);
+  }
+  // f(source, offset, n) for each run of elements [begin, begin + length)
+  // that lies in one piece: `source` is the run's first element, `offset` its
+  // place in the range. One call when the range lies in one piece.
+  template <class F>
+  void for_each_run(int64_t begin, int64_t length, F&& f) const {
+    size_t p = size_t(std::upper_bound(starts_.begin(), starts_.end(), begin) - starts_.begin()) - 1;
+    for (int64_t offset = 0; offset < length; ++p) {
+      const int64_t n = std::min(length - offset, starts_[p + 1] - (begin + offset));
+      if (n > 0) f(bytes(pieces_[p].data) + (begin + offset - starts_[p]) * element_, offset, n);
+      offset += n;
+    }
+  }
+
+ private:
+  std::span<const Backend::Piece> pieces_;
+  int64_t element_;
+  std::vector<int64_t> starts_;  // each piece's first element, then the total
+};
+
 class ShmBackend final : public Backend {
  public:
   explicit ShmBackend(const BackendContext& context);
@@ -57,7 +88,11 @@ class ShmBackend final : public Backend {
     }
     return "?";
   }
-  void allreduce(void* data, int64_t count, DType dtype, ReduceOp op) override;
+  void allreduce(void* data, int64_t count, DType dtype, ReduceOp op) override {
+    const Piece whole{data, count};
+    allreduce_into(data, std::span(&whole, 1), count, dtype, op);
+  }
+  void allreduce_into(void* output, std::span<const Piece> pieces, int64_t count, DType dtype, ReduceOp op) override;
   void broadcast(void* data, int64_t nbytes, int root) override;
   void allgather(const void* input, void* output, int64_t nbytes) override;
   void reduce_scatter(const void* input, void* output, int64_t count, DType dtype, ReduceOp op) override;
@@ -210,14 +245,24 @@ void ShmBackend::run_pipeline(int64_t chunks, Stage&& stage, Reduce&& reduce, Ga
 }
 
 // Each chunk of E elements is cut into size() shares; rank q owns share q.
-// stage: the shares of the others into this rank's slot (its own share it
-// reduces straight from `data`); reduce: share rank() over every slot, into
-// `data` and this rank's slot; gather: share q from rank q's slot.
-void ShmBackend::allreduce(void* data, int64_t count, DType dtype, ReduceOp op) {
+// stage: the shares of the others, read from the pieces, into this rank's
+// slot (its own share it reduces straight from the pieces); reduce: share
+// rank() over every slot, into `output` and this rank's slot; gather: share q
+// from rank q's slot into `output`. So `output` is only written, and the
+// pieces only read, each once (Note [Reducing into a bucket]).
+void ShmBackend::allreduce_into(void* output, std::span<const Piece> pieces, int64_t count, DType dtype, ReduceOp op) {
   begin(fmt::format("allreduce of {} x {} ({})", count, dtype, reduce_op_name(op)));
   EMBER_CHECK(host_reduction_supported(dtype, op), "shm allreduce: {} is not supported for {}", reduce_op_name(op), dtype);
-  if (size_ == 1 || count == 0) return;
+  if (count == 0) return;
   const int64_t element = element_size(dtype);
+  const Pieces input(pieces, element);
+  std::byte* out = bytes(output);
+  if (size_ == 1) {
+    input.for_each_run(0, count, [&](const std::byte* source, int64_t offset, int64_t n) {
+      if (source != out + offset * element) copy_bytes(out + offset * element, source, n * element);
+    });
+    return;
+  }
   const int64_t chunk = int64_t(segment_->layout().chunk_bytes) / element;
   const int64_t align = int64_t(shm::kShareAlignment) / element;
   auto chunk_length = [&](int64_t j) { return std::min(chunk, count - j * chunk); };
@@ -227,27 +272,30 @@ void ShmBackend::allreduce(void* data, int64_t count, DType dtype, ReduceOp op) 
     begin = std::min(n, q * per_share);
     length = std::min(n, begin + per_share) - begin;
   };
-  std::byte* base = bytes(data);
   std::vector<const std::byte*> sources(static_cast<size_t>(size_));
   auto stage = [&](int64_t j, size_t buffer) {
     for (int q : peers_) {
       int64_t begin = 0, length = 0;
       share(j, q, begin, length);
-      copy_bytes(slot(rank_, buffer) + begin * element, base + (j * chunk + begin) * element, length * element);
+      input.for_each_run(j * chunk + begin, length, [&](const std::byte* source, int64_t offset, int64_t n) {
+        copy_bytes(slot(rank_, buffer) + (begin + offset) * element, source, n * element);
+      });
     }
   };
   auto reduce_share = [&](int64_t j, size_t buffer) {
     int64_t begin = 0, length = 0;
     share(j, rank_, begin, length);
-    if (length == 0) return;
-    std::byte* own = base + (j * chunk + begin) * element;
-    for (int q = 0; q < size_; ++q) sources[size_t(q)] = q == rank_ ? own : slot(q, buffer) + begin * element;
-    reduce_many(own, slot(rank_, buffer) + begin * element, sources.data(), size_, length, dtype, op);
+    input.for_each_run(j * chunk + begin, length, [&](const std::byte* own, int64_t offset, int64_t n) {
+      const int64_t at = begin + offset;
+      for (int q = 0; q < size_; ++q) sources[size_t(q)] = q == rank_ ? own : slot(q, buffer) + at * element;
+      reduce_many(out + (j * chunk + at) * element, slot(rank_, buffer) + at * element, sources.data(), size_, n,
+                  dtype, op);
+    });
   };
   auto gather = [&](int64_t j, size_t buffer, int q) {
     int64_t begin = 0, length = 0;
     share(j, q, begin, length);
-    copy_bytes(base + (j * chunk + begin) * element, slot(q, buffer) + begin * element, length * element);
+    copy_bytes(out + (j * chunk + begin) * element, slot(q, buffer) + begin * element, length * element);
   };
   guarded([&] { run_pipeline(ceil_div(count, chunk), stage, reduce_share, gather, true); });
 }

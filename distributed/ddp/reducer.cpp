@@ -127,6 +127,7 @@ void Reducer::prepare_for_backward(const std::vector<size_t>& unused) {
   had_no_grad_.assign(parameters_.size(), false);
   next_launch_ = 0;
   for (Bucket& bucket : buckets_) {
+    bucket.inputs.assign(bucket.parameters.size(), Tensor());
     bucket.pending = bucket.parameters.size();
     bucket.work = nullptr;
     bucket.done_logged = false;
@@ -150,9 +151,8 @@ void Reducer::prepare_for_backward(const std::vector<size_t>& unused) {
 
 void Reducer::on_gradient(size_t index) {
   if (profiling_) last_gradient_ns_ = profiler::now_ns();
-  adopt_gradient(index, /*zero_if_none=*/false);
   // Under no_sync gradients only accumulate in the views.
-  if (accumulating_ && !expecting_) return;
+  if (accumulating_ && !expecting_) return adopt_gradient(index, /*zero_if_none=*/false);
   // Note [Forwards that skip the hooks]: training on would step on this
   // rank's own gradient while the others step on theirs.
   EMBER_CHECK(expecting_,
@@ -175,6 +175,10 @@ void Reducer::mark_ready(size_t index) {
   ready_[index] = true;
   const Location& at = locations_[index];
   Bucket& bucket = buckets_[at.bucket];
+  const Tensor& grad = parameters_[index].second.grad();
+  EMBER_ASSERT(grad.defined() && grad.numel() == bucket.lengths[at.slot], "parameter {}'s gradient does not fit its slot",
+               parameters_[index].first);
+  bucket.inputs[at.slot] = grad;
   EMBER_ASSERT(bucket.pending > 0, "bucket {} has no pending parameter", at.bucket);
   if (--bucket.pending > 0) return;
   if (profiling_)
@@ -193,7 +197,8 @@ void Reducer::launch_in_order() {
     bucket.launched_ns = profiler::now_ns();
     // Note [End of backward]: avg, so the backend divides as it writes the
     // sums (shm: in its reduce pass) and the buffer needs no pass of its own.
-    if (group_.size() > 1) bucket.work = group_.allreduce(bucket.buffer, ReduceOp::avg);
+    // Note [Reducing into a bucket]: the gradients are read where they are.
+    bucket.work = group_.allreduce_into(bucket.buffer, bucket.inputs, ReduceOp::avg);
     ++next_launch_;
   }
   if (next_launch_ == buckets_.size()) finalize();
@@ -212,6 +217,12 @@ void Reducer::finalize() {
     profiler::record_span(profiler::kRecordDistributed, profiler::Category::bucket, "last gradient",
                           last_gradient_ns_, last_gradient_ns_, {{"iteration", iteration_}});
   log_completed(/*wait=*/true);
+  NoGradGuard no_grad;
+  for (Bucket& bucket : buckets_) {
+    for (size_t slot = 0; slot < bucket.parameters.size(); ++slot)
+      parameters_[bucket.parameters[slot]].second.set_grad(bucket.views[slot]);
+    bucket.inputs.assign(bucket.parameters.size(), Tensor());
+  }
   if (used_work_) {
     std::shared_ptr<Work> work = std::move(used_work_);
     work->wait();

@@ -22,14 +22,15 @@ namespace ember::distributed {
 // one buffer: one all-reduce per bucket instead of one per parameter.
 struct Bucket {
   DType dtype = DType::f32;
-  Tensor buffer;                   // 1-D, contiguous: what the all-reduce reduces in place
+  Tensor buffer;                   // 1-D, contiguous: where the all-reduce writes the average
   std::vector<size_t> parameters;  // indices into Reducer::parameters(), in fill order
   std::vector<int64_t> offsets;    // where each parameter's gradient starts in buffer (elements)
   std::vector<int64_t> lengths;    // and its number of elements
   std::vector<Tensor> views;       // buffer[offset, offset + length) shaped like the parameter
 
   // This iteration's state.
-  size_t pending = 0;  // parameters not ready yet
+  std::vector<Tensor> inputs;  // each slot's gradient where backward left it: what the all-reduce reads
+  size_t pending = 0;          // parameters not ready yet
   std::shared_ptr<Work> work;
   int64_t launched_ns = 0;  // profiler clock
   bool done_logged = false;
@@ -62,7 +63,10 @@ class Reducer {
   // communicates nothing, until the next prepared backward.
   void allow_local_accumulation() { accumulating_ = true; }
   // From parameter `index`'s post-accumulate hook: its .grad was just written.
-  // Keeps .grad the bucket view; when a backward is expected, marks it ready.
+  // When a backward is expected, marks it ready: the bucket's all-reduce reads
+  // .grad where it is, and the end of backward makes .grad the bucket view
+  // holding the average (Note [Reducing into a bucket]). Under no_sync,
+  // copies it into the bucket view to accumulate there.
   // A gradient that neither a prepared backward nor a no_sync forward
   // announced comes from a forward that skipped the module's hooks: an error
   // (Note [Forwards that skip the hooks]).

@@ -148,6 +148,63 @@ void test_allreduce(ProcessGroup& group, Checker& check, Device device) {
     }
 }
 
+// allreduce_into (Note [Reducing into a bucket]): pieces of every kind laid
+// end to end: empty, one element, one spanning the shm backend's 1 MiB chunks
+// and its ranks' shares, one transposed, and one that is already the part of
+// the output it stands for. The pieces that lie elsewhere must be unchanged.
+// Mutations caught: a piece's run read from the wrong offset (`begin +
+// offset - starts_[p]` as `offset` in shm's Pieces::for_each_run), a run cut
+// at a piece's end skipped (the `n` of the next piece), and the in-place
+// piece copied over itself from a stale place.
+void test_allreduce_into(ProcessGroup& group, Checker& check, Device device) {
+  const int size = group.size(), rank = group.rank();
+  const std::vector<int64_t> lengths = {0, 1, 300'001, 35, 70'000, 123'457};
+  const size_t transposed = 3, in_place = 4;  // piece 3 is [7, 5] read through .t(); piece 4 lies in the output
+  for (DType dtype : {DType::f32, DType::bf16, DType::i64})
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+      if (!distributed::host_reduction_supported(dtype, op)) continue;
+      int64_t total = 0;
+      for (int64_t n : lengths) total += n;
+      auto piece_values = [&](int q, size_t p) {
+        return make_values(dtype, {lengths[p]}, [&](int64_t i) { return value(q, i, int(p)); });
+      };
+      std::vector<std::vector<double>> per_rank(static_cast<size_t>(size));
+      for (int q = 0; q < size; ++q)
+        for (size_t p = 0; p < lengths.size(); ++p)
+          for (double v : piece_values(q, p).to_vector<double>()) per_rank[size_t(q)].push_back(v);
+      Tensor output = make_tensor({total}, dtype, device);
+      std::vector<Tensor> inputs;
+      int64_t at = 0;
+      for (size_t p = 0; p < lengths.size(); ++p) {
+        Tensor values = piece_values(rank, p).to(device);
+        if (p == transposed) values = values.view({5, 7}).t().contiguous().t();  // same values, strided
+        if (p == in_place) {
+          Tensor place = output.narrow(0, at, lengths[p]);
+          place.copy_(values);
+          values = place;
+        }
+        inputs.push_back(values);
+        at += lengths[p];
+      }
+      const std::string what = label("allreduce_into", dtype, total, fmt::format(", {}", reduce_op_name(op)).c_str());
+      group.allreduce_into(output, inputs, op)->wait();
+      check.expect_values(what, output.to_vector<double>(), reduce_expected(dtype, op, per_rank));
+      for (size_t p = 0; p < lengths.size(); ++p)
+        if (p != in_place)
+          check.expect_values(fmt::format("{}: piece {} unchanged", what, p), inputs[p].contiguous().to_vector<double>(),
+                              piece_values(rank, p).to_vector<double>());
+    }
+  Tensor output = make_tensor({8}, DType::f32, device);
+  check.expect_error("allreduce_into count", "the inputs hold 7 elements, the output [8] has 8",
+                     [&] { group.allreduce_into(output, {make_tensor({7}, DType::f32, device)}); });
+  check.expect_error("allreduce_into dtypes", "output dtype float32 differs from input dtype float64",
+                     [&] { group.allreduce_into(output, {make_tensor({8}, DType::f64, device)}); });
+  check.expect_error("allreduce_into overlap", "overlaps the output ([8]) elsewhere than at its own place",
+                     [&] { group.allreduce_into(output, {output.narrow(0, 4, 4), output.narrow(0, 0, 4)}); });
+  check.expect_error("allreduce_into strided output", "allreduce_into: the output ([2, 4], float32) must be contiguous",
+                     [&] { group.allreduce_into(make_tensor({4, 2}, DType::f32, device).t(), {output}); });
+}
+
 void test_broadcast(ProcessGroup& group, Checker& check, Device device) {
   const int root = group.size() - 1;  // non-zero whenever there is more than one rank
   for (DType dtype : kAllDTypes)
@@ -420,6 +477,7 @@ EMBER_SCENARIO(collectives) {
     test_big(group, check, device);
   } else {
     test_allreduce(group, check, device);
+    test_allreduce_into(group, check, device);
     test_broadcast(group, check, device);
     test_allgather(group, check, device);
     test_reduce_scatter(group, check, device);
