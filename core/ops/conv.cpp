@@ -3,6 +3,8 @@
 // Kernels: kernels/{reference,cpu}/conv.cpp. Tests: tests/core/test_conv.cpp.
 #include "core/ops/conv.h"
 
+#include <algorithm>
+
 #include "core/autocast_ops.h"
 #include "core/grad_hook.h"
 #include "core/ops/conv_kernels.h"
@@ -49,6 +51,21 @@ int64_t window_count(int64_t in, int64_t kernel, int64_t stride, int64_t padding
               padding, kernel, dilation);
   const int64_t span = padded - extent - 1;  // both sides non-negative: no overflow
   return span < 0 ? 0 : span / stride + 1;
+}
+
+// A dilation along a dim where the kernel is 1 changes nothing, nor does a
+// stride past the padded input along a dim with one output: the kernels get
+// 1 and the padded length there instead, so that they never see the
+// meaningless extreme values a caller may pass (oneDNN refuses a dilation of
+// 2^63 - 1 on a 1x1 kernel), and such problems share one cached primitive.
+// Not a stride of 1: oneDNN wants each stride above minus the right padding,
+// which the kernel derives from the output size and is negative where the
+// one window ends before the padded input does.
+void drop_inert_options(Conv2dProblem& p) {
+  for (int d = 0; d < 2; ++d) {
+    if (p.kernel[d] == 1) p.dilation[d] = 1;
+    if (p.out_size[d] == 1) p.stride[d] = std::min(p.stride[d], p.in_size[d] + 2 * p.padding[d]);
+  }
 }
 
 // Validates a pooling and describes it (out_size filled, data pointers not).
@@ -127,6 +144,7 @@ Tensor compute_conv2d(const Tensor& input, const Tensor& weight, const Tensor& b
   EMBER_CHECK(p.kernel[0] > 0 && p.kernel[1] > 0 && p.out_size[0] > 0 && p.out_size[1] > 0,
               "conv2d: input {} with padding [{}, {}] is smaller than the dilated kernel of weight {}", input.shape(),
               p.padding[0], p.padding[1], weight.shape());
+  drop_inert_options(p);
   Tensor out = make_tensor({p.batch, out_channels, p.out_size[0], p.out_size[1]}, input.dtype(), input.device());
   if (out.numel() == 0) return out;
   if (p.in_channels == 0) {  // an empty sum: zeros, plus the bias
@@ -183,6 +201,7 @@ Conv2dProblem plan_conv_backward(std::string_view name, const Tensor& grad_outpu
                   grad_output.device() == known.device() && is_floating(known.dtype()),
               "{}: expected grad_output {} of dtype {} on {}, got {} of {} on {}", name, expected, known.dtype(),
               known.device(), grad_output.shape(), grad_output.dtype(), grad_output.device());
+  drop_inert_options(p);
   return p;
 }
 

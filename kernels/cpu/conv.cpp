@@ -237,11 +237,23 @@ std::shared_ptr<ConvLayoutEntry> make_conv_layout(const Conv2dProblem& p, ConvPa
 
 // A null entry for bf16 when oneDNN has nothing better than its reference
 // loops for the pass (a CPU without avx512_bf16, or an unusual geometry).
+// Any other refusal is an error naming the geometry: oneDNN bounds some
+// values (strides, paddings near 2^40 over a tiny input) more tightly than
+// the output-size arithmetic the op checked.
 std::shared_ptr<ConvLayoutEntry> make_conv_layout_or_none(const Conv2dProblem& p, ConvPass which, DType dtype) {
   try {
     return make_conv_layout(p, which, dtype);
   } catch (const dnnl::error& error) {
-    if (error.status != dnnl_unimplemented || dtype == DType::f32) throw;
+    if (error.status == dnnl_unimplemented && dtype != DType::f32) return nullptr;
+    const char* pass = which == ConvPass::forward ? "conv2d" : which == ConvPass::input_gradient
+                                                                   ? "conv2d_backward_input"
+                                                                   : "conv2d_backward_weight";
+    EMBER_CHECK(false,
+                "{}: oneDNN cannot run this {} convolution (input [{}, {}, {}, {}], weight [{}, {}, {}, {}], stride "
+                "[{}, {}], padding [{}, {}], dilation [{}, {}], groups {}): {}",
+                pass, dtype, p.batch, p.in_channels, p.in_size[0], p.in_size[1], p.out_channels,
+                p.in_channels / p.groups, p.kernel[0], p.kernel[1], p.stride[0], p.stride[1], p.padding[0],
+                p.padding[1], p.dilation[0], p.dilation[1], p.groups, error.what());
     return nullptr;
   }
 }

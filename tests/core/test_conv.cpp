@@ -450,6 +450,58 @@ TEST(Pool2d, HugeOptionsAreErrorsNotOverflows) {
                         reference([&] { return conv2d(input, weight, {}, {.stride = {far, far}}); })));
 }
 
+// A dilation along a kernel dim of 1, or a stride along an output dim of 1,
+// changes nothing, however large: the forward and both gradients equal those
+// with 1 there, in every float dtype (the third case's one window ends a
+// column before the input does: the right padding is -1). Found by the op fuzzer: a 1x1 kernel
+// with dilation [1, 2^63 - 1] reached oneDNN, which threw its own exception
+// (the crash a non-ember exception is). Mutation caught: drop_inert_options
+// (core/ops/conv.cpp) not called.
+TEST(Conv2d, InertDilationAndStrideChangeNothingHoweverLarge) {
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  struct Inert {
+    Shape input, weight;
+    Conv2dOptions options, plain;
+  };
+  const Inert cases[] = {
+      {{2, 4, 5, 2}, {2, 2, 1, 1}, {.stride = {2, 2}, .padding = {0, 2}, .dilation = {1, huge}, .groups = 2},
+       {.stride = {2, 2}, .padding = {0, 2}, .groups = 2}},
+      {{1, 2, 3, 6}, {3, 2, 3, 2}, {.stride = {huge, 2}, .dilation = {1, 3}}, {.stride = {1, 2}, .dilation = {1, 3}}},
+      {{1, 2, 4, 6}, {6, 1, 3, 3}, {.stride = {1, huge}, .dilation = {1, 2}, .groups = 2},
+       {.stride = {1, 2}, .dilation = {1, 2}, .groups = 2}},
+  };
+  for (DType dtype : kFloatDTypes)
+    for (const Inert& c : cases) {
+      SCOPED_TRACE(fmt::format("{} input {} weight {}", dtype_name(dtype), c.input, c.weight));
+      Tensor input = random_tensor(c.input, dtype), weight = random_tensor(c.weight, dtype, -1, 1);
+      Tensor bias = random_tensor({c.weight[0]}, dtype);
+      Tensor out = conv2d(input, weight, bias, c.options);
+      EXPECT_TRUE(all_close(out, conv2d(input, weight, bias, c.plain), 0, 0));
+      Tensor grad_output = random_tensor(out.shape(), dtype);
+      Conv2dGradients grads = conv2d_backward(grad_output, input, weight, c.options);
+      Conv2dGradients plain = conv2d_backward(grad_output, input, weight, c.plain);
+      EXPECT_TRUE(all_close(grads.input, plain.input, 0, 0));
+      EXPECT_TRUE(all_close(grads.weight, plain.weight, 0, 0));
+    }
+}
+
+// Options oneDNN bounds more tightly than the op's output-size arithmetic (a
+// stride of 2^41 over a padding of 2^40 around 2 columns: two windows of
+// padding only) raise an ember::Error naming the op and the geometry, not
+// oneDNN's own exception, for the forward and both gradients.
+TEST(Conv2d, OptionsPastOnednnsBoundsAreEmberErrors) {
+  Tensor input = random_tensor({1, 1, 2, 2}, DType::f32), weight = random_tensor({1, 1, 1, 1}, DType::f32);
+  const Conv2dOptions options{.stride = {1, int64_t(1) << 41}, .padding = {0, int64_t(1) << 40}};
+  const std::string geometry =
+      "convolution (input [1, 1, 2, 2], weight [1, 1, 1, 1], stride [1, 2199023255552], padding [0, 1099511627776]";
+  EXPECT_EMBER_ERROR(conv2d(input, weight, {}, options), "conv2d: oneDNN cannot run this float32 " + geometry);
+  Tensor grad_output = random_tensor({1, 1, 2, 2}, DType::f32);
+  EXPECT_EMBER_ERROR(conv2d_backward_input(grad_output, weight, input.shape(), options),
+                     "conv2d_backward_input: oneDNN cannot run this float32 " + geometry);
+  EXPECT_EMBER_ERROR(conv2d_backward_weight(grad_output, input, weight.shape(), options),
+                     "conv2d_backward_weight: oneDNN cannot run this float32 " + geometry);
+}
+
 TEST(Pool2d, PaddingIsMinusInfinityForMaxAndCountedOnlyWhenAskedForAverage) {
   for (DType dtype : kFloatDTypes) {
     Tensor input = full({1, 1, 2, 2}, -3.0, {.dtype = dtype});
