@@ -236,6 +236,14 @@ void execute(Reader& in, Pool& pool) {
 }  // namespace
 }  // namespace ember::fuzz
 
+// Some results take their size from values: one_hot of an index of 2^31
+// infers 2^31 + 1 classes, a 17 GB tensor, as PyTorch would. ASan grants
+// that much address space and the fill then meets the fuzzer's RSS limit,
+// which ends the run as an out-of-memory crash. Capped here, such an
+// allocation fails on both sides as the allocator's out-of-memory error.
+// Defaults: ASAN_OPTIONS still overrides them.
+extern "C" const char* __asan_default_options() { return "max_allocation_size_mb=256:allocator_may_return_null=1"; }
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ember::fuzz::Reader in(data, size);
   ember::fuzz::Pool pool;
