@@ -78,7 +78,10 @@ std::string Tensor::str() const {
   Printer printer{.values = values, .shape = shape(), .dtype = dtype(), .out = "tensor("};
   printer.summarize = numel() > kSummaryThreshold;
   printer.measure();
-  printer.print(0, 0, 7);
+  if (numel() == 0)
+    printer.out += "[]";  // as PyTorch: one [] and the size, whatever the sizes
+  else
+    printer.print(0, 0, 7);
   std::string out = std::move(printer.out);
   if (dtype() != DType::f32 && dtype() != DType::i64 && dtype() != DType::boolean) out += fmt::format(", dtype={}", dtype());
   if (!device().is_cpu()) out += fmt::format(", device='{}'", device());

@@ -65,14 +65,21 @@ void require_nonempty(const Tensor& t, const Reduction& plan, std::string_view o
 
 // Appends the group's dims to (shape, strides), merging an outer dim into the
 // previous one when memory steps through both as one (stride[a] == stride[b] * size[b]).
+// An empty input may hold a size near INT64_MAX beside its 0 ([INT64_MAX, 7,
+// 0]): sizes multiply in uint64, exact whenever the true product fits (as for
+// every tensor's count) and without overflow's undefined behaviour when it
+// does not; then the count is 0 and no kernel walks the merged shape. A span
+// that overflows merges nothing. Found by the op fuzzer (UBSan).
 void merge_group(const int64_t* sizes, const int64_t* strides, int count, int64_t* out_shape, int64_t* out_strides,
                  int& out_ndim, int64_t& numel) {
+  auto times = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); };
   out_ndim = 0;
   numel = 1;
   for (int i = 0; i < count; ++i) {
-    numel *= sizes[i];
-    if (out_ndim > 0 && out_strides[out_ndim - 1] == strides[i] * sizes[i]) {
-      out_shape[out_ndim - 1] *= sizes[i];
+    numel = times(numel, sizes[i]);
+    int64_t span = 0;
+    if (out_ndim > 0 && !__builtin_mul_overflow(strides[i], sizes[i], &span) && out_strides[out_ndim - 1] == span) {
+      out_shape[out_ndim - 1] = times(out_shape[out_ndim - 1], sizes[i]);
       out_strides[out_ndim - 1] = strides[i];
     } else {
       out_shape[out_ndim] = sizes[i];

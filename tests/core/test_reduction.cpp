@@ -266,6 +266,15 @@ TEST(Reduction, EmptyAndZeroDimInputs) {
   EXPECT_EMBER_ERROR(argmax(empty), "argmax: cannot reduce over dim 0 of size 0");
   EXPECT_EMBER_ERROR(norm(empty, kInf, {0}), "norm (p = inf): cannot reduce over dim 0");
 
+  // An empty tensor whose other sizes multiply past int64: the loop's merged
+  // sizes overflowed (UBSan; found by the op fuzzer through mse_loss of an
+  // unflatten). Mutation caught under UBSan: merge_group's products back in int64.
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  Tensor vast = zeros({huge, 7, 0});
+  EXPECT_EQ(sum(vast).item<float>(), 0);
+  EXPECT_TRUE(std::isnan(mean(vast).item<float>()));
+  EXPECT_EQ(sum(vast, {0, 2}).to_vector<float>(), std::vector<float>(7, 0));
+
   Tensor scalar = scalar_tensor(2.5, {});
   EXPECT_EQ(sum(scalar).item<float>(), 2.5f);
   EXPECT_EQ(sum(scalar, {0}).dim(), 0);

@@ -158,6 +158,11 @@ TEST(Tensor, PrintsLikePyTorch) {
   EXPECT_EQ(from_vector<int64_t>({3, 4}, {2, 1}).str(), "tensor([[3],\n        [4]])");
   EXPECT_EQ(scalar_tensor(true, {.dtype = DType::boolean}).str(), "tensor(True)");
   EXPECT_EQ(zeros({0, 2}).str(), "tensor([], size=[0, 2])");
+  // Any empty tensor prints as [], as PyTorch's does: before, [7, 0] printed
+  // seven [] and [7, 2^63 - 1, 0] tried to print 7 * (2^63 - 1) of them (the
+  // op fuzzer's trace ran out of memory).
+  EXPECT_EQ(zeros({7, 0}).str(), "tensor([], size=[7, 0])");
+  EXPECT_EQ(zeros({7, std::numeric_limits<int64_t>::max(), 0}).str(), "tensor([], size=[7, 9223372036854775807, 0])");
   EXPECT_NE(arange(2000).str().find("..."), std::string::npos);
 }
 
