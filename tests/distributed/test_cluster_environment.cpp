@@ -214,7 +214,11 @@ TEST(JobEngines, MpirunStartsOneJob) {
 }
 
 // A task that exits with a code, or is killed, ends the whole mpirun job
-// with that status, and no process or segment is left.
+// with a failing status, and no process or segment is left. Open MPI reports
+// the first failed process it reaps: the killed rank (128 + 9) as a rule, but
+// the survivors notice the dead peer within milliseconds and exit with the
+// worker's error status 2, and under load mpirun may reap one of them first.
+// Catches: a job that hangs on the dead rank or ends with status 0.
 TEST(JobEngines, MpirunEndsTheJobWhenATaskFails) {
   if (!mpirun_found()) GTEST_SKIP() << "/usr/bin/mpirun not found (scripts/test.sh installs openmpi-bin)";
   const ProcessResult exited = mpirun(2, "engine_exit", {"1", "3"});
@@ -224,7 +228,7 @@ TEST(JobEngines, MpirunEndsTheJobWhenATaskFails) {
 
   testing::ScratchDirectory directory;
   const ProcessResult killed = mpirun(3, "fault_train", {directory.path().string(), "kill_in_forward", "1", "6"});
-  EXPECT_EQ(killed.exit_code, 128 + 9) << killed.output;
+  EXPECT_TRUE(killed.exit_code == 128 + 9 || killed.exit_code == 2) << killed.output;
   EXPECT_LT(killed.seconds, 30) << killed.output;
   EXPECT_TRUE(contains(killed.output, "rank 1: SIGKILL in forward at step 6")) << killed.output;
   expect_rank_one_named_as_exited(killed.output);
