@@ -16,7 +16,9 @@ struct Conv2dOptions {
   Pair dilation{1, 1};
   int64_t groups = 1;
 };
-// input [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] or undefined -> [N, O, H', W']
+// input [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] or undefined -> [N, O, H', W'].
+// An inf or nan meeting the padding may give nan or add nothing, by kernel
+// (Note [Padding and non-finite values] in core/README.md).
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
 // conv2d's gradients given d(loss)/d(output) [N, O, H', W'], for autograd's
 // formula: d/d(input) (of input_shape) and d/d(weight) (of weight_shape).

@@ -42,6 +42,13 @@ struct Call {
   // its error: each result's magnitudes from the inputs (run in f64 with the
   // reference kernels; a layer norm's |w| (|x| + |mean|) / std).
   std::function<Outputs(const std::vector<Tensor>&)> scale = nullptr;
+  // The op written another way whose nans are equally right (run with the
+  // reference kernels, like `run`): where its result and the fast one are
+  // both nan, the fast result passes. A convolution with its padding written
+  // out as zeros, which PyTorch multiplies (0 * inf = nan) and the reference
+  // skips; oneDNN does either, by kernel (Note [Padding and non-finite values]
+  // in core/ops/conv.h).
+  std::function<Outputs(const std::vector<Tensor>&)> nan_alternative = nullptr;
 };
 
 struct OpEntry {

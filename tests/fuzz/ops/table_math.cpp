@@ -344,7 +344,18 @@ OpEntry products() {
           }};
 }
 
+// conv2d's padding written out as zeros, for Call::nan_alternative: the
+// padded input, and the options without padding.
+Tensor zero_padded(const Tensor& input, const Conv2dOptions& options) {
+  return pad(input, {options.padding[1], options.padding[1], options.padding[0], options.padding[0]});
+}
+Conv2dOptions without_padding(Conv2dOptions options) {
+  options.padding = {0, 0};
+  return options;
+}
+
 // conv2d, its two gradient passes and both at once: the input, then the weight's sizes, bias flag and options.
+// The input's gradient never reads the padding; the output and the weight's gradient multiply it.
 OpEntry convolution() {
   return {"conv2d", [](Reader& in, Pool& pool) {
             const uint8_t which = in.byte() % 4;
@@ -364,9 +375,13 @@ OpEntry convolution() {
                                            options.padding[1], options.dilation[0], options.dilation[1],
                                            options.groups);
             if (which == 0)
-              return Call{name, {input, weight, bias}, [options](const Inputs& t) {
-                            return Outputs{conv2d(t[0], t[1], t[2], options)};
-                          }, Accuracy::scaled};
+              return Call{.name = name,
+                          .inputs = {input, weight, bias},
+                          .run = [options](const Inputs& t) { return Outputs{conv2d(t[0], t[1], t[2], options)}; },
+                          .accuracy = Accuracy::scaled,
+                          .nan_alternative = [options](const Inputs& t) {
+                            return Outputs{conv2d(zero_padded(t[0], options), t[1], t[2], without_padding(options))};
+                          }};
             // The gradients need a grad_output of the forward's output shape.
             Shape out_shape = shape_or_empty([&] { return conv2d(input, weight, bias, options); });
             Tensor grad_output = read_tensor_of(in, out_shape, input.dtype());
@@ -376,14 +391,28 @@ OpEntry convolution() {
                             return Outputs{conv2d_backward_input(t[0], t[1], shape, options)};
                           }, Accuracy::scaled};
             if (which == 2)
-              return Call{"conv2d_backward_weight " + name, {grad_output, input}, [options, weight_shape](
-                                                                                    const Inputs& t) {
+              return Call{.name = "conv2d_backward_weight " + name,
+                          .inputs = {grad_output, input},
+                          .run = [options, weight_shape](const Inputs& t) {
                             return Outputs{conv2d_backward_weight(t[0], t[1], weight_shape, options)};
-                          }, Accuracy::scaled};
-            return Call{"conv2d_backward " + name, {grad_output, input, weight}, [options](const Inputs& t) {
+                          },
+                          .accuracy = Accuracy::scaled,
+                          .nan_alternative = [options, weight_shape](const Inputs& t) {
+                            return Outputs{conv2d_backward_weight(t[0], zero_padded(t[1], options), weight_shape,
+                                                                  without_padding(options))};
+                          }};
+            return Call{.name = "conv2d_backward " + name,
+                        .inputs = {grad_output, input, weight},
+                        .run = [options](const Inputs& t) {
                           Conv2dGradients both = conv2d_backward(t[0], t[1], t[2], options);
                           return Outputs{both.input, both.weight};
-                        }, Accuracy::scaled};
+                        },
+                        .accuracy = Accuracy::scaled,
+                        .nan_alternative = [options](const Inputs& t) {
+                          return Outputs{conv2d_backward_input(t[0], t[2], t[1].shape(), options),
+                                         conv2d_backward_weight(t[0], zero_padded(t[1], options), t[2].shape(),
+                                                                without_padding(options))};
+                        }};
           }};
 }
 
