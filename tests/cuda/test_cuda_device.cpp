@@ -6,10 +6,6 @@ namespace ember::testing {
 namespace {
 
 TEST(CudaDevice, ReportsDevicesOrSkips) {
-  if (!built_with_cuda()) {
-    EXPECT_EQ(cuda::device_description(0), "");  // `ember env` says "CUDA not built" instead
-    GTEST_SKIP() << "this build has no CUDA backend (EMBER_CUDA=OFF or no nvcc)";
-  }
   if (!cuda::is_available()) GTEST_SKIP() << "no CUDA GPU on this machine (cudaGetDeviceCount found none)";
   EXPECT_GT(cuda::device_count(), 0);
   // What `ember env` prints for each device: "NVIDIA H200, 139.8 GiB, compute capability 9.0".
@@ -17,10 +13,6 @@ TEST(CudaDevice, ReportsDevicesOrSkips) {
     std::string description = cuda::device_description(index);
     EXPECT_NE(description.find(" GiB, compute capability "), std::string::npos) << description;
   }
-}
-
-TEST(CudaDevice, MissingKernelsAreClearErrorsNotCrashes) {
-  EXPECT_EMBER_ERROR(zeros({2}).to(Device("cuda:0")), "cuda");
 }
 
 }  // namespace

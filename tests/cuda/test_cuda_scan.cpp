@@ -9,7 +9,6 @@ namespace ember::testing {
 namespace {
 
 TEST(CudaScan, EveryCpuDtypeHasACudaKernel) {
-  if (!built_with_cuda()) GTEST_SKIP() << "this build has no CUDA backend (EMBER_CUDA=OFF)";
   EXPECT_TRUE(cuda_registers_cpu_dtypes({"cumsum", "cumprod"}));
 }
 
