@@ -5,6 +5,7 @@
 #include "core/ops/indexing.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/ops/creation.h"
 #include "core/ops/indexing_kernels.h"
@@ -399,20 +400,26 @@ static Tensor compute_pad(const Tensor& t, const std::vector<int64_t>& pad, cons
   Shape shape = t.shape();
   for (size_t pair = 0; pair < pad.size() / 2; ++pair) {
     int d = t.dim() - 1 - int(pair);
-    int64_t size = t.shape()[d] + pad[2 * pair] + pad[2 * pair + 1];
+    // In 128 bits: the pads may be anything int64 holds (their sum too).
+    const __int128 size = __int128(t.shape()[d]) + pad[2 * pair] + pad[2 * pair + 1];
     EMBER_CHECK(size >= 0, "pad: dim {} of size {} padded by ({}, {}) would have negative size {}", d, t.shape()[d],
                 pad[2 * pair], pad[2 * pair + 1], size);
-    shape[d] = size;
+    EMBER_CHECK(size <= std::numeric_limits<int64_t>::max(),
+                "pad: dim {} of size {} padded by ({}, {}) would have size {}, past int64", d, t.shape()[d],
+                pad[2 * pair], pad[2 * pair + 1], size);
+    shape[d] = int64_t(size);
   }
   Tensor out = full(shape, value, {.dtype = t.dtype(), .device = t.device()});
   // The part of the input that survives cropping lands at max(before, 0).
+  // A negative pad crops min(-pad, size) elements (-INT64_MIN is not an int64).
   Tensor source = t, target = out;
   for (size_t pair = 0; pair < pad.size() / 2; ++pair) {
     int d = t.dim() - 1 - int(pair);
-    int64_t before = pad[2 * pair], after = pad[2 * pair + 1];
-    int64_t length = t.shape()[d] - std::max<int64_t>(-before, 0) - std::max<int64_t>(-after, 0);
+    const int64_t size = t.shape()[d], before = pad[2 * pair], after = pad[2 * pair + 1];
+    const auto cropped = [size](int64_t p) { return p >= 0 ? 0 : p <= -size ? size : -p; };
+    int64_t length = size - cropped(before) - cropped(after);
     if (length <= 0) return out;
-    source = source.narrow(d, std::max<int64_t>(-before, 0), length);
+    source = source.narrow(d, cropped(before), length);
     target = target.narrow(d, std::max<int64_t>(before, 0), length);
   }
   copy_(target, source);

@@ -307,6 +307,15 @@ TEST(Indexing, BadShapesAndArgumentsNameTheOp) {
   EXPECT_EMBER_ERROR(pad(zeros({2}), {1}), "pad: padding length must be divisible by 2, got 1");
   EXPECT_EMBER_ERROR(pad(zeros({2}), {1, 1, 1, 1}), "pad: padding length 4 is too large for a tensor with 1 dims");
   EXPECT_EMBER_ERROR(pad(zeros({2}), {-2, -1}), "pad: dim 0 of size 2 padded by (-2, -1) would have negative size -1");
+  // Pads anywhere in int64 (the op fuzzer's edge values): their sums overflowed int64 (UBSan), and
+  // cropping by INT64_MIN negated it. Reproducer: tests/fuzz/corpus/ops/pad_int64_extremes.
+  constexpr int64_t max = std::numeric_limits<int64_t>::max(), min = std::numeric_limits<int64_t>::min();
+  EXPECT_EMBER_ERROR(pad(zeros({2}), {max, max}),
+                     "pad: dim 0 of size 2 padded by (9223372036854775807, 9223372036854775807) would have size "
+                     "18446744073709551616, past int64");
+  EXPECT_EMBER_ERROR(pad(zeros({2}), {min, min}), "would have negative size -18446744073709551614");
+  EXPECT_EQ(values_of(pad(floats({1, 2, 3}), {min, max}, 7)), (std::vector<float>{7, 7}));
+  EXPECT_EQ(values_of(pad(floats({1, 2, 3}), {max - 1, min}, 7)), (std::vector<float>{7}));
 }
 
 }  // namespace

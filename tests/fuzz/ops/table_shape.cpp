@@ -252,7 +252,9 @@ OpEntry pad_op() {
             Tensor x = operand(in, pool);
             std::vector<int64_t> pads;
             const int count = int(in.in_range(0, 2 * x.dim() + 2));
-            for (int i = 0; i < count; ++i) pads.push_back(in.in_range(-3, 3));
+            // Edge values too: a pad of INT64_MAX fails to allocate on both sides; with INT64_MIN
+            // beside it the size stays small and the crop takes everything.
+            for (int i = 0; i < count; ++i) pads.push_back(in.integer(-3, 3));
             Scalar value = in.scalar();
             return Call{fmt::format("pad {} value {}", fmt::join(pads, ", "), scalar_name(value)), {x},
                         [=](const Inputs& t) { return Outputs{pad(t[0], pads, value)}; }, kExact};
