@@ -33,8 +33,11 @@ inline void check_no_internal_overlap(const Tensor& target, std::string_view op)
 // before the write (NumPy's rule). The same elements in the same places
 // (x.add_(x)) are each read before written and need no copy. Conservative:
 // byte ranges that intersect count, even when their elements interleave.
+// Addresses are compared whatever the storages: two from_blob tensors over
+// one buffer share memory without sharing a storage (PyTorch compares only
+// views of one storage, and reads such a source after writing it).
 inline bool source_overlaps_target(const Tensor& target, const Tensor& source) {
-  if (source.storage() != target.storage() || target.numel() == 0 || source.numel() == 0) return false;
+  if (source.device() != target.device() || target.numel() == 0 || source.numel() == 0) return false;
   auto bytes = [](const Tensor& t) {
     const char* first = static_cast<const char*>(t.data_ptr());
     const char* last = first;

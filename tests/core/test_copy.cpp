@@ -193,5 +193,28 @@ TEST(InPlaceWrite, SourceOverlappingTheTargetIsReadBeforeTheWrite) {
   }
 }
 
+// Two tensors over one caller's buffer (from_blob: each has a storage of its
+// own) overlap as views of one storage do, and are read the same way.
+// Catches: comparing storages only (PyTorch's check): the kernel read
+// b[16..] after its first 16-wide write had changed them (fast kernels), or
+// b[1] after a[0] (the reference).
+TEST(InPlaceWrite, SourceOverlappingTheTargetThroughAnotherStorageIsReadBeforeTheWrite) {
+  for (bool reference_mode : {false, true}) {
+    std::optional<ReferenceModeGuard> guard;
+    if (reference_mode) guard.emplace();
+    std::vector<float> buffer(65), expected(65);
+    for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = float(i);
+    expected[0] = 0;
+    for (size_t i = 1; i < expected.size(); ++i) expected[i] = float(i) + float(i - 1);
+    Tensor b = from_blob(buffer.data(), {64}, DType::f32), a = from_blob(buffer.data() + 1, {64}, DType::f32);
+    add_(a, b);
+    EXPECT_EQ(buffer, expected) << "reference " << reference_mode;
+    for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = float(i);
+    a.copy_(b);
+    EXPECT_EQ(buffer[64], 63) << "reference " << reference_mode;
+    EXPECT_EQ(buffer[1], 0) << "reference " << reference_mode;
+  }
+}
+
 }  // namespace
 }  // namespace ember::testing
