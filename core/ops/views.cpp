@@ -314,12 +314,20 @@ Tensor diagonal(const Tensor& t, int64_t offset, int64_t dim1, int64_t dim2) {
 Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
   check_defined(t, "as_strided");
   EMBER_CHECK(shape.ndim() == strides.ndim(), "as_strided: shape {} and strides {} differ in length", shape, strides);
-  int64_t last = offset;
+  bool empty = false;
   for (int d = 0; d < shape.ndim(); ++d) {
     EMBER_CHECK(shape[d] >= 0 && strides[d] >= 0, "as_strided: negative size or stride (shape {}, strides {})", shape,
                 strides);
-    if (shape[d] == 0) last = -1;
-    if (last >= 0) last += (shape[d] - 1) * strides[d];
+    empty |= shape[d] == 0;
+  }
+  // The last element the view reaches (none when it is empty), in checked
+  // arithmetic: sizes and strides may be anything int64 holds.
+  int64_t last = empty ? -1 : offset;
+  for (int d = 0; d < shape.ndim() && !empty; ++d) {
+    int64_t extent = 0;
+    EMBER_CHECK(!__builtin_mul_overflow(shape[d] - 1, strides[d], &extent) &&
+                    !__builtin_add_overflow(last, extent, &last),
+                "as_strided: shape {} strides {} offset {} reach past element 2^63 - 1", shape, strides, offset);
   }
   int64_t capacity = int64_t(t.storage()->nbytes()) / t.element_size();
   EMBER_CHECK(offset >= 0 && last < capacity,

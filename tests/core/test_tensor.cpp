@@ -143,6 +143,22 @@ TEST(Tensor, ShapesWhoseSizesOverflowAreErrors) {
   EXPECT_EQ(empty.strides(), (Strides{huge, huge, 1}));
 }
 
+// as_strided checks the view's reach against its storage in arithmetic that
+// cannot wrap. Catches: (size - 1) * stride summed in int64, where 4 * 2^62
+// wrapped to 0 and passed as inside an 8-element storage, a view of memory
+// that is not there (UBSan at 6 * (2^63 - 1): corpus/ops/as_strided_int64_reach).
+TEST(Tensor, AsStridedChecksItsReachWithoutWrapping) {
+  constexpr int64_t max = std::numeric_limits<int64_t>::max();
+  Tensor t = zeros({8});
+  EXPECT_EQ(as_strided(t, {2, 2}, {4, 1}, 2).shape(), (Shape{2, 2}));
+  EXPECT_EMBER_ERROR(as_strided(t, {2, 2}, {4, 1}, 3), "reach element 8 of a storage of 8 elements");
+  EXPECT_EMBER_ERROR(as_strided(t, {5, 1}, {int64_t(1) << 62, 1}, 0),
+                     "as_strided: shape [5, 1] strides [4611686018427387904, 1] offset 0 reach past element 2^63 - 1");
+  EXPECT_EMBER_ERROR(as_strided(t, {7, 2}, {max, 1}, 0), "reach past element 2^63 - 1");
+  EXPECT_EMBER_ERROR(as_strided(t, {2}, {1}, max), "reach past element 2^63 - 1");
+  EXPECT_EQ(as_strided(t, {max, 0}, {max, max}, 0).numel(), 0);  // empty: it reaches nothing
+}
+
 TEST(Tensor, ItemAndErrors) {
   EXPECT_EQ(full({1, 1}, 2.5).item<float>(), 2.5f);
   EXPECT_EMBER_ERROR(zeros({2}).item<float>(), "item: a tensor with 2 elements");
