@@ -226,12 +226,16 @@ Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t s
   end = std::clamp<int64_t>(end, start, size);
   // Written so that no step overflows (step may be up to INT64_MAX): the
   // stride is multiplied only when two or more elements remain, and then
-  // step < size, so stride * step stays inside the tensor's extent.
+  // step < size, so stride * step stays inside the tensor's extent. An empty
+  // tensor has no extent and its strides may be anything (unflatten of
+  // [7, 0] into [7, 2^63 - 1, 0] gives dim 0 a stride of 2^63 - 1): its views
+  // keep its offset and strides (Note [Views of empty tensors], core/README.md).
   const int64_t count = end == start ? 0 : (end - start - 1) / step + 1;
+  const bool empty = t.numel() == 0;
   return element_view(t, [&](const Strides& base, int64_t offset) {
-    detail::ViewGeometry view{t.shape(), base, offset + start * base[d]};
+    detail::ViewGeometry view{t.shape(), base, empty ? offset : offset + start * base[d]};
     view.shape[d] = count;
-    if (count > 1) view.strides[d] = base[d] * step;
+    if (count > 1 && !empty) view.strides[d] = base[d] * step;
     return view;
   });
 }
@@ -257,8 +261,9 @@ Tensor select(const Tensor& t, int64_t dim, int64_t index) {
   EMBER_CHECK(index >= -size && index < size, "select: index {} out of range for dim {} of size {} (shape {})", index,
               d, size, t.shape());
   if (index < 0) index += size;
+  const bool empty = t.numel() == 0;  // Note [Views of empty tensors]
   return element_view(t, [&](const Strides& base, int64_t offset) {
-    detail::ViewGeometry view{t.shape(), base, offset + index * base[d]};
+    detail::ViewGeometry view{t.shape(), base, empty ? offset : offset + index * base[d]};
     view.shape.erase(d);
     view.strides.erase(d);
     return view;
@@ -297,16 +302,17 @@ Tensor diagonal(const Tensor& t, int64_t offset, int64_t dim1, int64_t dim2) {
   EMBER_CHECK(a != b, "diagonal: dim1 and dim2 are both {}", a);
   const int64_t length = offset >= 0 ? std::max<int64_t>(std::min(t.shape()[a], t.shape()[b] - offset), 0)
                                      : std::max<int64_t>(std::min(t.shape()[a] + offset, t.shape()[b]), 0);
+  const bool empty = t.numel() == 0;  // Note [Views of empty tensors]
   return element_view(t, [&](const Strides& base, int64_t start) {
     detail::ViewGeometry view{{}, {}, start};
-    if (length > 0) view.offset += offset >= 0 ? offset * base[b] : -offset * base[a];
+    if (length > 0 && !empty) view.offset += offset >= 0 ? offset * base[b] : -offset * base[a];
     for (int d = 0; d < t.dim(); ++d) {
       if (d == a || d == b) continue;
       view.shape.push_back(t.shape()[d]);
       view.strides.push_back(base[d]);
     }
     view.shape.push_back(length);
-    view.strides.push_back(base[a] + base[b]);
+    view.strides.push_back(empty ? base[a] : base[a] + base[b]);
     return view;
   });
 }

@@ -159,6 +159,23 @@ TEST(Tensor, AsStridedChecksItsReachWithoutWrapping) {
   EXPECT_EQ(as_strided(t, {max, 0}, {max, max}, 0).numel(), 0);  // empty: it reaches nothing
 }
 
+// Note [Views of empty tensors]: sizes and strides near int64's limits, no
+// elements. Catches (the UBSan build, CI's second half): slice, select and
+// diagonal multiplying the stride of 2^63 - 1 (corpus/ops/slice_empty_huge_stride).
+TEST(Tensor, ViewsOfEmptyTensorsWithHugeSizesDoNotOverflow) {
+  constexpr int64_t max = std::numeric_limits<int64_t>::max();
+  const Tensor t = unflatten(zeros({7, 0}), 1, {max, -1});
+  ASSERT_EQ(t.shape(), (Shape{7, max, 0}));
+  EXPECT_EQ(slice(t, 0, 1, 7, 2).shape(), (Shape{3, max, 0}));
+  EXPECT_EQ(slice(t, 1, 2, max, 3).shape(), (Shape{7, (max - 3) / 3 + 1, 0}));
+  EXPECT_EQ(select(t, 0, 6).shape(), (Shape{max, 0}));
+  EXPECT_EQ(select(t, 1, max - 1).shape(), (Shape{7, 0}));
+  EXPECT_EQ(diagonal(t, 2, 0, 1).shape(), (Shape{0, 7}));
+  EXPECT_EQ(diagonal(t, -3, 0, 1).shape(), (Shape{0, 4}));
+  EXPECT_EQ(t.narrow(1, max - 5, 5).numel(), 0);
+  EXPECT_EQ(contiguous(slice(t, 0, 0, 7, 3)).numel(), 0);
+}
+
 TEST(Tensor, ItemAndErrors) {
   EXPECT_EQ(full({1, 1}, 2.5).item<float>(), 2.5f);
   EXPECT_EMBER_ERROR(zeros({2}).item<float>(), "item: a tensor with 2 elements");
