@@ -39,10 +39,13 @@ int64_t Tensor::size(int64_t dim) const { return shape()[int(wrap_dim(dim, this-
 int64_t Tensor::stride(int64_t dim) const { return strides()[int(wrap_dim(dim, this->dim(), "stride"))]; }
 
 bool Tensor::dense(const Shape& shape, const Strides& strides) {
+  // Empty first: the sizes after a zero may multiply past int64 ([0, 7, 2^63 - 1],
+  // Note [Views of empty tensors]); without a zero, tensors are made only with
+  // shapes whose product fits.
+  if (shape.numel() == 0) return true;
   int64_t expected = 1;
   for (int d = shape.ndim() - 1; d >= 0; --d) {
     int64_t size = shape[d];
-    if (size == 0) return true;
     if (size != 1 && strides[d] != expected) return false;
     expected *= size;
   }

@@ -174,6 +174,10 @@ TEST(Tensor, ViewsOfEmptyTensorsWithHugeSizesDoNotOverflow) {
   EXPECT_EQ(diagonal(t, -3, 0, 1).shape(), (Shape{0, 4}));
   EXPECT_EQ(t.narrow(1, max - 5, 5).numel(), 0);
   EXPECT_EQ(contiguous(slice(t, 0, 0, 7, 3)).numel(), 0);
+  // Tensor::dense multiplied the sizes from the last dim and met the zero last
+  // (corpus/ops/permute_empty_huge_sizes).
+  EXPECT_EQ(t.permute({2, 0, 1}).shape(), (Shape{0, 7, max}));
+  EXPECT_TRUE(t.permute({2, 0, 1}).is_contiguous());
 }
 
 TEST(Tensor, ItemAndErrors) {
