@@ -8,6 +8,7 @@ namespace ember {
 
 bool cpu_has_avx2();
 bool cpu_has_fma();
+bool cpu_has_f16c();      // AVX2 and F16C (vcvtps2ph, vcvtph2ps)
 bool cpu_has_avx512bw();  // AVX-512 F and BW
 bool cpu_has_avx512_bf16();  // AVX-512 F, BW, VL and BF16 (vcvtne2ps2bf16)
 

@@ -7,7 +7,9 @@
 // way: the loop is the same code. f32 to bf16 has its own AVX-512 loops
 // (convert_avx512.cpp) where the CPU has AVX-512, with the BF16 conversion
 // instruction where it has that too: the compiled AVX2 loop ran at 0.62x a
-// plain copy's bytes per second (bench_copy). Users: copy.cpp, elementwise_unary.cpp,
+// plain copy's bytes per second (bench_copy). f32 to f16 and back take
+// F16C's conversions (convert_f16c.cpp): the compiled loop of Half's
+// branching conversions ran at about 1 GB/s. Users: copy.cpp, elementwise_unary.cpp,
 // elementwise_backward.cpp, binary_loop.h, indexing.cpp; tests: their
 // reference comparisons and tests/core/test_convert.cpp.
 #pragma once
@@ -27,6 +29,10 @@ namespace ember::cpu {
 // where cpu_has_avx512_bf16()).
 void narrow_to_bf16_avx512(const float* in, BFloat16* out, int64_t n);
 void narrow_to_bf16_avx512_bf16(const float* in, BFloat16* out, int64_t n);
+// f32 to f16 and back, bit for bit as Half's conversions, with F16C's
+// instructions (call only where cpu_has_f16c()): convert_f16c.cpp.
+void narrow_to_f16_f16c(const float* in, Half* out, int64_t n);
+void widen_from_f16_f16c(const Half* in, float* out, int64_t n);
 
 template <class To, class From>
 [[gnu::always_inline]] inline void convert_loop(const From* in, To* out, int64_t n) {
@@ -60,6 +66,12 @@ void convert_run(const From* in, To* out, int64_t n) {
   if constexpr (std::is_same_v<To, BFloat16> && std::is_same_v<From, float>) {
     if (cpu_has_avx512_bf16()) return narrow_to_bf16_avx512_bf16(in, out, n);
     if (cpu_has_avx512bw()) return narrow_to_bf16_avx512(in, out, n);
+  }
+  if constexpr (std::is_same_v<To, Half> && std::is_same_v<From, float>) {
+    if (cpu_has_f16c()) return narrow_to_f16_f16c(in, out, n);
+  }
+  if constexpr (std::is_same_v<To, float> && std::is_same_v<From, Half>) {
+    if (cpu_has_f16c()) return widen_from_f16_f16c(in, out, n);
   }
   if constexpr (is_16_bit_float<To> || is_16_bit_float<From>) {
     if (cpu_has_avx2()) return convert_run_avx2(in, out, n);

@@ -1,5 +1,5 @@
 // Casts between f32 and bf16 (Tensor::to, kernels/cpu/convert_run.h and
-// convert_avx512.cpp), bit for bit against BFloat16::round, the scalar
+// convert_avx512.cpp), and between f32 and f16 (convert_f16c.cpp), bit for bit against BFloat16::round, the scalar
 // rounding every kernel and the reference kernels use: nan, inf, denormals,
 // ties and random bit patterns, at every length up to past two vectors (each
 // remainder of the 16- and 32-lane loops), from unaligned starts, split
@@ -111,6 +111,47 @@ TEST(Convert, BFloat16ToFloatIsExactForEveryBitPattern) {
       expected_back.push_back(BFloat16::round(widened[i]));
     }
     EXPECT_EQ(bits_of(from_vector(widened).to(DType::bf16)), expected_back);
+  }
+}
+
+// f32 to f16 (convert_f16c.cpp where the CPU has F16C, Half::from_float's
+// loop otherwise): bit for bit against Half::from_float at every length past
+// two blocks of eight, from unaligned starts, on f16's own edge cases (the
+// largest half 65504, 65520 rounding to inf, denormal halves and their ties,
+// values below the smallest) among the shared ones, nans included in blocks.
+// Mutations run once: _MM_FROUND_TO_ZERO in place of nearest even failed
+// here; dropping the nan check of either direction (the instructions' nans,
+// payload kept) failed this test or the widening one below, by direction.
+TEST(Convert, FloatToHalfEveryLengthMatchesFromFloatBitForBit) {
+  std::vector<float> values = {65504.0f, 65519.0f, 65520.0f, -65520.0f, 65536.0f, 6.1035156e-05f, 6.0975552e-05f,
+                               5.9604645e-08f, 2.9802322e-08f, 2.9802326e-08f, 8.940697e-08f, 1e-10f, -0.0f};
+  for (float f : test_floats(100)) values.push_back(f);
+  for (int64_t n = 0; n <= 60; ++n) {
+    for (int64_t start : {0, 1}) {
+      const std::vector<float> run(values.begin() + start, values.begin() + start + n);
+      std::vector<uint16_t> expected;
+      for (float f : run) expected.push_back(Half::from_float(f));
+      std::vector<uint16_t> got;
+      for (Half h : from_vector(values).narrow(0, start, n).to(DType::f16).to_vector<Half>()) got.push_back(h.bits);
+      ASSERT_EQ(got, expected) << "length " << n << " start " << start;
+    }
+  }
+}
+
+// f16 to f32 is exact: all 65536 bit patterns against Half::to_float, bit for
+// bit (nans as Half widens them, signalling ones too), in runs that put nans
+// and denormals inside blocks of eight and past them.
+TEST(Convert, HalfToFloatIsExactForEveryBitPattern) {
+  std::vector<Half> all;
+  for (uint32_t b = 0; b < 65536; ++b) all.push_back(Half::from_bits(uint16_t(b)));
+  Tensor x = from_vector(all);
+  for (Tensor view : {x, x.narrow(0, 3, 65533), x.slice(0, 1, 65536, 3)}) {
+    std::vector<Half> source = view.contiguous().to_vector<Half>();
+    std::vector<float> widened = view.to(DType::f32).to_vector<float>();
+    ASSERT_EQ(widened.size(), source.size());
+    for (size_t i = 0; i < source.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(widened[i]), std::bit_cast<uint32_t>(Half::to_float(source[i].bits)))
+          << "bits " << source[i].bits;
   }
 }
 
