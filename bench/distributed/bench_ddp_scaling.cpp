@@ -8,7 +8,7 @@
 // updates its shard of the parameters, then all-gathers them), to see how
 // much of what keeps DDP under 2x is the optimizer step every rank repeats.
 //   bench_ddp_scaling [--global-batch 256] [--steps 60] [--warmup 10] [--bucket-cap-mb 25]
-//                     [--first-bucket-cap-mb 1] [--strategy ddp|zero1]
+//                     [--first-bucket-cap-mb 1] [--strategy ddp|zero1] [--comm-hook no|fp16|bf16]
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -37,9 +37,16 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps first");
   app.add_option("--bucket-cap-mb", bucket_cap_mb, "DDP bucket size");
   app.add_option("--first-bucket-cap-mb", first_bucket_cap_mb, "DDP's first bucket size");
+  std::string comm_hook = "no";
+  app.add_option("--comm-hook", comm_hook, "DDP's comm_hook: no, fp16 or bf16 (gradients compressed)");
   app.add_option("--strategy", strategy, "ddp, or zero1 (the optimizer step sharded)")
       ->check(CLI::IsMember({"ddp", "zero1"}));
   CLI11_PARSE(app, argc, argv);
+  if (strategy != "ddp" && comm_hook != "no") {
+    std::fprintf(stderr, "bench_ddp_scaling: --comm-hook %s is DDP's; --strategy %s has none\n", comm_hook.c_str(),
+                 strategy.c_str());
+    return 1;
+  }
 
   distributed::ProcessGroup& group = distributed::init_process_group();
   const int world = group.size();
@@ -58,7 +65,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<distributed::ShardedDataParallel> zero;
   if (strategy == "ddp") {
     ddp = std::make_unique<distributed::DistributedDataParallel>(
-        model, group, distributed::DDPOptions{.bucket_cap_mb = bucket_cap_mb, .first_bucket_cap_mb = first_bucket_cap_mb});
+        model, group,
+        distributed::DDPOptions{
+            .bucket_cap_mb = bucket_cap_mb, .first_bucket_cap_mb = first_bucket_cap_mb, .comm_hook = comm_hook});
   } else {
     distributed::ResolvedShardingOptions options;
     options.strategy = distributed::ShardingStrategy::zero1;
@@ -83,8 +92,9 @@ int main(int argc, char** argv) {
   group.barrier()->wait();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (group.rank() == 0)
-    std::printf("ddp_scaling strategy=%s ranks=%d backend=%s global_batch=%lld local_batch=%lld steps_per_s=%.2f ms_per_step=%.3f\n",
-                strategy.c_str(), world, group.backend_name().c_str(), static_cast<long long>(global_batch),
+    std::printf("ddp_scaling strategy=%s comm_hook=%s ranks=%d backend=%s global_batch=%lld local_batch=%lld "
+                "steps_per_s=%.2f ms_per_step=%.3f\n",
+                strategy.c_str(), comm_hook.c_str(), world, group.backend_name().c_str(), static_cast<long long>(global_batch),
                 static_cast<long long>(local_batch), steps / seconds, 1e3 * seconds / steps);
   distributed::destroy_process_group();
   return 0;

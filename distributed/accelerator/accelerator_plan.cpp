@@ -23,7 +23,8 @@ std::string collective(const std::string& op, const std::string& what, int64_t b
 void ddp_plan(const distributed::DistributedDataParallel& ddp, std::vector<std::string>& lines, int64_t& total) {
   const std::vector<distributed::Bucket>& buckets = ddp.reducer().buckets();
   for (size_t index = 0; index < buckets.size(); ++index) {
-    const int64_t bytes = buckets[index].buffer.nbytes();
+    const distributed::Bucket& bucket = buckets[index];
+    const int64_t bytes = (bucket.compressed.defined() ? bucket.compressed : bucket.buffer).nbytes();
     lines.push_back(collective("all_reduce", fmt::format("bucket {}", index), bytes, 1, " (during backward)"));
     total += bytes;
   }

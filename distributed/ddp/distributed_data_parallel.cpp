@@ -4,6 +4,7 @@
 #include "distributed/ddp/distributed_data_parallel.h"
 
 #include <cstdlib>
+#include <optional>
 #include <unordered_set>
 
 #include "autograd/accumulate_grad.h"
@@ -30,6 +31,20 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
+// The dtype DDPOptions::comm_hook names, none for "no"; Accelerate's other
+// hooks are refused by name, not run as plain all-reduces.
+std::optional<DType> comm_hook_dtype(const std::string& hook) {
+  if (hook == "no") return std::nullopt;
+  if (hook == "fp16") return DType::f16;
+  if (hook == "bf16") return DType::bf16;
+  EMBER_CHECK(hook != "power_sgd" && hook != "batched_power_sgd",
+              "DistributedDataParallel: comm_hook \"{}\" (PowerSGD) is not supported; \"fp16\" and \"bf16\" compress "
+              "gradients to half the bytes, \"no\" sends them as they are",
+              hook);
+  detail::throw_error(
+      fmt::format("DistributedDataParallel: unknown comm_hook \"{}\"; expected \"no\", \"fp16\" or \"bf16\"", hook));
+}
+
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options)
@@ -43,6 +58,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
               options_.bucket_cap_mb);
   EMBER_CHECK(options_.first_bucket_cap_mb > 0, "DistributedDataParallel: first_bucket_cap_mb must be positive, got {}",
               options_.first_bucket_cap_mb);
+  const std::optional<DType> compress_to = comm_hook_dtype(options_.comm_hook);
   for (auto& [name, parameter] : module_->named_parameters())
     if (parameter.requires_grad()) parameters_.emplace_back(name, parameter);
   EMBER_CHECK(!parameters_.empty(), "DistributedDataParallel: {} has no parameter that requires grad",
@@ -66,7 +82,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       parameters_, group_,
       ReducerOptions{.bucket_cap_bytes = int64_t(options_.bucket_cap_mb * 1024 * 1024),
                      .first_bucket_cap_bytes = int64_t(options_.first_bucket_cap_mb * 1024 * 1024),
-                     .find_unused_parameters = options_.find_unused_parameters});
+                     .find_unused_parameters = options_.find_unused_parameters,
+                     .compress_to = compress_to});
 
   // The destructor removes these hooks; they hold the reducer weakly all the
   // same, so a backward running while this object dies finds nothing to call.

@@ -49,6 +49,13 @@ struct DDPOptions {
   // After every forward, walk the autograd graph from the output and treat
   // parameters it does not reach as ready (Note [Unused parameters]).
   bool find_unused_parameters = false;
+  // How gradients travel (Accelerate's DistributedDataParallelKwargs.comm_hook,
+  // PyTorch's fp16_compress_hook / bf16_compress_hook): "no", or "fp16" /
+  // "bf16": each bucket is cast to that dtype and divided by the world size,
+  // summed across ranks in it, and cast back: half the bytes on the wire, at
+  // that dtype's rounding of the averaged gradients (Note [Compressed
+  // gradients] in distributed/README.md).
+  std::string comm_hook = "no";
   // Record a profile of backward nodes and communication (collectives,
   // buckets) and write it per rank to <prefix>.rank<N>.json when the process
   // ends or this object is destroyed (core/profiler/process_profile.h);

@@ -89,6 +89,8 @@ void Reducer::assign_buckets(int64_t first_bucket_cap_bytes, int64_t bucket_cap_
     const Tensor& first = parameters_[bucket.parameters.front()].second;
     int64_t numel = bucket.offsets.back() + bucket.lengths.back();
     bucket.buffer = zeros({numel}, {.dtype = bucket.dtype, .device = first.device()});
+    if (options_.compress_to && is_floating(bucket.dtype) && bucket.dtype != *options_.compress_to)
+      bucket.compressed = zeros({numel}, {.dtype = *options_.compress_to, .device = first.device()});
     for (size_t slot = 0; slot < bucket.parameters.size(); ++slot) {
       const Tensor& parameter = parameters_[bucket.parameters[slot]].second;
       Tensor flat = bucket.buffer.narrow(0, bucket.offsets[slot], bucket.lengths[slot]);
@@ -195,13 +197,24 @@ void Reducer::launch_in_order() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_launch_];
     bucket.launched_ns = profiler::now_ns();
-    // Note [End of backward]: avg, so the backend divides as it writes the
-    // sums (shm: in its reduce pass) and the buffer needs no pass of its own.
-    // Note [Reducing into a bucket]: the gradients are read where they are.
-    bucket.work = group_.allreduce_into(bucket.buffer, bucket.inputs, ReduceOp::avg);
+    bucket.work = launch(bucket);
     ++next_launch_;
   }
   if (next_launch_ == buckets_.size()) finalize();
+}
+
+std::shared_ptr<Work> Reducer::launch(Bucket& bucket) {
+  // Note [End of backward]: avg, so the backend divides as it writes the
+  // sums (shm: in its reduce pass) and the buffer needs no pass of its own.
+  // Note [Reducing into a bucket]: the gradients are read where they are.
+  if (!bucket.compressed.defined()) return group_.allreduce_into(bucket.buffer, bucket.inputs, ReduceOp::avg);
+  // Note [Compressed gradients]: cast, then divide (as PyTorch's hooks: the
+  // sum of the shares cannot overflow where the gradients did not), then sum.
+  NoGradGuard no_grad;
+  for (size_t slot = 0; slot < bucket.inputs.size(); ++slot)
+    copy_(bucket.compressed.narrow(0, bucket.offsets[slot], bucket.lengths[slot]), bucket.inputs[slot].reshape({-1}));
+  mul_(bucket.compressed, Scalar(1.0 / double(group_.size())));
+  return group_.allreduce(bucket.compressed, ReduceOp::sum);
 }
 
 // Note [End of backward]: the last parameter's hook launched the last bucket;
@@ -219,6 +232,7 @@ void Reducer::finalize() {
   log_completed(/*wait=*/true);
   NoGradGuard no_grad;
   for (Bucket& bucket : buckets_) {
+    if (bucket.compressed.defined()) copy_(bucket.buffer, bucket.compressed);
     for (size_t slot = 0; slot < bucket.parameters.size(); ++slot)
       parameters_[bucket.parameters[slot]].second.set_grad(bucket.views[slot]);
     bucket.inputs.assign(bucket.parameters.size(), Tensor());

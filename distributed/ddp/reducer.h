@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ namespace ember::distributed {
 struct Bucket {
   DType dtype = DType::f32;
   Tensor buffer;                   // 1-D, contiguous: where the all-reduce writes the average
+  // With a compressing comm hook: what travels, buffer's elements in the
+  // hook's dtype (Note [Compressed gradients]); undefined otherwise.
+  Tensor compressed;
   std::vector<size_t> parameters;  // indices into Reducer::parameters(), in fill order
   std::vector<int64_t> offsets;    // where each parameter's gradient starts in buffer (elements)
   std::vector<int64_t> lengths;    // and its number of elements
@@ -44,6 +48,9 @@ struct ReducerOptions {
   // Also all-reduce which parameters each rank used, so that a parameter no
   // rank used keeps .grad undefined as PyTorch does (Note [Unused parameters]).
   bool find_unused_parameters = false;
+  // The dtype floating gradients travel in (Note [Compressed gradients]);
+  // none: their own.
+  std::optional<DType> compress_to = std::nullopt;
 };
 
 class Reducer {
@@ -99,6 +106,8 @@ class Reducer {
   void adopt_gradient(size_t index, bool zero_if_none);
   void mark_ready(size_t index);
   void launch_in_order();
+  // The bucket's all-reduce; with compression, casts its gradients first.
+  std::shared_ptr<Work> launch(Bucket& bucket);
   void finalize();
   void log_completed(bool wait);
 

@@ -49,6 +49,14 @@ TEST(DDP, NoSyncAccumulationEqualsTheWholeBatch) {
   expect_clean_success(run_ranks(3, "ddp_no_sync_matches_single_process"));
 }
 
+// Accelerate's comm_hook: gradients travel as fp16 or bf16 (Note [Compressed gradients]).
+TEST(DDP, CompressedGradientsAreTheAverageOfTheCastShares) {
+  for (const char* hook : {"fp16", "bf16"}) {
+    expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_compressed_gradients", {"auto", hook}, seconds(60)));
+    expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_compressed_gradients", {"gloo", hook}, seconds(60)));
+  }
+}
+
 // Scenarios and their mutations: workers/ddp_scenarios.cpp.
 TEST(DDP, GradientsStayBucketViewsAcrossZeroGrad) {
   expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_gradients_stay_bucket_views", {"auto", "none"}, seconds(60)));

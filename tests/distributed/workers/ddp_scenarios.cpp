@@ -187,6 +187,82 @@ EMBER_SCENARIO(ddp_no_sync_matches_single_process) {
   return failures;
 }
 
+// Note [Compressed gradients]: with comm_hook "fp16" or "bf16" each .grad
+// after backward is the average of the ranks' gradients cast to that dtype
+// and halved there, summed in it: every element a value of that dtype, within
+// one of its units in the last place (ulp) of the exact average of the cast
+// shares, computed here from every rank's slice on a plain copy of the model.
+// Then 20 steps stay near one process on the global batch, as far as the
+// dtype's rounding lets them, and unknown hooks are refused by name.
+// args[1]: "fp16" or "bf16"; two ranks (one rounding of a sum of two shares).
+// Mutations caught (run once, failed as expected): the hook ignored (f32
+// averages: "every gradient is a float16 value" fails) and the shares not
+// divided by the world size (twice the average: the ulp check fails).
+EMBER_SCENARIO(ddp_compressed_gradients) {
+  ProcessGroup& group = init(args);
+  const std::string hook = args.at(1);
+  const DType half = hook == "fp16" ? DType::f16 : DType::bf16;
+  int rank = group.rank(), world = group.size();
+  int failures = 0;
+  for (const char* refused : {"power_sgd", "fp32"}) {
+    std::string message;
+    try {
+      DistributedDataParallel bad(make_mlp(0), group, DDPOptions{.comm_hook = refused});
+    } catch (const Error& error) {
+      message = error.what();
+    }
+    failures += check(message.find(fmt::format("comm_hook \"{}\"", refused)) != std::string::npos, rank,
+                      fmt::format("comm_hook \"{}\" is refused by name: {}", refused, message));
+  }
+  auto model = make_mlp(700 + uint64_t(rank));
+  auto reference = make_mlp(700);
+  {
+    DistributedDataParallel ddp(model, group, DDPOptions{.comm_hook = hook});
+    auto plain = make_mlp(0);
+    plain->load_state_dict(model->state_dict());  // rank 0's weights, after DDP's broadcast
+    Batch global = global_batch(0);
+    std::vector<Tensor> expected;  // per parameter: the average of the cast shares, in f64
+    for (int r = 0; r < world; ++r) {
+      Batch part = slice(global, r, world);
+      plain->zero_grad();
+      F::cross_entropy((*plain)(part.inputs), part.targets).backward();
+      for (size_t i = 0; i < plain->parameters().size(); ++i) {
+        Tensor share = plain->parameters()[i].grad().to(half).to(DType::f64) / double(world);
+        if (expected.size() <= i) expected.push_back(share);
+        else expected[i] = expected[i] + share;
+      }
+    }
+    Batch local = slice(global, rank, world);
+    F::cross_entropy((*model)(local.inputs), local.targets).backward();
+    bool representable = true, within_ulp = true;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      Tensor grad = model->parameters()[i].grad().to(DType::f64);
+      representable &= max(abs(grad - grad.to(half).to(DType::f64))).item<double>() == 0;
+      // One ulp of the half dtype at the expected value, at least its smallest subnormal.
+      const double mantissa_bits = half == DType::f16 ? 10 : 7, smallest = half == DType::f16 ? 5.96e-8 : 9.2e-41;
+      Tensor ulp = clamp_min(abs(expected[i]) * std::ldexp(1.0, -int(mantissa_bits)), smallest);
+      within_ulp &= max(abs(grad - expected[i]) - ulp).item<double>() <= 0;
+    }
+    failures += check(representable, rank, fmt::format("every gradient is a {} value", dtype_name(half)));
+    failures += check(within_ulp, rank, "each gradient is the average of the cast shares, within one ulp");
+
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    optim::SGD reference_optimizer(reference->parameters(), {.lr = 0.1, .momentum = 0.9});
+    for (int64_t step = 0; step < kSteps; ++step) {
+      Batch batch = global_batch(step);
+      sgd_step(*model, optimizer, slice(batch, rank, world));
+      sgd_step(*reference, reference_optimizer, batch);
+    }
+    const double difference = max_abs_difference(*model, *reference);
+    const double tolerance = half == DType::f16 ? 1e-3 : 5e-3;
+    failures += check(difference <= tolerance, rank,
+                      fmt::format("after {} steps with {} gradients max |ddp - single process| = {:.3g} (tolerance {})",
+                                  kSteps, dtype_name(half), difference, tolerance));
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
 // Whether every parameter's .grad is the view of its slot in its bucket.
 bool gradients_are_bucket_views(const DistributedDataParallel& ddp) {
   const distributed::Reducer& reducer = ddp.reducer();
