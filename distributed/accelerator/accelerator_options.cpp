@@ -138,6 +138,14 @@ ResolvedAcceleratorOptions resolve_accelerator_options(const AcceleratorOptions&
   resolved.ddp = options.ddp;
   resolved.scaler = options.scaler;
   resolved.sharding = distributed::resolve_sharding_options(options.sharding);
+  // Checked here, not only by DistributedDataParallel: one process runs no
+  // DDP and the ZeRO strategies reduce-scatter instead, and neither may drop
+  // a hook that changes the numbers unseen.
+  distributed::comm_hook_dtype(resolved.ddp.comm_hook);
+  EMBER_CHECK(resolved.ddp.comm_hook == "no" || resolved.sharding.strategy == distributed::ShardingStrategy::ddp,
+              "Accelerator: ddp.comm_hook \"{}\" compresses DistributedDataParallel's all-reduce, but the strategy is "
+              "{}, whose collectives do not take it; set comm_hook to \"no\" or use the ddp strategy",
+              resolved.ddp.comm_hook, distributed::to_string(resolved.sharding.strategy));
   return resolved;
 }
 

@@ -31,8 +31,8 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
-// The dtype DDPOptions::comm_hook names, none for "no"; Accelerate's other
-// hooks are refused by name, not run as plain all-reduces.
+}  // namespace
+
 std::optional<DType> comm_hook_dtype(const std::string& hook) {
   if (hook == "no") return std::nullopt;
   if (hook == "fp16") return DType::f16;
@@ -44,8 +44,6 @@ std::optional<DType> comm_hook_dtype(const std::string& hook) {
   detail::throw_error(
       fmt::format("DistributedDataParallel: unknown comm_hook \"{}\"; expected \"no\", \"fp16\" or \"bf16\"", hook));
 }
-
-}  // namespace
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options)
     : DistributedDataParallel(std::move(module), default_group(), std::move(options)) {}

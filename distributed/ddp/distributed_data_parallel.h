@@ -25,6 +25,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,11 @@ struct DDPOptions {
   // profile already recording (EMBER_PROFILE), the events go into it.
   std::string trace_prefix = "";
 };
+
+// The dtype DDPOptions::comm_hook names, none for "no"; Accelerate's other
+// hooks ("power_sgd", "batched_power_sgd") and unknown names are errors, not
+// plain all-reduces.
+std::optional<DType> comm_hook_dtype(const std::string& hook);
 
 class DistributedDataParallel {
  public:

@@ -201,6 +201,20 @@ TEST_F(AcceleratorOptionsTest, ShardingStrategyNames) {
   EXPECT_EQ(distributed::parse_sharding_strategy(""), std::nullopt);
 }
 
+// DDP's comm_hook is checked when the options are resolved: a one-process
+// run builds no DDP and a ZeRO strategy has no all-reduce to compress, and
+// neither may drop it unseen. Catches: the hook resolved as given and left to
+// DistributedDataParallel, which a ZeRO run never constructs (run once: the
+// zero2 call returned).
+TEST_F(AcceleratorOptionsTest, CommHookIsCheckedAndNeedsTheDdpStrategy) {
+  EXPECT_EQ(resolve_accelerator_options({.ddp = {.comm_hook = "bf16"}}).ddp.comm_hook, "bf16");
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({.ddp = {.comm_hook = "bf8"}}),
+                     "unknown comm_hook \"bf8\"; expected \"no\", \"fp16\" or \"bf16\"");
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({.ddp = {.comm_hook = "fp16"}, .sharding = {.strategy = "zero2"}}),
+                     "Accelerator: ddp.comm_hook \"fp16\" compresses DistributedDataParallel's all-reduce, but the "
+                     "strategy is zero2");
+}
+
 TEST_F(AcceleratorOptionsTest, BadShardingValuesNameTheOptionAndWhereItCameFrom) {
   EXPECT_EMBER_ERROR(resolve_accelerator_options({.sharding = {.strategy = "zero4"}}),
                      "strategy 'zero4' (from AcceleratorOptions) is not one of ddp, zero1, zero2, zero3, fsdp, hybrid");
