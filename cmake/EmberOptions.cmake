@@ -15,12 +15,16 @@ if(EMBER_SANITIZE)
   add_link_options(-fsanitize=${EMBER_SANITIZE})
 endif()
 
-# Fuzzing (tests/fuzz): every object carries libFuzzer's coverage
-# instrumentation; only the fuzz targets link its driver (-fsanitize=fuzzer).
+# Fuzzing (tests/fuzz): with EMBER_FUZZ_COVERAGE, every object carries
+# libFuzzer's coverage instrumentation, which steers exploration
+# (scripts/fuzz.sh); only the fuzz targets link its driver (-fsanitize=fuzzer).
 # The other programs (test suites, tools) resolve the coverage callbacks to
 # the sanitizer runtime's empty defaults, so a sanitizer is required: without
 # one they would not link, and linking libFuzzer's runtime into them instead
-# would make every comparison in the tests record itself.
+# would make every comparison in the tests record itself. Replaying the
+# committed inputs (the fuzz ctests) needs no coverage, and scripts/test.sh
+# turns it off: it cost an eighth of the sanitizer tree's compile time and a
+# tenth of its test time (the callbacks on every comparison of every kernel).
 if(EMBER_BUILD_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
     message(FATAL_ERROR "EMBER_BUILD_FUZZ needs clang (libFuzzer), got ${CMAKE_CXX_COMPILER_ID}")
@@ -28,5 +32,7 @@ if(EMBER_BUILD_FUZZ)
   if(NOT EMBER_SANITIZE)
     message(FATAL_ERROR "EMBER_BUILD_FUZZ needs EMBER_SANITIZE (e.g. address,undefined)")
   endif()
-  add_compile_options(-fsanitize=fuzzer-no-link)
+  if(EMBER_FUZZ_COVERAGE)
+    add_compile_options(-fsanitize=fuzzer-no-link)
+  endif()
 endif()

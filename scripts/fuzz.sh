@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Fuzzing, the exploration CI leaves out (its ctests replay the committed
 # inputs; tests/fuzz/README.md): builds the libFuzzer targets with clang-14,
-# ASan and UBSan in the sanitizer tree scripts/test.sh uses (build-sanitize/,
-# or $EMBER_FUZZ_BUILD), runs each for SECONDS from its committed seeds
-# (tests/fuzz/corpus/<target>/) and coverage corpus
-# (tests/fuzz/coverage/<target>.tar.gz), neither written to, growing a
+# ASan, UBSan and coverage instrumentation in a tree of its own (build-fuzz/,
+# or $EMBER_FUZZ_BUILD; scripts/test.sh's sanitizer tree has no coverage),
+# runs each for SECONDS from its committed seeds (tests/fuzz/corpus/<target>/)
+# and coverage corpus (tests/fuzz/coverage/<target>.tar.gz), neither written to, growing a
 # working corpus in <build>/fuzz/<target>/, and prints a table: target,
 # executions, executions per second, corpus size, crashes.
 # With EMBER_FUZZ_SAVE_COVERAGE=1, a target's run that found nothing folds
@@ -24,11 +24,11 @@ named=$((${#targets[@]} > 0))
 if ((!named)); then
   targets=(safetensors sharded_index manifest config_yaml store_wire idx csv ops)
 fi
-build="${EMBER_FUZZ_BUILD:-$EMBER_ROOT/build-sanitize}"
+build="${EMBER_FUZZ_BUILD:-$EMBER_ROOT/build-fuzz}"
 
 ember_install_packages
 CC=clang-14 CXX=clang++-14 cmake -S "$EMBER_ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DEMBER_SANITIZE=address,undefined -DEMBER_BUILD_FUZZ=ON -DEMBER_CUDA=OFF -DEMBER_BUILD_EXAMPLES=OFF \
+  -DEMBER_SANITIZE=address,undefined -DEMBER_BUILD_FUZZ=ON -DEMBER_FUZZ_COVERAGE=ON -DEMBER_CUDA=OFF -DEMBER_BUILD_EXAMPLES=OFF \
   -DEMBER_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j "$EMBER_JOBS" --target fuzz_targets
 

@@ -2,7 +2,8 @@
 # Quick start, step 2: the same set-up, then the whole test suite through ctest,
 # twice: (1) the Release build (CUDA included when nvcc is found), (2) clang-14
 # with AddressSanitizer and UndefinedBehaviorSanitizer (CUDA and examples off),
-# which also builds the libFuzzer targets and replays their committed inputs.
+# which also builds the libFuzzer targets and replays their committed inputs
+# (without coverage instrumentation, which only exploring needs: scripts/fuzz.sh).
 # Tests labelled `slow` (long accuracy and soak runs) are left to scripts.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -17,7 +18,7 @@ echo "== Release done after $((SECONDS - start)) s"
 echo "== ASan+UBSan build (clang-14) and tests"
 CC=clang-14 CXX=clang++-14 ember_build "$EMBER_ROOT/build-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DEMBER_SANITIZE=address,undefined -DEMBER_CUDA=OFF -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_BENCH=OFF \
-  -DEMBER_BUILD_FUZZ=ON
+  -DEMBER_BUILD_FUZZ=ON -DEMBER_FUZZ_COVERAGE=OFF
 # The system allocator lets ASan see every block; leak checking stays on.
 # A request no memory can hold returns null under ASan too, so it reaches
 # ember's "out of memory" error as in a normal build instead of aborting
