@@ -1,6 +1,7 @@
 // Element-wise throughput: ember's add, a*b+c and addcmul against a STREAM-style triad
 // (a plain OpenMP loop on the same threads) in the same run, in GB/s of bytes
-// each op must move; plus the per-op overhead of a 1-element add.
+// each op must move; add in f16 and bf16 too (computed in f32, rounded back);
+// plus the per-op overhead of a 1-element add.
 // Run by scripts/bench.sh; figures go to bench/RESULTS.md.
 #include <omp.h>
 
@@ -27,9 +28,9 @@ std::string run_name(const char* op, const char* side, int64_t n) {
   return std::string("elementwise/") + op + "/" + side + "/" + size_label(n);
 }
 
-// `arrays` f32 arrays are read or written once per iteration.
-void set_counters(benchmark::State& state, int64_t n, int arrays) {
-  state.counters["bytes/s"] = benchmark::Counter(double(arrays) * double(n) * sizeof(float),
+// `arrays` arrays of elements of `bytes_per_element` bytes are read or written once per iteration.
+void set_counters(benchmark::State& state, int64_t n, int arrays, size_t bytes_per_element = sizeof(float)) {
+  state.counters["bytes/s"] = benchmark::Counter(double(arrays) * double(n) * double(bytes_per_element),
                                                  benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = get_num_threads();
 }
@@ -42,6 +43,16 @@ void add_ember(benchmark::State& state, int64_t n) {
     benchmark::DoNotOptimize(c.data_ptr());
   }
   set_counters(state, n, 3);
+}
+
+void add_16_bit_ember(benchmark::State& state, DType dtype, int64_t n) {
+  Tensor a = uniform_tensor({n}, dtype, 1), b = uniform_tensor({n}, dtype, 2);
+  warm_up(state, [&] { return add(a, b); });
+  for (auto _ : state) {
+    Tensor c = add(a, b);
+    benchmark::DoNotOptimize(c.data_ptr());
+  }
+  set_counters(state, n, 3, size_t(element_size(dtype)));
 }
 
 // Two ops, as a user writes it: the intermediate's traffic is ember's cost,
@@ -113,6 +124,8 @@ void add_overhead(benchmark::State& state) {
 void register_all() {
   for (int64_t n : kSizes) {
     benchmark::RegisterBenchmark(run_name("add", "ember", n).c_str(), add_ember, n)->UseRealTime();
+    benchmark::RegisterBenchmark(run_name("add_f16", "ember", n).c_str(), add_16_bit_ember, DType::f16, n)->UseRealTime();
+    benchmark::RegisterBenchmark(run_name("add_bf16", "ember", n).c_str(), add_16_bit_ember, DType::bf16, n)->UseRealTime();
     benchmark::RegisterBenchmark(run_name("mul_add", "ember", n).c_str(), multiply_add_ember, n)->UseRealTime();
     benchmark::RegisterBenchmark(run_name("addcmul", "ember", n).c_str(), addcmul_ember, n)->UseRealTime();
     benchmark::RegisterBenchmark(run_name("triad", "openmp", n).c_str(), triad_openmp, n)->UseRealTime();
@@ -122,7 +135,7 @@ void register_all() {
 
 void print_summary(const RecordingReporter& reporter) {
   std::vector<Comparison> rows;
-  for (const char* op : {"add", "mul_add", "addcmul"}) {
+  for (const char* op : {"add", "add_f16", "add_bf16", "mul_add", "addcmul"}) {
     for (int64_t n : kSizes) {
       rows.push_back({std::string(op) + " " + size_label(n) + " vs triad", run_name(op, "ember", n),
                       run_name("triad", "openmp", n)});

@@ -14,10 +14,12 @@
 namespace ember::cpu {
 namespace {
 
-template <class T> void add(const ElementwiseLoop& loop) { binary_loop<T, T, T>(loop, [](T a, T b) { return arith::add(a, b); }); }
-template <class T> void sub(const ElementwiseLoop& loop) { binary_loop<T, T, T>(loop, [](T a, T b) { return arith::sub(a, b); }); }
-template <class T> void mul(const ElementwiseLoop& loop) { binary_loop<T, T, T>(loop, [](T a, T b) { return arith::mul(a, b); }); }
-template <class T> void div(const ElementwiseLoop& loop) { binary_loop<T, T, T>(loop, [](T a, T b) { return arith::div(a, b); }); }
+// Generic lambdas: binary_loop may call them on f16 elements widened to f32
+// (ComputesInF32, binary_loop.h), where they compute the same value unrounded.
+template <class T> void add(const ElementwiseLoop& loop) { binary_loop<T, T, T>(loop, [](auto a, auto b) { return arith::add(a, b); }); }
+template <class T> void sub(const ElementwiseLoop& loop) { binary_loop<T, T, T>(loop, [](auto a, auto b) { return arith::sub(a, b); }); }
+template <class T> void mul(const ElementwiseLoop& loop) { binary_loop<T, T, T>(loop, [](auto a, auto b) { return arith::mul(a, b); }); }
+template <class T> void div(const ElementwiseLoop& loop) { binary_loop<T, T, T>(loop, [](auto a, auto b) { return arith::div(a, b); }); }
 template <class T> void maximum(const ElementwiseLoop& loop) {
   binary_loop<T, T, T>(loop, [](T a, T b) { return arith::maximum(a, b); });
 }
