@@ -1,8 +1,7 @@
 // f32 to f16 and back with F16C's conversion instructions, eight elements at
 // a time: the casts of fp16 autocast and of DDP's fp16 comm hook, and the
-// kernels that widen f16 runs through convert_run (the binary loop does not
-// yet: it converts element by element, bench/RESULTS.md "DDP with compressed
-// gradients").
+// kernels that widen f16 runs through convert_run (element-wise unary and
+// backward kernels, add/sub/mul/div, the shm backend's reductions).
 // Called by convert_run (convert_run.h) where cpu_has_f16c(); tests:
 // tests/core/test_convert.cpp, bit for bit against Half::from_float and
 // Half::to_float.

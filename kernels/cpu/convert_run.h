@@ -10,7 +10,8 @@
 // plain copy's bytes per second (bench_copy). f32 to f16 and back take
 // F16C's conversions (convert_f16c.cpp): the compiled loop of Half's
 // branching conversions ran at about 1 GB/s. Users: copy.cpp, elementwise_unary.cpp,
-// elementwise_backward.cpp, binary_loop.h, indexing.cpp; tests: their
+// elementwise_backward.cpp, binary_loop.h, indexing.cpp, the shm backend's
+// reductions (distributed/backends/shm_kernels.cpp); tests: their
 // reference comparisons and tests/core/test_convert.cpp.
 #pragma once
 
