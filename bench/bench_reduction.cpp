@@ -1,7 +1,12 @@
 // Reductions at 1M f32 elements ([1024, 1024]): sum over the last dim (each
 // row contiguous), sum over the first dim (strided across rows) and softmax
-// over the last dim, in GB/s of bytes each op must move.
+// over the last dim, in GB/s of bytes each op must move; both sums in f16 and
+// bf16 too (accumulated in f32).
 // Run by scripts/bench.sh; figures go to bench/RESULTS.md.
+#include <fmt/format.h>
+
+#include <string>
+
 #include "bench_support.h"
 #include "core/ops/reduction.h"
 #include "core/parallel.h"
@@ -17,15 +22,15 @@ void set_counters(benchmark::State& state, int64_t bytes) {
 }
 
 // Reads the whole input once and writes one value per reduced row or column.
-void sum_over(benchmark::State& state, int64_t dim) {
-  Tensor input = uniform_tensor({kRows, kColumns}, DType::f32, 1);
+void sum_over(benchmark::State& state, int64_t dim, DType dtype) {
+  Tensor input = uniform_tensor({kRows, kColumns}, dtype, 1);
   warm_up(state, [&] { return sum(input, {dim}); });
   for (auto _ : state) {
     Tensor total = sum(input, {dim});
     benchmark::DoNotOptimize(total.data_ptr());
   }
   int64_t outputs = dim == 0 ? kColumns : kRows;
-  set_counters(state, (kRows * kColumns + outputs) * int64_t(sizeof(float)));
+  set_counters(state, (kRows * kColumns + outputs) * element_size(dtype));
 }
 
 // Reads the input and writes the output once each (the minimum; the max and
@@ -41,8 +46,13 @@ void softmax_last(benchmark::State& state) {
 }
 
 void register_all() {
-  benchmark::RegisterBenchmark("reduction/sum_last_dim/1024x1024", sum_over, int64_t(1))->UseRealTime();
-  benchmark::RegisterBenchmark("reduction/sum_first_dim/1024x1024", sum_over, int64_t(0))->UseRealTime();
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    const std::string suffix = dtype == DType::f32 ? std::string() : fmt::format("_{}", dtype_name(dtype));
+    const std::string last = fmt::format("reduction/sum_last_dim{}/1024x1024", suffix);
+    const std::string first = fmt::format("reduction/sum_first_dim{}/1024x1024", suffix);
+    benchmark::RegisterBenchmark(last.c_str(), sum_over, int64_t(1), dtype)->UseRealTime();
+    benchmark::RegisterBenchmark(first.c_str(), sum_over, int64_t(0), dtype)->UseRealTime();
+  }
   benchmark::RegisterBenchmark("reduction/softmax_last_dim/1024x1024", softmax_last)->UseRealTime();
 }
 

@@ -11,6 +11,9 @@
 //  - strided runs for anything else.
 // Threads split the outputs, or, when there are fewer outputs than threads,
 // the reduced elements of each output (partial results merged in order).
+// f16 inputs of the dense and column loops are widened to f32 a block at a
+// time (F16C, convert_run) before the same leaves fold them: the same values
+// in the same order, without Half's branching per-element conversion.
 //
 // A Reducer provides:
 //   using Acc;                                    the running state
@@ -22,11 +25,13 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "core/cpu_features.h"
 #include "core/ops/reduction_kernels.h"
 #include "core/parallel.h"
+#include "kernels/cpu/convert_run.h"
 #include "kernels/cpu/target_isa.h"
 
 namespace ember::cpu {
@@ -78,10 +83,18 @@ typename Reducer::Acc reduce_run(const Reducer& reducer, const In* p, int64_t st
     auto left = reduce_run<kDense>(reducer, p, stride, half, r);
     return reducer.merge(left, reduce_run<kDense>(reducer, p + half * stride, stride, n - half, r + half));
   }
-  if constexpr (kDense)
+  if constexpr (kDense) {
+    if constexpr (std::is_same_v<In, Half>) {
+      if (cpu_has_f16c()) {  // widened first: Half's conversion branches, which keeps the lanes scalar
+        float wide[kDenseBlock];
+        convert_run(p, wide, n);
+        return fold_dense_avx2(reducer, static_cast<const float*>(wide), n, r);
+      }
+    }
     return cpu_has_avx2() ? fold_dense_avx2(reducer, p, n, r) : fold_dense_baseline(reducer, p, n, r);
-  else
+  } else {
     return fold_lanes<false>(reducer, p, stride, n, r);
+  }
 }
 
 // Folds the flat reduced range [begin, end) of the output whose input starts at `base`.
@@ -125,6 +138,25 @@ EMBER_TARGET_AVX2 void fold_rows_avx2(const Reducer& reducer, const In* const* r
   fold_rows<kRows>(reducer, rows, width, r, acc);
 }
 
+// fold_rows on the CPU's best path; f16 rows are widened first, as in reduce_run.
+template <int kRows, class In, class Reducer>
+void fold_row_group(const Reducer& reducer, const In* const* rows, int64_t width, int64_t r,
+                    typename Reducer::Acc* acc, bool avx2) {
+  if constexpr (std::is_same_v<In, Half>) {
+    if (cpu_has_f16c()) {
+      float wide[kRows][kColumnTile<typename Reducer::Acc>];
+      const float* wide_rows[kRows];
+      for (int i = 0; i < kRows; ++i) {
+        convert_run(rows[i], wide[i], width);
+        wide_rows[i] = wide[i];
+      }
+      return fold_rows_avx2<kRows>(reducer, wide_rows, width, r, acc);
+    }
+  }
+  if (avx2) fold_rows_avx2<kRows>(reducer, rows, width, r, acc);
+  else fold_rows_baseline<kRows>(reducer, rows, width, r, acc);
+}
+
 // acc[k] = fold of rows [begin, end) at column k < width; rows start at
 // base + (offset of reduced index r), columns are dense.
 template <class In, class Reducer>
@@ -147,13 +179,11 @@ void reduce_columns(const Reducer& reducer, const ReductionLoop& loop, const In*
   int64_t r = begin;
   for (; r + kRows <= end; r += kRows) {
     for (int i = 0; i < kRows; ++i, cursor.next()) rows[i] = base + cursor.offset();
-    if (avx2) fold_rows_avx2<kRows>(reducer, rows, width, r, acc);
-    else fold_rows_baseline<kRows>(reducer, rows, width, r, acc);
+    fold_row_group<kRows>(reducer, rows, width, r, acc, avx2);
   }
   for (; r < end; ++r, cursor.next()) {
     rows[0] = base + cursor.offset();
-    if (avx2) fold_rows_avx2<1>(reducer, rows, width, r, acc);
-    else fold_rows_baseline<1>(reducer, rows, width, r, acc);
+    fold_row_group<1>(reducer, rows, width, r, acc, avx2);
   }
 }
 
