@@ -119,9 +119,13 @@ int device_count() {
 
 bool is_available() { return device_count() > 0; }
 
+// The index is checked before the plugin loads: without a GPU it never does.
 std::string device_description(int index) {
-  const BackendEntryPoints* entry = backend();
-  return entry ? entry->device_description(index) : "";
+  if (!built_with_cuda()) return "";
+  const int count = device_count();
+  EMBER_CHECK(index >= 0 && index < count, "cuda::device_description: no device cuda:{} ({} usable GPU(s) here)",
+              index, count);
+  return backend()->device_description(index);
 }
 
 std::vector<std::string> library_descriptions() {

@@ -188,6 +188,12 @@ TEST(Tensor, ItemAndErrors) {
   if (!cuda::is_available()) EXPECT_EMBER_ERROR(zeros({2}).to(Device("cuda:0")), "cuda");
   if (!built_with_cuda()) {
     EXPECT_EQ(cuda::device_description(0), "");  // `ember env` says "not built" instead
+  } else {
+    // Mutation run once: without the index check, cuda:-1 (and cuda:0 on a machine
+    // without a GPU) read "unknown (cudaGetDeviceProperties failed)".
+    EXPECT_EMBER_ERROR(cuda::device_description(-1), "no device cuda:-1");
+    const int count = cuda::device_count();
+    EXPECT_EMBER_ERROR(cuda::device_description(count), fmt::format("no device cuda:{} ({} usable", count, count));
   }
   EXPECT_EMBER_ERROR(Device("tpu"), "unknown device 'tpu'");
 }
