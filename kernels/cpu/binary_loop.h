@@ -47,9 +47,10 @@ concept ComputesInF32 = requires(F& f, float x) {
 };
 
 // f16 rows a block at a time: widened into f32 buffers with F16C's
-// conversions (convert_run), computed there, narrowed back; the same bits as
-// converting each element through Half's conversions, which branch and so
-// kept the loop scalar (0.58 GB/s for mul, bench/RESULTS.md). A broadcast
+// conversions (convert_run), computed there, narrowed back; the same values
+// as converting each element through Half's conversions (a nan's sign aside:
+// x86 takes it from one operand, and the compiler may swap a commutative op's),
+// which branch and so kept the loop scalar (0.58 GB/s for mul, bench/RESULTS.md). A broadcast
 // scalar is read once, before any output is written: out may alias the inputs.
 template <int kAStep, int kBStep, class F>
 void dense_binary_f16_widened(Half* out, const Half* a, const Half* b, int64_t n, F& f) {
