@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 
@@ -39,28 +38,6 @@ Settings settings_from_flags(const Settings& given) {
 }
 
 }  // namespace
-
-CLI::App* add_config_command(CLI::App& app, ConfigCommandOptions& options) {
-  CLI::App* config = app.add_subcommand("config", "Write the config file that ember launch reads");
-  config->add_option("--config-file", options.config_file,
-                     "Where to write; default: $EMBER_CONFIG_FILE, else $XDG_CACHE_HOME/ember/default_config.yaml, "
-                     "else ~/.cache/ember/default_config.yaml");
-  config->add_flag("--show", options.show, "Print the config in force instead of writing one");
-  for (const ConfigKey& key : config_keys()) {
-    std::string name(key.name);
-    std::string help = fmt::format("{} ({})", key.help, name);
-    if (name == "use_cpu") {
-      config->add_flag_callback(flag_name(name), [&options, name] { options.settings[name] = "true"; }, help);
-    } else {
-      config->add_option_function<std::string>(
-          flag_name(name), [&options, name](const std::string& value) { options.settings[name] = value; }, help);
-    }
-  }
-  config->footer(
-      "On a terminal, without settings among the flags, ember config asks for each value.\n"
-      "The file has the key names of Accelerate's default_config.yaml; ember launch's flags beat it.");
-  return config;
-}
 
 int run_config(const ConfigCommandOptions& options) {
   if (options.show) {

@@ -12,10 +12,6 @@
 
 #include "config_keys.h"
 
-namespace CLI {
-class App;
-}
-
 namespace ember::launch {
 
 struct ConfigCommandOptions {
@@ -23,9 +19,6 @@ struct ConfigCommandOptions {
   Settings settings;        // by config key, as the flags gave them (checked when run)
   bool show = false;        // --show
 };
-
-// Adds the `config` subcommand and its flags, parsed into `options`.
-CLI::App* add_config_command(CLI::App& app, ConfigCommandOptions& options);
 
 // Writes the file (or shows the config); returns the exit code. Errors throw ember::Error.
 int run_config(const ConfigCommandOptions& options);

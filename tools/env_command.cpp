@@ -7,7 +7,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -118,12 +117,6 @@ std::vector<std::string> cuda_library_lines() {
 }
 
 }  // namespace
-
-CLI::App* add_env_command(CLI::App& app, EnvCommandOptions& options) {
-  CLI::App* env = app.add_subcommand("env", "Print the version, build, machine and config, for bug reports");
-  env->add_option("--config-file", options.config_file, "The config file to show instead of the default one");
-  return env;
-}
 
 std::vector<std::string> environment_report(const EnvCommandOptions& options) {
   CpuInfo cpu = read_cpu_info();

@@ -11,17 +11,11 @@
 #include <string>
 #include <vector>
 
-namespace CLI {
-class App;
-}
-
 namespace ember::launch {
 
 struct EnvCommandOptions {
   std::string config_file;  // --config-file; "": the default one
 };
-
-CLI::App* add_env_command(CLI::App& app, EnvCommandOptions& options);
 
 // The report's lines.
 std::vector<std::string> environment_report(const EnvCommandOptions& options);

@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -46,8 +45,13 @@ int64_t multiply_add(int64_t a, int64_t b, int64_t c, const std::string& flag) {
 // "1,234,567" for titles.
 std::string with_commas(int64_t value) {
   std::string digits = std::to_string(value);
-  for (int position = int(digits.size()) - 3; position > 0; position -= 3) digits.insert(size_t(position), ",");
-  return digits;
+  size_t first = digits[0] == '-' ? 1 : 0;
+  std::string grouped = digits.substr(0, first);
+  for (size_t i = first; i < digits.size(); ++i) {
+    if (i > first && (digits.size() - i) % 3 == 0) grouped.push_back(',');
+    grouped.push_back(digits[i]);
+  }
+  return grouped;
 }
 
 std::string human_bytes(int64_t bytes) {
@@ -311,29 +315,6 @@ std::vector<std::string> memory_table(const EstimateMemoryOptions& options) {
       options.mixed_precision, dtype_name(dtype)));
   lines.push_back("not counted: activations, communication buckets, and zero3's prefetched next unit");
   return lines;
-}
-
-CLI::App* add_estimate_memory_command(CLI::App& app, EstimateMemoryOptions& options) {
-  CLI::App* command = app.add_subcommand(
-      "estimate-memory", "Print each process's bytes for parameters, gradients and optimizer state under each strategy");
-  command->add_option("--params", options.params, "The model's number of parameters: 124M, 1.5B, 1000000");
-  command->add_option("--gpt", options.gpt,
-                      "A GPT of nn::TransformerBlocks: layers=12,d_model=768,vocab=50257,context=1024,heads=12 "
-                      "[,mlp_ratio=4,bias=true,tied=true]");
-  command->add_option("--model", options.model, "A .safetensors file, or a directory of them (headers only)");
-  command->add_option("--num-processes", options.num_processes, "Numbers of processes, comma-separated")
-      ->capture_default_str();
-  command->add_option("--optimizer", options.optimizer,
-                      "adamw, adam, adamw-amsgrad, adam-amsgrad, sgd, sgd-momentum, adagrad, rmsprop, "
-                      "rmsprop-momentum, lion")
-      ->capture_default_str();
-  command->add_option("--dtype", options.dtype, "The parameters' dtype: f32, bf16, f16, f64")->capture_default_str();
-  command->add_option("--mixed-precision", options.mixed_precision, "no, fp16 or bf16 (autocast adds no copies)")
-      ->capture_default_str();
-  command->add_option("--unit-params", options.unit_params,
-                      "zero3's largest unit's parameters (default: a GPT's largest, else the whole model)");
-  command->add_flag("--bytes", options.exact_bytes, "Print exact byte counts");
-  return command;
 }
 
 }  // namespace ember::launch

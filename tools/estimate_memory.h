@@ -17,10 +17,6 @@
 #include <string>
 #include <vector>
 
-namespace CLI {
-class App;
-}
-
 namespace ember::launch {
 
 struct EstimateMemoryOptions {
@@ -64,8 +60,5 @@ int optimizer_buffers(const std::string& name);
 
 // The table's lines, title and footnotes included. Errors name the flag and value.
 std::vector<std::string> memory_table(const EstimateMemoryOptions& options);
-
-// Adds the `estimate-memory` subcommand and its flags, parsed into `options`.
-CLI::App* add_estimate_memory_command(CLI::App& app, EstimateMemoryOptions& options);
 
 }  // namespace ember::launch

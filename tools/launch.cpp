@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -361,85 +360,6 @@ std::unique_ptr<distributed::TcpStoreServer> host_store(const LaunchOptions& opt
 }
 
 }  // namespace
-
-CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
-  CLI::App* launch = app.add_subcommand("launch", "Start and supervise the workers of a distributed job on this node");
-  // Accelerate's and torchrun's spellings are aliases (Note [Accelerate's and
-  // torchrun's flags] in tools/README.md); flags_given holds the first name.
-  launch->add_option("--nproc-per-node,--nproc_per_node", options.nproc_per_node, "Workers on this node")
-      ->capture_default_str();
-  launch->add_option("--num-processes,--num_processes", options.num_processes,
-                     "Accelerate's: workers of ALL nodes together; each node starts num_processes / nnodes");
-  launch->add_option("--nnodes,--num-machines,--num_machines", options.nnodes, "Nodes in the job (one launcher each)")
-      ->capture_default_str();
-  launch->add_option("--node-rank,--node_rank,--machine-rank,--machine_rank", options.node_rank,
-                     "This node's index, 0 to nnodes-1; node 0 hosts the store")
-      ->capture_default_str();
-  launch->add_option("--master-addr,--master_addr,--main-process-ip,--main_process_ip", options.master_addr,
-                     "Address of the store (node 0)")
-      ->capture_default_str();
-  launch->add_option("--master-port,--master_port,--main-process-port,--main_process_port", options.master_port,
-                     "Port of the store; 0: a free one (single node)")
-      ->capture_default_str();
-  launch->add_flag("--standalone", options.standalone,
-                   "torchrun's: one node, the store on a free loopback port (no --master-addr/--master-port)");
-  launch->add_flag("--multi-gpu,--multi_gpu")
-      ->description("Accelerate's; accepted and changes nothing: ember uses one GPU per worker when it has GPUs");
-  launch->add_option("--max-restarts", options.max_restarts, "Relaunch the workers after a failure up to this often")
-      ->capture_default_str();
-  launch->add_option("--timeout", options.timeout_seconds,
-                     "Seconds for the workers' collectives and store calls (EMBER_TIMEOUT)")
-      ->capture_default_str();
-  launch->add_option("--grace-period", options.grace_period_seconds,
-                     "Seconds from SIGTERM to SIGKILL when stopping workers")
-      ->capture_default_str();
-  launch->add_option("--log-dir", options.log_dir, "Write each rank's output to DIR/rank_N.log");
-  launch->add_flag("--bind-cores", options.bind_cores,
-                   "Run each local rank on its own share of the launcher's CPUs (sched_setaffinity)");
-  launch->add_option("--local-addr", options.local_addr, "Address this node's workers give Gloo peers");
-  launch->add_option("--profile", options.profile_dir,
-                     "Profile every worker: each writes DIR/rank<r>.json and prints its table at the end "
-                     "(EMBER_PROFILE; ember trace merge DIR joins them)");
-  launch->add_option("--backend", options.backend,
-                     "The workers' process-group backend: shm, gloo, reference, nccl or auto (EMBER_BACKEND; "
-                     "init_process_group uses it where the program leaves the backend to auto, and refuses a "
-                     "program that names another)");
-  launch->add_option("--config-file,--config_file", options.config_file,
-                     "YAML config written by ember config (or accelerate config); default: $EMBER_CONFIG_FILE, else "
-                     "$XDG_CACHE_HOME/ember/default_config.yaml, else ~/.cache/ember/default_config.yaml, if it exists");
-  launch->add_option_function<std::string>(
-      "--mixed-precision,--mixed_precision", [&options](const std::string& value) { options.accelerator["mixed_precision"] = value; },
-      "The Accelerator's mixed precision: no, fp16 or bf16 (EMBER_MIXED_PRECISION)");
-  launch->add_option_function<std::string>(
-      "--gradient-accumulation-steps,--gradient_accumulation_steps",
-      [&options](const std::string& value) { options.accelerator["gradient_accumulation_steps"] = value; },
-      "Batches per optimizer step (EMBER_GRADIENT_ACCUMULATION_STEPS)");
-  launch->add_flag_callback(
-      "--cpu", [&options] { options.accelerator["use_cpu"] = "true"; }, "Train on the CPU even with a GPU (EMBER_USE_CPU)");
-  launch->add_option_function<std::string>(
-      "--strategy", [&options](const std::string& value) { options.accelerator["strategy"] = value; },
-      "What each process keeps of the model's state: ddp, zero1, zero2, zero3 (or fsdp), hybrid (EMBER_STRATEGY)");
-  launch->parse_complete_callback([launch, &options] {
-    for (const CLI::Option* option : launch->get_options()) {
-      if (option->count() > 0) options.flags_given.insert(option->get_name());
-    }
-  });
-  // Everything from the first positional on is the program's: flags after it are its own.
-  launch->prefix_command();
-  launch->footer(
-      "Run as: ember launch [OPTIONS] -- program [args...]\n"
-      "Each worker gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT\n"
-      "and EMBER_STORE_TOKEN, EMBER_TIMEOUT, EMBER_JOB_ID, EMBER_RESTART_COUNT (distributed/README.md),\n"
-      "and EMBER_BACKEND with --backend.\n"
-      "--nnodes > 1: the same EMBER_STORE_TOKEN must be in every launcher's environment.\n"
-      "The Accelerator's options reach the workers as EMBER_MIXED_PRECISION, EMBER_GRADIENT_ACCUMULATION_STEPS,\n"
-      "EMBER_USE_CPU, EMBER_STRATEGY, ...: from the flags, else the config file (its deepspeed_config or\n"
-      "fsdp_config section too), else the environment (tools/README.md).\n"
-      "Accelerate's and torchrun's spellings are accepted too (--num_processes: all machines' workers together,\n"
-      "--nproc_per_node, --main_process_port, --master_port, --standalone, ...; Note [Accelerate's and torchrun's\n"
-      "flags] in tools/README.md).");
-  return launch;
-}
 
 int run_launch(const LaunchOptions& given) {
   // A launcher started with 0, 1 or 2 closed would hand those numbers to its

@@ -14,10 +14,6 @@
 
 #include "config_keys.h"
 
-namespace CLI {
-class App;
-}
-
 namespace ember::launch {
 
 struct LaunchOptions {
@@ -41,9 +37,6 @@ struct LaunchOptions {
   Settings accelerator;               // by config key: the Accelerator's options from the flags
   std::set<std::string> flags_given;  // "--nproc-per-node", ...: they beat the config file
 };
-
-// Adds the `launch` subcommand and its flags, parsed into `options`.
-CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options);
 
 // Runs the job; returns the launcher's exit code (0, or the first failed
 // worker's, or 128+signal). Errors in the options throw ember::Error.

@@ -1,7 +1,6 @@
 // See trace_merge.h.
 #include "trace_merge.h"
 
-#include <CLI/CLI.hpp>
 #include <charconv>
 #include <filesystem>
 #include <map>
@@ -27,17 +26,6 @@ int rank_of_file_name(const std::string& name) {
 }
 
 }  // namespace
-
-CLI::App* add_trace_command(CLI::App& app, TraceMergeOptions& options) {
-  CLI::App* trace = app.add_subcommand("trace", "Work with the profiler's traces (EMBER_PROFILE)");
-  trace->require_subcommand(1);
-  CLI::App* merge = trace->add_subcommand(
-      "merge", "Join DIR/rank<r>.json into one Perfetto trace on rank 0's clock (a process track per rank)");
-  merge->add_option("directory", options.directory, "The directory EMBER_PROFILE (or launch --profile) named")
-      ->required();
-  merge->add_option("-o,--output", options.output, "Where to write; default: DIR/merged.json");
-  return merge;
-}
 
 nlohmann::json merge_traces(const std::string& directory) {
   std::map<int, std::filesystem::path> files;

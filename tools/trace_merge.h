@@ -15,19 +15,12 @@
 
 #include <nlohmann/json.hpp>
 
-namespace CLI {
-class App;
-}
-
 namespace ember::launch {
 
 struct TraceMergeOptions {
   std::string directory;  // where the rank<r>.json files are
   std::string output;     // "": DIR/merged.json
 };
-
-// Adds `trace` with its subcommand `merge`; returns `merge`.
-CLI::App* add_trace_command(CLI::App& app, TraceMergeOptions& options);
 
 // The merged trace of every rank<r>.json in `directory`: each event's pid
 // becomes its rank and its timestamp moves by the rank's clock offset.
