@@ -163,11 +163,12 @@ void register_elementwise_functions() {
       return Grads{p == 0 ? zeros_like(g) : g * pow(s[0], p - 1) * p};
     });
   });
-  // pow: out = a^b  ->  da = g b a^(b-1), db = g out ln a (0 where a = 0 and b >= 0, as PyTorch)
+  // pow: out = a^b  ->  da = g b a^(b-1) (0 where b = 0: not 0 * 0^-1 = nan at a = 0),
+  //                     db = g out ln a (0 where a = 0 and b >= 0), both as PyTorch
   pow_grad.set_recorder([](const GradRecord& r) {
     record_formula(r, "PowBackward", {input(r, 0), input(r, 1), saved_output(r)}, [](const Saved& s, const Tensor& g) {
       const Tensor &a = s[0], &b = s[1], &out = s[2];
-      Tensor da = g * b * pow(a, b - 1);
+      Tensor da = where(eq(b, 0), zeros_like(g), g * b * pow(a, b - 1));
       Tensor db = where(logical_and(eq(a, 0), ge(b, 0)), zeros_like(g), g * out * log(a));
       return Grads{da, db};
     });

@@ -6,6 +6,7 @@
 #include "core/memory_overlap.h"
 #include "core/ops/elementwise_kernels.h"
 #include "core/ops/views.h"
+#include "core/scalar_fits.h"
 
 namespace ember {
 
@@ -86,6 +87,7 @@ Tensor& Tensor::copy_(const Tensor& source) {
 
 Tensor& Tensor::fill_(const Scalar& value) {
   check_in_place_target(*this, "fill_");
+  check_scalar_fits("fill_", value, dtype());
   if (should_record({this})) [[unlikely]]
     return assign_in_place(*this, full(shape(), value, {.dtype = dtype(), .device = device()}));
   bump_version();

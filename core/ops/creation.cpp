@@ -5,24 +5,30 @@
 #include <cmath>
 
 #include "core/ops/views.h"
+#include "core/scalar_fits.h"
 
 namespace ember {
 
 namespace {
-Tensor finish(Tensor t, const TensorOptions& options) {
+// Only floating tensors can require gradients (as requires_grad_ and PyTorch say): an
+// integer leaf would take a gradient truncated to its dtype.
+Tensor finish(std::string_view op, Tensor t, const TensorOptions& options) {
+  EMBER_CHECK(!options.requires_grad || is_floating(options.dtype),
+              "{}: only floating point tensors can require gradients, got {}", op, options.dtype);
   t.impl()->requires_grad = options.requires_grad;
   return t;
 }
 }  // namespace
 
 Tensor empty(const Shape& shape, TensorOptions options) {
-  return finish(make_tensor(shape, options.dtype, options.device), options);
+  return finish("empty", make_tensor(shape, options.dtype, options.device), options);
 }
 
 Tensor full(const Shape& shape, const Scalar& value, TensorOptions options) {
+  check_scalar_fits("full", value, options.dtype);
   Tensor t = make_tensor(shape, options.dtype, options.device);
   t.fill_(value);
-  return finish(t, options);
+  return finish("full", t, options);
 }
 
 Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0, options); }
@@ -48,7 +54,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   Tensor host = make_tensor({n}, DType::f64);
   double* data = host.data_ptr<double>();
   for (int64_t i = 0; i < n; ++i) data[i] = lo + double(i) * delta;
-  return finish(host.to(options.dtype).to(options.device), options);
+  return finish("arange", host.to(options.dtype).to(options.device), options);
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
@@ -58,15 +64,16 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
   double delta = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
   // Fill from both ends, as PyTorch does, so the last value is exactly `end`.
   for (int64_t i = 0; i < steps; ++i) data[i] = i < steps / 2 ? start + delta * double(i) : end - delta * double(steps - 1 - i);
-  return finish(host.to(options.dtype).to(options.device), options);
+  return finish("linspace", host.to(options.dtype).to(options.device), options);
 }
 
 Tensor eye(int64_t n, int64_t m, TensorOptions options) {
-  if (m < 0) m = n;
   EMBER_CHECK(n >= 0, "eye: n must be non-negative, got {}", n);
+  EMBER_CHECK(m >= -1, "eye: m must be non-negative (or -1: m = n), got {}", m);
+  if (m == -1) m = n;
   Tensor t = zeros({n, m}, {.dtype = options.dtype, .device = options.device});
   diagonal(t).fill_(1);
-  return finish(t, options);
+  return finish("eye", t, options);
 }
 
 Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device) {

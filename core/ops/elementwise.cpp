@@ -8,6 +8,7 @@
 #include "core/ops/creation.h"
 #include "core/ops/elementwise_kernels.h"
 #include "core/ops/views.h"
+#include "core/scalar_fits.h"
 
 namespace ember {
 
@@ -80,9 +81,20 @@ Tensor arithmetic(const Op<ElementwiseKernel>& op, const Tensor& a, const Tensor
   return with_grad(slot_of(op), binary(op, a, b, dtype), {&a, &b});
 }
 
+// `value` as a 0-d operand of `dtype`, converted as the kernels convert: arithmetic and
+// comparisons with a number past the dtype's range wrap (integers) or meet inf, as in
+// PyTorch (an int32 tensor + 5000000000); only the ops that store a number refuse one
+// that does not fit (check_scalar_fits), so this skips scalar_tensor's check.
+Tensor operand_tensor(const Scalar& value, DType dtype, Device device) {
+  Tensor t = make_tensor({}, dtype, device);
+  ElementwiseLoop loop = ElementwiseLoop::make({&t});
+  fill_op(device.type, dtype, loop, value);
+  return t;
+}
+
 Tensor as_tensor(const Scalar& value, const Tensor& like, std::string_view op) {
   EMBER_CHECK(like.defined(), "{}: undefined tensor argument", op);
-  return scalar_tensor(value, {.dtype = promote_with_scalar(like.dtype(), value), .device = like.device()});
+  return operand_tensor(value, promote_with_scalar(like.dtype(), value), like.device());
 }
 
 Tensor arithmetic(const Op<ElementwiseKernel>& op, const Tensor& a, const Scalar& b) {
@@ -262,7 +274,7 @@ Tensor compare(const Op<ElementwiseKernel>& op, const Tensor& a, const Tensor& b
 Tensor compare(const Op<ElementwiseKernel>& op, const Tensor& a, const Scalar& b) {
   check_defined(a, op.name());
   DType dtype = promote_with_scalar(a.dtype(), b);
-  return compare(op, a, scalar_tensor(b, {.dtype = dtype, .device = a.device()}), dtype);
+  return compare(op, a, operand_tensor(b, dtype, a.device()), dtype);
 }
 
 Tensor clamp(const Tensor& a, const Scalar* low, const Scalar* high, std::string_view name) {
@@ -271,6 +283,11 @@ Tensor clamp(const Tensor& a, const Scalar* low, const Scalar* high, std::string
   if (low) dtype = promote_with_scalar(dtype, *low);
   if (high) dtype = promote_with_scalar(dtype, *high);
   EMBER_CHECK(dtype != DType::boolean, "{}: not supported for bool tensors", name);
+  // A bound past the range on its own side (a min below every int32) changes nothing and
+  // saturates exactly; past the other side the result would be a number the dtype cannot
+  // hold, which PyTorch refuses too.
+  if (low && scalar_range(*low, dtype) != ScalarRange::below) check_scalar_fits(name, *low, dtype);
+  if (high && scalar_range(*high, dtype) != ScalarRange::above) check_scalar_fits(name, *high, dtype);
   Tensor out = make_tensor(a.shape(), dtype, a.device());
   if (out.numel() > 0) {
     Tensor in = to(a, dtype);
@@ -352,6 +369,7 @@ Tensor pow(const Tensor& a, const Scalar& exponent) {
   EMBER_CHECK(is_floating(dtype) || exponent.to_int() >= 0,
               "pow: integers to negative integer powers are not allowed ({} tensor, exponent {})", dtype,
               exponent.to_int());
+  check_scalar_fits("pow", exponent, dtype);
   Tensor out = make_tensor(a.shape(), dtype, a.device());
   if (out.numel() > 0) {
     Tensor in = to(a, dtype);
@@ -390,7 +408,8 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 Tensor where(const Tensor& condition, const Tensor& a, const Scalar& b) {
   check_defined(a, "where");
   DType dtype = promote_with_scalar(a.dtype(), b);
-  return where(condition, a, scalar_tensor(b, {.dtype = dtype, .device = a.device()}), dtype);
+  check_scalar_fits("where", b, dtype);
+  return where(condition, a, operand_tensor(b, dtype, a.device()), dtype);
 }
 
 Tensor eq(const Tensor& a, const Tensor& b) { return compare(eq_op, a, b); }

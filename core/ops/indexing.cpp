@@ -10,6 +10,7 @@
 #include "core/ops/creation.h"
 #include "core/ops/indexing_kernels.h"
 #include "core/ops/views.h"
+#include "core/scalar_fits.h"
 
 namespace ember {
 
@@ -305,6 +306,7 @@ static Tensor compute_masked_fill(const Tensor& t, const Tensor& mask, const Sca
   EMBER_CHECK(mask.dtype() == DType::boolean, "masked_fill: mask must have dtype bool, got {}", mask.dtype());
   EMBER_CHECK(mask.device() == t.device(), "masked_fill: mask is on {} but the input is on {}", mask.device(),
               t.device());
+  check_scalar_fits("masked_fill", value, t.dtype());
   Tensor out = make_tensor(broadcast_shapes(t.shape(), mask.shape(), "masked_fill"), t.dtype(), t.device());
   if (out.numel() == 0) return out;
   ElementwiseLoop loop = ElementwiseLoop::make({&out, &t, &mask});
@@ -394,6 +396,7 @@ static Tensor compute_repeat(const Tensor& t, const Shape& repeats) {
 
 static Tensor compute_pad(const Tensor& t, const std::vector<int64_t>& pad, const Scalar& value) {
   check_defined(t, "pad", "input");
+  check_scalar_fits("pad", value, t.dtype());
   EMBER_CHECK(pad.size() % 2 == 0, "pad: padding length must be divisible by 2, got {}", pad.size());
   EMBER_CHECK(int64_t(pad.size() / 2) <= t.dim(), "pad: padding length {} is too large for a tensor with {} dims",
               pad.size(), t.dim());

@@ -33,6 +33,22 @@ TEST(Engine, GradientDtypeMatchesTheInput) {
   EXPECT_EQ(b.grad().dtype(), DType::f32);
 }
 
+// pow(a, b)'s gradient for a is b a^(b-1): at a = 0 and b = 0 that is 0 * inf = nan,
+// which trained on silently (x ** mask with a 0/1 mask). PyTorch gives 0 wherever
+// b = 0; torch.pow(tensor([0., 3.]), tensor([0., 0.])) -> grads [0, 0] and
+// [0 * 1 * log 0 -> 0, 1 * log 3]. Mutation caught: the where(eq(b, 0), ...) removed.
+TEST(Engine, PowGradientIsZeroWhereTheExponentIsZero) {
+  Tensor a = from_vector<double>({0, 3, 0, 2}).requires_grad_();
+  Tensor b = from_vector<double>({0, 0, 2, 3}).requires_grad_();
+  sum(pow(a, b)).backward();
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{0, 0, 0, 12}));
+  std::vector<double> db = b.grad().to_vector<double>();
+  EXPECT_EQ(db[0], 0.0);
+  EXPECT_DOUBLE_EQ(db[1], std::log(3.0));
+  EXPECT_EQ(db[2], 0.0);
+  EXPECT_DOUBLE_EQ(db[3], 8 * std::log(2.0));
+}
+
 TEST(Engine, GradDoesNotTouchDotGrad) {
   Tensor x = leaf({1, 2});
   Tensor y = sum(x * x * x);

@@ -115,6 +115,33 @@ TEST(Tensor, CreationOps) {
   EXPECT_EQ(data[4], 0.0f);
 }
 
+// An integer leaf that required gradients took them truncated to its dtype
+// (sum(x * 2.5).backward() gave x.grad = [2, 2]): every creation op refuses it,
+// as requires_grad_ and PyTorch do. Mutation caught: creation.cpp's finish()
+// setting the flag without the check (these EXPECTs then see no error).
+TEST(Tensor, CreationOpsRefuseGradientsOnIntegerTensors) {
+  const TensorOptions i64_grad{.dtype = DType::i64, .requires_grad = true};
+  EXPECT_EMBER_ERROR(zeros({2}, i64_grad), "full: only floating point tensors can require gradients, got int64");
+  EXPECT_EMBER_ERROR(ones({2}, {.dtype = DType::boolean, .requires_grad = true}), "got bool");
+  EXPECT_EMBER_ERROR(empty({2}, i64_grad), "empty: only floating point");
+  EXPECT_EMBER_ERROR(scalar_tensor(3, {.dtype = DType::i32, .requires_grad = true}), "got int32");
+  EXPECT_EMBER_ERROR(arange(0, 4, 1, i64_grad), "arange: only floating point");
+  EXPECT_EMBER_ERROR(linspace(0, 1, 3, i64_grad), "linspace: only floating point");
+  EXPECT_EMBER_ERROR(eye(2, 2, i64_grad), "eye: only floating point");
+  EXPECT_TRUE(zeros({2}, {.dtype = DType::bf16, .requires_grad = true}).requires_grad());
+  EXPECT_TRUE(eye(2, -1, {.requires_grad = true}).requires_grad());
+}
+
+// eye's m = -1 means m = n; any other negative m was taken as n too (eye(2, -7)
+// gave the 2x2 identity). PyTorch: "m must be greater or equal to 0, got -7".
+TEST(Tensor, EyeRefusesANegativeColumnCount) {
+  EXPECT_EQ(eye(2, -1).shape(), (Shape{2, 2}));
+  EXPECT_EQ(eye(2, 3).shape(), (Shape{2, 3}));
+  EXPECT_EQ(eye(2, 0).shape(), (Shape{2, 0}));
+  EXPECT_EMBER_ERROR(eye(2, -7), "eye: m must be non-negative (or -1: m = n), got -7");
+  EXPECT_EMBER_ERROR(eye(-2), "eye: n must be non-negative, got -2");
+}
+
 // A shape with a zero dim holds no elements whatever its other dims, but its
 // strides are products of them: [0, 2^40, 2^40] overflowed int64 there, which
 // tests/fuzz/idx.cpp found through an IDX header (undefined behaviour, caught
