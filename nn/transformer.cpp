@@ -1,4 +1,6 @@
-// nanoGPT's block (see transformer.h).
+// nanoGPT's block (see transformer.h). Children are called as modules ((*ln_1)(x),
+// nanoGPT's self.ln_1(x)), never through forward(), so hooks, wrappers and activation
+// checkpointing set on any of them run.
 #include "nn/transformer.h"
 
 #include <cmath>
@@ -46,7 +48,7 @@ Tensor CausalSelfAttention::forward(const Tensor& input) {
   EMBER_CHECK(input.dim() == 3 && input.size(2) == embed_dim,
               "CausalSelfAttention: input must be [B, T, {}], got {}", embed_dim, input.shape().str());
   int64_t batch = input.size(0), length = input.size(1), head_dim = embed_dim / num_heads;
-  std::vector<Tensor> qkv = split(c_attn->forward(input), embed_dim, 2);  // 3 x [B, T, C], views
+  std::vector<Tensor> qkv = split((*c_attn)(input), embed_dim, 2);  // 3 x [B, T, C], views
   // [B, T, C] -> [B, T, H, hd] -> [B, H, T, hd], views of the c_attn output.
   auto heads = [&](const Tensor& t) { return t.view({batch, length, num_heads, head_dim}).transpose(1, 2); };
   // attn_dropout is registered for nanoGPT's names; its rate applies inside the attention, as there.
@@ -54,7 +56,7 @@ Tensor CausalSelfAttention::forward(const Tensor& input) {
       heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
       {.dropout_p = is_training() ? dropout : 0.0, .is_causal = true, .generator = generator});
   y = y.transpose(1, 2).reshape({batch, length, embed_dim});  // re-assemble the heads: one copy
-  return resid_dropout->forward(c_proj->forward(y));
+  return (*resid_dropout)((*c_proj)(y));
 }
 
 MLP::MLP(const TransformerBlockOptions& options) {
@@ -66,7 +68,7 @@ MLP::MLP(const TransformerBlockOptions& options) {
 }
 
 Tensor MLP::forward(const Tensor& input) {
-  return dropout->forward(c_proj->forward(gelu->forward(c_fc->forward(input))));
+  return (*dropout)((*c_proj)((*gelu)((*c_fc)(input))));
 }
 
 TransformerBlock::TransformerBlock(const TransformerBlockOptions& options) {
@@ -78,8 +80,8 @@ TransformerBlock::TransformerBlock(const TransformerBlockOptions& options) {
 }
 
 Tensor TransformerBlock::forward(const Tensor& input) {
-  Tensor x = input + attn->forward(ln_1->forward(input));
-  return x + mlp->forward(ln_2->forward(x));
+  Tensor x = input + (*attn)((*ln_1)(input));
+  return x + (*mlp)((*ln_2)(x));
 }
 
 }  // namespace ember::nn

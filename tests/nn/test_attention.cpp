@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -271,6 +272,31 @@ TEST(TransformerBlock, PreNormResidualForwardAndGradients) {
   EXPECT_FALSE(all_close(dropping(input), dropping(input)));
   dropping.eval();
   EXPECT_TRUE(all_close(dropping(input), dropping(input), 0, 0));
+}
+
+// The block calls its children as modules, as nanoGPT's self.ln_1(x) does, so a
+// hook or activation checkpointing set on a child runs; they used to call
+// ->forward(), and every hook on ln_1, attn, mlp, c_attn, c_fc, ... was accepted and
+// never ran. Mutation caught: any child called through forward() again.
+TEST(TransformerBlock, HooksAndCheckpointingOnTheChildrenRun) {
+  nn::TransformerBlock block(small_block());
+  std::map<std::string, int> calls;
+  for (const auto& [name, child] : block.named_modules()) {
+    if (name.empty()) continue;
+    child->register_forward_hook([&calls, name = name](nn::ForwardCall&) { ++calls[name]; });
+  }
+  block.mlp->set_activation_checkpointing(true);
+  Tensor x = randn({2, 4, 8}, {.dtype = DType::f64}).requires_grad_();
+  sum(block(x)).backward();
+  for (const auto& [name, child] : block.named_modules()) {
+    if (name.empty()) continue;
+    // The MLP's children run again in backward, recomputing what checkpointing dropped
+    // (its own hooks stay outside the region, nn/checkpoint.h); attn_dropout is
+    // registered for nanoGPT's names and, as in nanoGPT's flash path, its rate applies
+    // inside the attention.
+    int expected = name == "attn.attn_dropout" ? 0 : name.starts_with("mlp.") ? 2 : 1;
+    EXPECT_EQ(calls[name], expected) << name;
+  }
 }
 
 }  // namespace
