@@ -14,7 +14,17 @@
 namespace ember::optim {
 
 LRScheduler::LRScheduler(Optimizer& optimizer, std::string name, int64_t last_epoch)
-    : optimizer_(optimizer), name_(std::move(name)), last_epoch_(last_epoch) {}
+    : optimizer_(optimizer), name_(std::move(name)), last_epoch_(last_epoch), num_groups_(optimizer.num_param_groups()) {}
+
+// The schedule holds a base lr per group of the optimizer as it was when the scheduler
+// was made; a group added later would get no schedule (PyTorch leaves it at its lr
+// without a word, and the per-group lists here would be read past their end).
+void LRScheduler::check_groups_unchanged() const {
+  EMBER_CHECK(optimizer_.num_param_groups() == num_groups_,
+              "{}: the optimizer has {} param groups, {} when this scheduler was made; make the scheduler after "
+              "the last add_param_group",
+              name_, optimizer_.num_param_groups(), num_groups_);
+}
 
 void LRScheduler::initialize_base_lrs() {
   base_lrs_.clear();
@@ -55,12 +65,14 @@ void LRScheduler::remove_hook(HookId id) {
 }
 
 void LRScheduler::advance() {
+  check_groups_unchanged();
   ++step_count_;
   ++last_epoch_;
   apply(get_lr());
 }
 
 void LRScheduler::step_to(int64_t epoch) {
+  check_groups_unchanged();
   ++step_count_;
   last_epoch_ = epoch;
   std::optional<std::vector<double>> closed = closed_form_lr();

@@ -67,6 +67,8 @@ class LRScheduler {
   // PyTorch's step(epoch): jump to `epoch`, by the closed form when there is one.
   void step_to(int64_t epoch);
   void apply(const std::vector<double>& lrs);
+  // Throws when the optimizer's param groups are not the ones this scheduler was made for.
+  void check_groups_unchanged() const;
 
   // The lrs at last_epoch_ (chainable form: may read the groups' current lr).
   virtual std::vector<double> get_lr() = 0;
@@ -81,6 +83,7 @@ class LRScheduler {
   std::string name_;
   std::vector<double> base_lrs_;
   int64_t last_epoch_;
+  size_t num_groups_;  // the optimizer's param groups when this scheduler was made
   int64_t step_count_ = 0;
   std::vector<double> last_lr_;
   HookList<StepPreHook> step_pre_hooks_;

@@ -42,6 +42,10 @@ bool ReduceLROnPlateau::is_better(double value) const {
 }
 
 void ReduceLROnPlateau::step(double metric) {
+  EMBER_CHECK(optimizer_.num_param_groups() == min_lrs_.size(),
+              "ReduceLROnPlateau: the optimizer has {} param groups, {} when this scheduler was made; make the "
+              "scheduler after the last add_param_group",
+              optimizer_.num_param_groups(), min_lrs_.size());
   ++last_epoch_;
   if (is_better(metric)) {
     best_ = metric;

@@ -4,6 +4,7 @@
 // OneCycleLR cycles. Then the state_dict round trip: a scheduler rebuilt and
 // loaded from the JSON of step 10 continues with the same values.
 #include <cmath>
+#include <functional>
 #include <memory>
 
 #include "optim/optim_golden.h"
@@ -242,6 +243,41 @@ TEST(Scheduler, RejectsBadArguments) {
   nlohmann::json state = step.state_dict();
   state.erase("last_epoch");
   EXPECT_EMBER_ERROR(step.load_state_dict(state), "StepLR.load_state_dict has no 'last_epoch'");
+}
+
+// A param group added after the scheduler was made has no base lr in it: the
+// schedules indexed their per-group lists past the end (CosineAnnealingLR read out of
+// bounds, under ASan a heap-buffer-overflow; LinearLR went on with lists of two sizes).
+// Now the step is refused, naming both counts, and changes no lr. Mutation caught:
+// check_groups_unchanged() returning without a check (ASan, or the lr EXPECTs below).
+TEST(Scheduler, AGroupAddedAfterTheSchedulerIsRefused) {
+  using Make = std::function<std::shared_ptr<optim::LRScheduler>(optim::Optimizer&)>;
+  const std::vector<std::pair<std::string, Make>> kinds = {
+      {"StepLR", [](optim::Optimizer& o) { return std::make_shared<optim::StepLR>(o, 1); }},
+      {"MultiStepLR", [](optim::Optimizer& o) { return std::make_shared<optim::MultiStepLR>(o, std::vector<int64_t>{1}); }},
+      {"ExponentialLR", [](optim::Optimizer& o) { return std::make_shared<optim::ExponentialLR>(o, 0.5); }},
+      {"CosineAnnealingLR", [](optim::Optimizer& o) { return std::make_shared<optim::CosineAnnealingLR>(o, 2); }},
+      {"LambdaLR", [](optim::Optimizer& o) {
+         return std::make_shared<optim::LambdaLR>(o, [](int64_t epoch) { return 1.0 / double(epoch + 1); });
+       }},
+      {"LinearLR", [](optim::Optimizer& o) { return std::make_shared<optim::LinearLR>(o); }},
+      {"OneCycleLR", [](optim::Optimizer& o) {
+         return std::make_shared<optim::OneCycleLR>(o, optim::OneCycleLROptions{.max_lr = {0.1}, .total_steps = 10});
+       }},
+  };
+  for (const auto& [name, make] : kinds) {
+    optim::SGD sgd({zeros({1}).requires_grad_()}, {.lr = 0.1, .momentum = 0.9});
+    std::shared_ptr<optim::LRScheduler> scheduler = make(sgd);
+    sgd.add_param_group({zeros({1}).requires_grad_()}, {.lr = 0.5, .momentum = 0.9});
+    const double first = sgd.lr(0);
+    EXPECT_EMBER_ERROR(scheduler->step(), name + ": the optimizer has 2 param groups, 1 when this scheduler was made");
+    EXPECT_EQ(sgd.lr(0), first) << name;
+    EXPECT_EQ(sgd.lr(1), 0.5) << name;
+  }
+  optim::SGD sgd({zeros({1}).requires_grad_()}, {.lr = 0.1});
+  optim::ReduceLROnPlateau plateau(sgd, {.patience = 0});
+  sgd.add_param_group({zeros({1}).requires_grad_()}, {.lr = 0.5});
+  EXPECT_EMBER_ERROR(plateau.step(1.0), "ReduceLROnPlateau: the optimizer has 2 param groups, 1 when");
 }
 
 }  // namespace
