@@ -86,4 +86,19 @@ std::shared_ptr<Node> accumulator_for(const Tensor& leaf) {
   return node;
 }
 
+void zero_grad(const Tensor& leaf, bool set_to_none) {
+  NoGradGuard no_grad;
+  Tensor grad = leaf.grad();
+  if (!grad.defined()) return;
+  if (set_to_none) {
+    leaf.set_grad(Tensor());
+    return;
+  }
+  if (grad.requires_grad() || grad.grad_fn()) {
+    grad = grad.detach();
+    leaf.set_grad(grad);
+  }
+  grad.fill_(0);
+}
+
 }  // namespace ember::autograd

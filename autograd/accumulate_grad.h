@@ -21,4 +21,9 @@ class AccumulateGrad final : public Node {
 // The leaf's accumulator, made on first use and shared by all later uses.
 std::shared_ptr<Node> accumulator_for(const Tensor& leaf);
 
+// What zero_grad (Module's and Optimizer's) does to one leaf's `.grad`: drops it
+// (set_to_none), or cuts it from any graph (a create_graph gradient) and zeroes it
+// in place, as PyTorch does.
+void zero_grad(const Tensor& leaf, bool set_to_none);
+
 }  // namespace ember::autograd

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/accumulate_grad.h"
 #include "autograd/custom_function.h"
 #include "autograd/node.h"
 #include "core/grad_hook.h"
@@ -117,7 +118,7 @@ Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool 
   check_new_name(name, "parameter");
   if (tensor.defined()) {
     EMBER_CHECK(tensor.is_leaf(), "{}: parameter \"{}\" must be a leaf tensor (detach it first)", type_name(), name);
-    if (requires_grad) tensor.requires_grad_(true);
+    tensor.requires_grad_(requires_grad);  // false freezes it, as nn.Parameter(t, requires_grad=False)
   }
   return parameters_.emplace_back(name, std::move(tensor)).second;
 }
@@ -241,16 +242,7 @@ Module& Module::to(Device device) {
 }
 
 void Module::zero_grad(bool set_to_none) {
-  NoGradGuard no_grad;
-  for (const Tensor& parameter : parameters()) {
-    Tensor grad = parameter.grad();
-    if (!grad.defined()) continue;
-    if (set_to_none) {
-      parameter.set_grad(Tensor());
-    } else {
-      grad.fill_(0);
-    }
-  }
+  for (const Tensor& parameter : parameters()) autograd::zero_grad(parameter, set_to_none);
 }
 
 Module& Module::apply(const std::function<void(Module&)>& fn) {
@@ -280,7 +272,9 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
   for (const auto& [name, tensor] : state) {
     EMBER_CHECK(tensor.defined(), "{}.load_state_dict: the value of \"{}\" is an undefined tensor", type_name(),
                 shown_text(name));
-    given.emplace(name, &tensor);
+    EMBER_CHECK(given.emplace(name, &tensor).second,
+                "{}.load_state_dict: \"{}\" appears twice in the state dict; which value to load is unclear",
+                type_name(), shown_text(name));
   }
   // Note [Parameter slots]: tied names share one tensor, so a file that
   // holds only one of them (Hugging Face drops the others) fills them all,

@@ -159,6 +159,8 @@ class Module {
   // (`Tensor& weight;` initialised with register_parameter), so that assigning
   // the member re-points the registered parameter, as PyTorch's setattr does
   // (weight tying: `lm_head->weight = wte->weight`, Note [Parameter slots]).
+  // register_parameter sets the tensor's requires_grad to `requires_grad` (false: a
+  // frozen parameter, which parameters() still lists and backward leaves without a gradient).
   Tensor& register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
   Tensor& register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
   template <class M>

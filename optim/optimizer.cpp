@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 
+#include "autograd/accumulate_grad.h"
 #include "core/error.h"
 #include "core/grad_hook.h"
 #include "core/ops/creation.h"
@@ -73,23 +74,8 @@ void Optimizer::remove_hook(HookId id) {
 
 void Optimizer::zero_grad(bool set_to_none) {
   if (!zero_grad_pre_hooks_.empty() && !all_hooks_allow(zero_grad_pre_hooks_, *this)) return;
-  NoGradGuard no_grad;
-  for (Group& group : groups_) {
-    for (const Tensor& param : group.params) {
-      Tensor grad = param.grad();
-      if (!grad.defined()) continue;
-      if (set_to_none) {
-        param.set_grad(Tensor());
-        continue;
-      }
-      // As PyTorch: the gradient is cut from any graph, then zeroed in place.
-      if (grad.requires_grad() || grad.grad_fn()) {
-        grad = grad.detach();
-        param.set_grad(grad);
-      }
-      grad.fill_(0);
-    }
-  }
+  for (Group& group : groups_)
+    for (const Tensor& param : group.params) autograd::zero_grad(param, set_to_none);
 }
 
 const std::vector<Tensor>& Optimizer::params(size_t group) const {

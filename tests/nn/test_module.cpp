@@ -99,6 +99,21 @@ TEST(Module, RegistrationErrors) {
   EXPECT_EMBER_ERROR(nn::ModuleList().forward(ones({1})), "ModuleList: has no single-tensor forward");
 }
 
+// requires_grad = false registers a frozen parameter; it was honoured only when the
+// tensor did not already require grad, so a trainable tensor stayed trainable.
+// Mutation caught: register_parameter setting requires_grad only when asked for true.
+TEST(Module, RegisterParameterCanFreezeATrainableTensor) {
+  nn::Module module;
+  Tensor& frozen = module.register_parameter("frozen", ones({2}, {.requires_grad = true}), /*requires_grad=*/false);
+  Tensor& trained = module.register_parameter("trained", ones({2}));
+  EXPECT_FALSE(frozen.requires_grad());
+  EXPECT_TRUE(trained.requires_grad());
+  EXPECT_EQ(module.parameters().size(), 2u);  // still a parameter, as PyTorch lists a frozen one
+  sum(frozen * trained).backward();
+  EXPECT_FALSE(frozen.grad().defined());
+  EXPECT_TRUE(trained.grad().defined());
+}
+
 TEST(Module, StateDictRoundTripCopiesInPlace) {
   Net source, target;
   source.norm->running_mean.fill_(0.5);
@@ -158,6 +173,19 @@ TEST(Module, LoadStateDictListsEveryMissingUnexpectedAndMisShapedKey) {
   EXPECT_FALSE(all_close(model.at<nn::Linear>(0)->bias, zeros({2})));
 }
 
+// A name given twice: the first value was loaded and the second dropped without a
+// word (an appended "override" had no effect). Mutation caught: the emplace's result
+// unchecked again.
+TEST(Module, LoadStateDictRefusesANameGivenTwice) {
+  nn::Linear linear(2, 1);
+  Tensor before = linear.weight.clone();
+  NamedTensors state = linear.state_dict();
+  state.emplace_back("weight", full({1, 2}, 7.0));
+  EXPECT_EMBER_ERROR(linear.load_state_dict(state), "Linear.load_state_dict: \"weight\" appears twice in the state dict");
+  EXPECT_EMBER_ERROR(linear.load_state_dict(state, /*strict=*/false), "appears twice");
+  EXPECT_TRUE(all_close(linear.weight, before, 0, 0));
+}
+
 TEST(Module, TrainAndEvalPropagateToEveryDescendant) {
   nn::Sequential model(nn::Linear(4, 4), nn::Dropout(0.5), nn::Sequential(nn::BatchNorm1d(4)));
   for (nn::Module* module : model.modules()) EXPECT_TRUE(module->is_training());
@@ -213,6 +241,18 @@ TEST(Module, ZeroGradAndApply) {
   EXPECT_TRUE(all_close(grad, zeros({2, 3})));
   model.zero_grad();
   for (const Tensor& p : model.parameters()) EXPECT_FALSE(p.grad().defined());
+  // A gradient with a graph (create_graph) is cut from it before zeroing, as PyTorch's
+  // Module.zero_grad and ember's Optimizer::zero_grad do; it stayed attached.
+  // Mutation caught: Module::zero_grad filling the gradient without detaching it.
+  Tensor x = randn({5, 3});
+  autograd::backward({sum(model(x) * model(x))}, {}, std::nullopt, /*create_graph=*/true);
+  ASSERT_TRUE(model.parameters()[0].grad().requires_grad());
+  model.zero_grad(/*set_to_none=*/false);
+  for (const Tensor& p : model.parameters()) {
+    EXPECT_FALSE(p.grad().requires_grad());
+    EXPECT_EQ(p.grad().grad_fn(), nullptr);
+    EXPECT_TRUE(all_close(p.grad(), zeros_like(p), 0, 0));
+  }
 
   std::vector<std::string> visited;
   model.apply([&](nn::Module& m) { visited.push_back(m.type_name()); });
