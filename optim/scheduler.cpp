@@ -281,6 +281,8 @@ void ExponentialLR::load_fields(const nlohmann::json& state) {
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min, int64_t last_epoch)
     : LRScheduler(optimizer, "CosineAnnealingLR", last_epoch), T_max_(T_max), eta_min_(eta_min) {
   EMBER_CHECK(T_max > 0, "CosineAnnealingLR: T_max must be positive, got {}", T_max);
+  // Its state dict refuses a negative eta_min (the lr it anneals to), so resuming would fail.
+  EMBER_CHECK(eta_min >= 0, "CosineAnnealingLR: eta_min must not be negative, got {}", eta_min);
   initialize_base_lrs();
   initial_step();
 }

@@ -27,7 +27,8 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, const OneCycleLROptions& options)
     : LRScheduler(optimizer, "OneCycleLR", options.last_epoch),
       anneal_strategy_(options.anneal_strategy),
       cycle_momentum_(options.cycle_momentum) {
-  if (options.total_steps > 0) {
+  if (options.total_steps != 0) {  // 0: not given
+    EMBER_CHECK(options.total_steps > 0, "OneCycleLR: expected a positive total_steps, got {}", options.total_steps);
     total_steps_ = options.total_steps;
   } else {
     EMBER_CHECK(options.epochs > 0 && options.steps_per_epoch > 0,

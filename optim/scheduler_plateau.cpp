@@ -23,6 +23,8 @@ nlohmann::json number_or_null(double value) {
 ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, const ReduceLROnPlateauOptions& options)
     : optimizer_(optimizer), options_(options) {
   EMBER_CHECK(options.factor < 1.0, "ReduceLROnPlateau: factor should be < 1.0, got {}", options.factor);
+  EMBER_CHECK(options.factor >= 0, "ReduceLROnPlateau: factor must not be negative (it would make lrs negative), got {}",
+              options.factor);
   EMBER_CHECK(options.patience >= 0 && options.cooldown >= 0,
               "ReduceLROnPlateau: patience and cooldown must not be negative (got {}, {})", options.patience,
               options.cooldown);

@@ -7,6 +7,7 @@
 #include <numbers>
 
 #include "core/error.h"
+#include "optim/json_fields.h"
 
 namespace ember::optim {
 namespace {
@@ -32,6 +33,17 @@ LambdaLR::Lambda linear_lambda(int64_t num_warmup_steps, int64_t num_training_st
   };
 }
 
+// The saved schedule must be this one: its lambda is made from these numbers.
+void check_saved_numbers(const std::string& at, const nlohmann::json& state, int64_t num_warmup_steps,
+                         int64_t num_training_steps) {
+  int64_t warmup = detail::integer_field(state, "num_warmup_steps", at);
+  int64_t training = detail::integer_field(state, "num_training_steps", at);
+  EMBER_CHECK(warmup == num_warmup_steps && training == num_training_steps,
+              "{}: the state was saved with num_warmup_steps {} and num_training_steps {}, this scheduler has {} and "
+              "{}; make it with the saved numbers",
+              at, warmup, training, num_warmup_steps, num_training_steps);
+}
+
 void check_steps(const char* name, int64_t num_warmup_steps, int64_t num_training_steps) {
   EMBER_CHECK(num_warmup_steps >= 0 && num_training_steps >= 0,
               "{}: step counts must not be negative (num_warmup_steps {}, num_training_steps {})", name,
@@ -55,6 +67,14 @@ void CosineWithWarmup::save_fields(nlohmann::json& state) const {
   state["num_cycles"] = num_cycles_;
 }
 
+void CosineWithWarmup::load_fields(const nlohmann::json& state) {
+  const std::string at = where("load_state_dict");
+  check_saved_numbers(at, state, num_warmup_steps_, num_training_steps_);
+  double cycles = detail::number_field(state, "num_cycles", at);
+  EMBER_CHECK(cycles == num_cycles_, "{}: the state was saved with num_cycles {}, this scheduler has {}; make it with "
+              "the saved number", at, cycles, num_cycles_);
+}
+
 LinearWithWarmup::LinearWithWarmup(Optimizer& optimizer, int64_t num_warmup_steps, int64_t num_training_steps)
     : LambdaLR(optimizer, "LinearWithWarmup", linear_lambda(num_warmup_steps, num_training_steps)),
       num_warmup_steps_(num_warmup_steps),
@@ -65,6 +85,10 @@ LinearWithWarmup::LinearWithWarmup(Optimizer& optimizer, int64_t num_warmup_step
 void LinearWithWarmup::save_fields(nlohmann::json& state) const {
   state["num_warmup_steps"] = num_warmup_steps_;
   state["num_training_steps"] = num_training_steps_;
+}
+
+void LinearWithWarmup::load_fields(const nlohmann::json& state) {
+  check_saved_numbers(where("load_state_dict"), state, num_warmup_steps_, num_training_steps_);
 }
 
 }  // namespace ember::optim

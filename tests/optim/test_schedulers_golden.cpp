@@ -230,6 +230,12 @@ TEST(Scheduler, RejectsBadArguments) {
   optim::Adagrad adagrad({zeros({1}).requires_grad_()});
   EXPECT_EMBER_ERROR(optim::OneCycleLR(adagrad, {.max_lr = {0.1}, .total_steps = 10}), "Adagrad has no momentum");
   EXPECT_EMBER_ERROR(optim::ReduceLROnPlateau(sgd, {.factor = 1.5}), "factor should be < 1.0");
+  // Each of these used to be accepted, and the state dict it wrote refused on resume
+  // (or, for total_steps, the epochs were used instead without a word).
+  EXPECT_EMBER_ERROR(optim::ReduceLROnPlateau(sgd, {.factor = -0.5}), "factor must not be negative");
+  EXPECT_EMBER_ERROR(optim::CosineAnnealingLR(sgd, 10, -0.1), "eta_min must not be negative, got -0.1");
+  EXPECT_EMBER_ERROR(optim::OneCycleLR(sgd, {.max_lr = {0.1}, .total_steps = -5, .epochs = 2, .steps_per_epoch = 3}),
+                     "expected a positive total_steps, got -5");
   auto linear = std::make_shared<optim::LinearLR>(sgd);
   EXPECT_EMBER_ERROR(optim::SequentialLR(sgd, {linear}, {3}), "one milestone fewer than schedulers");
   optim::SGD other({zeros({1}).requires_grad_()});
@@ -243,6 +249,32 @@ TEST(Scheduler, RejectsBadArguments) {
   nlohmann::json state = step.state_dict();
   state.erase("last_epoch");
   EXPECT_EMBER_ERROR(step.load_state_dict(state), "StepLR.load_state_dict has no 'last_epoch'");
+}
+
+// The warmup schedules are their constructor's lambda: a state saved with other step
+// counts was loaded and the run went on with the new counts from the saved step (lr
+// 0.6545 where the saved schedule gives 0.11). Now refused, naming both.
+// Mutation caught: load_fields of either class not overridden again.
+TEST(Scheduler, WarmupSchedulesRefuseAStateSavedWithOtherNumbers) {
+  optim::SGD sgd({zeros({1}).requires_grad_()}, {.lr = 1.0});
+  optim::CosineWithWarmup saved(sgd, 100, 1000);
+  for (int i = 0; i < 3; ++i) saved.step();
+  const nlohmann::json state = saved.state_dict();
+  optim::SGD fresh({zeros({1}).requires_grad_()}, {.lr = 1.0});
+  optim::CosineWithWarmup other(fresh, 5, 20);
+  EXPECT_EMBER_ERROR(other.load_state_dict(state), "CosineWithWarmup.load_state_dict: the state was saved with "
+                                                   "num_warmup_steps 100 and num_training_steps 1000, this scheduler "
+                                                   "has 5 and 20");
+  EXPECT_EQ(other.last_epoch(), 0);
+  optim::CosineWithWarmup other_cycles(fresh, 100, 1000, 1.5);
+  EXPECT_EMBER_ERROR(other_cycles.load_state_dict(state), "saved with num_cycles 0.5, this scheduler has 1.5");
+  optim::CosineWithWarmup same(fresh, 100, 1000);
+  same.load_state_dict(state);
+  EXPECT_EQ(same.last_epoch(), 3);
+  optim::LinearWithWarmup linear(sgd, 10, 50);
+  optim::LinearWithWarmup linear_other(fresh, 10, 60);
+  EXPECT_EMBER_ERROR(linear_other.load_state_dict(linear.state_dict()), "num_training_steps 50, this scheduler has 10 "
+                                                                         "and 60");
 }
 
 // A param group added after the scheduler was made has no base lr in it: the
