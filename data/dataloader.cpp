@@ -25,6 +25,9 @@ struct LoaderCore {
   // set_state and once an epoch's last batch is out; false once begin() has
   // started `state.epoch`, so that an abandoned epoch is not resumed by accident.
   bool resume_at_state = true;
+  // The epoch the loader last gave its sampler (at first, the sampler's own):
+  // another value there at begin() is the user's set_epoch.
+  int64_t applied_epoch = 0;
   std::weak_ptr<Iteration> active;
 
   Example produce(const std::vector<int64_t>& indices) const {
@@ -154,11 +157,21 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   EMBER_CHECK(options.num_workers >= 0, "DataLoader: num_workers must be non-negative, got {}", options.num_workers);
   EMBER_CHECK(options.prefetch_factor >= 1, "DataLoader: prefetch_factor must be positive, got {}",
               options.prefetch_factor);
+  // Both as PyTorch 1.13: a bound on the workers' batches means nothing without workers.
+  EMBER_CHECK(options.num_workers > 0 || options.prefetch_factor == 2,
+              "DataLoader: prefetch_factor {} bounds the batches that workers prepare; it needs num_workers > 0",
+              options.prefetch_factor);
+  // The seed is the shuffle's that the loader makes; a sampler of your own takes its own seed.
+  EMBER_CHECK(!options.seed || (options.shuffle && !options.sampler && !options.batch_sampler),
+              "DataLoader: seed {} seeds the shuffle the loader makes (shuffle = true, no sampler or batch_sampler); "
+              "give your sampler the seed instead",
+              options.seed.value_or(0));
   core_->batch_sampler = make_batch_sampler(*dataset, options);
   core_->dataset = std::move(dataset);
   core_->collate = std::move(options.collate);
   core_->num_workers = options.num_workers;
   core_->max_in_flight = int64_t(options.num_workers) * options.prefetch_factor;
+  if (const std::shared_ptr<Sampler>& sampler = core_->batch_sampler->sampler()) core_->applied_epoch = sampler->epoch();
 }
 
 DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
@@ -172,8 +185,10 @@ DataLoader::~DataLoader() {
 DataLoader::Iterator DataLoader::begin() {
   if (auto active = core_->active.lock()) active->cancel();
   if (!core_->resume_at_state) core_->state = {core_->state.epoch + 1, 0};
+  adopt_epoch_set_by_user();
   core_->resume_at_state = false;
   core_->batch_sampler->set_epoch(core_->state.epoch);
+  core_->applied_epoch = core_->state.epoch;
   std::vector<std::vector<int64_t>> batches = core_->batch_sampler->batches();
   EMBER_CHECK(int64_t(batches.size()) == core_->batch_sampler->size(),
               "DataLoader: the batch sampler made {} batches but its size() says {}", batches.size(),
@@ -187,6 +202,22 @@ DataLoader::Iterator DataLoader::begin() {
 int64_t DataLoader::size() const { return core_->batch_sampler->size(); }
 
 DataLoaderState DataLoader::state() const { return core_->state; }
+
+// PyTorch's habit, sampler->set_epoch(epoch) before each epoch, picks the epoch this
+// begin() runs; the loader used to overwrite it with its own count, and the run
+// silently got another epoch's order (epoch 0's, again, after a resume). A batch
+// sampler of your own has no sampler() to watch: it keeps its set_epoch.
+void DataLoader::adopt_epoch_set_by_user() {
+  const std::shared_ptr<Sampler>& sampler = core_->batch_sampler->sampler();
+  if (!sampler || sampler->epoch() == core_->applied_epoch) return;
+  const int64_t wanted = sampler->epoch();
+  if (wanted == core_->state.epoch) return;
+  EMBER_CHECK(core_->state.batch == 0,
+              "DataLoader: the sampler's epoch was set to {}, but set_state asked to resume epoch {} at batch {}; "
+              "set one of them",
+              wanted, core_->state.epoch, core_->state.batch);
+  core_->state = {wanted, 0};
+}
 
 void DataLoader::set_state(DataLoaderState state) {
   int64_t batches = size();

@@ -122,6 +122,7 @@ class DataLoader {
   void remove_hook(HookId id);
 
  private:
+  void adopt_epoch_set_by_user();
   std::shared_ptr<detail::LoaderCore> core_;
 };
 

@@ -8,7 +8,8 @@
 //       .sampler = std::make_shared<data::DistributedSampler>(dataset.size(), world_size, rank)});
 //
 // DataLoader calls set_epoch at every begin(), so each epoch reshuffles the
-// same way on every rank. Tests: tests/data/test_distributed_sampler.cpp.
+// same way on every rank; a set_epoch(e) of your own between epochs (PyTorch's
+// habit) picks the epoch the next begin() runs (Note [Epoch order], data/README.md). Tests: tests/data/test_distributed_sampler.cpp.
 #pragma once
 
 #include <cstdint>

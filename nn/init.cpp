@@ -80,6 +80,9 @@ Fans calculate_fan_in_and_fan_out(const Tensor& tensor) {
 
 Tensor uniform_(const Tensor& tensor, double low, double high, Generator* generator) {
   check_floating(tensor, "uniform_");
+  // As PyTorch: low > high drew from [high, low) without a word.
+  EMBER_CHECK(std::isfinite(low) && std::isfinite(high) && low <= high,
+              "nn::init::uniform_: expects finite low <= high, got low {} and high {}", low, high);
   NoGradGuard no_grad;
   Tensor draw = rand(tensor.shape(), draw_options(tensor), generator);
   copy_(tensor, draw * (high - low) + low);

@@ -371,6 +371,53 @@ TEST(DataLoader, ReplacingTheBatchSamplerBetweenEpochs) {
   EXPECT_EMBER_ERROR(loader.set_batch_sampler(nullptr), "batch sampler is null");
 }
 
+// Options the loader would not use were accepted and ignored: a seed with no shuffle
+// of the loader's own (two loaders with .seed = 5 and RandomSamplers of their own gave
+// different orders), prefetch_factor without workers. Both refused, as PyTorch 1.13
+// refuses the second. Mutation caught: either check removed.
+TEST(DataLoader, OptionsItWouldNotUseAreRefused) {
+  CountingDataset dataset(8);
+  EXPECT_EMBER_ERROR(DataLoader(dataset, {.batch_size = 2, .seed = 5}), "DataLoader: seed 5 seeds the shuffle");
+  auto sampler = std::make_shared<RandomSampler>(8);
+  EXPECT_EMBER_ERROR(DataLoader(dataset, {.batch_size = 2, .seed = 5, .sampler = sampler}),
+                     "give your sampler the seed instead");
+  EXPECT_EMBER_ERROR(DataLoader(dataset, {.batch_size = 2, .prefetch_factor = 8}),
+                     "DataLoader: prefetch_factor 8 bounds the batches that workers prepare; it needs num_workers > 0");
+  DataLoader fine(dataset, {.batch_size = 2, .shuffle = true, .num_workers = 1, .prefetch_factor = 8, .seed = 5});
+  EXPECT_EQ(fine.size(), 4);
+}
+
+// PyTorch's habit, sampler->set_epoch(epoch) before the epoch's loop, was overwritten
+// by the loader's own count at begin(): a run resumed at epoch 5 that way got epoch
+// 0's order again. Now the user's epoch is the one begin() runs, and the count goes on
+// from it. Mutation caught: adopt_epoch_set_by_user() returning at once.
+TEST(DataLoader, ASamplerEpochSetByTheUserPicksTheEpochItRuns) {
+  using Batches = std::vector<std::vector<int64_t>>;
+  CountingDataset dataset(16);
+  auto order_of = [](int64_t epoch) {
+    DistributedSampler reference(16, 2, 1, {.seed = 3});
+    reference.set_epoch(epoch);
+    std::vector<int64_t> order = reference.indices();
+    return Batches{{order[0], order[1], order[2], order[3]}, {order[4], order[5], order[6], order[7]}};
+  };
+  ASSERT_NE(order_of(5), order_of(0));
+  auto sampler = std::make_shared<DistributedSampler>(16, 2, 1, DistributedSamplerOptions{.seed = 3});
+  DataLoader loader(dataset, {.batch_size = 4, .sampler = sampler});
+  sampler->set_epoch(5);
+  EXPECT_EQ(epoch_targets(loader), order_of(5));
+  EXPECT_EQ(epoch_targets(loader), order_of(6));  // and the loader's count goes on from it
+  EXPECT_EQ(loader.state().epoch, 7);
+  sampler->set_epoch(2);
+  EXPECT_EQ(epoch_targets(loader), order_of(2));
+  // Against a mid-epoch resume of another epoch: which one is meant is unclear.
+  loader.set_state({.epoch = 3, .batch = 1});
+  sampler->set_epoch(4);
+  EXPECT_EMBER_ERROR(loader.begin(), "the sampler's epoch was set to 4, but set_state asked to resume epoch 3 at batch 1");
+  loader.set_state({.epoch = 3, .batch = 1});
+  sampler->set_epoch(3);
+  EXPECT_EQ(epoch_targets(loader), Batches{order_of(3)[1]});
+}
+
 TEST(DataLoader, EmptyDatasetYieldsNoBatches) {
   CountingDataset dataset(0);
   DataLoader loader(dataset, {.batch_size = 3, .shuffle = true, .num_workers = 2, .seed = 1});

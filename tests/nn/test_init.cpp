@@ -56,6 +56,12 @@ TEST(Init, UniformAndNormal) {
   init::uniform_(b);
   EXPECT_NEAR(mean_of(b), 0.5, 0.03);
   EXPECT_EMBER_ERROR(init::normal_(empty({2}, {.dtype = DType::i64})), "needs a floating tensor");
+  // low > high drew from [high, low) without a word; PyTorch refuses it, and infinite bounds.
+  // Mutation caught: the bounds check removed.
+  EXPECT_EMBER_ERROR(init::uniform_(empty({2}), 1.0, 0.0), "nn::init::uniform_: expects finite low <= high, got low 1 "
+                                                           "and high 0");
+  EXPECT_EMBER_ERROR(init::uniform_(empty({2}), 0.0, INFINITY), "got low 0 and high inf");
+  EXPECT_TRUE(all_close(init::uniform_(empty({2}), 3.0, 3.0), full({2}, 3.0), 0, 0));
 }
 
 TEST(Init, TruncNormalStaysInItsBoundsWithTheTruncatedMoments) {
