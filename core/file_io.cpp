@@ -104,6 +104,18 @@ void detail::set_temporary_names_for_testing(TemporaryNames names) { temporary_n
 
 void write_file_atomically(std::string_view op, const std::filesystem::path& path, const FileWriter& write) {
   const std::string target = path.string();
+  // The rename would put a regular file in the place of whatever is there: a link
+  // (the user meant its target), a device (a save to /dev/full "succeeded" and
+  // replaced the device node as root), a FIFO. Only a regular file, or nothing, is replaced.
+  struct stat existing {};
+  if (::lstat(target.c_str(), &existing) == 0) {
+    EMBER_CHECK(!S_ISLNK(existing.st_mode),
+                "{}: '{}' is a symbolic link; a file is never written through one nor replaced by a save: save to "
+                "its target, or remove the link first",
+                op, target);
+    EMBER_CHECK(S_ISREG(existing.st_mode), "{}: '{}' exists and is not a regular file: it is {}", op, target,
+                file_type_name(existing.st_mode));
+  }
   std::string temporary;
   FileDescriptor file = create_temporary(op, target, temporary);
   try {

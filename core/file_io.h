@@ -63,8 +63,9 @@ void sync_directory(std::string_view op, const std::filesystem::path& directory)
 // descriptor and name), which is then fsynced and renamed over `path`, and the
 // directory fsynced. The temporary is created with O_CREAT | O_EXCL |
 // O_NOFOLLOW, so a link or file planted under any name it might take is never
-// written through (another name is drawn); the rename replaces a link at
-// `path` itself, never its target. On an error the temporary file is removed;
+// written through (another name is drawn). Only a regular file at `path` is
+// replaced: a symbolic link there (even a dangling one), a directory, a device
+// or a FIFO is an error naming it. On an error the temporary file is removed;
 // a crash may leave one, which no reader takes for the file. The new file's
 // mode is 0666 less the umask, as any file open(2) creates.
 using FileWriter = std::function<void(int fd, const std::string& temporary_path)>;

@@ -656,6 +656,7 @@ fs::path Accelerator::save_state(const std::optional<fs::path>& directory) {
   std::optional<checkpoint::SaveLock> directory_lock;  // an explicit directory's, for this save only
   detail::run_on_every_process(state, "save_state", [&] {
     if (!main) return;
+    checkpoint::check_replaceable("Accelerator::save_state", final_directory);
     // Note [One job saves into a directory]: a second job is refused here, before it writes anything.
     if (state.options.automatic_checkpoint_naming && !state.checkpoint_lock)
       state.checkpoint_lock.emplace(

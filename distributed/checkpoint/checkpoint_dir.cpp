@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "distributed/checkpoint/manifest.h"
 
 namespace ember::distributed::checkpoint {
 namespace {
@@ -156,7 +157,22 @@ void begin_staging(const fs::path& staging) {
   EMBER_CHECK(!error, "begin_staging: cannot create '{}': {}", staging.string(), error.message());
 }
 
+void check_replaceable(std::string_view op, const fs::path& final_dir) {
+  const fs::path final_path = without_trailing_separator(final_dir);
+  std::error_code error;
+  if (!fs::exists(fs::symlink_status(final_path, error))) return;
+  EMBER_CHECK(is_real_directory(final_path), "{}: '{}' exists and is not a directory", op, final_path.string());
+  const bool empty = fs::directory_iterator(final_path, error) == fs::directory_iterator();
+  EMBER_CHECK(!error, "{}: cannot read the directory '{}': {}", op, final_path.string(), error.message());
+  const fs::file_type manifest = fs::symlink_status(final_path / kManifestName, error).type();
+  EMBER_CHECK(empty || manifest == fs::file_type::regular,
+              "{}: '{}' holds files but is not a checkpoint (no {}); a save replaces the whole directory, so it "
+              "would delete them: save into a new or empty directory, or remove it first",
+              op, final_path.string(), kManifestName);
+}
+
 void commit(const fs::path& staging, const fs::path& final_dir) {
+  check_replaceable("checkpoint commit", final_dir);
   const fs::path final_path = without_trailing_separator(final_dir);
   EMBER_CHECK(is_real_directory(staging), "checkpoint commit: the staging directory '{}' does not exist",
               staging.string());
@@ -164,8 +180,6 @@ void commit(const fs::path& staging, const fs::path& final_dir) {
   std::error_code error;
   const bool replacing = fs::exists(fs::symlink_status(final_path, error));
   if (replacing) {
-    EMBER_CHECK(is_real_directory(final_path), "checkpoint commit: '{}' exists and is not a directory",
-                final_path.string());
     const fs::path old = replace_existing(staging, final_path);
     sync_directory("checkpoint commit", final_path.parent_path());
     fs::remove_all(old, error);

@@ -28,6 +28,12 @@ std::filesystem::path staging_path(const std::filesystem::path& final_dir);
 // beside it (SaveLock below).
 std::filesystem::path lock_path(const std::filesystem::path& final_dir);
 
+// Throws unless a save may replace `final_dir`: it does not exist, or it is a
+// directory that is empty or holds a checkpoint (its manifest.json). A
+// directory of other files would be deleted whole by the commit, so it is
+// refused, before anything is written (`op` names the caller).
+void check_replaceable(std::string_view op, const std::filesystem::path& final_dir);
+
 // Removes whatever an interrupted save left at `staging`, then creates it
 // (and its parents) empty.
 void begin_staging(const std::filesystem::path& staging);
@@ -38,7 +44,7 @@ void begin_staging(const std::filesystem::path& staging);
 // one, so `final_dir` always holds a complete checkpoint (a file system
 // without the exchange gets two renames, with `final_dir` briefly absent).
 // fsyncs the parent. Anything in `staging` but files and directories (a
-// symbolic link) is an error, as is a `final_dir` that is not a directory.
+// symbolic link) is an error, as is a `final_dir` that check_replaceable refuses.
 void commit(const std::filesystem::path& staging, const std::filesystem::path& final_dir);
 
 // The `latest` file in `checkpoints_dir` names its newest complete checkpoint

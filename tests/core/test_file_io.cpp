@@ -75,6 +75,38 @@ TEST(FileSafety, APlantedTemporaryLinkIsNeverWrittenThrough) {
   EXPECT_EQ(leftovers, 0);
 }
 
+// A save in the place of a link replaced the link with a regular file and left its
+// target as it was (the user meant the target), and as root a save to /dev/full
+// "succeeded" by replacing the device node. Now every save refuses anything there but
+// a regular file, and changes nothing. Mutation caught: write_file_atomically without
+// its lstat check (the link becomes a file, the FIFO is replaced).
+TEST(FileSafety, ASaveRefusesALinkOrSpecialFileInItsPlace) {
+  testing::ScratchDirectory scratch;
+  const fs::path real = scratch.path() / "real.safetensors";
+  save_safetensors(real, {{"w", ones({2})}});
+  const fs::path link = scratch.path() / "link.safetensors";
+  fs::create_symlink(real, link);
+  EXPECT_EMBER_ERROR(save_safetensors(link, {{"w", zeros({2})}}),
+                     fmt::format("save_safetensors: '{}' is a symbolic link; a file is never written through one",
+                                 link.string()));
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(testing::all_close(load_safetensors(real).tensors.at(0).second, ones({2}), 0, 0));
+  const fs::path dangling = scratch.path() / "dangling.json";
+  fs::create_symlink(scratch.path() / "nowhere.json", dangling);
+  EXPECT_EMBER_ERROR(write_file_atomically("test", dangling, std::string_view("{}")), "is a symbolic link");
+  EXPECT_FALSE(fs::exists(scratch.path() / "nowhere.json"));
+  const fs::path fifo = scratch.path() / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EMBER_ERROR(write_file_atomically("test", fifo, std::string_view("x")), "exists and is not a regular file: it "
+                                                                                 "is a FIFO");
+  EXPECT_EMBER_ERROR(write_file_atomically("test", scratch.path(), std::string_view("x")), "it is a directory");
+  EXPECT_EQ(fs::status(fifo).type(), fs::file_type::fifo);
+  int leftovers = 0;
+  for (const auto& entry : fs::directory_iterator(scratch.path()))
+    leftovers += entry.path().filename().string().find(".tmp.") != std::string::npos;
+  EXPECT_EQ(leftovers, 0);
+}
+
 // Mutation caught: dropping O_NONBLOCK from open_regular_file makes the open
 // of a FIFO block until a writer comes, so this test hangs (ctest's timeout
 // fails it); dropping the fstat check reads the FIFO as an empty file.

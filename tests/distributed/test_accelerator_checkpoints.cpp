@@ -241,6 +241,27 @@ TEST(AcceleratorCheckpoints, SaveThenLoadRestoresEveryObject) {
   EXPECT_FALSE(fs::exists(directory.path() / ".state.staging"));
 }
 
+// save_state replaces its directory whole: a directory of the user's files that is
+// not a checkpoint was deleted with it (and "outer/inner/.." named all of outer/).
+// Now refused before anything is written; an empty directory is fine. Mutation
+// caught: save_state and commit without check_replaceable.
+TEST(AcceleratorCheckpoints, SaveStateRefusesToReplaceADirectoryThatIsNotACheckpoint) {
+  testing::ScratchDirectory directory;
+  Training training;
+  training.train(1);
+  const fs::path user = directory.path() / "user";
+  fs::create_directories(user / "inner");
+  std::ofstream(user / "notes.txt") << "precious";
+  EXPECT_EMBER_ERROR(training.accelerator.save_state(user), "Accelerator::save_state: '" + user.string() +
+                                                                "' holds files but is not a checkpoint (no manifest.json)");
+  EXPECT_EMBER_ERROR(training.accelerator.save_state(user / "inner" / ".."), "holds files but is not a checkpoint");
+  EXPECT_TRUE(fs::exists(user / "notes.txt"));
+  EXPECT_FALSE(fs::exists(directory.path() / ".user.staging"));
+  fs::create_directories(directory.path() / "empty");
+  training.accelerator.save_state(directory.path() / "empty");
+  EXPECT_TRUE(fs::exists(directory.path() / "empty" / "manifest.json"));
+}
+
 TEST(AcceleratorCheckpoints, AutomaticNamingKeepsTotalLimitAndLoadsTheLatest) {
   testing::ScratchDirectory directory;
   Training training({.project_dir = directory.path().string(), .automatic_checkpoint_naming = true, .total_limit = 2});

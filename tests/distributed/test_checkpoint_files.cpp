@@ -91,6 +91,7 @@ TEST(CheckpointDir, CommitMovesExactlyTheStagedFilesToTheFinalName) {
 TEST(CheckpointDir, CommitOverAnExistingCheckpointReplacesItWhole) {
   testing::ScratchDirectory scratch;
   const fs::path final_dir = scratch.path() / "best";
+  write_text(final_dir / "manifest.json", "{}");  // a checkpoint (check_replaceable)
   write_text(final_dir / "old_only.json", "old");
   write_text(final_dir / "model.safetensors", "old weights");
   const fs::path staging = staging_path(final_dir);
@@ -120,6 +121,9 @@ TEST(CheckpointDir, CommitErrors) {
   begin_staging(staging);
   write_text(scratch.path() / "taken", "a file, not a checkpoint");
   EXPECT_EMBER_ERROR(commit(staging, scratch.path() / "taken"), "is not a directory");
+  write_text(scratch.path() / "users" / "notes.txt", "not a checkpoint");
+  EXPECT_EMBER_ERROR(commit(staging, scratch.path() / "users"), "holds files but is not a checkpoint");
+  EXPECT_EQ(read_text(scratch.path() / "users" / "notes.txt"), "not a checkpoint");
   fs::create_symlink("/etc/passwd", staging / "link");
   EXPECT_EMBER_ERROR(commit(staging, scratch.path() / "fresh"), "neither a file nor a directory");
 }
