@@ -5,6 +5,8 @@
 // [Gradient accumulation] in distributed/README.md.
 #include "distributed/accelerator/accelerator.h"
 
+#include <algorithm>
+
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -283,7 +285,13 @@ void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
     }
     if (!state->scaler) return true;
     record->step_was_skipped = state->scaler->found_inf(o);
-    state->scaler->update();
+    record->stepped_since_scaler_update = true;
+    state->scaler_update_pending = true;
+    // Note [One scaler update per iteration]: once every prepared optimizer has stepped.
+    const bool all_stepped = std::all_of(state->optimizers.begin(), state->optimizers.end(), [](const auto& prepared) {
+      return prepared->alive.expired() || prepared->stepped_since_scaler_update;
+    });
+    if (all_stepped) detail::update_scaler_if_pending(*state);
     return !record->step_was_skipped;
   });
   if (prepared->zero)
@@ -373,10 +381,18 @@ void Accelerator::prepare_data_loader(data::DataLoader& loader) {
 
 // --- The training step --------------------------------------------------------
 
+void detail::update_scaler_if_pending(AcceleratorState& state) {
+  if (!state.scaler_update_pending) return;
+  state.scaler->update();
+  state.scaler_update_pending = false;
+  for (const auto& prepared : state.optimizers) prepared->stepped_since_scaler_update = false;
+}
+
 void Accelerator::backward(const Tensor& loss) {
   EMBER_CHECK(loss.defined(), "Accelerator::backward: the loss is undefined");
   const int64_t steps = state_->options.gradient_accumulation_steps;
   Tensor scaled = steps > 1 ? loss / double(steps) : loss;
+  detail::update_scaler_if_pending(*state_);  // an iteration that stepped only some optimizers
   if (state_->scaler) scaled = state_->scaler->scale(scaled);
   scaled.backward();
 }

@@ -652,6 +652,7 @@ fs::path Accelerator::save_state(const std::optional<fs::path>& directory) {
   AcceleratorState& state = *state_;
   const fs::path final_directory = save_directory(state, directory);
   const fs::path staging = checkpoint::staging_path(final_directory);
+  detail::update_scaler_if_pending(state);  // the saved scale is the one the next iteration would use
   const bool main = state.process_index == 0;
   std::optional<checkpoint::SaveLock> directory_lock;  // an explicit directory's, for this save only
   detail::run_on_every_process(state, "save_state", [&] {
@@ -733,6 +734,8 @@ void Accelerator::load_state(const std::optional<fs::path>& directory) {
     prepared.seen_optimizer_steps = prepared.scheduler->optimizer().steps_taken();
   }
   if (loaded.scaler) state.scaler->load_state_dict(*loaded.scaler);
+  state.scaler_update_pending = false;  // the loaded scale replaces the iteration's steps
+  for (const auto& prepared : state.optimizers) prepared->stepped_since_scaler_update = false;
   default_generator().set_state(loaded.random);
   for (size_t i = 0; i < state.loaders.size(); ++i) state.loaders[i]->loader->set_state(loaded.loaders[i]);
   apply_gradients(state, loaded.gradients);

@@ -58,6 +58,7 @@ struct PreparedOptimizer {
   // The ZeRO engine whose model this optimizer updates (its pieces), or null.
   distributed::ShardedDataParallel* zero = nullptr;
   bool step_was_skipped = false;  // by the fp16 scaler, at the last real step
+  bool stepped_since_scaler_update = false;  // Note [One scaler update per iteration]
 };
 
 struct PreparedScheduler {
@@ -94,6 +95,7 @@ struct AcceleratorState {
   bool owns_group = false;                     // init_process_group was ours to call
   DType low_precision = DType::f32;            // bf16 or f16 under mixed precision
   std::unique_ptr<distributed::GradScaler> scaler;
+  bool scaler_update_pending = false;  // a step since the scaler's last update (Note [One scaler update per iteration])
   GradientState gradient;
   std::vector<PreparedModel> models;
   std::vector<std::unique_ptr<PreparedOptimizer>> optimizers;
@@ -113,5 +115,9 @@ struct AcceleratorState {
 // waits forever on one that failed (save_state, save_model). A process that
 // dies meanwhile makes the others' error name `op` and the dead process.
 void run_on_every_process(AcceleratorState& state, const char* op, const std::function<void()>& work);
+
+// The scaler's update() for the steps taken since the last one, if any
+// (Note [One scaler update per iteration] in distributed/README.md).
+void update_scaler_if_pending(AcceleratorState& state);
 
 }  // namespace ember::detail

@@ -88,6 +88,10 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
     optimizer.step();
     return true;
   }
+  EMBER_CHECK(stepped_.insert(&optimizer).second,
+              "GradScaler::step: step() was already called on this optimizer ({}) since the last update(); call "
+              "update() once per iteration, after every optimizer's step",
+              optimizer.name());
   if (!is_unscaled(optimizer)) unscale_(optimizer);
   if (found_inf(optimizer)) return false;
   optimizer.step();
@@ -102,6 +106,7 @@ void GradScaler::update() {
   bool any_found = false;
   for (const auto& [optimizer, found] : found_inf_) any_found = any_found || found;
   found_inf_.clear();
+  stepped_.clear();
   if (any_found) {
     growth_tracker_ = 0;
     ++skipped_in_a_row_;
@@ -168,6 +173,9 @@ void GradScaler::load_state_dict(const nlohmann::json& state) {
   options_ = loaded;
   scale_ = as_f32(loaded.init_scale);
   growth_tracker_ = growth_tracker;
+  // What was unscaled or stepped belongs to the iteration the loaded state replaces.
+  found_inf_.clear();
+  stepped_.clear();
   skipped_in_a_row_ = 0;
 }
 

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "core/tensor.h"
@@ -68,7 +69,8 @@ class GradScaler {
   // error when unscale_ has not run for it since the last update().
   bool found_inf(const optim::Optimizer& optimizer) const;
   // unscale_ unless done, then optimizer.step() unless found_inf; returns
-  // whether it stepped.
+  // whether it stepped. A second step of the same optimizer before update()
+  // is an error, as in PyTorch (it would step on gradients unscaled once).
   bool step(optim::Optimizer& optimizer);
   // Backs the scale off (not below min_scale) if any optimizer unscaled since
   // the last update found inf/NaN, else counts a clean step and grows it every
@@ -90,6 +92,7 @@ class GradScaler {
   int64_t growth_tracker_ = 0;
   int64_t skipped_in_a_row_ = 0;  // for the floor's error message
   std::map<const optim::Optimizer*, bool> found_inf_;  // optimizers unscaled since the last update
+  std::set<const optim::Optimizer*> stepped_;           // optimizers step() ran for since the last update
 };
 
 }  // namespace ember::distributed

@@ -275,6 +275,36 @@ TEST(Accelerator, Fp16ScalesTheLossAndSkipsAStepWithInfGradients) {
   EXPECT_EQ(scales, (std::vector<double>{256, 128, 128, 256}));
 }
 
+// Note [One scaler update per iteration]: the scaler was updated inside each prepared
+// optimizer's step, so with two optimizers the second was unscaled by a scale the
+// first's update had changed (its gradient came out 1/2 of the true one with
+// growth_interval 1), or, after clip_grad_norm_ unscaled both, unscaled twice (1/S).
+// Now one update per iteration: both optimizers apply the true gradient and the
+// scale grows once. Mutation caught: update() back in the step hook.
+TEST(Accelerator, Fp16WithTwoOptimizersUnscalesEachOnceAndUpdatesOnce) {
+  for (bool clip : {false, true}) {
+    Accelerator accelerator({.mixed_precision = "fp16", .scaler = {.init_scale = 1024, .growth_interval = 1}});
+    auto first = std::make_shared<nn::Linear>(1, 1, nn::LinearOptions{.bias = false});
+    auto second = std::make_shared<nn::Linear>(1, 1, nn::LinearOptions{.bias = false});
+    nn::init::zeros_(first->weight);
+    nn::init::zeros_(second->weight);
+    optim::SGD first_sgd(first->parameters(), {.lr = 1.0}), second_sgd(second->parameters(), {.lr = 1.0});
+    accelerator.prepare(first, second, first_sgd, second_sgd);
+    for (int iteration = 1; iteration <= 2; ++iteration) {
+      Tensor x = ones({1, 1});
+      accelerator.backward(sum((*first)(x)) + sum((*second)(x)));  // d/dw = 1 for each weight
+      if (clip) accelerator.clip_grad_norm_({first->weight, second->weight}, 100.0);
+      first_sgd.step();
+      second_sgd.step();
+      first_sgd.zero_grad();
+      second_sgd.zero_grad();
+      EXPECT_EQ(first->weight.item<float>(), -float(iteration)) << "clip " << clip;
+      EXPECT_EQ(second->weight.item<float>(), -float(iteration)) << "clip " << clip;
+      EXPECT_EQ(accelerator.scaler()->get_scale(), 1024.0 * (1 << iteration)) << "clip " << clip;  // once per iteration
+    }
+  }
+}
+
 TEST(Accelerator, ClippingUnscalesFp16GradientsOnceAndRefusesAccumulationSteps) {
   Accelerator accelerator({.mixed_precision = "fp16", .gradient_accumulation_steps = 2,
                            .scaler = {.init_scale = 1024}});

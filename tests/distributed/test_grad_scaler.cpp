@@ -249,6 +249,23 @@ TEST(GradScaler, UnscalingTwiceBeforeUpdateIsAnError) {
   scaler.unscale_(trained.optimizer);  // a new step: allowed again
 }
 
+// step() twice before update() stepped twice on gradients unscaled once (PyTorch:
+// "step() has already been called since the last update()"). Mutation caught: the
+// stepped_ check removed (the second step then moves the parameter again).
+TEST(GradScaler, SteppingTwiceBeforeUpdateIsAnError) {
+  OneParameter trained;
+  GradScaler scaler;
+  trained.backward(scaler, from_vector<float>({1, 1}));
+  EXPECT_TRUE(scaler.step(trained.optimizer));
+  const Tensor after_one = trained.parameter.clone();
+  EXPECT_EMBER_ERROR(scaler.step(trained.optimizer),
+                     "GradScaler::step: step() was already called on this optimizer (SGD) since the last update()");
+  EXPECT_TRUE(testing::all_close(trained.parameter, after_one, 0, 0));
+  scaler.update();
+  trained.backward(scaler, from_vector<float>({1, 1}));
+  EXPECT_TRUE(scaler.step(trained.optimizer));  // a new iteration: allowed again
+}
+
 TEST(GradScaler, FoundInfAndUpdateNeedAnUnscaleFirst) {
   OneParameter trained;
   GradScaler scaler;

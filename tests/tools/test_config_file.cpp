@@ -517,7 +517,8 @@ TEST_F(ConfigFileTest, WriteWhereNoFileCanBeIsAnError) {
   EXPECT_TRUE(contains(message, "cannot write config file '" + target + "': cannot create its directory")) << message;
   std::string into_directory = (directory).string();
   message = error_of([&] { launch::write_config_file(into_directory, {{"seed", "1"}}); });
-  EXPECT_TRUE(contains(message, "cannot write config file '" + into_directory + "': ember config: cannot rename"))
+  EXPECT_TRUE(contains(message, "cannot write config file '" + into_directory + "': ember config: '" + into_directory +
+                                    "' exists and is not a regular file: it is a directory"))
       << message;
   EXPECT_FALSE(contains(read_text(directory / "a_file"), "seed"));
 }
