@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/reduction.h"
 #include "data/idx.h"
 
 namespace ember::data {
@@ -31,13 +32,22 @@ MnistData load(const std::string& directory, MnistSplit split, const char* op, c
   EMBER_CHECK(images_path && labels_path, "{}: {}{} not found in '{}'{}", op, !images_path ? images_name : labels_name,
               "[.gz]", directory, install_hint);
 
+  // Both files hold bytes (IDX type u8), as torchvision requires: read as integers, so
+  // that a file of floats is refused, and checked to be in [0, 255], so that one of
+  // wider integers is too (f32 pixels of 0.5 were read as 0.002, labels -1 and 300 taken).
+  auto bytes = [&](const std::string& path, DType dtype) {
+    Tensor values = read_idx(path, {.dtype = dtype});
+    EMBER_CHECK(values.numel() == 0 || (amin(values).item<int64_t>() >= 0 && amax(values).item<int64_t>() <= 255),
+                "{}: '{}' holds values outside [0, 255]; MNIST files hold bytes (IDX type u8)", op, path);
+    return values;
+  };
   MnistData data;
-  Tensor images = read_idx(*images_path, {.dtype = DType::f32});
+  Tensor images = bytes(*images_path, DType::i32);
   EMBER_CHECK(images.dim() == 3, "{}: '{}' holds shape {}, expected [N, rows, columns]", op, *images_path,
               images.shape());
-  data.images = images.unsqueeze(1);  // [N, H, W] -> [N, 1, H, W]
+  data.images = images.unsqueeze(1).to(DType::f32);  // [N, H, W] -> [N, 1, H, W]
   data.images /= 255.0;
-  data.labels = read_idx(*labels_path, {.dtype = DType::i64});
+  data.labels = bytes(*labels_path, DType::i64);
   EMBER_CHECK(data.labels.dim() == 1 && data.labels.size(0) == images.size(0),
               "{}: '{}' holds labels of shape {} for {} images in '{}'", op, *labels_path, data.labels.shape(),
               images.size(0), *images_path);

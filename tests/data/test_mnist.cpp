@@ -51,6 +51,24 @@ TEST(Mnist, MismatchedLabelCountIsAnError) {
   EXPECT_EMBER_ERROR(load_mnist(directory.file(""), MnistSplit::train), "holds labels of shape [3] for 2 images");
 }
 
+// MNIST files hold bytes (IDX u8), as torchvision requires. A file of f32 pixels
+// of 0.5 was read as 0.5 / 255, and i32 labels -1 and 300 were taken as classes.
+// Mutation caught: the [0, 255] check removed (the i32 labels then load).
+TEST(Mnist, FilesThatDoNotHoldBytesAreRefused) {
+  ScratchDirectory directory;
+  const std::string labels = header(0x08, {2}) + std::string{1, 2};
+  std::string half = big_endian(0x3F000000u);  // 0.5f, big-endian
+  write_file(directory.file("train-images-idx3-ubyte"), header(0x0D, {2, 1, 1}) + half + half);
+  write_file(directory.file("train-labels-idx1-ubyte"), labels);
+  EXPECT_EMBER_ERROR(load_mnist(directory.file(""), MnistSplit::train), "train-images-idx3-ubyte");
+  write_file(directory.file("train-images-idx3-ubyte"), header(0x08, {2, 1, 1}) + std::string{9, 9});
+  write_file(directory.file("train-labels-idx1-ubyte"), header(0x0C, {2}) + big_endian(0xFFFFFFFFu) + big_endian(300u));
+  EXPECT_EMBER_ERROR(load_mnist(directory.file(""), MnistSplit::train),
+                     "train-labels-idx1-ubyte' holds values outside [0, 255]; MNIST files hold bytes");
+  write_file(directory.file("train-labels-idx1-ubyte"), labels);
+  EXPECT_EQ(load_mnist(directory.file(""), MnistSplit::train).labels.to_vector<int64_t>(), (std::vector<int64_t>{1, 2}));
+}
+
 TEST(Mnist, MissingFashionMnistNamesTheDebianPackage) {
   EXPECT_EMBER_ERROR(load_fashion_mnist(MnistSplit::train, "/nonexistent/fashion-mnist"),
                      "install Debian's dataset-fashion-mnist package");
