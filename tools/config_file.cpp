@@ -143,7 +143,13 @@ YAML::Node parse_file(const std::string& path) {
   const std::string text = read_small_file("ember: config file", path, kMaxConfigBytes);
   check_text(text, path);
   try {
-    return YAML::Load(text);
+    // One document, as PyYAML's safe_load (Accelerate's reader) requires: YAML::Load
+    // read up to the first "---" and dropped the rest without a word.
+    std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    EMBER_CHECK(documents.size() <= 1,
+                "config file '{}' holds {} YAML documents (separated by ---); a config file holds one", path,
+                documents.size());
+    return documents.empty() ? YAML::Node() : documents.front();
   } catch (const YAML::ParserException& parse_error) {
     EMBER_CHECK(false, "cannot parse config file '{}': {} at line {}, column {}", path, parse_error.msg,
                 parse_error.mark.line + 1, parse_error.mark.column + 1);

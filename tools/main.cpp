@@ -31,6 +31,11 @@
 namespace ember::launch {
 namespace {
 
+// --config-file "" (typically "$CFG" with CFG unset) meant "no config file" without a word.
+const CLI::Validator kNonEmptyPath(
+    [](std::string& value) { return value.empty() ? std::string("an empty path (an unset variable?)") : std::string(); },
+    "PATH");
+
 CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
   CLI::App* launch = app.add_subcommand("launch", "Start and supervise the workers of a distributed job on this node");
   // Accelerate's and torchrun's spellings are aliases (Note [Accelerate's and
@@ -75,7 +80,8 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
                      "program that names another)");
   launch->add_option("--config-file,--config_file", options.config_file,
                      "YAML config written by ember config (or accelerate config); default: $EMBER_CONFIG_FILE, else "
-                     "$XDG_CACHE_HOME/ember/default_config.yaml, else ~/.cache/ember/default_config.yaml, if it exists");
+                     "$XDG_CACHE_HOME/ember/default_config.yaml, else ~/.cache/ember/default_config.yaml, if it exists")
+      ->check(kNonEmptyPath);
   launch->add_option_function<std::string>(
       "--mixed-precision,--mixed_precision", [&options](const std::string& value) { options.accelerator["mixed_precision"] = value; },
       "The Accelerator's mixed precision: no, fp16 or bf16 (EMBER_MIXED_PRECISION)");
@@ -114,7 +120,8 @@ CLI::App* add_config_command(CLI::App& app, ConfigCommandOptions& options) {
   CLI::App* config = app.add_subcommand("config", "Write the config file that ember launch reads");
   config->add_option("--config-file", options.config_file,
                      "Where to write; default: $EMBER_CONFIG_FILE, else $XDG_CACHE_HOME/ember/default_config.yaml, "
-                     "else ~/.cache/ember/default_config.yaml");
+                     "else ~/.cache/ember/default_config.yaml")
+      ->check(kNonEmptyPath);
   config->add_flag("--show", options.show, "Print the config in force instead of writing one");
   for (const ConfigKey& key : config_keys()) {
     std::string name(key.name);
@@ -134,7 +141,8 @@ CLI::App* add_config_command(CLI::App& app, ConfigCommandOptions& options) {
 
 CLI::App* add_env_command(CLI::App& app, EnvCommandOptions& options) {
   CLI::App* env = app.add_subcommand("env", "Print the version, build, machine and config, for bug reports");
-  env->add_option("--config-file", options.config_file, "The config file to show instead of the default one");
+  env->add_option("--config-file", options.config_file, "The config file to show instead of the default one")
+      ->check(kNonEmptyPath);
   return env;
 }
 

@@ -412,6 +412,11 @@ TEST_F(ConfigFileTest, MachineRankMustBeAMachine) {
 }
 
 TEST_F(ConfigFileTest, FilesThatCannotBeReadAreErrors) {
+  // Several documents: yaml-cpp's Load read the first and dropped the rest without a
+  // word; PyYAML's safe_load (Accelerate's) refuses them. Mutation caught: YAML::Load again.
+  EXPECT_EQ(read_error("num_processes: 1\n---\nnum_processes: 2\n"),
+            "config file '" + path() + "' holds 2 YAML documents (separated by ---); a config file holds one");
+  EXPECT_EQ(read("---\nnum_processes: 2\n").settings.at("num_processes"), "2");  // one document, marked
   EXPECT_EQ(read_error("num_processes: [2\n"),
             "cannot parse config file '" + path() + "': end of sequence flow not found at line 2, column 1");
   EXPECT_EQ(read_error("- num_processes\n- 2\n"),

@@ -109,6 +109,21 @@ TEST_F(LaunchConfigTest, FlagsSetTheContractsVariables) {
 
 // Every key of the file reaches the workers, and num_processes (all machines
 // together, one machine here) chooses how many start.
+// --config-file "" (a "$CFG" left unset) ran the job with no config file at all;
+// the flag is refused, for every command that takes it. Mutation caught: the
+// options without ->check(kNonEmptyPath).
+TEST_F(LaunchConfigTest, AnEmptyConfigFilePathIsRefused) {
+  ProcessResult result = launch_in({no_default_file}, {"--config-file", ""});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_TRUE(contains(result.output, "ember: --config-file: an empty path (an unset variable?)")) << result.output;
+  for (const char* command : {"env", "config"}) {
+    ProcessResult other = run_process(clean_command({no_default_file}, {EMBER_CLI, command, "--config-file", ""}), 30s);
+    EXPECT_EQ(other.exit_code, 2) << command << ": " << other.output;
+    EXPECT_TRUE(contains(other.output, "an empty path")) << command << ": " << other.output;
+  }
+  EXPECT_EQ(leftover_workers(), std::vector<pid_t>{});
+}
+
 TEST_F(LaunchConfigTest, ConfigFileSetsTheContractsVariables) {
   std::string file = config(
       "num_processes: 3\n"
