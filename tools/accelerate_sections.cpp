@@ -333,6 +333,13 @@ void apply_accelerate_sections(const AccelerateSections& sections, ConfigFile& c
     if (fsdp || kind == "FSDP") derived["strategy"] = {"zero3", "distributed_type FSDP", false};
   }
 
+  // ember's own top-level strategy may pick the ZeRO stage, but ddp shards nothing.
+  auto strategy = config.settings.find("strategy");
+  const bool sharded = deepspeed || fsdp || kind == "DEEPSPEED" || kind == "FSDP";
+  EMBER_CHECK(!sharded || strategy == config.settings.end() || strategy->second != "ddp",
+              "config file '{}': strategy is ddp, which shards nothing, but distributed_type {} asks for sharding; keep "
+              "one",
+              path, kind.value_or(deepspeed ? "DEEPSPEED" : "FSDP"));
   for (const auto& [name, setting] : derived) {
     auto top = config.settings.find(name);
     if (top == config.settings.end()) {

@@ -129,6 +129,13 @@ ResolvedAcceleratorOptions resolve_accelerator_options(const AcceleratorOptions&
   resolved.total_limit = integer(options.total_limit, "EMBER_TOTAL_LIMIT", 1);
   EMBER_CHECK(!resolved.total_limit || *resolved.total_limit >= 1,
               "Accelerator: total_limit must be at least 1, got {} (from AcceleratorOptions)", *resolved.total_limit);
+  // total_limit prunes the checkpoints automatic naming makes; with directories of the
+  // program's naming it removed nothing, without a word (Accelerate ignores it too).
+  EMBER_CHECK(!resolved.total_limit || resolved.automatic_checkpoint_naming,
+              "Accelerator: total_limit {} (from {}) keeps the newest checkpoints that automatic_checkpoint_naming "
+              "names, but that is off, so it would remove nothing; turn automatic_checkpoint_naming on or drop "
+              "total_limit",
+              *resolved.total_limit, origin(options.total_limit.has_value(), "EMBER_TOTAL_LIMIT"));
 
   for (const std::string& tracker : options.log_with)
     EMBER_CHECK(tracker == "jsonl" || tracker == "csv", "Accelerator: unknown tracker '{}' in log_with (use jsonl or csv)",
@@ -146,6 +153,13 @@ ResolvedAcceleratorOptions resolve_accelerator_options(const AcceleratorOptions&
               "Accelerator: ddp.comm_hook \"{}\" compresses DistributedDataParallel's all-reduce, but the strategy is "
               "{}, whose collectives do not take it; set comm_hook to \"no\" or use the ddp strategy",
               resolved.ddp.comm_hook, distributed::to_string(resolved.sharding.strategy));
+  // The other DDPOptions too (bucket sizes, find_unused_parameters, broadcast_buffers,
+  // trace_prefix): a ZeRO strategy runs no DistributedDataParallel and used none of them.
+  EMBER_CHECK(resolved.ddp == distributed::DDPOptions{} ||
+                  resolved.sharding.strategy == distributed::ShardingStrategy::ddp,
+              "Accelerator: options in ddp are set, but the strategy is {}, which runs no DistributedDataParallel and "
+              "uses none of them; leave ddp at its defaults or use the ddp strategy",
+              distributed::to_string(resolved.sharding.strategy));
   return resolved;
 }
 

@@ -63,6 +63,7 @@ struct DDPOptions {
   // empty: the EMBER_DDP_TRACE environment variable's value, if any. With a
   // profile already recording (EMBER_PROFILE), the events go into it.
   std::string trace_prefix = "";
+  bool operator==(const DDPOptions&) const = default;
 };
 
 // The dtype DDPOptions::comm_hook names, none for "no"; Accelerate's other

@@ -215,6 +215,24 @@ TEST_F(AcceleratorOptionsTest, CommHookIsCheckedAndNeedsTheDdpStrategy) {
                      "strategy is zero2");
 }
 
+// The other DDPOptions under a ZeRO strategy (no trace written, buffers broadcast
+// although broadcast_buffers was false), and total_limit without automatic naming
+// (nothing pruned): each was accepted and ignored. Mutation caught: either check removed.
+TEST_F(AcceleratorOptionsTest, OptionsTheRunWouldIgnoreAreRefused) {
+  for (const char* strategy : {"zero1", "zero3"}) {
+    EXPECT_EMBER_ERROR(resolve_accelerator_options({.ddp = {.broadcast_buffers = false}, .sharding = {.strategy = strategy}}),
+                       fmt::format("Accelerator: options in ddp are set, but the strategy is {}, which runs no "
+                                   "DistributedDataParallel", strategy));
+    EXPECT_EMBER_ERROR(resolve_accelerator_options({.ddp = {.trace_prefix = "/tmp/t"}, .sharding = {.strategy = strategy}}),
+                       "options in ddp are set");
+  }
+  EXPECT_EQ(resolve_accelerator_options({.ddp = {.bucket_cap_mb = 5}}).ddp.bucket_cap_mb, 5);  // the ddp strategy
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({.total_limit = 2}),
+                     "Accelerator: total_limit 2 (from AcceleratorOptions) keeps the newest checkpoints that "
+                     "automatic_checkpoint_naming names, but that is off");
+  EXPECT_EQ(resolve_accelerator_options({.automatic_checkpoint_naming = true, .total_limit = 2}).total_limit, 2);
+}
+
 TEST_F(AcceleratorOptionsTest, BadShardingValuesNameTheOptionAndWhereItCameFrom) {
   EXPECT_EMBER_ERROR(resolve_accelerator_options({.sharding = {.strategy = "zero4"}}),
                      "strategy 'zero4' (from AcceleratorOptions) is not one of ddp, zero1, zero2, zero3, fsdp, hybrid");

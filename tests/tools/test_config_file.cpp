@@ -228,6 +228,11 @@ TEST_F(ConfigFileTest, DeepSpeedAndFsdpErrors) {
       {"distributed_type: MULTI_NPU\n",
        ", line 1, distributed_type: 'MULTI_NPU' is not a kind of job ember runs (ember runs on CPUs and NVIDIA GPUs "
        "(MULTI_CPU, MULTI_GPU)); use NO, MULTI_CPU, MULTI_GPU, DEEPSPEED or FSDP"},
+      // distributed_type FSDP with ember's strategy ddp ran DDP without a word.
+      {"distributed_type: FSDP\nstrategy: ddp\n",
+       ": strategy is ddp, which shards nothing, but distributed_type FSDP asks for sharding; keep one"},
+      {"deepspeed_config:\n  zero_stage: 2\nstrategy: ddp\n",
+       ": strategy is ddp, which shards nothing, but distributed_type DEEPSPEED asks for sharding; keep one"},
       {"deepspeed_config:\n  zero_stage: 2\nfsdp_config:\n  fsdp_version: 1\n",
        ": deepspeed_config (line 1) and fsdp_config (line 3) are both set; a job shards one way: keep one"},
       {"distributed_type: MULTI_GPU\ndeepspeed_config:\n  zero_stage: 2\n",
