@@ -242,8 +242,9 @@ TEST_F(LaunchConfigTest, DefaultConfigFileIsUsedWhenItExists) {
   std::string file = config("num_processes: 2\nseed: 5\n", "named.yaml");
   expect_workers(launch_in({"EMBER_CONFIG_FILE=" + file}, {}), 2, {{"EMBER_SEED", "5"}});
   std::filesystem::create_directories(directory / "cache" / "ember");
-  config("total_limit: 4\n", "cache/ember/default_config.yaml");
-  expect_workers(launch_in({"XDG_CACHE_HOME=" + (directory / "cache").string()}, {}), 1, {{"EMBER_TOTAL_LIMIT", "4"}});
+  config("automatic_checkpoint_naming: true\ntotal_limit: 4\n", "cache/ember/default_config.yaml");
+  expect_workers(launch_in({"XDG_CACHE_HOME=" + (directory / "cache").string()}, {}), 1,
+                 {{"EMBER_AUTOMATIC_CHECKPOINT_NAMING", "true"}, {"EMBER_TOTAL_LIMIT", "4"}});
 }
 
 TEST_F(LaunchConfigTest, UnknownKeyWarnsAndTheJobRuns) {
