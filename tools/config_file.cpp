@@ -18,6 +18,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "accelerate_sections.h"
 #include "core/error.h"
@@ -28,23 +29,72 @@ namespace {
 
 constexpr int64_t kMaxConfigBytes = int64_t(16) << 20;  // a config file is a few hundred bytes
 
-// Accelerate's keys that ember has no use for (ClusterConfig and BaseConfig in
-// accelerate/commands/config/config_args.py): they choose Accelerate's
-// backends, plugins and TPU pods. Accepted without a word, so that a config
-// written by `accelerate config` works unchanged; any other key gets a warning.
-// distributed_type, deepspeed_config and fsdp_config are read
-// (accelerate_sections.h): a job that asks for sharding gets it.
-constexpr std::string_view kIgnoredAccelerateKeys[] = {
-    "command_file",       "commands",      "compute_environment", "debug",         "downcast_bf16",
-    "dynamo_backend",     "dynamo_config", "enable_cpu_affinity", "fp8_config",    "gpu_ids",
-    "ipex_config",        "main_training_function", "megatron_lm_config", "mpirun_config", "rdzv_backend",
-    "same_network",       "tp_config",     "tpu_env",             "tpu_name",      "tpu_use_cluster",
-    "tpu_use_sudo",       "tpu_vm",        "tpu_zone",
+// Accelerate's keys that ember does not act on (ClusterConfig and BaseConfig in
+// accelerate/commands/config/config_args.py): they choose Accelerate's backends,
+// plugins, GPUs and TPU pods. Each is accepted without a word with a value that asks
+// for nothing (null, an empty section, or Accelerate's default as `accelerate config`
+// writes it), so that such a file works unchanged; any other value gets a warning that
+// ember ignores it, with ember's own way where it has one (`debug: true` used to be
+// dropped silently). The tpu_* keys apply to TPU jobs only, which distributed_type
+// refuses. Any key not known at all gets a warning too. distributed_type,
+// deepspeed_config and fsdp_config are read (accelerate_sections.h).
+struct IgnoredAccelerateKey {
+  std::string_view name;
+  std::vector<std::string_view> harmless;  // scalar values that ask for nothing ("*": any)
+  std::string_view instead;                // what to do in ember instead, if anything
 };
 
-bool is_ignored_accelerate_key(std::string_view name) {
-  return std::find(std::begin(kIgnoredAccelerateKeys), std::end(kIgnoredAccelerateKeys), name) !=
-         std::end(kIgnoredAccelerateKeys);
+const std::vector<IgnoredAccelerateKey>& ignored_accelerate_keys() {
+  static const std::vector<IgnoredAccelerateKey> keys = {
+      {"command_file", {}, ""},
+      {"commands", {}, ""},
+      {"compute_environment", {"LOCAL_MACHINE"},
+       "ember launch starts this machine's workers (srun, mpirun and torchrun are read too)"},
+      {"debug", {"false"}, "set EMBER_DISTRIBUTED_DEBUG=1 for ember's collective checks"},
+      {"downcast_bf16", {"no", "false"}, ""},
+      {"dynamo_backend", {"NO", "no"}, "ember has no graph compiler"},
+      {"dynamo_config", {}, "ember has no graph compiler"},
+      {"enable_cpu_affinity", {"false"}, "use ember launch --bind-cores"},
+      {"fp8_config", {}, ""},
+      {"gpu_ids", {"all"}, "set CUDA_VISIBLE_DEVICES"},
+      {"ipex_config", {}, ""},
+      {"main_training_function", {"main"}, ""},
+      {"megatron_lm_config", {}, ""},
+      {"mpirun_config", {}, "run mpirun yourself: ember reads its variables"},
+      {"rdzv_backend", {"static", "c10d"}, ""},
+      {"same_network", {"true"}, ""},
+      {"tp_config", {}, ""},
+      {"tpu_env", {"*"}, ""},
+      {"tpu_name", {"*"}, ""},
+      {"tpu_use_cluster", {"*"}, ""},
+      {"tpu_use_sudo", {"*"}, ""},
+      {"tpu_vm", {"*"}, ""},
+      {"tpu_zone", {"*"}, ""},
+  };
+  return keys;
+}
+
+const IgnoredAccelerateKey* find_ignored_accelerate_key(std::string_view name) {
+  for (const IgnoredAccelerateKey& key : ignored_accelerate_keys())
+    if (key.name == name) return &key;
+  return nullptr;
+}
+
+// Whether `value` asks for nothing: null, an empty sequence or mapping, a harmless
+// scalar, or a mapping whose every value is null, false or no (ipex_config:
+// {ipex: false}, dynamo_config: {dynamo_backend: 'NO'}).
+bool asks_for_nothing(const IgnoredAccelerateKey& key, const YAML::Node& value) {
+  if (!value.IsDefined() || value.IsNull()) return true;
+  if (value.IsScalar()) {
+    for (std::string_view harmless : key.harmless)
+      if (harmless == "*" || harmless == value.Scalar()) return true;
+    return false;
+  }
+  if (value.IsSequence()) return value.size() == 0;
+  static const IgnoredAccelerateKey kOff = {"", {"false", "no", "NO"}, ""};
+  for (const auto& entry : value)
+    if (!asks_for_nothing(kOff, entry.second)) return false;
+  return true;
 }
 
 std::string node_kind(const YAML::Node& node) {
@@ -238,7 +288,16 @@ ConfigFile read_config_file(const std::string& path) {
       sections.fsdp_config_line = line;
     } else if (const ConfigKey* key = find_config_key(name)) {
       if (auto text = value_text(*key, entry.second, where)) config.settings[name] = canonical_value(*key, *text, where);
-    } else if (!is_ignored_accelerate_key(name)) {
+    } else if (const IgnoredAccelerateKey* ignored = find_ignored_accelerate_key(name)) {
+      if (!asks_for_nothing(*ignored, entry.second))
+        config.warnings.push_back(fmt::format("config file '{}', line {}: Accelerate's '{}' is set{}, which ember does "
+                                              "not honour{}{}",
+                                              path, line, name,
+                                              entry.second.IsScalar()
+                                                  ? fmt::format(" to '{}'", shown_text(entry.second.Scalar()))
+                                                  : std::string(),
+                                              ignored->instead.empty() ? "" : "; ", ignored->instead));
+    } else {
       config.warnings.push_back(
           fmt::format("config file '{}', line {}: unknown key '{}' ignored", path, line, shown_text(name)));
     }

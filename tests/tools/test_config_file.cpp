@@ -368,6 +368,31 @@ TEST_F(ConfigFileTest, UnknownKeyIsAWarning) {
   EXPECT_EQ(config.warnings[0], "config file '" + path() + "', line 2: unknown key 'parallelism_config' ignored");
 }
 
+// Accelerate's keys that ember does not act on were all dropped without a word, whatever
+// they asked for (gpu_ids: 1,3 ran on every GPU; debug: true ran without checks). A value
+// that asks for nothing (Accelerate's default, null, an empty section) still passes
+// silently; any other gets a warning naming ember's way, if it has one. Mutation caught:
+// asks_for_nothing() returning true for everything (no warnings below).
+TEST_F(ConfigFileTest, AccelerateKeysEmberIgnoresWarnWhenTheyAskForSomething) {
+  ConfigFile quiet = read(
+      "compute_environment: LOCAL_MACHINE\ndebug: false\ngpu_ids: all\nenable_cpu_affinity: false\n"
+      "dynamo_config:\n  dynamo_backend: 'NO'\nmpirun_config: {}\ndowncast_bf16: 'no'\ntpu_name: pod\n");
+  EXPECT_EQ(quiet.warnings, std::vector<std::string>{});
+  ConfigFile loud = read("gpu_ids: 1,3\ndebug: true\ndynamo_config:\n  dynamo_backend: INDUCTOR\n"
+                         "compute_environment: AMAZON_SAGEMAKER\nenable_cpu_affinity: true\n");
+  const std::string at = "config file '" + path() + "', line ";
+  EXPECT_EQ(loud.warnings,
+            (std::vector<std::string>{
+                at + "1: Accelerate's 'gpu_ids' is set to '1,3', which ember does not honour; set CUDA_VISIBLE_DEVICES",
+                at + "2: Accelerate's 'debug' is set to 'true', which ember does not honour; set "
+                     "EMBER_DISTRIBUTED_DEBUG=1 for ember's collective checks",
+                at + "3: Accelerate's 'dynamo_config' is set, which ember does not honour; ember has no graph compiler",
+                at + "5: Accelerate's 'compute_environment' is set to 'AMAZON_SAGEMAKER', which ember does not honour; "
+                     "ember launch starts this machine's workers (srun, mpirun and torchrun are read too)",
+                at + "6: Accelerate's 'enable_cpu_affinity' is set to 'true', which ember does not honour; use ember "
+                     "launch --bind-cores"}));
+}
+
 // Accelerate reads its integer keys with int(), so `num_processes: '2'` is 2
 // there, and here. Booleans and numbers with a fraction stay strict.
 // Catches: the quoted-string check applied to integer keys again.
