@@ -14,11 +14,15 @@ namespace ember::data {
 namespace {
 
 // Splits text into records of fields. Quoted fields may hold delimiters,
-// doubled quotes and newlines; a record's line is where it starts.
+// doubled quotes and newlines; a record's line is where it starts. A record
+// ends at "\n", "\r\n" or a lone "\r" (old Mac files: read as one record of
+// every value, then as a header and no rows, without a word); a UTF-8 byte
+// order mark (Excel's "CSV UTF-8") is skipped, as pandas does, instead of
+// making the first line a header of non-numbers.
 class RecordReader {
  public:
   RecordReader(std::string_view text, char delimiter, const std::string& path)
-      : text_(text), delimiter_(delimiter), path_(path) {}
+      : text_(text), delimiter_(delimiter), path_(path), position_(text.starts_with("\xEF\xBB\xBF") ? 3 : 0) {}
 
   // The next non-blank record, or false at the end.
   bool next(std::vector<std::string>& fields, int64_t& line) {
@@ -45,13 +49,13 @@ class RecordReader {
         position_ = start + 1;
         read_quoted(field);
       } else {
-        while (position_ < text_.size() && text_[position_] != delimiter_ && text_[position_] != '\n')
+        while (position_ < text_.size() && text_[position_] != delimiter_ && !is_line_end(text_[position_]))
           field.push_back(text_[position_++]);
-        if (!field.empty() && field.back() == '\r') field.pop_back();
       }
       if (position_ >= text_.size()) return;
       char separator = text_[position_++];
-      if (separator == '\n') {
+      if (is_line_end(separator)) {
+        if (separator == '\r' && position_ < text_.size() && text_[position_] == '\n') ++position_;
         ++line_;
         return;
       }
@@ -76,13 +80,14 @@ class RecordReader {
       if (c == '\n') ++line_;
       field.push_back(c);
     }
-    while (position_ < text_.size() && (is_blank(text_[position_]) || text_[position_] == '\r')) ++position_;
-    EMBER_CHECK(position_ >= text_.size() || text_[position_] == delimiter_ || text_[position_] == '\n',
+    while (position_ < text_.size() && is_blank(text_[position_])) ++position_;
+    EMBER_CHECK(position_ >= text_.size() || text_[position_] == delimiter_ || is_line_end(text_[position_]),
                 "read_csv: '{}': line {}: unexpected '{}' after a closing quote", path_, line_, text_[position_]);
   }
 
   // A space or tab, unless it is the delimiter.
   bool is_blank(char c) const { return (c == ' ' || c == '\t') && c != delimiter_; }
+  static bool is_line_end(char c) { return c == '\n' || c == '\r'; }
 
   std::string_view text_;
   char delimiter_;

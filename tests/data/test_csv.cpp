@@ -42,6 +42,28 @@ TEST(Csv, WithoutAHeaderEveryRowIsData) {
   EXPECT_EQ(values_of(named), (std::vector<double>{3, 4}));
 }
 
+// Two files read_csv dropped rows of without a word: old Mac line ends (a lone \r:
+// one record of every value, taken as a header, so no rows) and Excel's "CSV UTF-8"
+// byte order mark (its first line of numbers became a header). pandas reads both as
+// data. Mutations caught: \r not ending a record; the mark not skipped.
+TEST(Csv, LoneCarriageReturnsEndRecordsAndAByteOrderMarkIsSkipped) {
+  ScratchDirectory directory;
+  std::string mac = directory.file("mac.csv");
+  write_file(mac, "1,2\r3,4\r5,6\r");
+  CsvTable table = read_csv(mac);
+  EXPECT_EQ(table.values.shape(), (Shape{3, 2}));
+  EXPECT_EQ(values_of(table), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  write_file(mac, "x,\"y\"\r\"7\",8\r\n9,10");  // mixed ends, quoted fields before a lone \r
+  CsvTable named = read_csv(mac);
+  EXPECT_EQ(named.column_names, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(values_of(named), (std::vector<double>{7, 8, 9, 10}));
+  std::string excel = directory.file("excel.csv");
+  write_file(excel, "\xEF\xBB\xBF" "1,2\n3,4\n");
+  EXPECT_EQ(values_of(read_csv(excel)), (std::vector<double>{1, 2, 3, 4}));
+  write_file(excel, "\xEF\xBB\xBF" "a,b\n3,4\n");
+  EXPECT_EQ(read_csv(excel).column_names, (std::vector<std::string>{"a", "b"}));
+}
+
 TEST(Csv, DelimiterAndQuotedFields) {
   ScratchDirectory directory;
   std::string path = directory.file("quoted.tsv");
