@@ -286,7 +286,6 @@ void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
     if (!state->scaler) return true;
     record->step_was_skipped = state->scaler->found_inf(o);
     record->stepped_since_scaler_update = true;
-    state->scaler_update_pending = true;
     // Note [One scaler update per iteration]: once every prepared optimizer has stepped.
     const bool all_stepped = std::all_of(state->optimizers.begin(), state->optimizers.end(), [](const auto& prepared) {
       return prepared->alive.expired() || prepared->stepped_since_scaler_update;
@@ -382,9 +381,10 @@ void Accelerator::prepare_data_loader(data::DataLoader& loader) {
 // --- The training step --------------------------------------------------------
 
 void detail::update_scaler_if_pending(AcceleratorState& state) {
-  if (!state.scaler_update_pending) return;
+  const bool pending = std::any_of(state.optimizers.begin(), state.optimizers.end(),
+                                   [](const auto& prepared) { return prepared->stepped_since_scaler_update; });
+  if (!pending) return;
   state.scaler->update();
-  state.scaler_update_pending = false;
   for (const auto& prepared : state.optimizers) prepared->stepped_since_scaler_update = false;
 }
 

@@ -734,7 +734,7 @@ void Accelerator::load_state(const std::optional<fs::path>& directory) {
     prepared.seen_optimizer_steps = prepared.scheduler->optimizer().steps_taken();
   }
   if (loaded.scaler) state.scaler->load_state_dict(*loaded.scaler);
-  state.scaler_update_pending = false;  // the loaded scale replaces the iteration's steps
+  // The loaded scale replaces the iteration's steps: no update is pending.
   for (const auto& prepared : state.optimizers) prepared->stepped_since_scaler_update = false;
   default_generator().set_state(loaded.random);
   for (size_t i = 0; i < state.loaders.size(); ++i) state.loaders[i]->loader->set_state(loaded.loaders[i]);

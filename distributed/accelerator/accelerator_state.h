@@ -95,7 +95,6 @@ struct AcceleratorState {
   bool owns_group = false;                     // init_process_group was ours to call
   DType low_precision = DType::f32;            // bf16 or f16 under mixed precision
   std::unique_ptr<distributed::GradScaler> scaler;
-  bool scaler_update_pending = false;  // a step since the scaler's last update (Note [One scaler update per iteration])
   GradientState gradient;
   std::vector<PreparedModel> models;
   std::vector<std::unique_ptr<PreparedOptimizer>> optimizers;
