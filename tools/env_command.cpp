@@ -15,6 +15,7 @@
 #include "config_command.h"
 #include "core/cpu_features.h"
 #include "core/cuda_libraries.h"
+#include "core/ember_variables.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/version.h"
@@ -87,7 +88,9 @@ std::vector<std::string> environment_lines() {
     std::string_view name = text.substr(0, equals);
     if (equals == std::string_view::npos || !is_reported_variable(name)) continue;
     std::string_view value = is_secret_variable(name) ? "set" : text.substr(equals + 1);
-    variables.push_back(fmt::format("  - {}: {}", name, value));
+    std::optional<std::string> unknown = unknown_ember_variable_warning(name);
+    variables.push_back(unknown ? fmt::format("  - {}: {} (warning: {})", name, value, *unknown)
+                                : fmt::format("  - {}: {}", name, value));
   }
   std::sort(variables.begin(), variables.end());
   if (variables.empty()) variables.push_back("  - (none of EMBER_*, OMP_*, MASTER_*, RANK, ... is set)");
@@ -119,6 +122,12 @@ std::vector<std::string> cuda_library_lines() {
 }  // namespace
 
 std::vector<std::string> environment_report(const EnvCommandOptions& options) {
+  if (options.variables) {
+    std::vector<std::string> lines;
+    for (const EmberVariable& variable : ember_variables())
+      lines.push_back(fmt::format("- {}: {}", variable.name, variable.meaning));
+    return lines;
+  }
   CpuInfo cpu = read_cpu_info();
   utsname system{};
   uname(&system);

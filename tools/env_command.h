@@ -4,7 +4,10 @@
 // libraries loaded (version and file), the distributed backends built, the
 // CPU and its features, the threads, the GPUs, the job engine detected
 // (distributed/environment.h), the relevant environment variables
-// (EMBER_STORE_TOKEN's value never: "set") and the config file in force. tools/main.cpp calls it.
+// (EMBER_STORE_TOKEN's value never: "set"; an EMBER_* name ember does not
+// read is marked) and the config file in force. `ember env --variables` lists
+// every EMBER_* variable ember reads instead (core/ember_variables.h).
+// tools/main.cpp calls it.
 // Tests: tests/tools/test_env_command.cpp.
 #pragma once
 
@@ -15,6 +18,7 @@ namespace ember::launch {
 
 struct EnvCommandOptions {
   std::string config_file;  // --config-file; "": the default one
+  bool variables = false;   // --variables: the EMBER_* variables and what each does
 };
 
 // The report's lines.

@@ -24,6 +24,7 @@
 #include "node_rendezvous.h"
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/ember_variables.h"
 #include "distributed/environment.h"
 #include "distributed/store/tcp_store.h"
 #include "output_prefixer.h"
@@ -239,13 +240,15 @@ std::vector<std::vector<int>> cpu_shares(int local_ranks) {
 // The launcher's environment without the variables it sets: its own, and
 // those of the Accelerator's options that a flag or the config file sets.
 // An Accelerator variable that stays is checked like a flag, so that no
-// worker starts with a value the Accelerator would refuse.
+// worker starts with a value the Accelerator would refuse, and a misspelt
+// EMBER_* name is reported (Note [Misspelt variables]).
 std::vector<std::string> inherited_environment(const Settings& accelerator) {
   std::vector<std::string> environment;
   for (char** entry = environ; *entry; ++entry) {
     std::string_view text(*entry);
     size_t equals = text.find('=');
     std::string_view name = text.substr(0, equals);
+    if (std::optional<std::string> unknown = unknown_ember_variable_warning(name)) say("warning: " + *unknown);
     bool ours = std::any_of(std::begin(kLauncherVariables), std::end(kLauncherVariables),
                             [&](const char* variable) { return name == variable; });
     for (const ConfigKey& key : config_keys()) {

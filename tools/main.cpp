@@ -143,6 +143,7 @@ CLI::App* add_env_command(CLI::App& app, EnvCommandOptions& options) {
   CLI::App* env = app.add_subcommand("env", "Print the version, build, machine and config, for bug reports");
   env->add_option("--config-file", options.config_file, "The config file to show instead of the default one")
       ->check(kNonEmptyPath);
+  env->add_flag("--variables", options.variables, "List every EMBER_* environment variable ember reads, and what it does");
   return env;
 }
 

@@ -8,6 +8,7 @@
 #include <limits>
 #include <string_view>
 
+#include "core/ember_variables.h"
 #include "core/error.h"
 #include "distributed/environment.h"
 #include "distributed/option_sources.h"
@@ -67,13 +68,14 @@ bool parse_accelerate_flag(const char* name, const char* text) {
   return false;
 }
 
-// A warning for every ACCELERATE_* variable ember does not read, and for a
-// stand-in that its EMBER_* variable overrides.
-std::vector<std::string> accelerate_warnings() {
+// A warning for every EMBER_* and ACCELERATE_* variable ember does not read
+// (Note [Misspelt variables]), and for a stand-in that its EMBER_* variable overrides.
+std::vector<std::string> environment_warnings() {
   std::vector<std::string> warnings;
   for (char** entry = environ; *entry; ++entry) {
     const std::string_view text(*entry);
     const std::string name(text.substr(0, text.find('=')));
+    if (std::optional<std::string> unknown = unknown_ember_variable_warning(name)) warnings.push_back(*unknown);
     if (!name.starts_with("ACCELERATE_")) continue;
     const AccelerateVariable* read = nullptr;
     for (const AccelerateVariable& pair : kAccelerateVariables)
@@ -113,7 +115,7 @@ ResolvedAcceleratorOptions resolve_accelerator_options(const AcceleratorOptions&
   resolved.cpu = std::string_view(cpu_variable) == "EMBER_USE_CPU"
                      ? flag(options.cpu, cpu_variable).value_or(false)
                      : from_code_or_env(options.cpu, cpu_variable, parse_accelerate_flag).value_or(false);
-  resolved.warnings = accelerate_warnings();
+  resolved.warnings = environment_warnings();
   resolved.split_batches = flag(options.split_batches, "EMBER_SPLIT_BATCHES").value_or(false);
   resolved.even_batches = flag(options.even_batches, "EMBER_EVEN_BATCHES").value_or(true);
   resolved.automatic_checkpoint_naming =

@@ -141,6 +141,19 @@ TEST_F(AcceleratorOptionsTest, UnhonouredAccelerateVariablesAreWarnedAbout) {
   }
 }
 
+// A misspelt EMBER_* variable is warned about, and not taken for the one it
+// was meant to be (Note [Misspelt variables]).
+// Catches: the warnings built from the ACCELERATE_* variables alone.
+TEST_F(AcceleratorOptionsTest, MisspeltEmberVariablesAreWarnedAbout) {
+  setenv("EMBER_GRADIENT_ACCUMULATION_STEP", "4", 1);
+  const ResolvedAcceleratorOptions resolved = resolve_accelerator_options({});
+  unsetenv("EMBER_GRADIENT_ACCUMULATION_STEP");
+  EXPECT_EQ(resolved.gradient_accumulation_steps, 1);
+  EXPECT_EQ(resolved.warnings, std::vector<std::string>{"EMBER_GRADIENT_ACCUMULATION_STEP is not a variable ember reads "
+                                                        "(did you mean EMBER_GRADIENT_ACCUMULATION_STEPS? `ember env "
+                                                        "--variables` lists them)"});
+}
+
 // Sharding (distributed/zero/sharding_options.h): DDP unless asked, each
 // transformer block a unit, whole-state checkpoints, prefetching on, no clipping.
 TEST_F(AcceleratorOptionsTest, ShardingDefaults) {
