@@ -119,7 +119,16 @@ LaunchOptions with_config_file(const LaunchOptions& flags) {
   LaunchOptions options = flags;
   for (auto& [name, value] : options.accelerator) value = canonical_value(*find_config_key(name), value, flag_name(name));
   std::optional<ConfigFile> config = active_config_file(flags.config_file);
-  if (!config) return options;
+  if (!config) {
+    // EMBER_CONFIG_FILE may name the file `ember config` is yet to write; a
+    // job that runs without it says so, since a misspelt path means the same.
+    const char* named = std::getenv("EMBER_CONFIG_FILE");
+    if (named && *named)
+      say(fmt::format("warning: no config file: EMBER_CONFIG_FILE names '{}', which does not exist "
+                      "(ember config writes it)",
+                      named));
+    return options;
+  }
   for (const std::string& warning : config->warnings) say("warning: " + warning);
   say(config->origin.empty() ? fmt::format("config file '{}'", config->path)
                               : fmt::format("config file '{}' ({})", config->path, config->origin));

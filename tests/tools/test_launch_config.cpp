@@ -92,8 +92,16 @@ TEST(LaunchContract, TheScenarioPrintsEveryConfigKeysVariable) {
   }
 }
 
+// EMBER_CONFIG_FILE naming a file that does not exist (the one `ember config`
+// is to write, or a misspelt path) runs without one, and says so. Mutation
+// caught: the warning left out (the job then ran with no config file silently).
 TEST_F(LaunchConfigTest, WithoutFlagsOrFileNothingIsSet) {
-  expect_workers(launch_in({no_default_file}, {"--nproc-per-node", "2"}), 2, {});
+  ProcessResult result = launch_in({no_default_file}, {"--nproc-per-node", "2"});
+  expect_workers(result, 2, {});
+  EXPECT_TRUE(contains(result.output, "ember launch: warning: no config file: EMBER_CONFIG_FILE names '" +
+                                          (directory / "absent.yaml").string() +
+                                          "', which does not exist (ember config writes it)\n"))
+      << result.output;
 }
 
 TEST_F(LaunchConfigTest, FlagsSetTheContractsVariables) {
