@@ -1,6 +1,9 @@
 // Accumulating into leaves' .grad (see accumulate_grad.h).
 #include "autograd/accumulate_grad.h"
 
+#include <mutex>
+
+#include "autograd/function.h"
 #include "core/grad_hook.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/views.h"
@@ -45,13 +48,21 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   Tensor grad = std::move(grad_outputs[0]);
   Tensor leaf(leaf_);
   AutogradMeta* meta = leaf_->autograd.get();
-  if (meta) {
-    for (const TensorHook& hook : meta->leaf_hooks) {
-      Tensor replaced = hook(grad);
-      if (replaced.defined()) grad = replaced;
-    }
-  }
   if (!grad.defined()) return {};
+  if (meta)
+    for (const TensorHook& hook : meta->leaf_hooks) grad = apply_tensor_hook(hook, grad);
+  // Backward threads that share a leaf take turns at its .grad.
+  std::unique_lock lock(mutex_);
+  if (leaf_->grad) {
+    // A .grad the user set (set_grad) is added to, never broadcast into.
+    const TensorImpl& existing = *leaf_->grad;
+    EMBER_CHECK(existing.shape == leaf_->shape && existing.dtype == leaf_->dtype &&
+                    existing.storage->device() == leaf_->storage->device(),
+                "backward: the leaf's .grad is {} {} on {} but the leaf is {} {} on {}; a .grad given with set_grad "
+                "must be like its tensor",
+                existing.shape, existing.dtype, existing.storage->device(), leaf_->shape, leaf_->dtype,
+                leaf_->storage->device());
+  }
   if (!leaf_->grad) {
     // .grad must never alias a tensor someone else holds: a gradient nothing
     // else references is taken over, any other is copied into a fresh buffer.
@@ -70,12 +81,16 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
     Tensor existing(leaf_->grad);
     add_(existing, grad);
   }
+  lock.unlock();
   if (meta)
     for (const auto& [id, hook] : meta->post_accumulate_hooks) hook(leaf);
   return {};
 }
 
 std::shared_ptr<Node> accumulator_for(const Tensor& leaf) {
+  // Two backward passes on threads of their own may meet at a leaf first used by both.
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
   TensorImpl* impl = leaf.impl();
   if (!impl->autograd) impl->autograd = std::make_shared<AutogradMeta>();
   std::shared_ptr<Node> node = impl->autograd->accumulator.lock();

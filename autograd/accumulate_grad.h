@@ -3,6 +3,8 @@
 // post-accumulate hooks (where DDP starts its bucket all-reduces).
 #pragma once
 
+#include <mutex>
+
 #include "autograd/node.h"
 
 namespace ember::autograd {
@@ -16,6 +18,7 @@ class AccumulateGrad final : public Node {
 
  private:
   std::shared_ptr<TensorImpl> leaf_;
+  std::mutex mutex_;  // held while .grad is written
 };
 
 // The leaf's accumulator, made on first use and shared by all later uses.

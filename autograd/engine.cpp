@@ -5,6 +5,7 @@
 // of the forward order (and leaf accumulators run as soon as they are ready).
 #include "autograd/engine.h"
 
+#include <algorithm>
 #include <mutex>
 #include <queue>
 #include <unordered_map>
@@ -60,6 +61,37 @@ struct Capture {
   std::unordered_map<Node*, std::vector<std::pair<int, size_t>>> at;  // node -> (output_nr, answer index)
   std::vector<Tensor> answers;
 };
+
+// Note [Only the paths to grad's inputs run]: autograd::grad runs the nodes
+// from which a path leads to one of its inputs, and no other (PyTorch's
+// exec_info): a node off those paths would fire its hooks, retain_grad()
+// included, and spend the time of its formula for nothing. Returns the nodes
+// to run; a captured node itself runs only when another input lies below it.
+std::unordered_set<Node*> nodes_leading_to(const std::vector<std::shared_ptr<Node>>& roots, const Capture& capture) {
+  std::unordered_map<Node*, bool> leads;  // node -> whether it is or leads to a captured node
+  std::unordered_set<Node*> to_run;
+  std::vector<std::pair<Node*, size_t>> stack;  // (node, next edge to visit)
+  for (const auto& root : roots) {
+    if (!leads.emplace(root.get(), false).second) continue;
+    stack.push_back({root.get(), 0});
+    while (!stack.empty()) {
+      Node* node = stack.back().first;
+      const size_t edge = stack.back().second++;
+      if (edge < node->next.size()) {
+        Node* next = node->next[edge].node.get();
+        if (next && leads.emplace(next, false).second) stack.push_back({next, 0});
+        continue;
+      }
+      // Every node below is done (the graph has no cycles).
+      const bool below = std::any_of(node->next.begin(), node->next.end(),
+                                     [&](const Edge& e) { return e.node && leads[e.node.get()]; });
+      if (below) to_run.insert(node);
+      leads[node] = below || capture.at.count(node) > 0;
+      stack.pop_back();
+    }
+  }
+  return to_run;
+}
 
 // The callbacks queued during the backward pass running on this thread, or null.
 thread_local std::vector<std::function<void()>>* queued_callbacks = nullptr;
@@ -135,6 +167,8 @@ void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_root
     }
   }
 
+  const std::unordered_set<Node*> to_run = capture ? nodes_leading_to(root_nodes, *capture) : std::unordered_set<Node*>();
+
   // The reverse walk.
   std::priority_queue<Ready> ready;
   std::unordered_set<Node*> seeded;
@@ -146,19 +180,18 @@ void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_root
     std::vector<Tensor> grads = std::move(buffers[node]);
     buffers.erase(node);
     grads.resize(size_t(node->num_outputs));
-    for (auto& [output_nr, hook] : node->pre_hooks) {
-      Tensor replaced = grads[size_t(output_nr)].defined() ? hook(grads[size_t(output_nr)]) : Tensor();
-      if (replaced.defined()) grads[size_t(output_nr)] = replaced;
+    // autograd::grad() collects its answers at the captured nodes, runs only
+    // the nodes that lead to them, and never writes any .grad.
+    const auto captured = capture ? capture->at.find(node) : decltype(capture->at)::iterator();
+    const bool skip = capture && !to_run.count(node);
+    if (!skip || (capture && captured != capture->at.end())) {
+      for (auto& [output_nr, hook] : node->pre_hooks) {
+        Tensor& grad = grads[size_t(output_nr)];
+        if (grad.defined()) grad = apply_tensor_hook(hook, grad);
+      }
     }
-
-    // autograd::grad() collects its answers here and never writes any .grad.
-    bool skip = false;
-    if (capture) {
-      auto found = capture->at.find(node);
-      if (found != capture->at.end())
-        for (auto [output_nr, index] : found->second) capture->answers[index] = grads[size_t(output_nr)];
-      skip = dynamic_cast<AccumulateGrad*>(node) != nullptr;
-    }
+    if (capture && captured != capture->at.end())
+      for (auto [output_nr, index] : captured->second) capture->answers[index] = grads[size_t(output_nr)];
 
     std::vector<Tensor> input_grads;
     if (!skip) {

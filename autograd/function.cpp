@@ -6,6 +6,7 @@
 
 #include "autograd/accumulate_grad.h"
 #include "autograd/saved_tensor_hooks.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/views.h"
 
 namespace ember::autograd {
@@ -56,6 +57,8 @@ Tensor SavedTensor::unpack(std::string_view op, Node* owner) const {
               op);
   if (!defined_) return Tensor();
   const Tensor data = packed_ ? packed_->unpack() : data_;  // the values, wherever they are kept
+  EMBER_CHECK(data.defined(), "{}: a saved-tensor hook's unpack returned an undefined tensor; it must return the "
+              "tensor its pack was given (autograd/saved_tensor_hooks.h)", op);
   EMBER_CHECK(data.version() == version_,
               "{}: a tensor saved for the gradient (shape {}, dtype {}) was modified by an in-place operation: saved "
               "at version {}, now at version {}",
@@ -77,6 +80,32 @@ Tensor SavedTensor::unpack(std::string_view op, Node* owner) const {
   tensor.impl()->autograd = std::move(meta);
   tensor.impl()->requires_grad = true;
   return tensor;
+}
+
+Tensor apply_tensor_hook(const TensorHook& hook, const Tensor& grad) {
+  Tensor replaced = hook(grad);
+  if (!replaced.defined()) return grad;
+  EMBER_CHECK(replaced.shape() == grad.shape() && replaced.dtype() == grad.dtype() && replaced.device() == grad.device(),
+              "register_hook: a hook changed the gradient's shape, dtype or device: it was given {} {} on {} and "
+              "returned {} {} on {}; a hook must return a gradient like the one it is given",
+              grad.shape(), grad.dtype(), grad.device(), replaced.shape(), replaced.dtype(), replaced.device());
+  return replaced;
+}
+
+void retain_grad_at_history(const Tensor& t) {
+  AutogradMeta& meta = *t.impl()->autograd;
+  const Node* node = meta.grad_fn.get();
+  const int output_nr = meta.output_nr;
+  std::weak_ptr<TensorImpl> weak = t.impl_ptr();
+  // The hook stays on the node after the tensor moves on to a newer history,
+  // and then keeps nothing: only the latest history's hook writes .grad.
+  meta.grad_fn->pre_hooks.emplace_back(output_nr, [weak, node, output_nr](const Tensor& grad) {
+    std::shared_ptr<TensorImpl> impl = weak.lock();
+    if (!impl || !impl->autograd || impl->autograd->grad_fn.get() != node || impl->autograd->output_nr != output_nr) return Tensor();
+    Tensor existing(impl->grad);
+    impl->grad = existing.defined() ? (existing + grad).impl_ptr() : grad.clone().impl_ptr();
+    return Tensor();
+  });
 }
 
 void refresh_view_history(const Tensor& t) {
@@ -107,6 +136,7 @@ void refresh_view_history(const Tensor& t) {
   impl->autograd->output_nr = 0;
   impl->autograd->history_version = t.version();
   impl->requires_grad = true;
+  if (impl->autograd->retains_grad) retain_grad_at_history(t);
 }
 
 Edge gradient_edge(const Tensor& t) {

@@ -24,6 +24,16 @@ Edge gradient_edge(const Tensor& t);
 // its own (requires_grad_ on it) keeps being one.
 void refresh_view_history(const Tensor& t);
 
+// What a tensor hook (register_hook) leaves for the gradient: its result,
+// which must have the gradient's shape, dtype and device (PyTorch's "hook has
+// changed the size of value"), or `grad` itself when it returns none.
+Tensor apply_tensor_hook(const TensorHook& hook, const Tensor& grad);
+
+// Points a tensor's retain_grad() at its current history: the gradient it
+// keeps is that of its latest version, after an in-place op or a view's
+// fresh history (Note [Retained gradients follow the history]).
+void retain_grad_at_history(const Tensor& t);
+
 // Wires `node` to `inputs` (an edge and metadata each; null entries are
 // inputs without gradient) and makes it the grad_fn of `outputs`.
 void connect(const std::shared_ptr<Node>& node, std::span<const Tensor* const> inputs,

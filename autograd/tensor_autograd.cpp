@@ -65,15 +65,9 @@ bool Tensor::remove_post_accumulate_grad_hook(uint64_t id) const {
 void Tensor::retain_grad() const {
   EMBER_CHECK(requires_grad(), "retain_grad: the tensor does not require grad");
   if (is_leaf() || meta_of(*this).retains_grad) return;
+  grad_fn();  // a view's history is brought up to date first
   meta_of(*this).retains_grad = true;
-  std::weak_ptr<TensorImpl> weak = impl_ptr();
-  grad_fn()->pre_hooks.emplace_back(impl()->autograd->output_nr, [weak](const Tensor& grad) {
-    if (auto impl = weak.lock()) {
-      Tensor existing(impl->grad);
-      impl->grad = existing.defined() ? (existing + grad).impl_ptr() : grad.clone().impl_ptr();
-    }
-    return Tensor();
-  });
+  autograd::retain_grad_at_history(*this);
 }
 
 }  // namespace ember

@@ -120,6 +120,7 @@ void register_in_place() {
     impl->autograd->output_nr = result.impl()->autograd->output_nr;
     impl->autograd->history_version = target.version();
     impl->requires_grad = true;
+    if (impl->autograd->retains_grad) retain_grad_at_history(target);
   });
 }
 

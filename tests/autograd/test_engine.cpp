@@ -2,6 +2,9 @@
 // hooks and their order, in-place checks, and that the graph is freed.
 #include "support/test_support.h"
 #include "autograd/leaf.h"
+#include "autograd/saved_tensor_hooks.h"
+
+#include <thread>
 
 namespace ember::testing {
 namespace {
@@ -157,6 +160,123 @@ TEST(Engine, RetainGradKeepsNonLeafGradients) {
   y.retain_grad();
   sum(y * y).backward();
   EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{6, 12}));
+}
+
+// PyTorch's numbers (1.13): y.grad is the gradient of y's latest version, and
+// a view made before an in-place write to its base keeps its retained gradient.
+// Catches: the retain hook left on the history the tensor had when
+// retain_grad() was called ([3, 3], and no v.grad at all).
+TEST(Engine, RetainGradFollowsInPlaceOpsAndFreshViewHistories) {
+  Tensor x = leaf({1, 2});
+  Tensor y = x * 2.0;
+  y.retain_grad();
+  y *= 3.0;
+  sum(y).backward();
+  EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{1, 1}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{6, 6}));
+
+  Tensor z = leaf({1, 2, 3});
+  Tensor b = z * 1.0;
+  Tensor v = b.narrow(0, 0, 2);
+  v.retain_grad();
+  b *= 2.0;
+  sum(v * 5.0).backward();
+  ASSERT_TRUE(v.grad().defined());
+  EXPECT_EQ(v.grad().to_vector<double>(), (std::vector<double>{5, 5}));
+  EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{10, 10, 0}));
+}
+
+// Note [Only the paths to grad's inputs run]. PyTorch: c.grad is [1, 2] after
+// the backward, and c's hook does not fire in grad().
+// Catches: every reachable node run by grad(), which fired c's hooks and
+// retained c's gradient twice ([2, 4]).
+TEST(Engine, GradRunsOnlyThePathsToItsInputs) {
+  Tensor x = leaf({1, 2}), z = leaf({3, 4});
+  Tensor c = z * 3.0;
+  c.retain_grad();
+  int fired = 0;
+  c.register_hook([&](const Tensor&) {
+    ++fired;
+    return Tensor();
+  });
+  Tensor loss = sum(x * c);
+  std::vector<Tensor> gx = autograd::grad({loss}, {x}, {}, true);
+  EXPECT_EQ(gx[0].to_vector<double>(), (std::vector<double>{9, 12}));
+  EXPECT_EQ(fired, 0);
+  EXPECT_FALSE(c.grad().defined());
+  loss.backward();
+  EXPECT_EQ(fired, 1);
+  EXPECT_EQ(c.grad().to_vector<double>(), (std::vector<double>{1, 2}));
+  EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{3, 6}));
+
+  // A non-leaf input: its hook runs, its answer is the hooked gradient, and
+  // nothing below it runs unless another input lies there.
+  Tensor h = z * 2.0;
+  h.register_hook([](const Tensor& g) { return g * 10.0; });
+  std::vector<Tensor> both = autograd::grad({sum(h * h)}, {h, z});
+  EXPECT_EQ(both[0].to_vector<double>(), (std::vector<double>{120, 160}));  // 10 * 2h
+  EXPECT_EQ(both[1].to_vector<double>(), (std::vector<double>{240, 320}));  // 2 * 10 * 2h
+}
+
+// PyTorch: "hook has changed the size of value" / "the type of value".
+// Catches: a hook's result taken as it is (a [2, 3] gradient for a [3] tensor
+// was summed back to [12, 12, 12], a leaf's .grad became a 0-d tensor).
+TEST(Engine, AHookMustReturnAGradientLikeItsOwn) {
+  Tensor x = leaf({1, 2, 3});
+  Tensor y = x * 2.0;
+  y.register_hook([](const Tensor& g) { return g.expand({2, 3}); });
+  EXPECT_EMBER_ERROR(sum(y * 3.0).backward(), "register_hook: a hook changed the gradient's shape, dtype or device: it "
+                                              "was given [3] float64 on cpu and returned [2, 3] float64 on cpu");
+  Tensor w = leaf({1, 2, 3});
+  w.register_hook([](const Tensor& g) { return sum(g); });
+  EXPECT_EMBER_ERROR(sum(w * 2.0).backward(), "returned [] float64");
+  Tensor u = leaf({1, 2, 3});
+  u.register_hook([](const Tensor& g) { return g.to(DType::f32); });
+  EXPECT_EMBER_ERROR(sum(u * 2.0).backward(), "returned [3] float32");
+  EXPECT_FALSE(u.grad().defined());
+}
+
+// PyTorch refuses `x.grad = torch.zeros(3)` for a [1] tensor; ember checks at
+// the next accumulation. Catches: a [3] .grad broadcast into ([2, 2, 2]).
+TEST(Engine, ASetGradUnlikeItsTensorIsRefusedAtAccumulation) {
+  Tensor x = leaf({1});
+  x.set_grad(zeros({3}, {.dtype = DType::f64}));
+  EXPECT_EMBER_ERROR(sum(x * 2.0).backward(), "backward: the leaf's .grad is [3] float64 on cpu but the leaf is [1] "
+                                              "float64 on cpu");
+  x.set_grad(zeros({1}));
+  EXPECT_EMBER_ERROR(sum(x * 2.0).backward(), "the leaf's .grad is [1] float32");
+  x.set_grad(zeros({1}, {.dtype = DType::f64}));
+  sum(x * 2.0).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2}));
+}
+
+// Catches: the accumulator made and .grad written without a lock (two
+// threads' backward passes through one leaf aborted: "pure virtual method called").
+TEST(Engine, BackwardOnTwoThreadsThroughOneLeaf) {
+  Tensor w = zeros({64}, {.requires_grad = true});
+  constexpr int kSteps = 2000;
+  auto steps = [&] {
+    for (int i = 0; i < kSteps; ++i) sum(w * 1.0).backward();
+  };
+  std::thread first(steps), second(steps);
+  first.join();
+  second.join();
+  EXPECT_EQ(w.grad().to_vector<float>(), std::vector<float>(64, float(2 * kSteps)));
+}
+
+// PyTorch: "Output of saved tensor unpack_hook expected to be a Tensor".
+// Catches: the undefined tensor used (a segmentation fault).
+TEST(Engine, AnUnpackThatReturnsNothingIsAnError) {
+  struct Nothing : autograd::PackedTensor {
+    Tensor unpack() override { return Tensor(); }
+  };
+  Tensor x = leaf({1, 2});
+  Tensor y;
+  {
+    autograd::SavedTensorHooksGuard guard([](const Tensor&) { return std::make_shared<Nothing>(); });
+    y = sum(x * x);
+  }
+  EXPECT_EMBER_ERROR(y.backward(), "a saved-tensor hook's unpack returned an undefined tensor");
 }
 
 TEST(Engine, GraphMemoryReturnsToBaselineAfterManyIterations) {
