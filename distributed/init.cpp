@@ -211,7 +211,10 @@ ProcessGroup& init_process_group(InitOptions options) {
   options.backend = resolve_backend(options.backend, env);
   if (options.backend == env.backend) check_backend_name("init_process_group (EMBER_BACKEND)", options.backend);
   check_store_settings(env);
-  const milliseconds timeout = options.timeout.value_or(env.timeout);
+  // A longer timeout (milliseconds::max() for "never") is kMaxTimeoutSeconds,
+  // which every deadline computed from it fits in.
+  const milliseconds timeout = std::min(options.timeout.value_or(env.timeout),
+                                        milliseconds(int64_t(kMaxTimeoutSeconds) * 1000));
   EMBER_CHECK(timeout.count() > 0, "init_process_group: timeout must be positive, got {} ms", timeout.count());
 
   StoreOptions store_options;

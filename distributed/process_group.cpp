@@ -60,6 +60,20 @@ void check_device_tag(const char* op, const Tensor& tensor, uint32_t tag) {
 // is contiguous, else a copy (made on the calling thread, outside autograd).
 Tensor staged_copy(const Tensor& tensor) { return tensor.is_contiguous() ? tensor : tensor.detach().contiguous(); }
 
+// The staged (contiguous) input and output of a collective may share memory
+// only as `input` starting `in_place_offset` elements into `output` (an
+// allgather's input as its own block), never otherwise (-1): another overlap
+// reads values the collective has already overwritten, differently by rank.
+void check_overlap(const char* op, const Tensor& input, const Tensor& output, int64_t in_place_offset) {
+  const auto* in = static_cast<const std::byte*>(input.data_ptr());
+  const auto* out = static_cast<const std::byte*>(output.data_ptr());
+  const bool disjoint = in + input.nbytes() <= out || out + output.nbytes() <= in;
+  const bool in_place = in_place_offset >= 0 && in == out + in_place_offset * output.element_size();
+  EMBER_CHECK(input.numel() == 0 || output.numel() == 0 || disjoint || in_place,
+              "{}: the input ({}) overlaps the output ({}){}; use separate tensors", op, input.shape(), output.shape(),
+              in_place_offset >= 0 ? " elsewhere than at this rank's block" : "");
+}
+
 // A contiguous tensor to receive an output into: `tensor` itself when it is
 // contiguous, else uninitialised scratch copied back by write_back.
 Tensor staged_output(const Tensor& tensor) {
@@ -493,6 +507,7 @@ std::shared_ptr<Work> ProcessGroup::allgather(Tensor output, Tensor input) {
               output.shape(), output.numel(), size(), input.shape(), input.numel(), size() * input.numel(),
               input.dtype(), where(context_));
   Tensor source = staged_copy(input), destination = staged_output(output);
+  check_overlap("allgather", source, destination, int64_t(rank()) * input.numel());
   output.bump_version();
   return enqueue(fmt::format("allgather(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()),
                  Collective::allgather, input.device(), output.nbytes(), [output, source, destination](Backend& backend) {
@@ -513,6 +528,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, Tensor input, 
               input.shape(), input.numel(), size(), output.shape(), output.numel(), size() * output.numel(),
               input.dtype(), where(context_));
   Tensor source = staged_copy(input), destination = staged_output(output);
+  check_overlap("reduce_scatter", source, destination, -1);
   output.bump_version();
   return enqueue(fmt::format("reduce_scatter(output {}, input {}, {}, {})", output.shape(), input.shape(),
                              input.dtype(), reduce_op_name(op)),
@@ -536,6 +552,7 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(Tensor output, Tensor input) {
               "divisible by the group's {} ranks ({}, {})",
               input.shape(), input.numel(), output.shape(), output.numel(), size(), input.dtype(), where(context_));
   Tensor source = staged_copy(input), destination = staged_output(output);
+  check_overlap("all_to_all", source, destination, -1);
   output.bump_version();
   return enqueue(fmt::format("all_to_all(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()),
                  Collective::all_to_all, input.device(), input.nbytes(), [this, output, source, destination](Backend& backend) {

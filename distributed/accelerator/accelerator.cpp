@@ -92,12 +92,25 @@ distributed::ShardedDataParallel* attach_to_sharded_model(detail::AcceleratorSta
 // What each process will hold, once per optimizer, on the main process
 // (accelerator_plan.h); before attaching, while the optimizer holds whole parameters.
 void print_memory_plan(const detail::AcceleratorState& state, const optim::Optimizer& optimizer) {
+  // The largest unit among those holding this optimizer's parameters (a GAN's
+  // two optimizers each see their own model's), at most all of them.
+  std::unordered_set<const TensorImpl*> held;
+  int64_t num_params = 0;
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+    for (const Tensor& parameter : optimizer.params(g)) {
+      held.insert(parameter.impl());
+      num_params += parameter.numel();
+    }
   int64_t largest_unit = 0;
   int processes_per_node = 0;
   for (const detail::PreparedModel& model : state.models) {
     if (!model.zero) continue;
     processes_per_node = model.zero->shard_group().size();
-    for (const auto& flat : model.zero->flat_parameters()) largest_unit = std::max(largest_unit, flat->total_numel());
+    for (const auto& flat : model.zero->flat_parameters()) {
+      const bool holds = std::any_of(flat->parameters().begin(), flat->parameters().end(),
+                                     [&](const Tensor& parameter) { return held.count(parameter.impl()) > 0; });
+      if (holds) largest_unit = std::max(largest_unit, std::min(flat->total_numel(), num_params));
+    }
   }
   for (const std::string& line : detail::memory_plan(optimizer, largest_unit, state.options.sharding.strategy,
                                                      state.num_processes, processes_per_node))
@@ -275,7 +288,7 @@ void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
     if (state->scaler && !state->scaler->is_unscaled(o)) state->scaler->unscale_(o);
     if (const std::optional<double>& max_norm = state->options.sharding.max_grad_norm) {
       if (record->zero) {
-        record->zero->clip_grad_norm_(*max_norm);
+        record->zero->clip_optimizer_grad_norm_(*max_norm);
       } else {
         std::vector<Tensor> parameters;
         for (size_t g = 0; g < o.num_param_groups(); ++g)
@@ -495,16 +508,23 @@ distributed::ShardedDataParallel* Accelerator::sharded_engine_of(const std::vect
     std::unordered_set<const TensorImpl*> mine;
     for (const Tensor& parameter : model.module->parameters())
       if (parameter.requires_grad()) mine.insert(parameter.impl());
+    // Frozen parameters have no gradient to clip (PyTorch skips them): only
+    // the trainable ones given must be the model's.
     size_t found = 0;
-    for (const Tensor& parameter : parameters) found += mine.count(parameter.impl());
-    if (found == 0) continue;
+    size_t trainable = 0;
     std::unordered_set<const TensorImpl*> given;
-    for (const Tensor& parameter : parameters) given.insert(parameter.impl());
-    EMBER_CHECK(found == parameters.size() && given.size() == mine.size(),
+    for (const Tensor& parameter : parameters) {
+      if (!parameter.requires_grad()) continue;
+      found += mine.count(parameter.impl());
+      ++trainable;
+      given.insert(parameter.impl());
+    }
+    if (found == 0) continue;
+    EMBER_CHECK(found == trainable && given.size() == mine.size(),
                 "Accelerator::{}: under strategy {} gradients are sharded, so only all of the prepared {}'s "
                 "trainable parameters can be clipped together (got {} of its {} parameters{})",
                 op, distributed::to_string(state_->options.sharding.strategy), model.module->type_name(), found,
-                mine.size(), found == parameters.size() ? "" : " and others");
+                mine.size(), found == trainable ? "" : " and others");
     return model.zero.get();
   }
   return nullptr;

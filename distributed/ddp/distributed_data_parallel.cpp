@@ -63,10 +63,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
               module_->type_name());
   buffers_ = module_->buffers();
 
-  // Every rank starts from rank 0's weights, so equal gradients keep them equal.
+  // Every rank starts from rank 0's weights, frozen ones included, and its
+  // buffers (PyTorch's _sync_module_states): equal gradients keep them equal.
   check_same_parameters_on_every_rank();
   std::vector<Tensor> state;
-  for (const auto& entry : parameters_) state.push_back(entry.second);
+  for (const auto& entry : module_->named_parameters()) state.push_back(entry.second);
   state.insert(state.end(), buffers_.begin(), buffers_.end());
   broadcast_from_rank0(state);
 
@@ -111,7 +112,7 @@ std::string DistributedDataParallel::trace_path() const { return profiler::proce
 // Note [Same parameters on every rank]: a rank built with another model would
 // otherwise hang in the broadcast, or train on buffers of the wrong meaning.
 void DistributedDataParallel::check_same_parameters_on_every_rank() const {
-  distributed::check_same_parameters_on_every_rank(group_, parameters_, "DistributedDataParallel");
+  distributed::check_same_parameters_on_every_rank(group_, module_->named_parameters(), "DistributedDataParallel");
 }
 
 void DistributedDataParallel::broadcast_from_rank0(const std::vector<Tensor>& tensors) const {
@@ -122,7 +123,10 @@ void DistributedDataParallel::broadcast_from_rank0(const std::vector<Tensor>& te
 }
 
 void DistributedDataParallel::before_forward() {
-  if (reducer_->reduction_pending()) {
+  // Only a forward that will prepare a reduction (grad mode on, outside
+  // no_sync) needs the last one finished, as in PyTorch: an evaluation
+  // forward under NoGradGuard between a forward and its backward is fine.
+  if (grad_mode_enabled() && sync_ && reducer_->reduction_pending()) {
     EMBER_CHECK(false,
                 "DistributedDataParallel: Expected to have finished reduction in the prior iteration before starting "
                 "a new one. This error indicates that your module has parameters that were not used in producing "

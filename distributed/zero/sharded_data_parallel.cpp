@@ -38,10 +38,13 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module, Pro
                 name, parameter.shape());
   buffers_ = module_->buffers();
 
-  check_same_parameters_on_every_rank(parameters);
+  // Frozen parameters are not sharded, but every rank starts from rank 0's,
+  // as from its trainable ones and buffers.
+  const NamedTensors all_parameters = module_->named_parameters();
+  check_same_parameters_on_every_rank(all_parameters);
   if (group_.size() > 1) {
     std::vector<std::shared_ptr<Work>> works;
-    for (const auto& entry : parameters) works.push_back(group_.broadcast(entry.second, 0));
+    for (const auto& entry : all_parameters) works.push_back(group_.broadcast(entry.second, 0));
     for (const Tensor& buffer : buffers_) works.push_back(group_.broadcast(buffer, 0));
     for (const auto& work : works) work->wait();
   }
@@ -232,6 +235,17 @@ void ShardedDataParallel::after_unit_forward(size_t unit, const nn::ForwardCall&
 
 void ShardedDataParallel::before_unit_backward(size_t unit) {
   if (!backward_expected_) return;
+  // ZeRO-2/3 keep only the reduced shards of the gradients, which only an
+  // attached optimizer updates from: a step of an optimizer left out of
+  // prepare would find no gradient and change nothing. Refused as the
+  // backward reaches the model's output, before any rank has launched a
+  // reduction (a forward alone, for inference, needs no optimizer).
+  EMBER_CHECK(!units_[unit].root || !iteration_syncs_ || optimizer_ != nullptr ||
+                  options_.strategy == ShardingStrategy::zero1,
+              "ShardedDataParallel: under strategy {} the gradients are reduced into shards that only an attached "
+              "optimizer updates from, and {} has none: pass the optimizer to prepare (prepare(model, optimizer)), "
+              "or attach_optimizer()",
+              to_string(options_.strategy), module_->type_name());
   gather_unit(unit);
   if (units_[unit].root) {
     autograd::queue_callback([this] { end_of_backward(); });
@@ -332,6 +346,12 @@ void ShardedDataParallel::attach_optimizer(optim::Optimizer& optimizer, bool ins
   for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
     for (const Tensor& parameter : optimizer.params(g)) {
       auto found = where.find(parameter.impl());
+      // A frozen parameter has no piece: the optimizer's state indices are its pieces'.
+      EMBER_CHECK(found != where.end() || parameter.requires_grad(),
+                  "ShardedDataParallel: {} holds a frozen parameter (requires_grad false) of shape {}; ZeRO shards "
+                  "only trainable parameters, so build the optimizer from those (the parameters of "
+                  "model->parameters() whose requires_grad() is true)",
+                  optimizer.name(), parameter.shape());
       EMBER_CHECK(found != where.end(),
                   "ShardedDataParallel: {} holds a parameter of shape {} that is not a trainable parameter of the "
                   "sharded {}; ZeRO shards only the model's parameters (build the optimizer from model->parameters())",
@@ -351,7 +371,7 @@ void ShardedDataParallel::attach_optimizer(optim::Optimizer& optimizer, bool ins
   optimizer_alive_ = token;
   optimizer_hooks_.push_back(optimizer.register_step_pre_hook([this, token](optim::Optimizer&) {
     before_step();
-    if (options_.max_grad_norm) clip_grad_norm_(*options_.max_grad_norm);
+    if (options_.max_grad_norm) clip_optimizer_grad_norm_(*options_.max_grad_norm);
     return true;
   }));
   optimizer_hooks_.push_back(optimizer.register_step_post_hook([this, token](optim::Optimizer&) { after_step(); }));
@@ -405,11 +425,28 @@ std::vector<Tensor> ShardedDataParallel::piece_parameters() const {
 // parameters no rank used are zeros there, so they add nothing.
 Tensor ShardedDataParallel::clip_grad_norm_(double max_norm, double norm_type) {
   for (auto& flat : flats_) flat->publish_piece_gradients();
+  std::vector<Tensor> gradients;
+  for (auto& flat : flats_)
+    if (flat->has_gradients()) gradients.push_back(flat->gradient_shard());
+  return clip_gradients_(gradients, max_norm, norm_type);
+}
+
+Tensor ShardedDataParallel::clip_optimizer_grad_norm_(double max_norm) {
+  for (auto& flat : flats_) flat->publish_piece_gradients();
+  std::vector<Tensor> gradients;
+  for (const auto& [f, i] : optimizer_slots_) {
+    FlatParameter& flat = *flats_[f];
+    if (flat.has_gradients() && flat.piece(i).numel() > 0)
+      gradients.push_back(flat.gradient_shard().narrow(0, flat.piece_shard_offset(i), flat.piece(i).numel()));
+  }
+  return clip_gradients_(gradients, max_norm, 2.0);
+}
+
+Tensor ShardedDataParallel::clip_gradients_(const std::vector<Tensor>& gradients, double max_norm, double norm_type) {
   const bool infinity = std::isinf(norm_type) && norm_type > 0;
   double local = 0;
-  for (auto& flat : flats_) {
-    if (!flat->has_gradients()) continue;
-    const double shard_norm = norm(flat->gradient_shard(), infinity ? INFINITY : norm_type).to(DType::f64).item<double>();
+  for (const Tensor& gradient : gradients) {
+    const double shard_norm = norm(gradient, infinity ? INFINITY : norm_type).to(DType::f64).item<double>();
     local = infinity ? std::max(local, shard_norm) : local + std::pow(shard_norm, norm_type);
   }
   // Over one copy of each shard: under hybrid the other nodes hold the same ones.
@@ -418,8 +455,7 @@ Tensor ShardedDataParallel::clip_grad_norm_(double max_norm, double norm_type) {
   const double norm_value = infinity ? total.item<double>() : std::pow(total.item<double>(), 1.0 / norm_type);
   const double coefficient = std::min(max_norm / (norm_value + 1e-6), 1.0);
   NoGradGuard no_grad;
-  for (auto& flat : flats_)
-    if (flat->has_gradients()) flat->gradient_shard() *= coefficient;
+  for (Tensor gradient : gradients) gradient *= coefficient;
   return scalar_tensor(norm_value, {.dtype = DType::f32});
 }
 

@@ -111,6 +111,9 @@ class ShardedDataParallel {
   // the shards scaled so that it is at most max_norm, as optim::clip_grad_norm_
   // does on whole gradients. Call it between backward and step.
   Tensor clip_grad_norm_(double max_norm, double norm_type = 2.0);
+  // The same over the attached optimizer's parameters only (max_grad_norm:
+  // what clipping the optimizer's parameters does without sharding).
+  Tensor clip_optimizer_grad_norm_(double max_norm);
   void clip_grad_value_(double clip_value);
   // The pieces the optimizer updates (for the fp16 scaler's unscale and inf check).
   std::vector<Tensor> piece_parameters() const;
@@ -145,6 +148,9 @@ class ShardedDataParallel {
   ShardedMemory memory() const;
 
  private:
+  // The global norm of these gradients (views of this rank's shards) over
+  // the shard group, and the views scaled so that it is at most max_norm.
+  Tensor clip_gradients_(const std::vector<Tensor>& gradients, double max_norm, double norm_type);
   struct Unit {
     std::string name;
     nn::Module* module = nullptr;

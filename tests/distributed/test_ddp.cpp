@@ -80,6 +80,10 @@ TEST(DDP, UnusedParametersWithoutFindUnusedAreNamedInTheError) {
 
 TEST(DDP, BuffersAreBroadcastFromRankZero) { expect_clean_success(run_ranks(2, "ddp_broadcast_buffers")); }
 
+TEST(DDP, FrozenParametersStartFromRankZerosAndEvaluationForwardsAreAllowed) {
+  expect_clean_success(run_ranks(2, "ddp_frozen_parameters_and_evaluation_forwards"));
+}
+
 TEST(DDP, RanksWithOtherParameterDtypesAreRefusedNamingTheParameter) {
   for (const char* engine : {"ddp", "zero3"})
     expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_mismatched_parameters", {"dtype", engine}, seconds(60)));

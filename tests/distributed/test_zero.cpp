@@ -41,6 +41,12 @@ TEST_P(ZeroMatchesDdp, WithAccumulationAndClipping) {
 
 TEST_P(ZeroMatchesDdp, WithBf16Autocast) { expect_clean_success(run_ranks(2, {GetParam(), "auto", "bf16"})); }
 
+// Catches: max_grad_norm measuring every trainable parameter's gradient
+// instead of the optimizer's (the clipped step differed from DDP's).
+TEST_P(ZeroMatchesDdp, WithAnOptimizerOfSomeParametersAndMaxGradNorm) {
+  expect_clean_success(run_ranks(2, {GetParam(), "auto", "subset"}));
+}
+
 TEST_P(ZeroMatchesDdp, OverGloo) { expect_clean_success(run_ranks(2, {GetParam(), "gloo", "accumulate"})); }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, ZeroMatchesDdp, ::testing::Values("zero1", "zero2", "zero3"));
@@ -67,6 +73,15 @@ TEST(Zero, HybridShardsInsideEachNodeAndAveragesAcrossNodes) {
   }
   EXPECT_TRUE(leftover_workers().empty());
   EXPECT_TRUE(leftover_segments().empty());
+}
+
+// A GAN's two models and optimizers prepared together, a frozen parameter
+// left out of the optimizer and passed to clip_grad_norm_. Catches: the
+// memory plan taking the larger model's unit for the smaller one's optimizer
+// (rank 0 alone failed in prepare: "largest_unit_params must be from 0 to
+// num_params 21, got 420"), and clip_grad_norm_ refusing a frozen parameter.
+TEST(Zero, TwoModelsWithOptimizersOfTheirOwn) {
+  expect_clean_success(launch({"--nproc-per-node", "2"}, "accelerator_two_models", {"zero3"}, seconds(60)));
 }
 
 TEST(Zero, RefusedPathsSayWhatToDo) {

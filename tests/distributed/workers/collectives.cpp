@@ -386,6 +386,17 @@ void test_validation(ProcessGroup& group, Checker& check, Device device) {
                      [&] { group.allgather(empty({3}, DType::f32), empty({size * 3 + 1}, DType::f32)); });
   check.expect_error("allgather dtypes", "output dtype float64 differs from input dtype float32",
                      [&] { group.allgather(empty({size}, DType::f64), empty({1}, DType::f32)); });
+  // Catches: an input overlapping the output away from its own block taken
+  // (the ranks then gathered different, half-overwritten values).
+  if (size > 1) {
+    Tensor gathered = empty({2 * size}, DType::f32);
+    const int64_t elsewhere = group.rank() == 0 ? 1 : 0;
+    check.expect_error("allgather overlap", "allgather: the input ([2]) overlaps the output ([" +
+                                                std::to_string(2 * size) + "]) elsewhere than at this rank's block",
+                       [&] { group.allgather(gathered, gathered.narrow(0, elsewhere, 2)); });
+    check.expect_error("all_to_all overlap", "all_to_all: the input",
+                       [&] { group.all_to_all(gathered, gathered); });
+  }
   check.expect_error("reduce_scatter size", "reduce_scatter: input [5]",
                      [&] { group.reduce_scatter(empty({size + 1}, DType::f32), empty({5}, DType::f32)); });
   check.expect_error("broadcast root", fmt::format("broadcast: root {} is out of range", size),
@@ -491,8 +502,12 @@ EMBER_SCENARIO(collectives) {
   }
   distributed::destroy_process_group();
 
-  // A second init after destroy works (new store prefixes, a fresh server).
-  ProcessGroup& again = distributed::init_process_group({.backend = args[0]});
+  // A second init after destroy works (new store prefixes, a fresh server),
+  // and a timeout that means "never" is the longest ember keeps. Catches: the
+  // deadlines computed from milliseconds::max() overflowing (the store's first
+  // get failed at once, "not set after 9.22337e+15 s").
+  ProcessGroup& again =
+      distributed::init_process_group({.backend = args[0], .timeout = std::chrono::milliseconds::max()});
   Tensor t = make_values(DType::f32, {2}, [&](int64_t) { return 1; }).to(device);
   again.allreduce(t, ReduceOp::sum)->wait();
   check.expect_values("allreduce after re-init", t.to_vector<double>(), std::vector<double>(2, double(again.size())));

@@ -522,6 +522,47 @@ EMBER_SCENARIO(ddp_broadcast_buffers) {
   return failures;
 }
 
+// Frozen parameters start from rank 0's too (PyTorch's _sync_module_states),
+// and an evaluation forward under NoGradGuard between a forward and its
+// backward is allowed, as in PyTorch. Catches: only trainable parameters
+// broadcast (the frozen layer differed by rank, and so did the outputs), and
+// the unfinished-reduction check made by every forward (an error naming
+// every parameter as unused).
+EMBER_SCENARIO(ddp_frozen_parameters_and_evaluation_forwards) {
+  ProcessGroup& group = init(args);
+  int rank = group.rank(), world = group.size();
+  manual_seed(100 + uint64_t(rank));
+  auto model = std::make_shared<nn::Sequential>(nn::Linear(kFeatures, 16), nn::Tanh(), nn::Linear(16, kClasses));
+  for (auto& [name, parameter] : model->named_parameters())
+    if (name.starts_with("0.")) parameter.requires_grad_(false);
+  auto rank0_copy = [&group](const Tensor& tensor) {
+    Tensor copy = tensor.clone();
+    group.broadcast(copy, 0)->wait();
+    return copy;
+  };
+  int failures = 0;
+  {
+    DistributedDataParallel ddp(model, group);
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1});
+    for (int64_t step = 0; step < 2; ++step) {
+      Batch local = slice(global_batch(step), rank, world);
+      Tensor loss = F::cross_entropy(ddp(local.inputs), local.targets);
+      {
+        NoGradGuard no_grad;
+        ddp(local.inputs);
+      }
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+    }
+    for (const auto& [name, parameter] : model->named_parameters())
+      failures += check(rank0_copy(parameter).to_vector<float>() == parameter.to_vector<float>(), rank,
+                        fmt::format("parameter {} equals rank 0's", name));
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
 // For the overlap test: a 4-layer MLP with buckets of ~10 KB, so that there
 // are three (bucket 0: layers 6 and 4, bucket 1: layer 2, bucket 2: layer 0),
 // trained for a few steps with EMBER_DDP_TRACE set by the test. The test

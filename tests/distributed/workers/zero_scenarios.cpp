@@ -11,7 +11,7 @@
 // not bit for bit: the global norm for clipping is summed shard by shard
 // instead of parameter by parameter, and bf16 autocast rounds the same
 // products in both but their sums can associate differently in a GEMM.
-//   zero_matches_ddp <strategy> <backend> [accumulate] [bf16] [clip] [sgd]
+//   zero_matches_ddp <strategy> <backend> [accumulate] [bf16] [clip] [sgd] [subset]
 #include <ember/ember.h>
 
 #include <algorithm>
@@ -126,6 +126,9 @@ EMBER_SCENARIO(zero_matches_ddp) {
   const int rank = group.rank(), world = group.size();
   const bool accumulate = has(args, "accumulate"), bf16 = has(args, "bf16"), clip = has(args, "clip");
   const bool sgd = has(args, "sgd");
+  // subset: both optimizers leave blocks.2 out, and ZeRO clips by max_grad_norm, which must
+  // measure the optimizer's parameters only, as clipping them without sharding does.
+  const bool subset = has(args, "subset");
   const double tolerance = bf16 ? 2e-3 : 2e-5;
   int failures = 0;
   {
@@ -136,17 +139,24 @@ EMBER_SCENARIO(zero_matches_ddp) {
     ResolvedShardingOptions options;
     options.strategy = strategy;
     options.wrap_module_types = {"Block"};
+    if (subset) options.max_grad_norm = 0.05;
     ShardedDataParallel zero(model, group, options);
+    auto optimized = [subset](const nn::Module& net) {
+      std::vector<Tensor> parameters;
+      for (const auto& [name, parameter] : net.named_parameters())
+        if (!subset || !name.starts_with("blocks.2.")) parameters.push_back(parameter);
+      return parameters;
+    };
     failures += check(zero.unit_names() == std::vector<std::string>{"blocks.0", "blocks.1", "blocks.2", ""}, rank,
                       "every Block is a unit, the rest is the root unit");
 
     std::unique_ptr<optim::Optimizer> reference_optimizer, optimizer;
     if (sgd) {
-      reference_optimizer = std::make_unique<optim::SGD>(reference->parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
-      optimizer = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+      reference_optimizer = std::make_unique<optim::SGD>(optimized(*reference), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+      optimizer = std::make_unique<optim::SGD>(optimized(*model), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
     } else {
-      reference_optimizer = std::make_unique<optim::AdamW>(reference->parameters(), optim::AdamWOptions{.lr = 1e-2});
-      optimizer = std::make_unique<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = 1e-2});
+      reference_optimizer = std::make_unique<optim::AdamW>(optimized(*reference), optim::AdamWOptions{.lr = 1e-2});
+      optimizer = std::make_unique<optim::AdamW>(optimized(*model), optim::AdamWOptions{.lr = 1e-2});
     }
     zero.attach_optimizer(*optimizer);
 
@@ -170,6 +180,7 @@ EMBER_SCENARIO(zero_matches_ddp) {
       Batch local = slice(global_batch(step), rank, world);
       train_step(*reference, [&] { return ddp.no_sync(); }, local);
       if (clip) optim::clip_grad_norm_(reference->parameters(), 0.5);
+      if (subset) optim::clip_grad_norm_(optimized(*reference), 0.05);
       reference_optimizer->step();
       reference_optimizer->zero_grad();
 
@@ -369,6 +380,22 @@ EMBER_SCENARIO(zero_errors) {
     }
   }
   {
+    // Catches: the reduced shards dropped with no optimizer to take them (a
+    // step of the optimizer left out of prepare found no gradient and
+    // changed nothing), and a frozen parameter refused as not the model's.
+    auto model = std::make_shared<nn::Sequential>(Block(kWidth), Block(kWidth));
+    ShardedDataParallel zero(model, group, options_for(ShardingStrategy::zero2));
+    const Tensor out = (*model)(inputs);
+    failures += expect_error(rank, "a backward with no optimizer attached",
+                             "has none: pass the optimizer to prepare", [&] { mean(out * out).backward(); });
+    auto frozen_model = std::make_shared<nn::Sequential>(Block(kWidth));
+    frozen_model->named_parameters().front().second.requires_grad_(false);
+    ShardedDataParallel frozen(frozen_model, group, options_for(ShardingStrategy::zero2));
+    optim::SGD all(frozen_model->parameters(), {.lr = 0.1});
+    failures += expect_error(rank, "an optimizer holding a frozen parameter", "holds a frozen parameter",
+                             [&] { frozen.attach_optimizer(all); });
+  }
+  {
     auto model = std::make_shared<nn::Sequential>(Block(kWidth));
     optim::SGD optimizer(model->parameters(), {.lr = 0.1});
     {
@@ -424,6 +451,42 @@ EMBER_SCENARIO(accelerator_plan) {
     }
   }
   return 0;
+}
+
+// A generator and a discriminator, each with its own AdamW, prepared together
+// under args[0]; the generator's bias is frozen (left out of its optimizer,
+// given to clip_grad_norm_ with the rest). Two steps of each.
+EMBER_SCENARIO(accelerator_two_models) {
+  int failures = 0;
+  {
+    Accelerator accelerator({.sharding = {.strategy = args.at(0)}});
+    manual_seed(3);
+    std::shared_ptr<nn::Module> generator = std::make_shared<nn::Linear>(20, 20);
+    std::shared_ptr<nn::Module> discriminator = std::make_shared<nn::Linear>(20, 1);
+    generator->named_parameters().back().second.requires_grad_(false);
+    std::vector<Tensor> trainable;
+    for (const Tensor& parameter : generator->parameters())
+      if (parameter.requires_grad()) trainable.push_back(parameter);
+    optim::AdamW generator_optimizer(trainable, {.lr = 1e-3});
+    optim::AdamW discriminator_optimizer(discriminator->parameters(), {.lr = 1e-3});
+    accelerator.prepare(generator, discriminator, generator_optimizer, discriminator_optimizer);
+    Generator noise(7 + uint64_t(accelerator.process_index()));
+    for (int step = 0; step < 2; ++step) {
+      const Tensor fake = (*generator)(randn({4, 20}, {}, &noise));
+      accelerator.backward(mean((*discriminator)(fake.detach())));
+      discriminator_optimizer.step();
+      discriminator_optimizer.zero_grad();
+      accelerator.backward(-mean((*discriminator)(fake)));
+      const double norm = accelerator.clip_grad_norm_(generator->parameters(), 1.0).item<double>();
+      failures += check(std::isfinite(norm) && norm > 0, accelerator.process_index(),
+                        fmt::format("generator gradient norm {} is finite and positive", norm));
+      generator_optimizer.step();
+      generator_optimizer.zero_grad();
+      discriminator_optimizer.zero_grad();
+    }
+  }
+  distributed::destroy_process_group();
+  return failures;
 }
 
 }  // namespace ember::test
