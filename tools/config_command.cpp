@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "config_file.h"
@@ -47,6 +48,14 @@ int run_config(const ConfigCommandOptions& options) {
   }
   std::string path = options.config_file.empty() ? default_config_path() : options.config_file;
   bool interactive = options.settings.empty() && isatty(STDIN_FILENO);
+  // No flags and no terminal to ask (a pipe, CI, ssh host ember config):
+  // the defaults, as `accelerate config default` writes them, but never over
+  // a config that exists, which would lose every setting in it.
+  std::error_code error;
+  EMBER_CHECK(interactive || !options.settings.empty() || !std::filesystem::exists(path, error),
+              "no settings given and stdin is not a terminal to ask them: '{}' exists and is kept (pass the settings "
+              "as flags, e.g. --num-processes 2 --mixed-precision bf16, to replace it)",
+              path);
   Settings settings = interactive ? ask_config_questions(std::cin, std::cout) : settings_from_flags(options.settings);
   write_config_file(path, settings);
   std::printf("ember configuration saved at %s\n", path.c_str());

@@ -23,27 +23,46 @@ MemoryEstimate estimate_memory(const MemoryEstimateOptions& options) {
   int64_t group = options.world_size;
   if (options.strategy == ShardingStrategy::hybrid && options.processes_per_node > 0) group = options.processes_per_node;
   const int64_t shard = (params + group - 1) / group;  // s(P)
-  const int64_t state = int64_t(options.optimizer_buffers) * bytes;
+  // Every byte count must fit in 64 bits, their sum too (a wrapped one printed negative sizes).
+  auto times = [&](int64_t count, int64_t size) {
+    int64_t product = 0;
+    EMBER_CHECK(!__builtin_mul_overflow(count, size, &product),
+                "estimate_memory: {} parameters of {} take more bytes than 64 bits count", params,
+                dtype_name(options.dtype));
+    return product;
+  };
+  const int64_t state = times(options.optimizer_buffers, bytes);
 
   MemoryEstimate estimate;
   switch (options.strategy) {
     case ShardingStrategy::ddp:
-      estimate = {.parameters = params * bytes, .gradients = params * bytes, .optimizer_state = params * state};
+      estimate = {.parameters = times(params, bytes),
+                  .gradients = times(params, bytes),
+                  .optimizer_state = times(params, state)};
       break;
     case ShardingStrategy::zero1:
-      estimate = {.parameters = params * bytes, .gradients = params * bytes, .optimizer_state = shard * state};
+      estimate = {.parameters = times(params, bytes),
+                  .gradients = times(params, bytes),
+                  .optimizer_state = times(shard, state)};
       break;
     case ShardingStrategy::zero2:
-      estimate = {.parameters = params * bytes, .gradients = shard * bytes, .optimizer_state = shard * state};
+      estimate = {.parameters = times(params, bytes),
+                  .gradients = times(shard, bytes),
+                  .optimizer_state = times(shard, state)};
       break;
     case ShardingStrategy::zero3:
     case ShardingStrategy::hybrid:
-      estimate = {.parameters = shard * bytes,
-                  .gradients = shard * bytes,
-                  .optimizer_state = shard * state,
-                  .transient = group > 1 ? 2 * unit * bytes : 0};  // one process gathers nothing
+      estimate = {.parameters = times(shard, bytes),
+                  .gradients = times(shard, bytes),
+                  .optimizer_state = times(shard, state),
+                  .transient = group > 1 ? times(unit, 2 * bytes) : 0};  // one process gathers nothing
       break;
   }
+  int64_t total = 0;
+  for (int64_t part : {estimate.parameters, estimate.gradients, estimate.optimizer_state, estimate.transient})
+    EMBER_CHECK(!__builtin_add_overflow(total, part, &total),
+                "estimate_memory: {} parameters of {} take more bytes than 64 bits count", params,
+                dtype_name(options.dtype));
   return estimate;
 }
 

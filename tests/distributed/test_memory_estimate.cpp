@@ -58,6 +58,11 @@ TEST(MemoryEstimate, DtypeBuffersAndOneProcess) {
 
 TEST(MemoryEstimate, BadOptionsAreErrors) {
   EXPECT_EMBER_ERROR(estimate_memory({.num_params = -1}), "num_params must not be negative, got -1");
+  // Catches: byte counts past 64 bits wrapped (ember estimate-memory printed negative sizes).
+  EXPECT_EMBER_ERROR(estimate_memory({.num_params = int64_t(2e18)}),
+                     "estimate_memory: 2000000000000000000 parameters of float32 take more bytes than 64 bits count");
+  EXPECT_EMBER_ERROR(estimate_memory({.num_params = int64_t(9e17), .dtype = DType::f64, .optimizer_buffers = 0}),
+                     "take more bytes than 64 bits count");  // each part fits, their sum does not
   EXPECT_EMBER_ERROR(estimate_memory({.num_params = 10, .largest_unit_params = 11}),
                      "largest_unit_params must be from 0 to num_params 10, got 11");
   EXPECT_EMBER_ERROR(estimate_memory({.num_params = 10, .optimizer_buffers = -2}),

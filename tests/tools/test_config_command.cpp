@@ -61,6 +61,24 @@ TEST_F(ConfigCommandTest, FlagsWriteAFileThatReadsBackEqual) {
   EXPECT_EQ(config.warnings, std::vector<std::string>{});
 }
 
+// No flags and no terminal: the defaults where no config exists, and an error
+// that keeps one that does. Catches: `ember config </dev/null` replacing a
+// written config with the defaults (strategy, precision and the rest lost).
+TEST_F(ConfigCommandTest, NoFlagsWithoutATerminalNeverReplaceAConfig) {
+  ProcessResult first = ember_config({default_file}, {});
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(launch::read_config_file(path).settings,
+            (Settings{{"machine_rank", "0"}, {"mixed_precision", "no"}, {"num_machines", "1"}, {"num_processes", "1"},
+                      {"use_cpu", "false"}}));
+  ASSERT_EQ(ember_config({default_file}, {"--num-processes", "4", "--mixed-precision", "bf16"}).exit_code, 0);
+  ProcessResult again = ember_config({default_file}, {});
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_TRUE(contains(again.output, "no settings given and stdin is not a terminal to ask them: '" + path +
+                                         "' exists and is kept"))
+      << again.output;
+  EXPECT_EQ(launch::read_config_file(path).settings.at("mixed_precision"), "bf16");
+}
+
 // The sharding keys from their flags; a sharded strategy makes the job FSDP's
 // kind for Accelerate's distributed_type.
 TEST_F(ConfigCommandTest, ShardingFlagsWriteTheirKeys) {
