@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/ember_variables.h"
+#include "core/output_directory.h"
 #include "distributed/environment.h"
 #include "distributed/store/tcp_store.h"
 #include "output_prefixer.h"
@@ -427,7 +428,9 @@ int run_launch(const LaunchOptions& given) {
   }
   if (!options.profile_dir.empty()) {
     // Absolute, so a worker that changes directory writes where the user asked.
-    const std::string profile = "EMBER_PROFILE=" + std::filesystem::absolute(options.profile_dir).string();
+    const std::filesystem::path directory = std::filesystem::absolute(options.profile_dir);
+    prepare_output_directory("--profile", directory);
+    const std::string profile = "EMBER_PROFILE=" + directory.string();
     std::erase_if(base, [](const std::string& entry) { return entry.starts_with("EMBER_PROFILE="); });
     base.push_back(profile);
     say(profile);

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -32,26 +33,47 @@ nlohmann::json merge_traces(const std::string& directory) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
     const int rank = rank_of_file_name(entry.path().filename().string());
-    if (rank >= 0) files[rank] = entry.path();
+    if (rank < 0) continue;
+    auto [place, added] = files.emplace(rank, entry.path());
+    EMBER_CHECK(added, "{} and {} are both rank {}'s trace", place->second.string(),
+                entry.path().string(), rank);
   }
-  EMBER_CHECK(!error, "ember trace merge: cannot list {}: {}", directory, error.message());
-  EMBER_CHECK(!files.empty(), "ember trace merge: no rank<r>.json in {} (run with EMBER_PROFILE={})", directory,
+  EMBER_CHECK(!error, "cannot list {}: {}", directory, error.message());
+  EMBER_CHECK(!files.empty(), "no rank<r>.json in {} (run with EMBER_PROFILE={})", directory,
               directory);
 
   nlohmann::json events = nlohmann::json::array();
   nlohmann::json offsets = nlohmann::json::object();
+  std::optional<std::pair<std::string, std::string>> job;  // (id, the file that says it)
   for (const auto& [file_rank, path] : files) {
     nlohmann::json trace;
     try {
       trace = nlohmann::json::parse(read_small_file("ember trace merge", path, kMaxTraceBytes));
     } catch (const nlohmann::json::exception& failure) {
-      EMBER_CHECK(false, "ember trace merge: {} is not JSON: {}", path.string(), failure.what());
+      EMBER_CHECK(false, "{} is not JSON: {}", path.string(), failure.what());
     }
     EMBER_CHECK(trace.is_object() && trace.contains("traceEvents") && trace["traceEvents"].is_array(),
-                "ember trace merge: {} has no traceEvents array", path.string());
+                "{} has no traceEvents array", path.string());
     const nlohmann::json ember = trace.value("ember", nlohmann::json::object());
     const int rank = ember.value("rank", file_rank);
-    EMBER_CHECK(rank == file_rank, "ember trace merge: {} holds rank {}'s trace", path.string(), rank);
+    EMBER_CHECK(rank == file_rank, "{} holds rank {}'s trace", path.string(), rank);
+    // Files of one job only, and all of its ranks (traces written by ember launch's workers say both).
+    if (ember.contains("job")) {
+      const std::string id = ember["job"].get<std::string>();
+      if (!job) job.emplace(id, path.string());
+      EMBER_CHECK(job->first == id,
+                  "{} is from job {} but {} from job {} (an earlier run's files in {}? remove them)",
+                  job->second, job->first, path.string(), id, directory);
+    }
+    if (ember.contains("world_size")) {
+      const int world_size = ember["world_size"].get<int>();
+      for (int r = 0; r < world_size; ++r)
+        EMBER_CHECK(files.count(r), "{} is one of {} ranks, but {} has no rank{}.json",
+                    path.string(), world_size, directory, r);
+      EMBER_CHECK(int(files.size()) == world_size,
+                  "{} is one of {} ranks, but {} holds {} rank files (an earlier run's?)",
+                  path.string(), world_size, directory, files.size());
+    }
     // Note [One clock for every rank]: this rank's clock minus rank 0's.
     const int64_t offset_ns = ember.value("clock_offset_ns", int64_t(0));
     offsets[std::to_string(rank)] = offset_ns;

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/output_directory.h"
+#include "core/profiler/profiler.h"
 #include "core/profiler/recorder.h"
 
 namespace ember::profiler {
@@ -65,7 +67,17 @@ void start_environment_profile() {
   static std::once_flag once;
   std::call_once(once, [] {
     if (const char* directory = environment("EMBER_PROFILE")) {
-      start_process_profile({.path_prefix = (std::filesystem::path(directory) / "rank").string(),
+      // Absolute now, so a program that changes directory writes where it
+      // was asked; checked now, so a run learns at its start that it cannot.
+      std::error_code error;
+      const std::filesystem::path absolute = std::filesystem::absolute(directory, error);
+      try {
+        prepare_output_directory("EMBER_PROFILE", absolute);
+      } catch (const Error& cannot) {
+        std::fprintf(stderr, "[ember profiler] no profile will be written: %s\n", cannot.what());
+        return;
+      }
+      start_process_profile({.path_prefix = (absolute / "rank").string(),
                              .record = {.record_shapes = environment("EMBER_PROFILE_SHAPES") != nullptr}});
     } else if (const char* prefix = environment("EMBER_DDP_TRACE")) {
       // DDP's trace of old: backward nodes and communication only.
@@ -93,6 +105,8 @@ void finish_process_profile() {
   }
   if (!profile) return;
   const int rank = rank_for_file();
+  // The trace says the rank its file is named after (a job without a process group: RANK).
+  if (detail::process_rank() < 0) set_process_rank(rank);
   const std::string path = options.path_prefix + std::to_string(rank) + ".json";
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code ignored;

@@ -2,6 +2,7 @@
 #include "core/profiler/profile.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -87,6 +88,10 @@ nlohmann::json Profile::chrome_trace() {
         {{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", thread}, {"args", {{"name", name}}}});
   for (const Event& event : events_) events.push_back(event_json(event, rank));
   nlohmann::json ember = {{"rank", rank}, {"begin_ns", begin_ns_}, {"end_ns", end_ns_}};
+  // Which job and how many ranks, so that merging refuses an earlier run's
+  // files left in the same directory (tools/trace_merge.cpp).
+  if (const char* job = std::getenv("EMBER_JOB_ID"); job && *job) ember["job"] = job;
+  if (const char* world = std::getenv("WORLD_SIZE"); world && *world) ember["world_size"] = std::atoi(world);
   // Note [One clock for every rank]: merge subtracts this from every timestamp.
   if (detail::has_clock_offset()) ember["clock_offset_ns"] = detail::clock_offset_ns();
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}, {"ember", std::move(ember)}};
@@ -94,7 +99,10 @@ nlohmann::json Profile::chrome_trace() {
 
 void Profile::export_chrome_trace(const std::string& path) {
   // Replaced whole, never written through a link (core/file_io.h).
-  write_file_atomically("profiler trace", path, chrome_trace().dump() + "\n");
+  // A name that is not UTF-8 (a thread named after a program, cut at 15 bytes
+  // inside a character) is written with U+FFFD in its place, not lost.
+  write_file_atomically("profiler trace", path,
+                        chrome_trace().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 std::vector<OpAverage> Profile::key_averages() { return profiler::key_averages(events()); }

@@ -173,6 +173,83 @@ INSTANTIATE_TEST_SUITE_P(
                        {"barrier", "counters"}, {"send", "mailbox"}, {"recv", "mailbox"}}}),
     case_name);
 
+// Catches, each seen failing: a profile directory that cannot be written
+// found out only at exit (every trace lost, exit code 0); a relative
+// EMBER_PROFILE followed the program's chdir; a worker without a process group
+// wrote rank1.json stamped rank 0; a thread name that is not UTF-8 lost the
+// whole trace (nlohmann::json's dump threw).
+TEST(Profiler, TracesOfWorkersWithoutAGroupAndBadProfileDirectories) {
+  testing::ScratchDirectory directory;
+  const std::filesystem::path file = directory.path() / "a_file";
+  std::ofstream(file) << "x";
+  ProcessResult refused = launch({"--nproc-per-node", "1", "--profile", file.string()}, "profiled_without_a_group",
+                                 {directory.path().string()}, seconds(30));
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("--profile: cannot create the directory '" + file.string() + "'"), std::string::npos)
+      << refused.output;
+  EXPECT_EQ(refused.output.find("rank 0"), std::string::npos) << "a worker started: " << refused.output;
+
+  const std::filesystem::path elsewhere = directory.path() / "elsewhere";
+  std::filesystem::create_directories(elsewhere);
+  ProcessResult alone = run_process({"/usr/bin/env", "-C", directory.path().string(), "EMBER_PROFILE=relative",
+                                     EMBER_WORKER, "profiled_without_a_group", elsewhere.string()},
+                                    seconds(30));
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  EXPECT_FALSE(std::filesystem::exists(elsewhere / "relative"));
+  const nlohmann::json trace = read_json(directory.path() / "relative" / "rank0.json");
+  bool replaced = false;
+  for (const auto& event : trace["traceEvents"])
+    if (event["name"] == "thread_name") replaced |= event["args"]["name"].get<std::string>().find("\xef\xbf\xbd") != std::string::npos;
+  EXPECT_TRUE(replaced) << trace.dump();
+
+  const std::filesystem::path profile = directory.path() / "launched";
+  ProcessResult launched = launch({"--nproc-per-node", "2", "--profile", profile.string()}, "profiled_without_a_group",
+                                  {elsewhere.string()}, seconds(30));
+  expect_clean_success(launched);
+  for (int rank = 0; rank < 2; ++rank) {
+    const nlohmann::json ranked = read_json(profile / ("rank" + std::to_string(rank) + ".json"));
+    EXPECT_EQ(ranked["ember"]["rank"], rank);
+    EXPECT_EQ(ranked["ember"]["world_size"], 2);
+    for (const auto& event : ranked["traceEvents"]) EXPECT_EQ(event["pid"], rank) << event.dump();
+  }
+  EXPECT_EQ(run_process({EMBER_CLI, "trace", "merge", profile.string()}, seconds(30)).exit_code, 0);
+}
+
+// Catches: files of an earlier run in the directory merged in silently, and
+// two files for one rank (rank1.json, rank01.json), one dropped.
+TEST(Profiler, TraceMergeRefusesFilesOfAnotherJobAndMissingOrDoubledRanks) {
+  testing::ScratchDirectory directory;
+  auto trace = [&](const std::string& name, int rank, const std::string& job, int world_size) {
+    nlohmann::json ember = {{"rank", rank}, {"job", job}, {"world_size", world_size}};
+    std::ofstream(directory.path() / name) << nlohmann::json{{"traceEvents", nlohmann::json::array()}, {"ember", ember}};
+  };
+  auto merge = [&] { return run_process({EMBER_CLI, "trace", "merge", directory.path().string()}, seconds(30)); };
+  trace("rank0.json", 0, "new", 2);
+  trace("rank1.json", 1, "new", 2);
+  EXPECT_EQ(merge().exit_code, 0);
+  trace("rank2.json", 2, "old", 3);
+  ProcessResult extra = merge();
+  EXPECT_EQ(extra.exit_code, 1);
+  EXPECT_NE(extra.output.find("holds 3 rank files (an earlier run's?)"), std::string::npos) << extra.output;
+  std::filesystem::remove(directory.path() / "rank2.json");
+  trace("rank1.json", 1, "old", 2);
+  ProcessResult mixed = merge();
+  EXPECT_EQ(mixed.exit_code, 1);
+  EXPECT_NE(mixed.output.find("is from job new but"), std::string::npos) << mixed.output;
+  trace("rank1.json", 1, "new", 2);
+  trace("rank01.json", 1, "new", 2);
+  ProcessResult doubled = merge();
+  EXPECT_EQ(doubled.exit_code, 1);
+  EXPECT_NE(doubled.output.find("are both rank 1's trace"), std::string::npos) << doubled.output;
+  std::filesystem::remove(directory.path() / "rank01.json");
+  std::filesystem::remove(directory.path() / "rank1.json");
+  ProcessResult missing = merge();
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("is one of 2 ranks, but " + directory.path().string() + " has no rank1.json"),
+            std::string::npos)
+      << missing.output;
+}
+
 TEST(Profiler, TraceMergeOfADirectoryWithoutTracesNamesIt) {
   testing::ScratchDirectory directory;
   ProcessResult merge = run_process({EMBER_CLI, "trace", "merge", directory.path().string()}, seconds(30));

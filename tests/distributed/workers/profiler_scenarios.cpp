@@ -1,9 +1,14 @@
 // Scenarios of tests/distributed/test_profiler.cpp and tests/cuda/test_cuda_nccl.cpp:
 // each operation of the Backend interface once, under the launcher's
 // --profile, so that the test can read the algorithm every span names.
+#include <pthread.h>
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "core/ops/creation.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduction.h"
 #include "core/stream.h"
 #include "distributed/process_group.h"
 #include "workers/scenario.h"
@@ -50,6 +55,17 @@ EMBER_SCENARIO(profiled_collectives) {
   std::fflush(stdout);
   distributed::destroy_process_group();
   return 0;
+}
+
+// A program that never makes a process group (EMBER_PROFILE from the
+// environment): its thread's name is not UTF-8 (a program named in another
+// script, cut by the kernel inside a character), it runs a few ops, then
+// changes directory to args[0] before its profile is written at exit.
+EMBER_SCENARIO(profiled_without_a_group) {
+  pthread_setname_np(pthread_self(), "entra\xc3\xaene\xc3");  // ends inside a two-byte character
+  Tensor a = ones({4, 4});
+  (void)sum(a * 2.0).item<float>();
+  return chdir(args.at(0).c_str()) == 0 ? 0 : 1;
 }
 
 }  // namespace ember::test
