@@ -34,6 +34,24 @@ using shm::RankControl;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t value, int64_t multiple) { return ceil_div(value, multiple) * multiple; }
 
+// "allreduce of 4 x float32 (sum)", for the errors and the sync's waits.
+std::string describe(const shm::CallDescriptor& call) {
+  const auto dtype = [&] { return DType(call.dtype); };
+  const auto op = [&] { return reduce_op_name(ReduceOp(call.op)); };
+  switch (Collective(call.collective)) {
+    case Collective::allreduce: return fmt::format("allreduce of {} x {} ({})", call.size, dtype(), op());
+    case Collective::broadcast: return fmt::format("broadcast of {} bytes from rank {}", call.size, call.root);
+    case Collective::allgather: return fmt::format("allgather of {} bytes per rank", call.size);
+    case Collective::reduce_scatter:
+      return fmt::format("reduce_scatter of {} x {} per rank ({})", call.size, dtype(), op());
+    case Collective::all_to_all: return fmt::format("all_to_all of {} bytes per block", call.size);
+    case Collective::barrier: return "barrier";
+    case Collective::send:
+    case Collective::recv: break;
+  }
+  return "?";
+}
+
 std::byte* bytes(void* p) { return static_cast<std::byte*>(p); }
 const std::byte* bytes(const void* p) { return static_cast<const std::byte*>(p); }
 
@@ -112,6 +130,11 @@ class ShmBackend final : public Backend {
   void run_pipeline(int64_t chunks, Stage&& stage, Reduce&& reduce, Gather&& gather, bool has_gather);
   // Throws if an earlier failure left the segment's counters out of step.
   void begin(std::string description);
+  // The same for a collective of the pipeline, which it describes (call_).
+  void begin_call(const shm::CallDescriptor& call);
+  // Note [Same collective on every rank]: throws when a peer staged chunk
+  // `first` of another collective than this rank's.
+  void check_peers_call(uint64_t first, size_t buffer) const;
   template <class F>
   void guarded(F&& body);
 
@@ -126,6 +149,7 @@ class ShmBackend final : public Backend {
   std::optional<shm::Sync> sync_;
   std::optional<shm::Mailboxes> mailboxes_;  // send/recv; destroyed before the segment
   uint64_t next_chunk_ = 0;                   // the pipeline's chunk sequence, the same on every rank
+  shm::CallDescriptor call_;                  // the collective running
   std::string broken_;  // the error that left this backend unusable
 };
 
@@ -196,6 +220,25 @@ void ShmBackend::begin(std::string description) {
   if (sync_) sync_->begin(std::move(description));
 }
 
+void ShmBackend::begin_call(const shm::CallDescriptor& call) {
+  call_ = call;
+  begin(describe(call));
+}
+
+void ShmBackend::check_peers_call(uint64_t first, size_t buffer) const {
+  shm::CallDescriptor mine = call_;
+  mine.first_chunk = first;
+  for (int q : peers_) {
+    const shm::CallDescriptor& theirs = control(q).calls[buffer];
+    EMBER_CHECK(theirs == mine,
+                "shm backend: rank {} (global {}) runs {} where rank {} (global {}) runs {}: every rank must call the "
+                "same collectives, in the same order, with the same sizes, dtypes, ops and roots "
+                "(EMBER_DISTRIBUTED_DEBUG=1 names the calls that differ)",
+                rank_, context_.global_ranks[size_t(rank_)], describe(mine), q, context_.global_ranks[size_t(q)],
+                theirs.first_chunk == first ? describe(theirs) : "a collective that is not at the same point");
+  }
+}
+
 template <class F>
 void ShmBackend::guarded(F&& body) {
   try {
@@ -221,12 +264,15 @@ void ShmBackend::run_pipeline(int64_t chunks, Stage&& stage, Reduce&& reduce, Ga
       // The buffer is free once every peer is done with its previous chunk.
       if (s >= depth) sync_->wait(drained, s - depth + 1, peers_);
       stage(step, size_t(s % depth));
+      self.calls[s % depth] = call_;
+      self.calls[s % depth].first_chunk = first;
       sync_->publish(self.staged, s + 1);
     }
     int64_t j = step - 1;
     if (j >= 0 && j < chunks) {
       uint64_t s = first + uint64_t(j);
       sync_->wait(staged, s + 1, peers_);
+      if (j == 0) check_peers_call(first, size_t(s % depth));
       reduce(j, size_t(s % depth));
       sync_->publish(self.reduced, s + 1);
       if (!has_gather) sync_->publish(self.drained, s + 1);
@@ -251,7 +297,7 @@ void ShmBackend::run_pipeline(int64_t chunks, Stage&& stage, Reduce&& reduce, Ga
 // from rank q's slot into `output`. So `output` is only written, and the
 // pieces only read, each once (Note [Reducing into a bucket]).
 void ShmBackend::allreduce_into(void* output, std::span<const Piece> pieces, int64_t count, DType dtype, ReduceOp op) {
-  begin(fmt::format("allreduce of {} x {} ({})", count, dtype, reduce_op_name(op)));
+  begin_call({.size = count, .collective = int32_t(Collective::allreduce), .dtype = int32_t(dtype), .op = int32_t(op)});
   EMBER_CHECK(host_reduction_supported(dtype, op), "shm allreduce: {} is not supported for {}", reduce_op_name(op), dtype);
   if (count == 0) return;
   const int64_t element = element_size(dtype);
@@ -301,7 +347,7 @@ void ShmBackend::allreduce_into(void* output, std::span<const Piece> pieces, int
 }
 
 void ShmBackend::broadcast(void* data, int64_t nbytes, int root) {
-  begin(fmt::format("broadcast of {} bytes from rank {}", nbytes, root));
+  begin_call({.size = nbytes, .collective = int32_t(Collective::broadcast), .root = root});
   EMBER_CHECK(root >= 0 && root < size_, "shm broadcast: root {} is not a rank of a group of {}", root, size_);
   if (size_ == 1 || nbytes == 0) return;
   const int64_t chunk = int64_t(segment_->layout().chunk_bytes);
@@ -316,7 +362,7 @@ void ShmBackend::broadcast(void* data, int64_t nbytes, int root) {
 }
 
 void ShmBackend::allgather(const void* input, void* output, int64_t nbytes) {
-  begin(fmt::format("allgather of {} bytes per rank", nbytes));
+  begin_call({.size = nbytes, .collective = int32_t(Collective::allgather)});
   if (nbytes == 0) return;
   if (size_ == 1) return copy_bytes(output, input, nbytes);
   const int64_t chunk = int64_t(segment_->layout().chunk_bytes);
@@ -334,7 +380,7 @@ void ShmBackend::allgather(const void* input, void* output, int64_t nbytes) {
 // A chunk covers the same E elements of every block; block q's part goes to
 // section q of the slot, and rank q reduces section q of every slot.
 void ShmBackend::reduce_scatter(const void* input, void* output, int64_t count, DType dtype, ReduceOp op) {
-  begin(fmt::format("reduce_scatter of {} x {} per rank ({})", count, dtype, reduce_op_name(op)));
+  begin_call({.size = count, .collective = int32_t(Collective::reduce_scatter), .dtype = int32_t(dtype), .op = int32_t(op)});
   EMBER_CHECK(host_reduction_supported(dtype, op), "shm reduce_scatter: {} is not supported for {}",
               reduce_op_name(op), dtype);
   if (count == 0) return;
@@ -359,7 +405,7 @@ void ShmBackend::reduce_scatter(const void* input, void* output, int64_t count, 
 }
 
 void ShmBackend::all_to_all(const void* input, void* output, int64_t nbytes) {
-  begin(fmt::format("all_to_all of {} bytes per block", nbytes));
+  begin_call({.size = nbytes, .collective = int32_t(Collective::all_to_all)});
   if (nbytes == 0) return;
   if (size_ == 1) return copy_bytes(output, input, nbytes);
   const int64_t section =
@@ -380,7 +426,7 @@ void ShmBackend::all_to_all(const void* input, void* output, int64_t nbytes) {
 
 // One empty chunk: waiting for every peer to stage it is the barrier.
 void ShmBackend::barrier() {
-  begin("barrier");
+  begin_call({.collective = int32_t(Collective::barrier)});
   if (size_ == 1) return;
   auto nothing = [](int64_t, size_t) {};
   guarded([&] { run_pipeline(1, nothing, nothing, [](int64_t, size_t, int) {}, false); });

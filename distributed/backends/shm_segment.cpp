@@ -31,8 +31,7 @@ constexpr size_t kPageBytes = 4096;
 // them) share 16 MiB, so that 16 ranks fit in a default container's 64 MB
 // /dev/shm.
 constexpr size_t kChunkBytes = size_t(1) << 20;
-constexpr size_t kDepth = 4;
-static_assert(kDepth >= 3, "the pipeline keeps three chunks in flight per slot");
+static_assert(kPipelineDepth >= 3, "the pipeline keeps three chunks in flight per slot");
 constexpr size_t kSlotBudgetBytes = size_t(32) << 20;
 constexpr size_t kMailboxChunkBytes = size_t(512) << 10;
 constexpr size_t kMailboxDepth = 2;
@@ -68,7 +67,7 @@ std::string random_hex(int digits) {
 }  // namespace
 
 Layout::Layout(int ranks_)
-    : ranks(ranks_), depth(kDepth), mailbox_depth(kMailboxDepth) {
+    : ranks(ranks_), depth(kPipelineDepth), mailbox_depth(kMailboxDepth) {
   EMBER_ASSERT(ranks > 0, "a segment for {} ranks", ranks);
   size_t n = size_t(ranks);
   chunk_bytes = std::min(kChunkBytes, floor_power_of_two(kSlotBudgetBytes / (n * depth)));

@@ -25,6 +25,22 @@ struct alignas(kLineBytes) Counter {
   std::atomic<uint64_t> value{0};
 };
 
+// Pipeline buffers per rank: three chunks in flight, and one more to start the next.
+inline constexpr size_t kPipelineDepth = 4;
+
+// Which collective a rank runs, written with each chunk it stages into a
+// pipeline buffer and read by its peers before they use that chunk (Note
+// [Same collective on every rank]): the counters publish it with the data.
+struct CallDescriptor {
+  uint64_t first_chunk = 0;  // of the collective in the group's chunk sequence
+  int64_t size = 0;          // elements (reductions) or bytes (the others)
+  int32_t collective = 0;    // Collective
+  int32_t dtype = -1;        // DType, -1 for byte collectives
+  int32_t op = -1;           // ReduceOp, -1 when there is none
+  int32_t root = -1;         // broadcast's, -1 otherwise
+  bool operator==(const CallDescriptor&) const = default;
+};
+
 // Written only by its rank. Every counter counts chunks of the group's one
 // pipeline (a chunk sequence shared by all collectives, Note [Shared-memory
 // collectives]): "value v" means chunks 0 .. v-1 are through that phase.
@@ -37,6 +53,7 @@ struct RankControl {
   alignas(kLineBytes) std::atomic<uint32_t> wake_sequence{0};
   std::atomic<uint32_t> sleepers{0};
   std::atomic<int32_t> pid{0};  // for liveness checks
+  CallDescriptor calls[kPipelineDepth];  // by pipeline buffer
 };
 
 // The mailbox of one ordered pair (src, dst): src writes, dst reads.

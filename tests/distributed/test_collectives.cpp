@@ -99,6 +99,28 @@ TEST(Collectives, DebugModeNamesEachRanksCall) {
   }
 }
 
+// Note [Same collective on every rank]: without debug mode the shm backend
+// compares each collective's kind, size, dtype, op and root across ranks.
+// Catches: the calls not compared (rank 0 got 2 2 2 2 and rank 1 2 2 2 2 0 0 0 0
+// from all-reduces of 4 and 8 elements, exit code 0; a broadcast paired with
+// an all-reduce, as an evaluation forward on one DDP rank does).
+TEST(Collectives, SharedMemoryRefusesCollectivesThatDifferAcrossRanks) {
+  const ProcessResult other = launch_ranks(2, "collectives_mismatch", {"shm", "nodebug"}, 30);
+  EXPECT_NE(other.exit_code, 0) << other.output;
+  EXPECT_FALSE(other.timed_out) << other.output;
+  EXPECT_TRUE(contains(other.output, "shm backend: rank 0 (global 0) runs allreduce of 4 x float32 (sum) where rank 1 "
+                                     "(global 1) runs broadcast of 16 bytes from rank 0"))
+      << other.output;
+  EXPECT_TRUE(contains(other.output, "shm backend: rank 1 (global 1) runs broadcast of 16 bytes from rank 0 where rank "
+                                     "0 (global 0) runs allreduce of 4 x float32 (sum)"))
+      << other.output;
+  const ProcessResult sizes = launch_ranks(3, "collectives_mismatch", {"shm", "sizes"}, 30);
+  EXPECT_NE(sizes.exit_code, 0) << sizes.output;
+  EXPECT_FALSE(sizes.timed_out) << sizes.output;
+  EXPECT_TRUE(contains(sizes.output, "where rank 1 (global 1) runs allreduce of 8 x float32 (sum)")) << sizes.output;
+  expect_nothing_left();
+}
+
 // A rank that disappears mid-job makes the others' next collective fail with
 // an error naming it, well within the timeout, never a hang (the reference
 // backend: through its transport's recv).

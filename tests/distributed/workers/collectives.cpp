@@ -516,16 +516,21 @@ EMBER_SCENARIO(collectives) {
 }
 
 // Ranks 0 and 1 disagree at the third collective; debug mode must name both.
+// args[1] "nodebug": the same without debug mode (the shm backend compares
+// the calls itself); "sizes": without debug mode, rank 1 all-reduces 8
+// elements where the others all-reduce 4.
 EMBER_SCENARIO(collectives_mismatch) {
-  EMBER_CHECK(!args.empty(), "collectives_mismatch: usage: collectives_mismatch <backend>");
-  ProcessGroup& group = distributed::init_process_group({.backend = args[0], .debug = true});
+  EMBER_CHECK(!args.empty(), "collectives_mismatch: usage: collectives_mismatch <backend> [nodebug|sizes]");
+  const std::string mode = args.size() > 1 ? args[1] : "debug";
+  ProcessGroup& group = distributed::init_process_group({.backend = args[0], .debug = mode == "debug"});
   Tensor t = make_tensor({4}, DType::f32);
   t.fill_(Scalar(1.0));
   group.allreduce(t, ReduceOp::sum)->wait();
   group.barrier()->wait();
   int code = 0;
   try {
-    if (group.rank() == 1) group.broadcast(t, 0)->wait();
+    if (group.rank() == 1 && mode == "sizes") group.allreduce(ones({8}), ReduceOp::sum)->wait();
+    else if (group.rank() == 1) group.broadcast(t, 0)->wait();
     else group.allreduce(t, ReduceOp::sum)->wait();
     std::printf("rank %d: the mismatch went unnoticed\n", group.rank());
   } catch (const Error& error) {
