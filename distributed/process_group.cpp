@@ -56,10 +56,6 @@ void check_device_tag(const char* op, const Tensor& tensor, uint32_t tag) {
               op, tag, tensor.shape(), tensor.dtype());
 }
 
-// A contiguous tensor holding `tensor`'s values now: `tensor` itself when it
-// is contiguous, else a copy (made on the calling thread, outside autograd).
-Tensor staged_copy(const Tensor& tensor) { return tensor.is_contiguous() ? tensor : tensor.detach().contiguous(); }
-
 // The staged (contiguous) input and output of a collective may share memory
 // only as `input` starting `in_place_offset` elements into `output` (an
 // allgather's input as its own block), never otherwise (-1): another overlap
@@ -74,39 +70,51 @@ void check_overlap(const char* op, const Tensor& input, const Tensor& output, in
               in_place_offset >= 0 ? " elsewhere than at this rank's block" : "");
 }
 
-// A contiguous tensor to receive an output into: `tensor` itself when it is
-// contiguous, else uninitialised scratch copied back by write_back.
-Tensor staged_output(const Tensor& tensor) {
+// The contiguous buffer a collective reads or writes for `tensor`: the
+// tensor itself when it is contiguous, else uninitialised scratch that
+// read_in fills and write_back empties (Note [Staging on the communication
+// thread]).
+Tensor staging_buffer(const Tensor& tensor) {
   return tensor.is_contiguous() ? tensor : make_tensor(tensor.shape(), tensor.dtype(), tensor.device());
 }
 
-// Copies a contiguous staging buffer back into the strided view it stands
-// for. On the communication thread: no autograd, no version bump (the caller
-// bumped the version when it queued the operation). Host tensors: raw bytes;
-// device tensors: the device's copy kernel, on the backend's stream (the
-// current one on this thread while a device operation runs).
-void write_back(const Tensor& view, const Tensor& staged) {
-  if (view.is_same(staged)) return;
-  if (!view.device().is_cpu()) {
-    ElementwiseLoop loop = ElementwiseLoop::make({&view, &staged});
-    copy_op(view.device().type, view.dtype(), loop);
+// Copies `from` into `to`, element by element in row-major order, one of
+// them a staging buffer. On the communication thread: no autograd, no version
+// bump (the caller bumped the version when it queued the operation). Host
+// tensors: raw bytes; device tensors: the device's copy kernel, on the
+// backend's stream (the current one on this thread while a device operation runs).
+void copy_elements(const Tensor& to, const Tensor& from) {
+  if (to.is_same(from)) return;
+  if (!to.device().is_cpu()) {
+    ElementwiseLoop loop = ElementwiseLoop::make({&to, &from});
+    copy_op(to.device().type, to.dtype(), loop);
     return;
   }
-  const int64_t element = view.element_size();
-  const int dims = view.dim();
-  const auto* source = static_cast<const char*>(staged.data_ptr());
-  auto* base = static_cast<char*>(view.data_ptr());
+  const int64_t element = to.element_size();
+  const int dims = to.dim();
+  const auto* source = static_cast<const char*>(from.data_ptr());
+  auto* target = static_cast<char*>(to.data_ptr());
   std::vector<int64_t> index(size_t(dims), 0);
-  for (int64_t i = 0; i < view.numel(); ++i) {
-    int64_t offset = 0;
-    for (int d = 0; d < dims; ++d) offset += index[size_t(d)] * view.stride(d);
-    std::memcpy(base + offset * element, source + i * element, size_t(element));
+  for (int64_t i = 0; i < to.numel(); ++i) {
+    int64_t to_offset = 0;
+    int64_t from_offset = 0;
+    for (int d = 0; d < dims; ++d) {
+      to_offset += index[size_t(d)] * to.stride(d);
+      from_offset += index[size_t(d)] * from.stride(d);
+    }
+    std::memcpy(target + to_offset * element, source + from_offset * element, size_t(element));
     for (int d = dims - 1; d >= 0; --d) {  // next row-major index
-      if (++index[size_t(d)] < view.size(d)) break;
+      if (++index[size_t(d)] < to.size(d)) break;
       index[size_t(d)] = 0;
     }
   }
 }
+
+// Note [Staging on the communication thread]: an operation reads its input
+// when it runs, not when it is queued, as one on a contiguous tensor always
+// did: `allreduce(x); allreduce(x.t())` then sees the first one's result.
+void read_in(const Tensor& staged, const Tensor& tensor) { copy_elements(staged, tensor); }
+void write_back(const Tensor& tensor, const Tensor& staged) { copy_elements(tensor, staged); }
 
 // AVG is SUM followed by this division (floating dtypes only, checked by
 // host_reduction_supported); 16-bit values divide in f32 and round once more.
@@ -419,11 +427,12 @@ void ProcessGroup::run_queue() {
 std::shared_ptr<Work> ProcessGroup::allreduce(Tensor tensor, ReduceOp op) {
   check_tensor("allreduce", "input", tensor);
   check_reduction("allreduce", tensor, op);
-  Tensor buffer = staged_copy(tensor);
+  Tensor buffer = staging_buffer(tensor);
   tensor.bump_version();
   return enqueue(fmt::format("allreduce({}, {}, {})", tensor.shape(), tensor.dtype(), reduce_op_name(op)),
                  Collective::allreduce, tensor.device(), tensor.nbytes(), [this, tensor, buffer, op](Backend& backend) {
                    if (buffer.numel() == 0) return;
+                   read_in(buffer, tensor);
                    const bool divide = op == ReduceOp::avg && !backend.supports_avg();
                    backend.allreduce(buffer.data_ptr(), buffer.numel(), buffer.dtype(), divide ? ReduceOp::sum : op);
                    if (divide) divide_in_place(buffer, size());
@@ -440,12 +449,13 @@ std::shared_ptr<Work> ProcessGroup::allreduce_into(Tensor output, std::vector<Te
   const auto* output_begin = static_cast<const std::byte*>(output.data_ptr());
   const auto* output_end = output_begin + output.nbytes();
   int64_t total = 0;
-  for (Tensor& input : inputs) {
+  std::vector<Tensor> buffers;
+  for (const Tensor& input : inputs) {
     check_tensor("allreduce_into", "input", input);
     check_same_device("allreduce_into", output, input);
     check_same_dtype("allreduce_into", output, input);
-    input = staged_copy(input);
-    const auto* begin = static_cast<const std::byte*>(input.data_ptr());
+    buffers.push_back(staging_buffer(input));
+    const auto* begin = static_cast<const std::byte*>(buffers.back().data_ptr());
     const bool in_place = begin == output_begin + total * element;
     EMBER_CHECK(in_place || begin + input.nbytes() <= output_begin || begin >= output_end,
                 "allreduce_into: input {} ({} elements from element {} of the inputs laid end to end) overlaps the "
@@ -459,20 +469,21 @@ std::shared_ptr<Work> ProcessGroup::allreduce_into(Tensor output, std::vector<Te
   return enqueue(fmt::format("allreduce_into({}, {} inputs, {}, {})", output.shape(), inputs.size(), output.dtype(),
                              reduce_op_name(op)),
                  Collective::allreduce, output.device(), output.nbytes(),
-                 [this, output, inputs, op](Backend& backend) {
+                 [this, output, inputs, buffers, op](Backend& backend) {
                    if (output.numel() == 0) return;
+                   for (size_t i = 0; i < inputs.size(); ++i) read_in(buffers[i], inputs[i]);
                    const bool divide = op == ReduceOp::avg && !backend.supports_avg();
                    const ReduceOp backend_op = divide ? ReduceOp::sum : op;
                    if (output.device().is_cpu()) {
                      std::vector<Backend::Piece> pieces;
-                     for (const Tensor& input : inputs) pieces.push_back({input.data_ptr(), input.numel()});
+                     for (const Tensor& input : buffers) pieces.push_back({input.data_ptr(), input.numel()});
                      backend.allreduce_into(output.data_ptr(), pieces, output.numel(), output.dtype(), backend_op);
                    } else {
                      // Device backends reduce in place: the pieces go to their
                      // places first, on the backend's stream (current here).
                      const Tensor flat = output.detach().view({output.numel()});
                      int64_t at = 0;
-                     for (const Tensor& input : inputs) {
+                     for (const Tensor& input : buffers) {
                        const Tensor place = flat.narrow(0, at, input.numel()).view(input.shape());
                        if (place.data_ptr() != input.data_ptr()) write_back(place, input);
                        at += input.numel();
@@ -487,11 +498,12 @@ std::shared_ptr<Work> ProcessGroup::broadcast(Tensor tensor, int root) {
   check_tensor("broadcast", "input", tensor);
   EMBER_CHECK(root >= 0 && root < size(), "broadcast: root {} is out of range for a group of {} ranks (tensor {}, {}; {})",
               root, size(), tensor.shape(), tensor.dtype(), where(context_));
-  Tensor buffer = staged_copy(tensor);
+  Tensor buffer = staging_buffer(tensor);
   tensor.bump_version();
   return enqueue(fmt::format("broadcast({}, {}, root {})", tensor.shape(), tensor.dtype(), root), Collective::broadcast,
-                 tensor.device(), tensor.nbytes(), [tensor, buffer, root](Backend& backend) {
+                 tensor.device(), tensor.nbytes(), [this, tensor, buffer, root](Backend& backend) {
                    if (buffer.numel() == 0) return;
+                   if (rank() == root) read_in(buffer, tensor);
                    backend.broadcast(buffer.data_ptr(), buffer.nbytes(), root);
                    write_back(tensor, buffer);
                  });
@@ -506,12 +518,14 @@ std::shared_ptr<Work> ProcessGroup::allgather(Tensor output, Tensor input) {
               "allgather: output {} has {} elements, but {} ranks x input {} ({} elements) need {} ({}, {})",
               output.shape(), output.numel(), size(), input.shape(), input.numel(), size() * input.numel(),
               input.dtype(), where(context_));
-  Tensor source = staged_copy(input), destination = staged_output(output);
+  Tensor source = staging_buffer(input), destination = staging_buffer(output);
   check_overlap("allgather", source, destination, int64_t(rank()) * input.numel());
   output.bump_version();
   return enqueue(fmt::format("allgather(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()),
-                 Collective::allgather, input.device(), output.nbytes(), [output, source, destination](Backend& backend) {
+                 Collective::allgather, input.device(), output.nbytes(),
+                 [output, input, source, destination](Backend& backend) {
                    if (source.numel() == 0) return;
+                   read_in(source, input);
                    backend.allgather(source.data_ptr(), destination.data_ptr(), source.nbytes());
                    write_back(output, destination);
                  });
@@ -527,13 +541,15 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, Tensor input, 
               "reduce_scatter: input {} has {} elements, but {} ranks x output {} ({} elements) need {} ({}, {})",
               input.shape(), input.numel(), size(), output.shape(), output.numel(), size() * output.numel(),
               input.dtype(), where(context_));
-  Tensor source = staged_copy(input), destination = staged_output(output);
+  Tensor source = staging_buffer(input), destination = staging_buffer(output);
   check_overlap("reduce_scatter", source, destination, -1);
   output.bump_version();
   return enqueue(fmt::format("reduce_scatter(output {}, input {}, {}, {})", output.shape(), input.shape(),
                              input.dtype(), reduce_op_name(op)),
-                 Collective::reduce_scatter, input.device(), input.nbytes(), [this, output, source, destination, op](Backend& backend) {
+                 Collective::reduce_scatter, input.device(), input.nbytes(),
+                 [this, output, input, source, destination, op](Backend& backend) {
                    if (destination.numel() == 0) return;
+                   read_in(source, input);
                    const bool divide = op == ReduceOp::avg && !backend.supports_avg();
                    backend.reduce_scatter(source.data_ptr(), destination.data_ptr(), destination.numel(),
                                           destination.dtype(), divide ? ReduceOp::sum : op);
@@ -551,12 +567,14 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(Tensor output, Tensor input) {
               "all_to_all: input {} ({} elements) and output {} ({} elements) must have the same number of elements, "
               "divisible by the group's {} ranks ({}, {})",
               input.shape(), input.numel(), output.shape(), output.numel(), size(), input.dtype(), where(context_));
-  Tensor source = staged_copy(input), destination = staged_output(output);
+  Tensor source = staging_buffer(input), destination = staging_buffer(output);
   check_overlap("all_to_all", source, destination, -1);
   output.bump_version();
   return enqueue(fmt::format("all_to_all(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()),
-                 Collective::all_to_all, input.device(), input.nbytes(), [this, output, source, destination](Backend& backend) {
+                 Collective::all_to_all, input.device(), input.nbytes(),
+                 [this, output, input, source, destination](Backend& backend) {
                    if (source.numel() == 0) return;
+                   read_in(source, input);
                    backend.all_to_all(source.data_ptr(), destination.data_ptr(), source.nbytes() / size());
                    write_back(output, destination);
                  });
@@ -581,10 +599,11 @@ std::shared_ptr<Work> ProcessGroup::send(Tensor tensor, int dst, uint32_t tag) {
   EMBER_CHECK(dst >= 0 && dst < size() && dst != rank(),
               "send: dst {} must be another rank of the group's {} (tensor {}, {}, tag {}; {})", dst, size(),
               tensor.shape(), tensor.dtype(), tag, where(context_));
-  Tensor buffer = staged_copy(tensor);
+  Tensor buffer = staging_buffer(tensor);
   return enqueue(fmt::format("send({}, {}, dst {}, tag {})", tensor.shape(), tensor.dtype(), dst, tag), Collective::send,
-                 tensor.device(), tensor.nbytes(), [buffer, dst, tag](Backend& backend) {
+                 tensor.device(), tensor.nbytes(), [tensor, buffer, dst, tag](Backend& backend) {
                    if (buffer.numel() == 0) return;
+                   read_in(buffer, tensor);
                    backend.send(buffer.data_ptr(), buffer.nbytes(), dst, tag);
                  }, dst);
 }
@@ -595,7 +614,7 @@ std::shared_ptr<Work> ProcessGroup::recv(Tensor tensor, int src, uint32_t tag) {
   EMBER_CHECK(src >= 0 && src < size() && src != rank(),
               "recv: src {} must be another rank of the group's {} (tensor {}, {}, tag {}; {})", src, size(),
               tensor.shape(), tensor.dtype(), tag, where(context_));
-  Tensor buffer = staged_output(tensor);
+  Tensor buffer = staging_buffer(tensor);
   tensor.bump_version();
   return enqueue(fmt::format("recv({}, {}, src {}, tag {})", tensor.shape(), tensor.dtype(), src, tag), Collective::recv,
                  tensor.device(), tensor.nbytes(), [tensor, buffer, src, tag](Backend& backend) {

@@ -329,6 +329,19 @@ void test_non_contiguous(ProcessGroup& group, Checker& check, Device device) {
   for (int q = 0; q < size; ++q) per_rank.push_back(base_of(q, 7).to_vector<double>());
   check.expect_values("allreduce(transposed view)", base.to_vector<double>(), reduce_expected(DType::f32, ReduceOp::sum, per_rank));
 
+  // Two operations queued before either is waited for run in order, the
+  // second reading its (transposed) input after the first wrote it (Note
+  // [Staging on the communication thread]). Catches: a non-contiguous input
+  // copied when queued (the second all-reduce summed the original values and
+  // wrote them over the first's result).
+  Tensor chained = make_values(DType::f32, {2, 2}, [](int64_t) { return 1; }).to(device);
+  std::shared_ptr<distributed::Work> first = group.allreduce(chained, ReduceOp::sum);
+  std::shared_ptr<distributed::Work> second = group.allreduce(chained.t(), ReduceOp::sum);
+  first->wait();
+  second->wait();
+  check.expect_values("allreduce(x) then allreduce(x.t()) queued together", chained.to_vector<double>(),
+                      std::vector<double>(4, double(size) * size));
+
   base = base_of(rank, 8).to(device);
   group.broadcast(base.t(), 0)->wait();
   check.expect_values("broadcast(transposed view)", base.to_vector<double>(), base_of(0, 8).to_vector<double>());
