@@ -251,31 +251,49 @@ class GlooBackend final : public Backend {
   // and left in flight: the caller's buffer is free at once, and a ring of
   // send-then-recv on one thread cannot deadlock. Only when more than
   // kMaxPendingSends are in flight does the oldest have to be matched first.
+  // Each message goes after an 8-byte header with its length: a recv of
+  // another size is then an error naming both (Gloo itself reads a shorter
+  // message into a longer buffer silently, and aborts the process on a longer one).
   void send(const void* data, int64_t nbytes, int dst, uint32_t tag) override {
     guarded("send", [&] {
       while (pending_sends_.size() >= kMaxPendingSends) complete_oldest_send();
       PendingSend& pending = pending_sends_.emplace_back();
+      pending.length = uint64_t(nbytes);
       pending.data.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + nbytes);
+      pending.header = gloo_->createUnboundBuffer(&pending.length, sizeof pending.length);
       pending.buffer = gloo_->createUnboundBuffer(pending.data.data(), pending.data.size());
+      pending.header->send(dst, tag);
       pending.buffer->send(dst, tag);
     });
   }
 
   void recv(void* data, int64_t nbytes, int src, uint32_t tag) override {
     guarded("recv", [&] {
-      auto buffer = gloo_->createUnboundBuffer(data, size_t(nbytes));
+      uint64_t length = 0;
+      auto header = gloo_->createUnboundBuffer(&length, sizeof length);
+      header->recv(src, tag);
+      header->waitRecv(context_.timeout);
+      // Of another size, the message is still read (into scratch), so the
+      // next message between the two ranks meets the next recv.
+      std::vector<uint8_t> scratch(length == uint64_t(nbytes) ? 0 : length);
+      auto buffer = gloo_->createUnboundBuffer(scratch.empty() ? data : scratch.data(), size_t(length));
       buffer->recv(src, tag);
       buffer->waitRecv(context_.timeout);
+      EMBER_CHECK(length == uint64_t(nbytes), "gloo recv from rank {} (tag {}): the message has {} bytes, this recv "
+                  "expects {}", src, tag, length, nbytes);
     });
   }
 
  private:
   struct PendingSend {
+    uint64_t length = 0;
     std::vector<uint8_t> data;
+    std::unique_ptr<gloo::transport::UnboundBuffer> header;
     std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
   };
 
   void complete_oldest_send() {
+    pending_sends_.front().header->waitSend(context_.timeout);
     pending_sends_.front().buffer->waitSend(context_.timeout);
     pending_sends_.pop_front();
   }

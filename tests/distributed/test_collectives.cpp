@@ -99,6 +99,20 @@ TEST(Collectives, DebugModeNamesEachRanksCall) {
   }
 }
 
+// A recv of another size than its message, longer and shorter: an error
+// naming both sizes, on both backends. Catches: Gloo's own matching (a
+// shorter message left the recv's tail stale with exit code 0; a longer one
+// aborted the process inside Gloo).
+TEST(Collectives, ARecvOfAnotherSizeThanItsMessageIsAnError) {
+  for (const std::string backend : {"gloo", "shm"}) {
+    for (const auto& [sent, received] : {std::pair{"4", "8"}, std::pair{"8", "4"}}) {
+      const ProcessResult result = launch_ranks(2, "recv_size_mismatch", {backend, sent, received}, 30);
+      EXPECT_EQ(result.exit_code, 0) << backend << " " << sent << " -> " << received << ":\n" << result.output;
+    }
+  }
+  expect_nothing_left();
+}
+
 // Note [Same collective on every rank]: without debug mode the shm backend
 // compares each collective's kind, size, dtype, op and root across ranks.
 // Catches: the calls not compared (rank 0 got 2 2 2 2 and rank 1 2 2 2 2 0 0 0 0

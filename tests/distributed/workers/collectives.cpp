@@ -528,6 +528,31 @@ EMBER_SCENARIO(collectives) {
   return finish(check, "collectives");
 }
 
+// Rank 0 sends args[1] floats to rank 1, which receives args[2]: an error
+// naming both sizes on rank 1 (exit code 3 when it is not that error).
+EMBER_SCENARIO(recv_size_mismatch) {
+  EMBER_CHECK(args.size() == 3, "recv_size_mismatch: usage: recv_size_mismatch <backend> <sent> <received>");
+  ProcessGroup& group = distributed::init_process_group({.backend = args[0]});
+  const int64_t sent = std::stoll(args[1]), received = std::stoll(args[2]);
+  int code = 0;
+  if (group.rank() == 0) {
+    group.send(make_values(DType::f32, {sent}, [](int64_t) { return 1; }), 1, 7)->wait();
+  } else if (group.rank() == 1) {
+    try {
+      group.recv(make_tensor({received}, DType::f32), 0, 7)->wait();
+      std::printf("rank 1: a recv of %lld floats took a message of %lld\n", (long long)received, (long long)sent);
+      code = 3;
+    } catch (const Error& error) {
+      std::printf("rank 1: %s\n", error.what());
+      const std::string expected = fmt::format("the message has {} bytes, this recv expects {}", 4 * sent, 4 * received);
+      if (std::string(error.what()).find(expected) == std::string::npos) code = 3;
+    }
+  }
+  std::fflush(stdout);
+  distributed::destroy_process_group();  // rank 0's: once its send is received
+  return code;
+}
+
 // Ranks 0 and 1 disagree at the third collective; debug mode must name both.
 // args[1] "nodebug": the same without debug mode (the shm backend compares
 // the calls itself); "sizes": without debug mode, rank 1 all-reduces 8
