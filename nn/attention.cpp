@@ -55,8 +55,15 @@ void MultiheadAttention::reset_parameters(Generator* init_generator) {
 
 namespace {
 
-// A mask as an additive float tensor: bool true -> -inf (not allowed), false -> 0.
-Tensor additive_mask(const Tensor& mask, DType dtype) {
+// A mask as an additive float tensor: bool true -> -inf (not allowed), false
+// -> 0; a float mask is added as it is. An integer one (a Hugging Face
+// attention_mask of 1 = keep) would be added as 0/1 and mask nothing, so it
+// is refused, as PyTorch refuses it.
+Tensor additive_mask(const Tensor& mask, DType dtype, const char* name) {
+  EMBER_CHECK(mask.dtype() == DType::boolean || is_floating(mask.dtype()),
+              "MultiheadAttention: {} must be bool (true = masked out) or floating (added to the scores), got {}; "
+              "for a mask of 1 = keep, pass eq(mask, 0)",
+              name, mask.dtype());
   if (mask.dtype() != DType::boolean) return mask;
   return masked_fill(zeros(mask.shape(), {.dtype = dtype, .device = mask.device()}), mask, -std::numeric_limits<double>::infinity());
 }
@@ -118,7 +125,7 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
     EMBER_CHECK(shared || per_head, "MultiheadAttention: attn_mask of shape {} must be [{}, {}] or [{}, {}, {}]",
                 attn_mask.shape().str(), target_length, source_length, batch * num_heads, target_length,
                 source_length);
-    mask = additive_mask(attn_mask, q.dtype());
+    mask = additive_mask(attn_mask, q.dtype(), "attn_mask");
     if (per_head) mask = mask.view({batch, num_heads, target_length, source_length});
   }
   if (options.key_padding_mask.defined()) {
@@ -126,7 +133,7 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
     EMBER_CHECK(padding.dim() == 2 && padding.size(0) == batch && padding.size(1) == source_length,
                 "MultiheadAttention: key_padding_mask of shape {} must be [{}, {}]",
                 options.key_padding_mask.shape().str(), batch, source_length);
-    Tensor padding_mask = additive_mask(padding, q.dtype()).view({batch, 1, 1, source_length});
+    Tensor padding_mask = additive_mask(padding, q.dtype(), "key_padding_mask").view({batch, 1, 1, source_length});
     mask = mask.defined() ? mask + padding_mask : padding_mask;
   }
 

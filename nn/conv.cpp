@@ -21,6 +21,8 @@ Pair default_stride(const Pair& stride, const Pair& kernel_size) {
 }
 
 int64_t checked_groups(int64_t in_channels, int64_t out_channels, int64_t groups) {
+  EMBER_CHECK(in_channels >= 0 && out_channels >= 0, "Conv2d: in_channels {} and out_channels {} must not be negative",
+              in_channels, out_channels);
   EMBER_CHECK(groups > 0 && in_channels % groups == 0 && out_channels % groups == 0,
               "Conv2d: in_channels {} and out_channels {} must be divisible by groups {}", in_channels, out_channels,
               groups);

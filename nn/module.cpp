@@ -228,7 +228,9 @@ Module& Module::train(bool on) {
 Module& Module::to(DType dtype) {
   EMBER_CHECK(is_floating(dtype), "{}.to: only floating dtypes are allowed, got {}", type_name(), dtype);
   auto convert = [dtype](const Tensor& t) { return ember::to(t, dtype); };
-  for (const Tensor& tensor : parameters()) convert_in_place(tensor, convert);
+  // Floating tensors only, as PyTorch: an integer parameter (codes, indices) keeps its values.
+  for (const Tensor& tensor : parameters())
+    if (is_floating(tensor.dtype())) convert_in_place(tensor, convert);
   for (const Tensor& tensor : buffers())
     if (is_floating(tensor.dtype())) convert_in_place(tensor, convert);
   return *this;

@@ -3,6 +3,7 @@
 // dict], optim/README.md).
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -44,6 +45,12 @@ void Optimizer::step() {
   // post-step all-gather is part of the step it follows.
   const int64_t begin = profiler::recording(profiler::kRecordSteps) ? profiler::now_ns() : -1;
   if (!step_pre_hooks_.empty() && !all_hooks_allow(step_pre_hooks_, *this)) return;
+  // A scheduler may set a negative rate (a linear decay stepped past its
+  // end): stepping with it would ascend the loss without a word.
+  for (size_t g = 0; g < num_param_groups(); ++g)
+    EMBER_CHECK(lr(g) >= 0, "{}: step with the learning rate {} of param group {} (a scheduler stepped past the end "
+                "of its schedule?); a negative rate would ascend the loss",
+                name_, lr(g), g);
   update();
   ++steps_taken_;
   for (const StepPostHook& hook : step_post_hooks_.snapshot()) hook(*this);
@@ -115,6 +122,12 @@ void Optimizer::add_group_params(std::vector<Tensor> params) {
     EMBER_CHECK(is_floating(param.dtype()), "{}: can only optimize floating-point tensors, parameter {} is {}", name_,
                 i, param.dtype());
     EMBER_CHECK(param.is_leaf(), "{}: can't optimize a non-leaf tensor (parameter {} of the new group)", name_, i);
+    // Refused here rather than at the first step: the update kernels write
+    // parameters in place, element by element over contiguous memory.
+    EMBER_CHECK(param.is_contiguous(),
+                "{}: parameter {} of the new group (shape {}, strides {}) is not contiguous; make it contiguous "
+                "before it becomes a parameter (x.contiguous().detach().requires_grad_())",
+                name_, i, param.shape(), param.strides());
     for (size_t j = 0; j < i; ++j)
       EMBER_CHECK(!params[j].is_same(param), "{}: parameter {} appears twice in the new group", name_, i);
     for (size_t g = 0; g < groups_.size(); ++g)
@@ -129,12 +142,8 @@ void Optimizer::add_group_params(std::vector<Tensor> params) {
 }
 
 void Optimizer::substitute_parameters(const std::function<Tensor(const Tensor&)>& substitute) {
-  for (size_t g = 0; g < groups_.size(); ++g)
-    for (size_t i = 0; i < groups_[g].params.size(); ++i)
-      EMBER_CHECK(!groups_[g].state[i].has_value(),
-                  "{}: parameter {} of group {} already has state (the optimizer has stepped); its parameters can "
-                  "only be sharded before the first step",
-                  name_, i, g);
+  for (Group& group : groups_)
+    for (std::optional<ParamState>& state : group.state) state.reset();
   for (Group& group : groups_)
     for (Tensor& param : group.params) {
       Tensor replacement = substitute(param);
@@ -291,6 +300,14 @@ void Optimizer::load_or_check(const OptimizerStateDict& dict, bool apply) {
         for (const std::string& required : required_buffers(g))
           EMBER_CHECK(loaded[g][i]->find(required).defined(),
                       "{}: the state of parameter {} of param group {} has no '{}'", where, i, g, required);
+        // A buffer this optimizer does not keep (another optimizer's state,
+        // a renamed one) would be carried along unused, its own restarted.
+        const std::vector<std::string> known = state_buffer_names(g);
+        for (const auto& [buffer, tensor] : loaded[g][i]->buffers)
+          EMBER_CHECK(std::find(known.begin(), known.end(), buffer) != known.end(),
+                      "{}: the state of parameter {} of param group {} has a buffer '{}', which {} does not keep "
+                      "(it keeps: {}); is this another optimizer's state?",
+                      where, i, g, buffer, name_, known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", ")));
       }
     }
   } catch (...) {

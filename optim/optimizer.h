@@ -109,7 +109,8 @@ class Optimizer {
 
   // ZeRO (distributed/zero/): every parameter is replaced, in its place in its
   // group, by what `substitute` returns for it: the piece of it this process
-  // updates. Before the first update only (state would not fit the pieces).
+  // updates. Its state, which would not fit the piece, is dropped: the caller
+  // gives it back sliced (ZeRO loads the whole-parameter state_dict it took before).
   void substitute_parameters(const std::function<Tensor(const Tensor&)>& substitute);
 
   // The state tensors are shared with the optimizer, as PyTorch's are: save

@@ -44,6 +44,12 @@ void LRScheduler::initial_step() {
 void LRScheduler::apply(const std::vector<double>& lrs) {
   EMBER_ASSERT(lrs.size() == optimizer_.num_param_groups(), "{}: {} lrs for {} groups", name_, lrs.size(),
                optimizer_.num_param_groups());
+  // A NaN or infinite rate is refused at the step that makes it. A negative
+  // one is PyTorch's value too (OneCycleLR's linear anneal at its last
+  // step), refused only if the optimizer steps with it (Optimizer::step).
+  for (size_t g = 0; g < lrs.size(); ++g)
+    EMBER_CHECK(std::isfinite(lrs[g]), "{}: the learning rate of param group {} at epoch {} would be {}", name_, g,
+                last_epoch_, lrs[g]);
   for (size_t g = 0; g < lrs.size(); ++g) optimizer_.set_lr(g, lrs[g]);
   last_lr_.clear();
   for (size_t g = 0; g < lrs.size(); ++g) last_lr_.push_back(optimizer_.lr(g));
@@ -169,6 +175,7 @@ std::vector<double> LambdaLR::get_lr() {
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma, int64_t last_epoch)
     : LRScheduler(optimizer, "StepLR", last_epoch), step_size_(step_size), gamma_(gamma) {
   EMBER_CHECK(step_size > 0, "StepLR: step_size must be positive, got {}", step_size);
+  EMBER_CHECK(gamma >= 0, "StepLR: gamma must not be negative, got {}", gamma);
   initialize_base_lrs();
   initial_step();
 }
@@ -201,6 +208,7 @@ void StepLR::load_fields(const nlohmann::json& state) {
 
 MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma, int64_t last_epoch)
     : LRScheduler(optimizer, "MultiStepLR", last_epoch), milestones_(std::move(milestones)), gamma_(gamma) {
+  EMBER_CHECK(gamma >= 0, "MultiStepLR: gamma must not be negative, got {}", gamma);
   std::sort(milestones_.begin(), milestones_.end());
   initialize_base_lrs();
   initial_step();
@@ -256,6 +264,7 @@ void MultiStepLR::load_fields(const nlohmann::json& state) {
 
 ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma, int64_t last_epoch)
     : LRScheduler(optimizer, "ExponentialLR", last_epoch), gamma_(gamma) {
+  EMBER_CHECK(gamma >= 0, "ExponentialLR: gamma must not be negative, got {}", gamma);
   initialize_base_lrs();
   initial_step();
 }

@@ -47,6 +47,18 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, const OneCycleLROptions& options)
     phases_ = {{pct * total - 1, Point::initial, Point::max, MomentumPoint::max, MomentumPoint::base},
                {total - 1, Point::max, Point::min, MomentumPoint::base, MomentumPoint::max}};
   }
+  // A phase that ends where it starts, and that a step reaches (any phase
+  // ending at step 0 or later, and the last), would divide 0 by 0: a NaN
+  // learning rate from the first step (PyTorch raises ZeroDivisionError).
+  double start = 0;
+  for (size_t i = 0; i < phases_.size(); ++i) {
+    const double end = phases_[i].end_step;
+    EMBER_CHECK(!(end == start && (end >= 0 || i + 1 == phases_.size())),
+                "OneCycleLR: pct_start {} of total_steps {} leaves phase {} of {} without a step (it starts and ends at "
+                "step {}); choose pct_start so that pct_start * total_steps is not 1 and pct_start is below 1",
+                pct, total_steps_, i + 1, phases_.size(), end);
+    start = end;
+  }
 
   const size_t groups = optimizer.num_param_groups();
   const std::vector<double> max_lrs = per_group(options.max_lr, groups, "max_lr");

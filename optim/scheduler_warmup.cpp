@@ -12,11 +12,20 @@
 namespace ember::optim {
 namespace {
 
+void check_steps(const char* name, int64_t num_warmup_steps, int64_t num_training_steps) {
+  EMBER_CHECK(num_warmup_steps >= 0 && num_training_steps >= 0,
+              "{}: step counts must not be negative (num_warmup_steps {}, num_training_steps {})", name,
+              num_warmup_steps, num_training_steps);
+}
+
 double warmup_factor(int64_t step, int64_t num_warmup_steps) {
   return double(step) / double(std::max<int64_t>(1, num_warmup_steps));
 }
 
+// The lambdas check their numbers when made, before the base class's first
+// step sets the optimizer's learning rates.
 LambdaLR::Lambda cosine_lambda(int64_t num_warmup_steps, int64_t num_training_steps, double num_cycles) {
+  check_steps("CosineWithWarmup", num_warmup_steps, num_training_steps);
   return [=](int64_t step) {
     if (step < num_warmup_steps) return warmup_factor(step, num_warmup_steps);
     const double progress =
@@ -26,6 +35,7 @@ LambdaLR::Lambda cosine_lambda(int64_t num_warmup_steps, int64_t num_training_st
 }
 
 LambdaLR::Lambda linear_lambda(int64_t num_warmup_steps, int64_t num_training_steps) {
+  check_steps("LinearWithWarmup", num_warmup_steps, num_training_steps);
   return [=](int64_t step) {
     if (step < num_warmup_steps) return warmup_factor(step, num_warmup_steps);
     return std::max(
@@ -44,11 +54,6 @@ void check_saved_numbers(const std::string& at, const nlohmann::json& state, int
               at, warmup, training, num_warmup_steps, num_training_steps);
 }
 
-void check_steps(const char* name, int64_t num_warmup_steps, int64_t num_training_steps) {
-  EMBER_CHECK(num_warmup_steps >= 0 && num_training_steps >= 0,
-              "{}: step counts must not be negative (num_warmup_steps {}, num_training_steps {})", name,
-              num_warmup_steps, num_training_steps);
-}
 
 }  // namespace
 
@@ -57,9 +62,7 @@ CosineWithWarmup::CosineWithWarmup(Optimizer& optimizer, int64_t num_warmup_step
     : LambdaLR(optimizer, "CosineWithWarmup", cosine_lambda(num_warmup_steps, num_training_steps, num_cycles)),
       num_warmup_steps_(num_warmup_steps),
       num_training_steps_(num_training_steps),
-      num_cycles_(num_cycles) {
-  check_steps("CosineWithWarmup", num_warmup_steps, num_training_steps);
-}
+      num_cycles_(num_cycles) {}
 
 void CosineWithWarmup::save_fields(nlohmann::json& state) const {
   state["num_warmup_steps"] = num_warmup_steps_;
@@ -78,9 +81,7 @@ void CosineWithWarmup::load_fields(const nlohmann::json& state) {
 LinearWithWarmup::LinearWithWarmup(Optimizer& optimizer, int64_t num_warmup_steps, int64_t num_training_steps)
     : LambdaLR(optimizer, "LinearWithWarmup", linear_lambda(num_warmup_steps, num_training_steps)),
       num_warmup_steps_(num_warmup_steps),
-      num_training_steps_(num_training_steps) {
-  check_steps("LinearWithWarmup", num_warmup_steps, num_training_steps);
-}
+      num_training_steps_(num_training_steps) {}
 
 void LinearWithWarmup::save_fields(nlohmann::json& state) const {
   state["num_warmup_steps"] = num_warmup_steps_;

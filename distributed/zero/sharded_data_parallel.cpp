@@ -359,6 +359,9 @@ void ShardedDataParallel::attach_optimizer(optim::Optimizer& optimizer, bool ins
       slots.push_back(found->second);
       slot_groups.push_back(g);
     }
+  // State the optimizer has already (Adagrad's from its constructor, a loaded
+  // checkpoint's, earlier steps'): taken whole, given back sliced to the pieces.
+  const optim::OptimizerStateDict whole = optimizer.state_dict();
   optimizer.substitute_parameters([&](const Tensor& parameter) {
     const auto [f, i] = where.at(parameter.impl());
     return flats_[f]->piece(i);
@@ -366,6 +369,7 @@ void ShardedDataParallel::attach_optimizer(optim::Optimizer& optimizer, bool ins
   optimizer_ = &optimizer;
   optimizer_slots_ = std::move(slots);
   slot_groups_ = std::move(slot_groups);
+  if (!whole.meta["state"].empty()) optimizer.load_state_dict(optimizer_pieces(whole, /*copy=*/true));
   if (!install_hooks) return;
   auto token = std::make_shared<int>(0);
   optimizer_alive_ = token;

@@ -21,6 +21,12 @@ Tensor attention_weights(const Tensor& query, const Tensor& key, const ScaledDot
               query.shape().str(), key.shape().str());
   EMBER_CHECK(!(options.is_causal && options.attn_mask.defined()),
               "scaled_dot_product_attention: pass either attn_mask or is_causal, not both");
+  // An integer mask would be added to the scores as 0/1 and mask nothing.
+  EMBER_CHECK(!options.attn_mask.defined() || options.attn_mask.dtype() == DType::boolean ||
+                  is_floating(options.attn_mask.dtype()),
+              "scaled_dot_product_attention: attn_mask must be bool (true = takes part) or floating (added to the "
+              "scores), got {}; for a mask of 1 = keep, pass ne(mask, 0)",
+              options.attn_mask.dtype());
   int64_t target_length = query.size(-2);
   int64_t source_length = key.size(-2);
   double scale = options.scale.value_or(1.0 / std::sqrt(double(query.size(-1))));

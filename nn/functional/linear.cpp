@@ -31,6 +31,14 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx) {
+  if (padding_idx) {
+    // As PyTorch: a negative index counts from the end, and must be a row.
+    const int64_t rows = weight.dim() > 0 ? weight.size(0) : 0;
+    EMBER_CHECK(*padding_idx >= -rows && *padding_idx < rows,
+                "embedding: padding_idx {} is not a row of the weight {} (from {} to {})", *padding_idx,
+                weight.shape(), -rows, rows - 1);
+    if (*padding_idx < 0) padding_idx = *padding_idx + rows;
+  }
   Tensor out = ember::embedding(input, weight);
   if (padding_idx && out.requires_grad()) {
     // Zero the output gradient at padding positions before it reaches the

@@ -134,6 +134,25 @@ TEST(ScaledDotProductAttention, RoutesToTheFusedKernelAndMatchesTheComposite) {
 // mask), and the other rows' gradients stay finite. Catches the composite's
 // plain softmax (Note [Fully masked rows]: NaN in the output and, through
 // the backward, in every query and key gradient).
+// PyTorch refuses masks that are neither bool nor floating. Catches: an
+// integer mask (a Hugging Face attention_mask of 1 = keep) added to the
+// scores as 0/1, which gave the padded key the largest weight.
+TEST(MultiheadAttention, AnIntegerMaskIsRefused) {
+  nn::MultiheadAttention attention(4, 2);
+  Tensor x = randn({3, 2, 4});
+  Tensor padding = from_vector<int64_t>({0, 1, 0, 0, 0, 1}).view({2, 3});
+  EXPECT_EMBER_ERROR(attention(x, x, x, {.key_padding_mask = padding}),
+                     "MultiheadAttention: key_padding_mask must be bool (true = masked out) or floating (added to the "
+                     "scores), got int64");
+  EXPECT_EMBER_ERROR(attention(x, x, x, {.attn_mask = zeros({3, 3}, {.dtype = DType::i32})}),
+                     "MultiheadAttention: attn_mask must be bool");
+  Tensor weights = attention(x, x, x, {.key_padding_mask = ne(padding, 0)}).weights;
+  EXPECT_EQ(weights.select(0, 0).select(0, 0).select(0, 1).item<float>(), 0.0f);
+  Tensor q = randn({3, 4});
+  EXPECT_EMBER_ERROR(F::scaled_dot_product_attention(q, q, q, {.attn_mask = ones({3, 3}, {.dtype = DType::i64})}),
+                     "scaled_dot_product_attention: attn_mask must be bool (true = takes part) or floating");
+}
+
 TEST(ScaledDotProductAttention, AFullyMaskedRowGivesZerosOnBothPaths) {
   Tensor allowed = lt(randn({5, 7}), 0.8);
   allowed.narrow(-1, 0, 1).fill_(true);

@@ -104,6 +104,23 @@ TEST(Embedding, PaddingRowStartsAtZeroAndGetsNoGradient) {
   EXPECT_EMBER_ERROR(nn::Embedding(6, 2, {.padding_idx = 6}), "padding_idx 6 must be within num_embeddings 6");
 }
 
+// The functional form counts a negative padding_idx from the end and refuses
+// one past the rows, as PyTorch's F.embedding. Catches: ne(input, -1) (the
+// padding row trained, its gradient [2, 2, 2]) and an index 7 of 5 rows taken.
+TEST(Embedding, FunctionalPaddingIndexCountsFromTheEnd) {
+  Tensor weight = ones({5, 3}).requires_grad_(true);
+  sum(F::embedding(from_vector<int64_t>({0, 4, 4}), weight, -1)).backward();
+  EXPECT_TRUE(all_close(weight.grad().select(0, 4), zeros({3}), 0, 0));
+  EXPECT_TRUE(all_close(weight.grad().select(0, 0), ones({3}), 0, 0));
+  EXPECT_EMBER_ERROR(F::embedding(from_vector<int64_t>({0}), ones({5, 3}), 7),
+                     "embedding: padding_idx 7 is not a row of the weight [5, 3] (from -5 to 4)");
+  EXPECT_EMBER_ERROR(F::embedding(from_vector<int64_t>({0}), ones({5, 3}), -6), "padding_idx -6 is not a row");
+}
+
+TEST(Conv2d, NegativeChannelsAreNamed) {
+  EXPECT_EMBER_ERROR(nn::Conv2d(-2, 4, 3), "Conv2d: in_channels -2 and out_channels 4 must not be negative");
+}
+
 TEST(Conv2d, ForwardInitAndPrinting) {
   nn::Conv2d conv(3, 4, 3, {.padding = {1, 1}});
   Tensor x = randn({2, 3, 5, 5});

@@ -231,6 +231,19 @@ TEST(Module, ToDtypeChangesTensorsInPlace) {
   EXPECT_EMBER_ERROR(model.to(DType::i32), "only floating dtypes");
 }
 
+// As PyTorch (and nn/README.md): to(dtype) converts floating tensors only.
+// Catches: integer parameters converted too (codes 2049 and 70001 became
+// 2048 and inf in f16).
+TEST(Module, ToDtypeLeavesIntegerParametersAlone) {
+  nn::Linear model(2, 2);
+  Tensor codes = from_vector<int64_t>({3, 2049, 70001});
+  model.register_parameter("codes", codes, /*requires_grad=*/false);
+  model.to(DType::f16);
+  EXPECT_EQ(codes.dtype(), DType::i64);
+  EXPECT_EQ(codes.to_vector<int64_t>(), (std::vector<int64_t>{3, 2049, 70001}));
+  EXPECT_EQ(model.weight.dtype(), DType::f16);
+}
+
 TEST(Module, ZeroGradAndApply) {
   nn::Sequential model(nn::Linear(3, 2), nn::Tanh(), nn::Linear(2, 1));
   sum(model(randn({5, 3}))).backward();

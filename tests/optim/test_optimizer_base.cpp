@@ -52,6 +52,10 @@ TEST(Optimizer, RejectsBadParameters) {
   optim::SGD optimizer({a});
   EXPECT_EMBER_ERROR(optimizer.add_param_group({a}, {}), "already in param group 0");
   EXPECT_EMBER_ERROR(optim::SGD(std::vector<optim::ParamGroup<optim::SGDOptions>>{}), "got no parameter groups");
+  // Refused here, not at the first step with a kernel's message. Catches: the check left out.
+  Tensor transposed = from_vector<float>({1, 2, 3, 4, 5, 6}).reshape({2, 3}).t().requires_grad_(true);
+  EXPECT_EMBER_ERROR(optim::SGD({transposed}),
+                     "SGD: parameter 0 of the new group (shape [3, 2], strides [1, 3]) is not contiguous");
 }
 
 TEST(Optimizer, RejectsBadOptions) {
@@ -191,6 +195,24 @@ TEST_F(LoadStateDict, ChecksTheState) {
   optim::OptimizerStateDict stray_tensor = saved;
   stray_tensor.tensors.emplace_back("momentum", zeros({2}));
   EXPECT_EMBER_ERROR(fresh.load_state_dict(stray_tensor), "tensor 'momentum' is not named state.<index>.<buffer>");
+  // A buffer the optimizer does not keep: another optimizer's, or a renamed
+  // one (SGD's momentum restarted from the gradient on resume). Catches:
+  // unknown buffers appended to the state and carried along.
+  optim::OptimizerStateDict foreign = saved;
+  foreign.tensors.emplace_back("state.0.bogus", zeros({2}));
+  EXPECT_EMBER_ERROR(fresh.load_state_dict(foreign),
+                     "the state of parameter 0 of param group 0 has a buffer 'bogus', which Adam does not keep (it "
+                     "keeps: exp_avg, exp_avg_sq)");
+  Tensor w = leaf({2});
+  optim::SGD sgd({w}, {.lr = 0.1, .momentum = 0.9});
+  w.set_grad(ones({2}));
+  sgd.step();
+  optim::OptimizerStateDict renamed = sgd.state_dict();
+  renamed.tensors[0].first = "state.0.momentum";
+  EXPECT_EMBER_ERROR(sgd.load_state_dict(renamed), "has a buffer 'momentum', which SGD does not keep (it keeps: "
+                                                   "momentum_buffer)");
+  optim::Lion lion({leaf({2}), leaf({3})});
+  EXPECT_EMBER_ERROR(lion.load_state_dict(saved), "which Lion does not keep");
   optim::OptimizerStateDict amsgrad = saved;
   amsgrad.meta["param_groups"][0]["amsgrad"] = true;  // needs max_exp_avg_sq, which is not there
   EXPECT_EMBER_ERROR(fresh.load_state_dict(amsgrad), "has no 'max_exp_avg_sq'");

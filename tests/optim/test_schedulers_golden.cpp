@@ -251,6 +251,46 @@ TEST(Scheduler, RejectsBadArguments) {
   EXPECT_EMBER_ERROR(step.load_state_dict(state), "StepLR.load_state_dict has no 'last_epoch'");
 }
 
+// Schedules that would make a NaN or negative learning rate are refused where
+// they would: PyTorch raises ZeroDivisionError for OneCycleLR's empty phase,
+// and a negative rate is refused where an optimizer would step with it.
+// Catches, each seen failing: OneCycleLR's first phase ending where it starts
+// (lr NaN at step 0, NaN parameters after the first step); a gamma below 0
+// or a lambda below 0 (an SGD step with lr -0.05 ascended); a warmup
+// schedule refusing its numbers after setting the lr.
+TEST(Scheduler, RefusesSchedulesOfNanOrNegativeLearningRates) {
+  optim::SGD sgd({zeros({1}).requires_grad_()}, {.lr = 0.1, .momentum = 0.9});
+  EXPECT_EMBER_ERROR(optim::OneCycleLR(sgd, {.max_lr = {0.5}, .total_steps = 10, .pct_start = 0.1}),
+                     "OneCycleLR: pct_start 0.1 of total_steps 10 leaves phase 1 of 2 without a step");
+  EXPECT_EMBER_ERROR(
+      optim::OneCycleLR(sgd, {.max_lr = {0.5}, .total_steps = 10, .pct_start = 0.1, .three_phase = true}),
+      "leaves phase 1 of 3 without a step");
+  EXPECT_EMBER_ERROR(optim::OneCycleLR(sgd, {.max_lr = {0.5}, .total_steps = 10, .pct_start = 1.0}),
+                     "leaves phase 2 of 2 without a step");
+  optim::OneCycleLR fine(sgd, {.max_lr = {0.5}, .total_steps = 10, .pct_start = 0.25});
+  EXPECT_TRUE(std::isfinite(sgd.options(0).lr));
+  EXPECT_EMBER_ERROR(optim::ExponentialLR(sgd, -0.5), "ExponentialLR: gamma must not be negative, got -0.5");
+  EXPECT_EMBER_ERROR(optim::StepLR(sgd, 2, -0.5), "StepLR: gamma must not be negative");
+  EXPECT_EMBER_ERROR(optim::MultiStepLR(sgd, {2}, -0.5), "MultiStepLR: gamma must not be negative");
+  Tensor weight = zeros({1}).requires_grad_();
+  optim::SGD plain({weight}, {.lr = 0.1});
+  optim::LambdaLR decay(plain, [](int64_t epoch) { return 1.0 - double(epoch) / 2.0; });
+  decay.step();
+  decay.step();
+  EXPECT_EQ(plain.options(0).lr, 0.0);
+  decay.step();  // PyTorch's value, as OneCycleLR's linear anneal gives one at its last step
+  EXPECT_DOUBLE_EQ(plain.options(0).lr, -0.05);
+  weight.set_grad(ones({1}));
+  EXPECT_EMBER_ERROR(plain.step(), "SGD: step with the learning rate -0.05 of param group 0");
+  EXPECT_EQ(weight.item<float>(), 0.0f);
+  optim::LambdaLR nan_schedule(plain, [](int64_t epoch) { return epoch == 0 ? 1.0 : std::nan(""); });
+  EXPECT_EMBER_ERROR(nan_schedule.step(), "LambdaLR: the learning rate of param group 0 at epoch 1 would be nan");
+  optim::SGD untouched({zeros({1}).requires_grad_()}, {.lr = 0.1});
+  EXPECT_EMBER_ERROR(optim::LinearWithWarmup(untouched, -5, 10), "step counts must not be negative");
+  EXPECT_EQ(untouched.options(0).lr, 0.1);
+  EXPECT_FALSE(untouched.initial_lr(0).has_value());
+}
+
 // The warmup schedules are their constructor's lambda: a state saved with other step
 // counts was loaded and the run went on with the new counts from the saved step (lr
 // 0.6545 where the saved schedule gives 0.11). Now refused, naming both.

@@ -412,15 +412,36 @@ EMBER_SCENARIO(zero_errors) {
                              [&] { (void)model->children()[0]->forward(inputs); });
   }
   {
+    // An optimizer with state (stepped once, the same on every rank) is
+    // sharded with its state sliced: made whole again it is what it was; and
+    // Adagrad, whose constructor makes its state, shards and steps. Catches:
+    // the state refused ("already has state (the optimizer has stepped)",
+    // which kept Adagrad out of ZeRO altogether) or dropped.
+    manual_seed(11);
     auto model = std::make_shared<nn::Sequential>(Block(kWidth));
     optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
     const Tensor out = (*model)(inputs);
     mean(out * out).backward();
     optimizer.step();
-    failures += expect_error(rank, "sharding an optimizer that has stepped", "already has state", [&] {
-      ShardedDataParallel zero(model, group, options_for(ShardingStrategy::zero1));
-      zero.attach_optimizer(optimizer);
-    });
+    optimizer.zero_grad();
+    const optim::OptimizerStateDict before = optimizer.state_dict();
+    ShardedDataParallel zero(model, group, options_for(ShardingStrategy::zero1));
+    zero.attach_optimizer(optimizer);
+    const optim::OptimizerStateDict after = zero.full_optimizer_state_dict();
+    std::string worst;
+    const double difference = max_difference(after.tensors, before.tensors, worst);
+    failures += check(difference == 0 && after.tensors.size() == before.tensors.size(), rank,
+                      fmt::format("a stepped optimizer's state, sharded and made whole, is what it was (max "
+                                  "|difference| {} at {})",
+                                  difference, worst));
+    auto adagrad_model = std::make_shared<nn::Sequential>(Block(kWidth));
+    optim::Adagrad adagrad(adagrad_model->parameters(), {.lr = 0.1});
+    ShardedDataParallel sharded(adagrad_model, group, options_for(ShardingStrategy::zero3));
+    sharded.attach_optimizer(adagrad);
+    const Tensor adagrad_out = (*adagrad_model)(inputs);
+    mean(adagrad_out * adagrad_out).backward();
+    adagrad.step();
+    failures += check(adagrad.state_dict().meta["state"].size() > 0, rank, "Adagrad steps under zero3");
   }
   distributed::destroy_process_group();
   return failures;
