@@ -121,8 +121,11 @@ ResolvedAcceleratorOptions resolve_accelerator_options(const AcceleratorOptions&
   resolved.automatic_checkpoint_naming =
       flag(options.automatic_checkpoint_naming, "EMBER_AUTOMATIC_CHECKPOINT_NAMING").value_or(false);
 
+  // Any 64-bit integer, a negative one wrapping to 2^64 + seed as torch.manual_seed
+  // takes it: the launcher and the config file pass what they accept (seed: -12).
   if (auto value = from_code_or_env(options.seed, "EMBER_SEED", [](const char* name, const char* value) {
-        return uint64_t(distributed::parse_env_integer(name, value, 0, std::numeric_limits<int64_t>::max()));
+        return uint64_t(distributed::parse_env_integer(name, value, std::numeric_limits<int64_t>::min(),
+                                                       std::numeric_limits<int64_t>::max()));
       }))
     resolved.seed = *value;
   if (auto value = text(options.project_dir, "EMBER_PROJECT_DIR")) resolved.project_dir = *value;

@@ -62,6 +62,12 @@ TEST_F(AcceleratorOptionsTest, TheEnvironmentFillsWhatCodeLeavesUnset) {
   EXPECT_FALSE(resolved.even_batches);
   EXPECT_EQ(resolved.seed, 1234u);
   EXPECT_EQ(resolved.project_dir, "/tmp/project");
+  // A negative seed, which the launcher and config files pass on, wraps as
+  // torch.manual_seed(-1) does. Catches: EMBER_SEED=-12 refused by every
+  // worker of a job the launcher had accepted.
+  setenv("EMBER_SEED", "-1", 1);
+  EXPECT_EQ(resolve_accelerator_options({}).seed, std::numeric_limits<uint64_t>::max());
+  setenv("EMBER_SEED", "1234", 1);
   EXPECT_TRUE(resolved.automatic_checkpoint_naming);
   EXPECT_EQ(resolved.total_limit, 3);
 
