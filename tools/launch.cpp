@@ -265,6 +265,9 @@ std::vector<std::string> inherited_environment(const Settings& accelerator) {
       if (key.variable.empty() || key.variable != name) continue;
       if (accelerator.count(std::string(key.name))) {
         ours = true;
+      } else if (equals != std::string_view::npos && key.kind == ValueKind::boolean) {
+        // The Accelerator's own reading of a flag variable (1/0 too), not the config file's.
+        distributed::parse_env_flag(std::string(name).c_str(), std::string(text.substr(equals + 1)).c_str());
       } else if (equals != std::string_view::npos) {
         canonical_value(key, text.substr(equals + 1), fmt::format("{} in the environment", name));
       }

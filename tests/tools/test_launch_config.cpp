@@ -245,6 +245,19 @@ TEST_F(LaunchConfigTest, FileBeatsTheInheritedEnvironment) {
                   {"EMBER_PROJECT_DIR", "/p"}});
 }
 
+// An inherited flag variable is read as the Accelerator reads it (1 and 0
+// too), and refused with its message otherwise. Catches: EMBER_USE_CPU=1,
+// which every worker's Accelerator takes, refused by the launcher as "not
+// true or false".
+TEST_F(LaunchConfigTest, InheritedFlagsAreReadAsTheAcceleratorReadsThem) {
+  expect_workers(launch_in({no_default_file, "EMBER_USE_CPU=1", "EMBER_SPLIT_BATCHES=0"}, {"--nproc-per-node", "1"}),
+                 1, {{"EMBER_USE_CPU", "1"}, {"EMBER_SPLIT_BATCHES", "0"}});
+  ProcessResult refused = launch_in({no_default_file, "EMBER_USE_CPU=yes"}, {"--nproc-per-node", "1"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_TRUE(contains(refused.output, "EMBER_USE_CPU='yes' is not a flag (use true or false, 1 or 0)"))
+      << refused.output;
+}
+
 // Without --config-file: $EMBER_CONFIG_FILE, else $XDG_CACHE_HOME/ember/default_config.yaml.
 TEST_F(LaunchConfigTest, DefaultConfigFileIsUsedWhenItExists) {
   std::string file = config("num_processes: 2\nseed: 5\n", "named.yaml");
@@ -322,7 +335,7 @@ TEST_F(LaunchConfigTest, BadValuesAreErrorsBeforeAnyWorkerStarts) {
       {{}, {"--config-file", bad_yaml},
        "ember launch: cannot parse config file '" + bad_yaml + "': end of sequence flow not found at line 2, column 1\n"},
       {{}, {"--config-file", missing}, "ember launch: config file '" + missing + "' does not exist\n"},
-      {{"EMBER_USE_CPU=1"}, {}, "ember launch: EMBER_USE_CPU in the environment: '1' is not true or false\n"},
+      {{"EMBER_USE_CPU=yes"}, {}, "ember launch: EMBER_USE_CPU='yes' is not a flag (use true or false, 1 or 0)\n"},
       {{"EMBER_TOTAL_LIMIT=0"}, {}, "ember launch: EMBER_TOTAL_LIMIT in the environment: '0' is not an integer of at least 1\n"},
       {{"EMBER_CONFIG_FILE=" + bad_value}, {},
        "ember launch: config file '" + bad_value +
