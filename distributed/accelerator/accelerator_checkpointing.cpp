@@ -342,6 +342,7 @@ struct LoadedCheckpoint {
   std::vector<optim::OptimizerStateDict> optimizers;
   std::vector<json> schedulers;
   std::optional<json> scaler;
+  bool saved_scaler = false;  // the checkpoint holds a loss scale (an fp16 job's)
   std::vector<std::variant<json, NamedTensors>> custom;
   GeneratorState random;
   std::vector<data::DataLoaderState> loaders;
@@ -546,7 +547,8 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
   }
   for (size_t i = 0; i < state.schedulers.size(); ++i)
     loaded.schedulers.push_back(read_json(directory, manifest, numbered("scheduler", i, ".json")));
-  if (state.scaler && manifest.find_file("scaler.json")) loaded.scaler = read_json(directory, manifest, "scaler.json");
+  loaded.saved_scaler = manifest.find_file("scaler.json") != nullptr;
+  if (state.scaler && loaded.saved_scaler) loaded.scaler = read_json(directory, manifest, "scaler.json");
   for (size_t i = 0; i < state.checkpointables.size(); ++i) {
     const bool tensors = state.checkpointables[i].save_tensors != nullptr;
     const std::string file = fmt::format("custom_checkpoint_{}.{}", i, tensors ? "safetensors" : "json");
@@ -706,6 +708,19 @@ void Accelerator::load_state(const std::optional<fs::path>& directory) {
   }
   LoadedCheckpoint loaded = read_checkpoint(state, source);
   check_objects(state, loaded, source);
+  // At a step boundary the precision may change; a loss scale that is not
+  // carried over is said, never dropped or started afresh without a word.
+  if (state.process_index == 0 && loaded.saved_scaler != (state.scaler != nullptr))
+    std::fprintf(stderr, "ember Accelerator: warning: %s\n",
+                 loaded.saved_scaler
+                     ? fmt::format("load_state: {} holds an fp16 loss scale, which this job (mixed_precision {}) does "
+                                   "not use: it is not loaded",
+                                   source.string(), state.options.mixed_precision)
+                           .c_str()
+                     : fmt::format("load_state: {} holds no loss scale (it was saved without fp16): this job's fp16 "
+                                   "loss scale starts at its initial value",
+                                   source.string())
+                           .c_str());
 
   // The user's own objects first: a load function of theirs that throws
   // then finds everything else as it was.

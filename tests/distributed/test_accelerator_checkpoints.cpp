@@ -415,6 +415,31 @@ TEST(AcceleratorCheckpoints, MidAccumulationResumeNeedsTheSavedSettings) {
   same.accelerator.load_state(middle);
 }
 
+// A change of precision at a step boundary resumes, and the loss scale it
+// does not carry over is said. Catches: an fp16 checkpoint's scale dropped,
+// or an fp16 job's scale started afresh, without a word.
+TEST(AcceleratorCheckpoints, ALossScaleNotCarriedOverIsSaid) {
+  testing::ScratchDirectory directory;
+  Training fp16({.mixed_precision = "fp16"});
+  fp16.train(2);
+  const fs::path with_scale = fp16.accelerator.save_state(directory.path() / "fp16");
+  Training bf16({.mixed_precision = "bf16"});
+  ::testing::internal::CaptureStderr();
+  bf16.accelerator.load_state(with_scale);
+  const std::string dropped = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(dropped.find("holds an fp16 loss scale, which this job (mixed_precision bf16) does not use"),
+            std::string::npos)
+      << dropped;
+  Training plain;
+  plain.train(2);
+  const fs::path without = plain.accelerator.save_state(directory.path() / "plain");
+  Training fp16_again({.mixed_precision = "fp16"});
+  ::testing::internal::CaptureStderr();
+  fp16_again.accelerator.load_state(without);
+  const std::string fresh = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(fresh.find("holds no loss scale (it was saved without fp16)"), std::string::npos) << fresh;
+}
+
 // A damaged checkpoint is refused with the file and the reason, and the
 // objects keep their state.
 TEST(AcceleratorCheckpoints, DamagedCheckpointsAreRefusedBeforeAnythingChanges) {
