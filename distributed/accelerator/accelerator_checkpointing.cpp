@@ -565,6 +565,10 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
                   field(random, "offset", process_file).is_number_unsigned(),
               "load_state: the random state in {} is not two unsigned integers", process_file.string());
   loaded.random = {random["seed"].get<uint64_t>(), random["offset"].get<uint64_t>()};
+  // Note [Resuming at another world size]: a process the checkpoint has no
+  // state for starts from process (r mod W)'s, moved to a stream of its own
+  // (another seed), so that no two processes draw the same numbers.
+  loaded.random.seed += 0x9E3779B97F4A7C15ull * uint64_t(state.process_index / saved_world);
   const json& loaders = field(process, "dataloaders", process_file);
   EMBER_CHECK(loaders.is_array() && loaders.size() == state.loaders.size(),
               "load_state: {} holds {} data loader positions, but {} loaders were prepared", process_file.string(),

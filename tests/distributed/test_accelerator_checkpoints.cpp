@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <type_traits>
 
 #include "core/file_io.h"
@@ -99,6 +100,25 @@ TEST(AcceleratorCheckpoints, ExactResumeAfterKillUnderZero3) {
 // moving the data loaders to the global batch the saved processes reached,
 // or placing every sharded piece at the start of its parameter
 // (assemble_pieces).
+// A larger world: each new process draws its own random numbers. Catches:
+// process 1 given a copy of saved process 0's state (the same dropout
+// masks on both).
+TEST(AcceleratorCheckpoints, ALargerWorldGivesEveryProcessItsOwnRandomStream) {
+  testing::ScratchDirectory directory;
+  const std::string dir = directory.path().string();
+  ProcessResult saved = launch({"--nproc-per-node", "1"}, "accelerator_reshard", {"save", dir, "one", "4"}, seconds(120));
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  ProcessResult resumed =
+      launch({"--nproc-per-node", "2"}, "accelerator_reshard", {"resume", dir, "one", "2", "two"}, seconds(120));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  std::vector<std::string> states;
+  const std::regex line("rank [01]: random state (\\d+ \\d+)");
+  for (std::sregex_iterator match(resumed.output.begin(), resumed.output.end(), line), end; match != end; ++match)
+    states.push_back((*match)[1].str());
+  ASSERT_EQ(states.size(), 2u) << resumed.output;
+  EXPECT_NE(states[0], states[1]) << resumed.output;
+}
+
 TEST(AcceleratorCheckpoints, ReshardsWhenTheWorldSizeChanges) {
   testing::ScratchDirectory directory;
   const std::string dir = directory.path().string();

@@ -156,6 +156,10 @@ EMBER_SCENARIO(accelerator_reshard) {
   }
   EMBER_CHECK(mode == "resume", "accelerator_reshard: unknown mode {}", mode);
   run.accelerator.load_state(checkpoint);
+  const GeneratorState random = default_generator().state();
+  std::printf("rank %d: random state %llu %llu\n", rank, (unsigned long long)random.seed,
+              (unsigned long long)random.offset);
+  std::fflush(stdout);
   const int64_t done = run.batches_done();
   run.train_until(done, done + batches);
   save_safetensors(directory / fmt::format("{}_{}.safetensors", args.at(4), rank),
