@@ -92,6 +92,30 @@ std::vector<std::string> environment_warnings() {
   return warnings;
 }
 
+// The sharding options the ddp strategy has no use for, set away from their
+// defaults (by code, EMBER_* or a config file): a warning each. DDP keeps whole
+// replicas, so checkpoints hold whole tensors and nothing is gathered or
+// prefetched; the wrap policy only chooses what activation checkpointing recomputes.
+std::vector<std::string> ddp_ignores(const distributed::ResolvedShardingOptions& sharding) {
+  if (sharding.strategy != distributed::ShardingStrategy::ddp) return {};
+  const distributed::ResolvedShardingOptions defaults;
+  std::vector<std::string> unused;
+  if (sharding.full_state_dict != defaults.full_state_dict) unused.push_back("state_dict_type sharded");
+  if (sharding.forward_prefetch != defaults.forward_prefetch) unused.push_back("forward_prefetch false");
+  if (sharding.backward_prefetch != defaults.backward_prefetch) unused.push_back("backward_prefetch false");
+  const bool wrap_changed = sharding.wrap_policy != defaults.wrap_policy ||
+                            sharding.wrap_module_types != defaults.wrap_module_types ||
+                            sharding.min_num_params != defaults.min_num_params;
+  if (wrap_changed && !sharding.activation_checkpointing)
+    unused.push_back("the wrap policy (wrap_policy, wrap_module_types, min_num_params)");
+  std::vector<std::string> warnings;
+  for (const std::string& option : unused)
+    warnings.push_back(fmt::format("{} has no effect under the ddp strategy, which keeps whole replicas; use a "
+                                   "sharded strategy (zero1, zero2, zero3, hybrid) or leave it unset",
+                                   option));
+  return warnings;
+}
+
 }  // namespace
 
 ResolvedAcceleratorOptions resolve_accelerator_options(const AcceleratorOptions& options) {
@@ -165,6 +189,7 @@ ResolvedAcceleratorOptions resolve_accelerator_options(const AcceleratorOptions&
               "Accelerator: options in ddp are set, but the strategy is {}, which runs no DistributedDataParallel and "
               "uses none of them; leave ddp at its defaults or use the ddp strategy",
               distributed::to_string(resolved.sharding.strategy));
+  for (std::string& warning : ddp_ignores(resolved.sharding)) resolved.warnings.push_back(std::move(warning));
   return resolved;
 }
 

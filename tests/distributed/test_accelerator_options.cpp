@@ -160,6 +160,25 @@ TEST_F(AcceleratorOptionsTest, MisspeltEmberVariablesAreWarnedAbout) {
                                                         "--variables` lists them)"});
 }
 
+// Sharding options the ddp strategy does not use are warned about. Catches:
+// EMBER_STATE_DICT_TYPE=sharded (or a wrap policy) under ddp taken and unused.
+TEST_F(AcceleratorOptionsTest, ShardingOptionsUnderDdpAreWarnedAbout) {
+  setenv("EMBER_STATE_DICT_TYPE", "sharded", 1);
+  setenv("EMBER_WRAP_POLICY", "size", 1);
+  std::vector<std::string> warnings = resolve_accelerator_options({}).warnings;
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(warnings[0], "state_dict_type sharded has no effect under the ddp strategy, which keeps whole replicas; "
+                         "use a sharded strategy (zero1, zero2, zero3, hybrid) or leave it unset");
+  EXPECT_EQ(warnings[1].rfind("the wrap policy (wrap_policy, wrap_module_types, min_num_params) has no effect", 0), 0u);
+  // The wrap policy chooses what activation checkpointing recomputes, and a sharded strategy uses both.
+  setenv("EMBER_ACTIVATION_CHECKPOINTING", "true", 1);
+  EXPECT_EQ(resolve_accelerator_options({}).warnings.size(), 1u);
+  setenv("EMBER_STRATEGY", "zero2", 1);
+  EXPECT_EQ(resolve_accelerator_options({}).warnings, std::vector<std::string>{});
+  for (const char* name : {"EMBER_STATE_DICT_TYPE", "EMBER_WRAP_POLICY", "EMBER_ACTIVATION_CHECKPOINTING", "EMBER_STRATEGY"})
+    unsetenv(name);
+}
+
 // Sharding (distributed/zero/sharding_options.h): DDP unless asked, each
 // transformer block a unit, whole-state checkpoints, prefetching on, no clipping.
 TEST_F(AcceleratorOptionsTest, ShardingDefaults) {
