@@ -18,6 +18,7 @@ struct LoaderCore {
   std::shared_ptr<BatchSampler> batch_sampler;
   std::function<Example(const std::vector<Example>&)> collate;
   HookList<BatchHook> batch_hooks;
+  HookList<IterationEndHook> end_hooks;
   int num_workers = 0;
   int64_t max_in_flight = 0;
   DataLoaderState state;
@@ -95,11 +96,17 @@ class Iteration {
     finish();
   }
 
+ public:
+  // Dropped before its end (a break out of the loop): it ends here.
+  ~Iteration() { finish(); }
+
  private:
   void finish() {
+    if (done_) return;
     done_ = true;
     prefetcher_.reset();
     current_ = Example{};
+    for (const IterationEndHook& hook : core_->end_hooks.snapshot()) hook();
   }
 
   std::shared_ptr<LoaderCore> core_;
@@ -248,8 +255,14 @@ HookId DataLoader::register_batch_hook(BatchHook hook) {
   return core_->batch_hooks.add(std::move(hook));
 }
 
+HookId DataLoader::register_iteration_end_hook(IterationEndHook hook) {
+  EMBER_CHECK(hook != nullptr, "DataLoader::register_iteration_end_hook: the hook is empty");
+  return core_->end_hooks.add(std::move(hook));
+}
+
 void DataLoader::remove_hook(HookId id) {
-  EMBER_CHECK(core_->batch_hooks.remove(id), "DataLoader::remove_hook: no hook with id {} (already removed?)", id);
+  EMBER_CHECK(core_->batch_hooks.remove(id) || core_->end_hooks.remove(id),
+              "DataLoader::remove_hook: no hook with id {} (already removed?)", id);
 }
 
 }  // namespace ember::data

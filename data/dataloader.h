@@ -59,6 +59,10 @@ struct BatchInfo {
 // Runs on the iterating thread as each batch is handed out, in registration
 // order; it may change the batch (move it to a device, say).
 using BatchHook = std::function<void(Example& batch, const BatchInfo& info)>;
+// Runs once when an iteration ends: the iterator moved past its last batch, a
+// newer begin() or set_state stopped it, a batch failed, or its iterators
+// were dropped before the end (a break). Accelerate's DataLoaderShard.end().
+using IterationEndHook = std::function<void()>;
 
 namespace detail {
 struct LoaderCore;
@@ -119,6 +123,7 @@ class DataLoader {
   void set_batch_sampler(std::shared_ptr<BatchSampler> batch_sampler);
 
   HookId register_batch_hook(BatchHook hook);
+  HookId register_iteration_end_hook(IterationEndHook hook);
   void remove_hook(HookId id);
 
  private:

@@ -32,6 +32,11 @@ class Sampler {
   // DataLoader calls this at the start of every epoch.
   virtual void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
+  // The seed of a sampler whose order is random, none for one whose order is
+  // not; set_seed replaces it, so that processes that drew different seeds
+  // agree on process 0's (the Accelerator's prepare broadcasts it).
+  virtual std::optional<uint64_t> seed() const { return std::nullopt; }
+  virtual void set_seed(uint64_t) {}
 
  protected:
   int64_t epoch_ = 0;
@@ -62,10 +67,8 @@ class RandomSampler : public Sampler {
   explicit RandomSampler(int64_t data_size, RandomSamplerOptions options = {}, Generator* generator = nullptr);
   int64_t size() const override { return num_samples_; }
   std::vector<int64_t> indices() const override;
-  uint64_t seed() const { return seed_; }
-  // Replaces the seed, so that ranks that drew different ones can agree on
-  // rank 0's (the Accelerator broadcasts it at prepare).
-  void set_seed(uint64_t seed) { seed_ = seed; }
+  std::optional<uint64_t> seed() const override { return seed_; }
+  void set_seed(uint64_t seed) override { seed_ = seed; }
 
  private:
   int64_t data_size_;
@@ -81,6 +84,8 @@ class SubsetRandomSampler : public Sampler {
                                Generator* generator = nullptr);
   int64_t size() const override { return int64_t(indices_.size()); }
   std::vector<int64_t> indices() const override;
+  std::optional<uint64_t> seed() const override { return seed_; }
+  void set_seed(uint64_t seed) override { seed_ = seed; }
 
  private:
   std::vector<int64_t> indices_;
@@ -111,6 +116,10 @@ class BatchSampler {
 
  protected:
   BatchSampler() : options_{.batch_size = 0, .drop_last = false} {}
+  // One of its own kind that draws from `watched`'s order (ShardedBatchSampler):
+  // sampler() is `watched`, whose epoch a DataLoader follows (Note [Epoch order]).
+  explicit BatchSampler(std::shared_ptr<Sampler> watched)
+      : sampler_(std::move(watched)), options_{.batch_size = 0, .drop_last = false} {}
 
  private:
   std::shared_ptr<Sampler> sampler_;

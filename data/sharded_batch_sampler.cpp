@@ -48,7 +48,11 @@ void check_batch_sizes(const Batches& epoch, int64_t batch_size) {
 
 ShardedBatchSampler::ShardedBatchSampler(std::shared_ptr<BatchSampler> inner, int64_t num_shards, int64_t shard,
                                          ShardingOptions options)
-    : inner_(std::move(inner)), num_shards_(num_shards), shard_(shard), options_(options) {
+    : BatchSampler(inner ? inner->sampler() : nullptr),
+      inner_(std::move(inner)),
+      num_shards_(num_shards),
+      shard_(shard),
+      options_(options) {
   EMBER_CHECK(inner_ != nullptr, "ShardedBatchSampler: the inner batch sampler is null");
   EMBER_CHECK(num_shards >= 1, "ShardedBatchSampler: num_shards must be positive, got {}", num_shards);
   EMBER_CHECK(shard >= 0 && shard < num_shards, "ShardedBatchSampler: shard {} is outside [0, {}) for {} shards",

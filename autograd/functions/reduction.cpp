@@ -178,7 +178,9 @@ void register_reduction_functions() {
                      }
                      Tensor safe_out = where(eq(out, 0), ones_like(out), out);
                      Tensor scale = pow(abs(a), order - 1) / pow(safe_out, order - 1);
-                     return Grads{where(eq(out, 0), zeros_like(a), grad * sign * scale)};
+                     // A zero element's gradient is 0 (PyTorch's), where p < 1 makes its
+                     // |a|^(p-1) infinite and sign * scale 0 * inf.
+                     return Grads{where(logical_or(eq(out, 0), eq(a, 0)), zeros_like(a), grad * sign * scale)};
                    });
   });
   // softmax: y = e^a / sum e^a  ->  da = y (g - sum(g y))

@@ -2,6 +2,8 @@
 // allocate, dispatch. Kernels: kernels/{reference,cpu}/elementwise*.cpp.
 #include "core/ops/elementwise.h"
 
+#include <cmath>
+#include <limits>
 #include <optional>
 
 #include "core/memory_overlap.h"
@@ -289,7 +291,13 @@ Tensor clamp(const Tensor& a, const Scalar* low, const Scalar* high, std::string
   if (low && scalar_range(*low, dtype) != ScalarRange::below) check_scalar_fits(name, *low, dtype);
   if (high && scalar_range(*high, dtype) != ScalarRange::above) check_scalar_fits(name, *high, dtype);
   Tensor out = make_tensor(a.shape(), dtype, a.device());
-  if (out.numel() > 0) {
+  // A NaN bound makes every element NaN, as in PyTorch (min and max would
+  // each drop it); the gradient is then 0, no element being between the bounds.
+  const bool nan_bound = is_floating(dtype) && ((low && std::isnan(low->to_double())) ||
+                                                 (high && std::isnan(high->to_double())));
+  if (out.numel() > 0 && nan_bound) {
+    out.fill_(std::numeric_limits<double>::quiet_NaN());
+  } else if (out.numel() > 0) {
     Tensor in = to(a, dtype);
     ElementwiseLoop loop = ElementwiseLoop::make({&out, &in});
     clamp_op(a.device().type, dtype, loop, low, high);

@@ -89,6 +89,27 @@ distributed::ShardedDataParallel* attach_to_sharded_model(detail::AcceleratorSta
   return nullptr;
 }
 
+// The same batches on every process (a hash of this epoch's, compared with
+// process 0's): sharded batches of different orders would repeat some
+// samples and skip others, silently.
+void check_same_batches(distributed::ProcessGroup& group, const data::BatchSampler& batches) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the indices, batch ends marked
+  for (const std::vector<int64_t>& batch : batches.batches()) {
+    for (int64_t index : batch) hash = (hash ^ uint64_t(index)) * 1099511628211ull;
+    hash = (hash ^ ~0ull) * 1099511628211ull;
+  }
+  Tensor mine = scalar_tensor(int64_t(hash), {.dtype = DType::i64}).reshape({1});
+  Tensor all = empty({group.size()}, {.dtype = DType::i64});
+  group.allgather(all, mine)->wait();
+  const std::vector<int64_t> hashes = all.to_vector<int64_t>();
+  for (int process = 1; process < group.size(); ++process)
+    EMBER_CHECK(hashes[size_t(process)] == hashes[0],
+                "Accelerator::prepare: this DataLoader's sampler gives process {} other batches than process 0 (its "
+                "randomness is not the same on every process); seed it alike on every process, or give it seed() "
+                "and set_seed() so that prepare makes the processes agree",
+                process);
+}
+
 // What each process will hold, once per optimizer, on the main process
 // (accelerator_plan.h); before attaching, while the optimizer holds whole parameters.
 void print_memory_plan(const detail::AcceleratorState& state, const optim::Optimizer& optimizer) {
@@ -357,12 +378,16 @@ void Accelerator::prepare_data_loader(data::DataLoader& loader) {
     EMBER_CHECK(!std::dynamic_pointer_cast<data::DistributedSampler>(sampler),
                 "Accelerator::prepare: this DataLoader already uses a DistributedSampler; prepare() shards loaders "
                 "itself (build the loader with shuffle or a plain sampler instead)");
-    // Every process must shuffle alike for the shards to partition each epoch.
-    if (auto random = std::dynamic_pointer_cast<data::RandomSampler>(sampler)) {
-      Tensor seed = scalar_tensor(int64_t(random->seed()), {.dtype = DType::i64});
+    // Every process must shuffle alike for the shards to partition each
+    // epoch: a sampler with a seed takes process 0's (RandomSampler's,
+    // SubsetRandomSampler's), and the batches are compared, for a sampler or
+    // batch sampler of one's own whose randomness ember cannot see.
+    if (sampler && sampler->seed()) {
+      Tensor seed = scalar_tensor(int64_t(*sampler->seed()), {.dtype = DType::i64});
       state.group->broadcast(seed, 0)->wait();
-      random->set_seed(uint64_t(seed.item<int64_t>()));
+      sampler->set_seed(uint64_t(seed.item<int64_t>()));
     }
+    check_same_batches(*state.group, *prepared->original);
     prepared->sharded = std::make_shared<data::ShardedBatchSampler>(
         prepared->original, state.num_processes, state.process_index,
         data::ShardingOptions{.split_batches = state.options.split_batches,
@@ -385,9 +410,18 @@ void Accelerator::prepare_data_loader(data::DataLoader& loader) {
         // The loader knows its epoch's batches, so the last one is known
         // without reading a batch ahead (Note [Gradient accumulation]).
         record->at_last_batch = info.is_last();
-        state->gradient.end_of_dataloader = info.is_last();
-        state->gradient.active_loader = record;
+        std::vector<detail::PreparedLoader*>& active = state->gradient.active_loaders;
+        if (active.empty() || active.back() != record) {
+          std::erase(active, record);
+          active.push_back(record);
+        }
       });
+  prepared->end_hook = loader.register_iteration_end_hook([weak, record, keepalive = token.token] {
+    std::shared_ptr<AcceleratorState> state = weak.lock();
+    if (!state) return;
+    record->at_last_batch = false;
+    std::erase(state->gradient.active_loaders, record);
+  });
   state.loaders.push_back(std::move(prepared));
 }
 
@@ -443,7 +477,7 @@ Accelerator::SyncGuard Accelerator::accumulate_models(std::vector<nn::Module*> m
   // Note [Gradient accumulation]: sync on every k-th batch, and on the data's
   // last batch so an epoch never ends with gradients left unapplied.
   detail::GradientState& gradient = state_->gradient;
-  if (gradient.end_of_dataloader) {
+  if (gradient.end_of_dataloader()) {
     gradient.step = 0;
     gradient.sync_gradients = true;
   } else {
@@ -569,7 +603,10 @@ void Accelerator::free_memory() {
   for (const auto& prepared : state.schedulers)
     if (!prepared->alive.expired()) prepared->scheduler->remove_hook(prepared->hook);
   for (const auto& prepared : state.loaders)  // a sharded loader stays sharded, as Accelerate's stays prepared
-    if (!prepared->alive.expired()) prepared->loader->remove_hook(prepared->hook);
+    if (!prepared->alive.expired()) {
+      prepared->loader->remove_hook(prepared->hook);
+      prepared->loader->remove_hook(prepared->end_hook);
+    }
   state.models.clear();
   state.optimizers.clear();
   state.schedulers.clear();

@@ -336,6 +336,17 @@ void write_process_files(const AcceleratorState& state, const fs::path& staging)
 // --- Reading -------------------------------------------------------------------
 
 // What load_state applies, all read and checked before anything changes.
+// Prepared objects the program has destroyed since (an evaluation loader
+// made per evaluation) are no part of the state: their records go, before a
+// save or load reads them. A record's `alive` expires with the hooks that
+// hold its token, so nothing can reach a record once it is gone.
+void forget_destroyed(AcceleratorState& state) {
+  const auto destroyed = [](const auto& record) { return record->alive.expired(); };
+  std::erase_if(state.loaders, destroyed);
+  std::erase_if(state.optimizers, destroyed);
+  std::erase_if(state.schedulers, destroyed);
+}
+
 struct LoadedCheckpoint {
   int64_t step = 0;
   std::vector<NamedTensors> models;
@@ -656,6 +667,7 @@ void apply_gradients(AcceleratorState& state, const std::optional<NamedTensors>&
 fs::path Accelerator::save_state(const std::optional<fs::path>& directory) {
   profiler::Span span(profiler::kRecordSteps, profiler::Category::checkpoint, "Accelerator.save_state");
   AcceleratorState& state = *state_;
+  forget_destroyed(state);
   const fs::path final_directory = save_directory(state, directory);
   const fs::path staging = checkpoint::staging_path(final_directory);
   detail::update_scaler_if_pending(state);  // the saved scale is the one the next iteration would use
@@ -701,6 +713,7 @@ fs::path Accelerator::save_state(const std::optional<fs::path>& directory) {
 
 void Accelerator::load_state(const std::optional<fs::path>& directory) {
   AcceleratorState& state = *state_;
+  forget_destroyed(state);
   fs::path source;
   if (directory) {
     source = *directory;
@@ -758,7 +771,7 @@ void Accelerator::load_state(const std::optional<fs::path>& directory) {
   default_generator().set_state(loaded.random);
   for (size_t i = 0; i < state.loaders.size(); ++i) state.loaders[i]->loader->set_state(loaded.loaders[i]);
   apply_gradients(state, loaded.gradients);
-  state.gradient = {.sync_gradients = true, .step = loaded.step, .end_of_dataloader = false, .active_loader = nullptr};
+  state.gradient = {.sync_gradients = true, .step = loaded.step, .active_loaders = {}};
 }
 
 void Accelerator::save_model(const nn::Module& model, const fs::path& directory, std::string_view max_shard_size) {

@@ -119,7 +119,7 @@ Tensor Accelerator::gather_for_metrics(const Tensor& tensor) {
   Tensor gathered = gather(tensor);
   // Note [Sharding a data loader]: even_batches completed the last round with
   // recycled samples, which sit at the end of the gathered last batches.
-  const detail::PreparedLoader* loader = state_->gradient.active_loader;
+  const detail::PreparedLoader* loader = state_->gradient.active_loader();
   if (loader && loader->at_last_batch && loader->sharded && loader->sharded->num_padded() > 0) {
     const int64_t padded = loader->sharded->num_padded();
     EMBER_CHECK(padded <= gathered.size(0),

@@ -72,6 +72,7 @@ struct PreparedLoader {
   data::DataLoader* loader = nullptr;
   std::weak_ptr<int> alive;
   HookId hook = 0;
+  HookId end_hook = 0;
   std::shared_ptr<data::BatchSampler> original;         // the batch sampler before sharding
   std::shared_ptr<data::ShardedBatchSampler> sharded;   // null with one process
   bool at_last_batch = false;                           // the batch it last handed out ends its epoch
@@ -81,8 +82,14 @@ struct PreparedLoader {
 struct GradientState {
   bool sync_gradients = true;
   int64_t step = 0;  // batches counted by accumulate() since the last synchronisation
-  bool end_of_dataloader = false;
-  PreparedLoader* active_loader = nullptr;  // the prepared loader that handed out the current batch
+  // The prepared loaders whose iteration is running, innermost last (an
+  // evaluation loop inside a training loop): a loader leaves when its
+  // iteration ends, and the one around it is the data again (Accelerate's
+  // dataloader_references).
+  std::vector<PreparedLoader*> active_loaders;
+  PreparedLoader* active_loader() const { return active_loaders.empty() ? nullptr : active_loaders.back(); }
+  // The current batch is its loader's last of the epoch.
+  bool end_of_dataloader() const { return active_loader() && active_loader()->at_last_batch; }
 };
 
 struct AcceleratorState {

@@ -87,6 +87,13 @@ TEST(ReductionGrads, VarStdAndNormHandValues) {
   Tensor ties = leaf({-3, 1, 3}, {3});
   EXPECT_EQ(values(gradient(norm(ties, INFINITY), ties)), (std::vector<double>{-0.5, 0, 0.5}));
   EXPECT_EQ(values(gradient(norm(ties, 0), ties)), (std::vector<double>{0, 0, 0}));
+  // p < 1: a zero element's gradient is 0, as PyTorch's (PyTorch 1.13: [0, 2.4142, 1.7071]).
+  // Catches: sign * |x|^(p-1) taken as 0 * inf (NaN) at the zero.
+  Tensor with_zero = leaf({0, 1, 2}, {3});
+  const std::vector<double> half = values(gradient(norm(with_zero, 0.5), with_zero));
+  EXPECT_EQ(half[0], 0);
+  EXPECT_NEAR(half[1], 2.414213562373095, 1e-12);
+  EXPECT_NEAR(half[2], 1.7071067811865475, 1e-12);
 }
 
 TEST(ReductionGrads, LogsumexpGradientIsTheSoftmax) {

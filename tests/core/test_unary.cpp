@@ -130,6 +130,20 @@ TEST(Unary, ClampMatchesReference) {
   }
 }
 
+// PyTorch: a NaN bound makes every element NaN, and the gradient 0. Catches:
+// the bound dropped by min/max (clamp(x, nan, 2) gave [0, 1, 2]).
+TEST(Unary, ANanClampBoundMakesEveryElementNan) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Tensor x = from_vector<float>({0, 1, 5}).to(dtype);
+    for (const Tensor& out : {clamp(x, kNan, 2.0), clamp_min(x, kNan), clamp_max(x, kNan)})
+      for (float v : out.to_vector<float>()) EXPECT_TRUE(std::isnan(v)) << dtype_name(dtype);
+  }
+  Tensor x = from_vector<float>({0, 1, 5}).requires_grad_(true);
+  sum(clamp(x, kNan, 2.0)).backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{0, 0, 0}));
+  EXPECT_EQ(clamp(from_vector<int32_t>({-2, 7}), -1, 1).to_vector<int32_t>(), (std::vector<int32_t>{-1, 1}));
+}
+
 // Exact values at ordinary and special points, in f32 and f64 (dense and strided rows).
 TEST(Unary, HandValues) {
   auto values = [](Tensor t) { return t.to_vector<float>(); };

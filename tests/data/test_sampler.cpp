@@ -88,7 +88,7 @@ TEST(Sampler, RandomSamplerWithAnotherSeedFollowsThatSeed) {
   // What the Accelerator does at prepare: every rank takes rank 0's seed.
   RandomSampler rank0(30, {.seed = 7}), rank1(30, {.seed = 8});
   ASSERT_NE(rank0.indices(), rank1.indices());
-  rank1.set_seed(rank0.seed());
+  rank1.set_seed(*rank0.seed());
   EXPECT_EQ(rank1.seed(), 7u);
   for (int64_t epoch : {0, 1, 4}) {
     rank0.set_epoch(epoch);

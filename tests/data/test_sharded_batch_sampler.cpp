@@ -322,7 +322,7 @@ TEST(ShardedBatchSampler, ShardsWithDifferentSeedsAgreeOnceSeededAlike) {
     shards.push_back(std::make_shared<ShardedBatchSampler>(
         std::make_shared<BatchSampler>(samplers.back(), BatchSamplerOptions{2}), 2, shard));
   }
-  samplers[1]->set_seed(samplers[0]->seed());
+  samplers[1]->set_seed(*samplers[0]->seed());
   std::vector<int64_t> together = flatten(interleave({shards[0]->batches(), shards[1]->batches()}));
   EXPECT_EQ(together, samplers[0]->indices());
 }

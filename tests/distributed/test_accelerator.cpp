@@ -74,6 +74,10 @@ TEST(AcceleratorProcesses, GatherForMetricsCountsEachSampleOnce) {
   expect_clean_success(run_processes(2, "accelerator_gather_for_metrics_counts_each_sample_once", {"13", "2", "even"}));
 }
 
+TEST(AcceleratorProcesses, EveryProcessSeesTheSameOrderInTheEpochTheUserSet) {
+  expect_clean_success(run_processes(2, "accelerator_sampler_orders"));
+}
+
 TEST(AcceleratorProcesses, UnevenBatchesCoverTheDataWithoutPadding) {
   expect_clean_success(run_processes(3, "accelerator_gather_for_metrics_counts_each_sample_once", {"11", "2", "uneven"}));
 }
@@ -198,6 +202,53 @@ TEST(Accelerator, AccumulationGatesTheOptimizerAndTheScheduler) {
   EXPECT_EQ(optimizer.steps_taken(), 3);
   EXPECT_EQ(scheduler.last_epoch(), 3);
   EXPECT_DOUBLE_EQ(optimizer.lr(0), 0.1 / 8);
+}
+
+// An evaluation loop inside a training loop: once it ends, the training
+// loader is the data again (Accelerate's dataloader_references). Catches:
+// the evaluation loader's last batch left as the current one, which made the
+// next training batch sync and step (syncs . S . . S ... instead of . . S).
+TEST(Accelerator, AnInnerLoopEndingLeavesTheOuterLoopsAccumulation) {
+  Accelerator accelerator({.gradient_accumulation_steps = 3});
+  data::TensorDataset train = make_dataset(12), evaluation = make_dataset(5);
+  auto model = make_model();
+  optim::SGD optimizer(model->parameters(), {.lr = 0.1});
+  data::DataLoader train_loader(train, {.batch_size = 2}), evaluation_loader(evaluation, {.batch_size = 2});
+  accelerator.prepare(model, optimizer, train_loader, evaluation_loader);
+  std::vector<bool> syncs;
+  int64_t batch = 0;
+  for (auto& [inputs, targets] : train_loader) {
+    if (batch++ == 1) {
+      NoGradGuard no_grad;
+      for (auto& evaluation_batch : evaluation_loader) (void)(*model)(evaluation_batch.input);
+    }
+    auto step = accelerator.accumulate(model);
+    accelerator.backward(F::cross_entropy((*model)(inputs), targets));
+    syncs.push_back(accelerator.sync_gradients());
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  EXPECT_EQ(syncs, (std::vector<bool>{false, false, true, false, false, true}));
+  EXPECT_EQ(optimizer.steps_taken(), 2);
+}
+
+// A loader made, prepared and destroyed per evaluation is no part of a later
+// checkpoint. Catches: save_state reading the destroyed loader (a
+// segmentation fault), and load_state counting it.
+TEST(Accelerator, SaveAndLoadStateAfterAPreparedLoaderIsGone) {
+  testing::ScratchDirectory directory;
+  Accelerator accelerator;
+  data::TensorDataset dataset = make_dataset(4);
+  auto model = make_model();
+  optim::SGD optimizer(model->parameters(), {.lr = 0.1});
+  accelerator.prepare(model, optimizer);
+  {
+    auto evaluation = std::make_unique<data::DataLoader>(dataset, data::DataLoaderOptions{.batch_size = 2});
+    accelerator.prepare(*evaluation);
+    for (auto& batch : *evaluation) (void)accelerator.gather_for_metrics(batch.target);
+  }
+  const std::filesystem::path saved = accelerator.save_state(directory.path() / "after_evaluation");
+  accelerator.load_state(saved);
 }
 
 // Accumulating k micro-batches (loss / k each) gives the gradient of their
