@@ -440,23 +440,22 @@ TEST(AcceleratorCheckpoints, MidAccumulationResumeNeedsTheSavedSettings) {
 // or an fp16 job's scale started afresh, without a word.
 TEST(AcceleratorCheckpoints, ALossScaleNotCarriedOverIsSaid) {
   testing::ScratchDirectory directory;
-  Training fp16({.mixed_precision = "fp16"});
-  fp16.train(2);
-  const fs::path with_scale = fp16.accelerator.save_state(directory.path() / "fp16");
-  Training bf16({.mixed_precision = "bf16"});
-  ::testing::internal::CaptureStderr();
-  bf16.accelerator.load_state(with_scale);
-  const std::string dropped = ::testing::internal::GetCapturedStderr();
+  auto saved_by = [&](const AcceleratorOptions& options, const std::string& name) {
+    Training training(options);
+    training.train(2);
+    return training.accelerator.save_state(directory.path() / name);
+  };
+  auto warnings_loading = [](const AcceleratorOptions& options, const fs::path& checkpoint) {
+    Training training(options);
+    ::testing::internal::CaptureStderr();
+    training.accelerator.load_state(checkpoint);
+    return ::testing::internal::GetCapturedStderr();
+  };
+  const std::string dropped = warnings_loading({.mixed_precision = "bf16"}, saved_by({.mixed_precision = "fp16"}, "fp16"));
   EXPECT_NE(dropped.find("holds an fp16 loss scale, which this job (mixed_precision bf16) does not use"),
             std::string::npos)
       << dropped;
-  Training plain;
-  plain.train(2);
-  const fs::path without = plain.accelerator.save_state(directory.path() / "plain");
-  Training fp16_again({.mixed_precision = "fp16"});
-  ::testing::internal::CaptureStderr();
-  fp16_again.accelerator.load_state(without);
-  const std::string fresh = ::testing::internal::GetCapturedStderr();
+  const std::string fresh = warnings_loading({.mixed_precision = "fp16"}, saved_by({}, "plain"));
   EXPECT_NE(fresh.find("holds no loss scale (it was saved without fp16)"), std::string::npos) << fresh;
 }
 

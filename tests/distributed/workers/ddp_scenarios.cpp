@@ -86,6 +86,13 @@ int check(bool ok, int rank, const std::string& what) {
   return ok ? 0 : 1;
 }
 
+// Rank 0's copy of `tensor`, on every rank.
+Tensor rank0_copy(ProcessGroup& group, const Tensor& tensor) {
+  Tensor copy = tensor.clone();
+  group.broadcast(copy, 0)->wait();
+  return copy;
+}
+
 int check_matches_reference(const nn::Module& model, const nn::Module& reference, int rank) {
   double difference = max_abs_difference(model, reference);
   return check(difference <= kTolerance, rank,
@@ -484,12 +491,6 @@ EMBER_SCENARIO(ddp_broadcast_buffers) {
   auto model = std::make_shared<nn::Sequential>(nn::Linear(kFeatures, 16), nn::BatchNorm1d(16), nn::Tanh(),
                                                 nn::Linear(16, kClasses));
   auto norm = std::dynamic_pointer_cast<nn::BatchNorm>(model->children()[1]);
-  // Rank 0's copy of `tensor`, on every rank.
-  auto rank0_copy = [&group](const Tensor& tensor) {
-    Tensor copy = tensor.clone();
-    group.broadcast(copy, 0)->wait();
-    return copy;
-  };
   int failures = 0;
   {
     DistributedDataParallel ddp(model, group);
@@ -498,7 +499,7 @@ EMBER_SCENARIO(ddp_broadcast_buffers) {
     for (int64_t step = 0; step < 3; ++step) {
       Batch local = slice(global_batch(step), rank, world);
       Tensor loss = F::cross_entropy(ddp(local.inputs), local.targets);
-      Tensor rank0_mean = rank0_copy(norm->running_mean);
+      Tensor rank0_mean = rank0_copy(group, norm->running_mean);
       if (rank != 0 && max(abs(norm->running_mean - rank0_mean)).item<double>() == 0)
         differed_after_training_forward = false;
       optimizer.zero_grad();
@@ -512,10 +513,10 @@ EMBER_SCENARIO(ddp_broadcast_buffers) {
       ddp(slice(global_batch(99), rank, world).inputs);
     }
     for (const auto& [name, buffer] : model->named_buffers())
-      failures += check(rank0_copy(buffer).to_vector<double>() == buffer.to_vector<double>(), rank,
+      failures += check(rank0_copy(group, buffer).to_vector<double>() == buffer.to_vector<double>(), rank,
                         fmt::format("buffer {} equals rank 0's after forward", name));
     for (const auto& [name, parameter] : model->named_parameters())
-      failures += check(rank0_copy(parameter).to_vector<float>() == parameter.to_vector<float>(), rank,
+      failures += check(rank0_copy(group, parameter).to_vector<float>() == parameter.to_vector<float>(), rank,
                         fmt::format("parameter {} equals rank 0's", name));
   }
   distributed::destroy_process_group();
@@ -535,11 +536,6 @@ EMBER_SCENARIO(ddp_frozen_parameters_and_evaluation_forwards) {
   auto model = std::make_shared<nn::Sequential>(nn::Linear(kFeatures, 16), nn::Tanh(), nn::Linear(16, kClasses));
   for (auto& [name, parameter] : model->named_parameters())
     if (name.starts_with("0.")) parameter.requires_grad_(false);
-  auto rank0_copy = [&group](const Tensor& tensor) {
-    Tensor copy = tensor.clone();
-    group.broadcast(copy, 0)->wait();
-    return copy;
-  };
   int failures = 0;
   {
     DistributedDataParallel ddp(model, group);
@@ -556,7 +552,7 @@ EMBER_SCENARIO(ddp_frozen_parameters_and_evaluation_forwards) {
       optimizer.step();
     }
     for (const auto& [name, parameter] : model->named_parameters())
-      failures += check(rank0_copy(parameter).to_vector<float>() == parameter.to_vector<float>(), rank,
+      failures += check(rank0_copy(group, parameter).to_vector<float>() == parameter.to_vector<float>(), rank,
                         fmt::format("parameter {} equals rank 0's", name));
   }
   distributed::destroy_process_group();
