@@ -3,6 +3,8 @@
 // [Resume mid-epoch] in data/README.md. Tests: tests/data/test_dataloader.cpp.
 #include "data/dataloader.h"
 
+#include <cstdio>
+
 #include "core/error.h"
 #include "core/profiler/profiler.h"
 #include "data/prefetcher.h"
@@ -97,8 +99,16 @@ class Iteration {
   }
 
  public:
-  // Dropped before its end (a break out of the loop): it ends here.
-  ~Iteration() { finish(); }
+  // Dropped before its end (a break out of the loop, an exception through
+  // it): it ends here, and a failing end hook is reported, not thrown.
+  ~Iteration() {
+    try {
+      finish();
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "ember DataLoader: an iteration-end hook failed as its iteration was dropped: %s\n",
+                   error.what());
+    }
+  }
 
  private:
   void finish() {

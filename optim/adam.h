@@ -50,6 +50,9 @@ class AdamFamily : public OptimizerWithOptions<Options> {
   nlohmann::json group_to_json(size_t group) const override;
   void group_from_json(size_t group, const nlohmann::json& json) override;
   std::vector<std::string> required_buffers(size_t group) const override;
+  std::vector<std::string> buffers_ever_kept(size_t) const override {
+    return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  }
   bool counts_steps() const override { return true; }
 
   bool decoupled_weight_decay_;

@@ -44,13 +44,14 @@ void Optimizer::step() {
   // The profile's optimizer time (Note [Step summary]), hooks included: ZeRO's
   // post-step all-gather is part of the step it follows.
   const int64_t begin = profiler::recording(profiler::kRecordSteps) ? profiler::now_ns() : -1;
-  if (!step_pre_hooks_.empty() && !all_hooks_allow(step_pre_hooks_, *this)) return;
   // A scheduler may set a negative rate (a linear decay stepped past its
-  // end): stepping with it would ascend the loss without a word.
+  // end): stepping with it would ascend the loss without a word. Checked
+  // before the hooks, whose work (unscaling, clipping) a refusal would cut short.
   for (size_t g = 0; g < num_param_groups(); ++g)
     EMBER_CHECK(lr(g) >= 0, "{}: step with the learning rate {} of param group {} (a scheduler stepped past the end "
                 "of its schedule?); a negative rate would ascend the loss",
                 name_, lr(g), g);
+  if (!step_pre_hooks_.empty() && !all_hooks_allow(step_pre_hooks_, *this)) return;
   update();
   ++steps_taken_;
   for (const StepPostHook& hook : step_post_hooks_.snapshot()) hook(*this);
@@ -300,9 +301,9 @@ void Optimizer::load_or_check(const OptimizerStateDict& dict, bool apply) {
         for (const std::string& required : required_buffers(g))
           EMBER_CHECK(loaded[g][i]->find(required).defined(),
                       "{}: the state of parameter {} of param group {} has no '{}'", where, i, g, required);
-        // A buffer this optimizer does not keep (another optimizer's state,
-        // a renamed one) would be carried along unused, its own restarted.
-        const std::vector<std::string> known = state_buffer_names(g);
+        // A buffer this optimizer never keeps (another optimizer's state, a
+        // renamed one) would be carried along unused, its own restarted.
+        const std::vector<std::string> known = buffers_ever_kept(g);
         for (const auto& [buffer, tensor] : loaded[g][i]->buffers)
           EMBER_CHECK(std::find(known.begin(), known.end(), buffer) != known.end(),
                       "{}: the state of parameter {} of param group {} has a buffer '{}', which {} does not keep "

@@ -143,6 +143,10 @@ class Optimizer {
   // The buffers a parameter's state must hold under its group's options, and
   // whether this optimizer counts steps: what load_state_dict checks.
   virtual std::vector<std::string> required_buffers(size_t group) const = 0;
+  // Every buffer a parameter's state may hold under any options (an SGD whose
+  // momentum a scheduler set to 0 keeps its momentum_buffer): load_state_dict
+  // refuses any other name.
+  virtual std::vector<std::string> buffers_ever_kept(size_t group) const { return state_buffer_names(group); }
   virtual bool counts_steps() const = 0;
 
  private:

@@ -33,6 +33,9 @@ class RMSprop final : public OptimizerWithOptions<RMSpropOptions> {
   nlohmann::json group_to_json(size_t group) const override;
   void group_from_json(size_t group, const nlohmann::json& json) override;
   std::vector<std::string> required_buffers(size_t group) const override;
+  std::vector<std::string> buffers_ever_kept(size_t) const override {
+    return {"square_avg", "momentum_buffer", "grad_avg"};
+  }
   bool counts_steps() const override { return true; }
 };
 

@@ -39,6 +39,7 @@ class SGD final : public OptimizerWithOptions<SGDOptions> {
   nlohmann::json group_to_json(size_t group) const override;
   void group_from_json(size_t group, const nlohmann::json& json) override;
   std::vector<std::string> required_buffers(size_t) const override { return {}; }
+  std::vector<std::string> buffers_ever_kept(size_t) const override { return {"momentum_buffer"}; }
   bool counts_steps() const override { return false; }
 };
 

@@ -76,6 +76,7 @@ void rebase(const std::shared_ptr<TensorImpl>& base_impl, const Tensor& target, 
   const Tensor* inputs[] = {&base, &result};
   Tensor* outputs[] = {&base};
   connect(node, inputs, outputs);
+  if (base_impl->autograd && base_impl->autograd->retains_grad) retain_grad_at_history(base);
 }
 
 }  // namespace

@@ -123,10 +123,11 @@ void DistributedDataParallel::broadcast_from_rank0(const std::vector<Tensor>& te
 }
 
 void DistributedDataParallel::before_forward() {
-  // Only a forward that will prepare a reduction (grad mode on, outside
-  // no_sync) needs the last one finished, as in PyTorch: an evaluation
-  // forward under NoGradGuard between a forward and its backward is fine.
-  if (grad_mode_enabled() && sync_ && reducer_->reduction_pending()) {
+  // A forward with grad mode on needs the last reduction finished, under
+  // no_sync too (PyTorch's _rebuild_buckets checks it): its gradients would
+  // meet the pending reduction. An evaluation forward under NoGradGuard
+  // between a forward and its backward is fine.
+  if (grad_mode_enabled() && reducer_->reduction_pending()) {
     EMBER_CHECK(false,
                 "DistributedDataParallel: Expected to have finished reduction in the prior iteration before starting "
                 "a new one. This error indicates that your module has parameters that were not used in producing "

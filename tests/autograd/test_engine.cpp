@@ -184,6 +184,16 @@ TEST(Engine, RetainGradFollowsInPlaceOpsAndFreshViewHistories) {
   ASSERT_TRUE(v.grad().defined());
   EXPECT_EQ(v.grad().to_vector<double>(), (std::vector<double>{5, 5}));
   EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{10, 10, 0}));
+
+  // A write through a view gives the base a new history too (CopySlices):
+  // its retained gradient is that of its latest version (PyTorch: ones).
+  Tensor w = leaf({1, 2, 3});
+  Tensor base = w * 1.0;
+  base.retain_grad();
+  base.narrow(0, 0, 2) *= 2.0;
+  sum(base).backward();
+  ASSERT_TRUE(base.grad().defined());
+  EXPECT_EQ(base.grad().to_vector<double>(), (std::vector<double>{1, 1, 1}));
 }
 
 // Note [Only the paths to grad's inputs run]. PyTorch: c.grad is [1, 2] after

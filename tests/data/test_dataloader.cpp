@@ -331,6 +331,41 @@ TEST(DataLoader, BatchHooksSeeEveryBatchWithItsPositionAndMayChangeIt) {
   EXPECT_EMBER_ERROR(loader.register_batch_hook(nullptr), "the hook is empty");
 }
 
+// An iteration ends once: past its last batch, at a break (its iterators
+// dropped), or when a newer begin() stops it; a failing end hook at a break
+// is reported, never std::terminate from the destructor. Catches: no end
+// event at a break (the Accelerator's gradient state kept the loader).
+TEST(DataLoader, IterationEndHooksRunOnceAtEveryKindOfEnd) {
+  CountingDataset dataset(5);
+  DataLoader loader(dataset, {.batch_size = 2});
+  int ends = 0;
+  HookId counting = loader.register_iteration_end_hook([&] { ++ends; });
+  for (auto& batch : loader) (void)batch;
+  EXPECT_EQ(ends, 1);
+  for (auto& batch : loader) {
+    (void)batch;
+    break;
+  }
+  EXPECT_EQ(ends, 2);
+  {
+    auto first = loader.begin();
+    auto second = loader.begin();  // stops the first
+    EXPECT_EQ(ends, 3);
+  }
+  EXPECT_EQ(ends, 4);
+  loader.remove_hook(counting);
+  loader.register_iteration_end_hook([] { throw Error("end hook failed"); });
+  ::testing::internal::CaptureStderr();
+  for (auto& batch : loader) {
+    (void)batch;
+    break;
+  }
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("an iteration-end hook failed as its iteration was dropped: "
+                                                          "end hook failed"),
+            std::string::npos);
+  EXPECT_EMBER_ERROR(loader.register_iteration_end_hook(nullptr), "the hook is empty");
+}
+
 TEST(DataLoader, AThrowingBatchHookEndsTheIterationAtThatBatch) {
   CountingDataset dataset(6);
   DataLoader loader(dataset, {.batch_size = 2});

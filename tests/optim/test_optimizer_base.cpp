@@ -202,7 +202,7 @@ TEST_F(LoadStateDict, ChecksTheState) {
   foreign.tensors.emplace_back("state.0.bogus", zeros({2}));
   EXPECT_EMBER_ERROR(fresh.load_state_dict(foreign),
                      "the state of parameter 0 of param group 0 has a buffer 'bogus', which Adam does not keep (it "
-                     "keeps: exp_avg, exp_avg_sq)");
+                     "keeps: exp_avg, exp_avg_sq, max_exp_avg_sq)");
   Tensor w = leaf({2});
   optim::SGD sgd({w}, {.lr = 0.1, .momentum = 0.9});
   w.set_grad(ones({2}));
@@ -213,6 +213,10 @@ TEST_F(LoadStateDict, ChecksTheState) {
                                                    "momentum_buffer)");
   optim::Lion lion({leaf({2}), leaf({3})});
   EXPECT_EMBER_ERROR(lion.load_state_dict(saved), "which Lion does not keep");
+  // Its own checkpoint loads whatever its options became (a scheduler set the
+  // momentum to 0; the buffer stays in the state).
+  sgd.set_momentum(0, 0.0);
+  sgd.load_state_dict(sgd.state_dict());
   optim::OptimizerStateDict amsgrad = saved;
   amsgrad.meta["param_groups"][0]["amsgrad"] = true;  // needs max_exp_avg_sq, which is not there
   EXPECT_EMBER_ERROR(fresh.load_state_dict(amsgrad), "has no 'max_exp_avg_sq'");

@@ -525,10 +525,11 @@ EMBER_SCENARIO(ddp_broadcast_buffers) {
 
 // Frozen parameters start from rank 0's too (PyTorch's _sync_module_states),
 // and an evaluation forward under NoGradGuard between a forward and its
-// backward is allowed, as in PyTorch. Catches: only trainable parameters
-// broadcast (the frozen layer differed by rank, and so did the outputs), and
-// the unfinished-reduction check made by every forward (an error naming
-// every parameter as unused).
+// backward is allowed, as in PyTorch, and one with grad mode on under
+// no_sync is not. Catches: only trainable parameters broadcast (the frozen
+// layer differed by rank, and so did the outputs), the unfinished-reduction
+// check made by every forward (an error naming every parameter as unused),
+// and that check skipped under no_sync.
 EMBER_SCENARIO(ddp_frozen_parameters_and_evaluation_forwards) {
   ProcessGroup& group = init(args);
   int rank = group.rank(), world = group.size();
@@ -554,6 +555,19 @@ EMBER_SCENARIO(ddp_frozen_parameters_and_evaluation_forwards) {
     for (const auto& [name, parameter] : model->named_parameters())
       failures += check(rank0_copy(group, parameter).to_vector<float>() == parameter.to_vector<float>(), rank,
                         fmt::format("parameter {} equals rank 0's", name));
+    // A forward with grad mode on under no_sync, before the pending backward,
+    // is refused as PyTorch's is (its gradients would meet the reduction).
+    Batch local = slice(global_batch(9), rank, world);
+    Tensor pending = F::cross_entropy(ddp(local.inputs), local.targets);
+    bool refused = false;
+    try {
+      auto no_sync = ddp.no_sync();
+      (void)ddp(local.inputs);
+    } catch (const Error& error) {
+      refused = std::string(error.what()).find("Expected to have finished reduction") != std::string::npos;
+    }
+    failures += check(refused, rank, "a no_sync forward before the pending backward is refused");
+    pending.backward();
   }
   distributed::destroy_process_group();
   return failures;
