@@ -12,6 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 
@@ -58,16 +59,18 @@ void check_device_tag(const char* op, const Tensor& tensor, uint32_t tag) {
 
 // The staged (contiguous) input and output of a collective may share memory
 // only as `input` starting `in_place_offset` elements into `output` (an
-// allgather's input as its own block), never otherwise (-1): another overlap
-// reads values the collective has already overwritten, differently by rank.
-void check_overlap(const char* op, const Tensor& input, const Tensor& output, int64_t in_place_offset) {
+// allgather's input as its own block, `place`; an allreduce_into piece at
+// its own place), never otherwise (-1): another overlap reads values the
+// collective has already overwritten, differently by rank.
+void check_overlap(const char* op, const Tensor& input, const Tensor& output, int64_t in_place_offset,
+                   std::string_view place = "") {
   const auto* in = static_cast<const std::byte*>(input.data_ptr());
   const auto* out = static_cast<const std::byte*>(output.data_ptr());
   const bool disjoint = in + input.nbytes() <= out || out + output.nbytes() <= in;
   const bool in_place = in_place_offset >= 0 && in == out + in_place_offset * output.element_size();
   EMBER_CHECK(input.numel() == 0 || output.numel() == 0 || disjoint || in_place,
-              "{}: the input ({}) overlaps the output ({}){}; use separate tensors", op, input.shape(), output.shape(),
-              in_place_offset >= 0 ? " elsewhere than at this rank's block" : "");
+              "{}: the input ({}) overlaps the output ({}){}{}; use separate tensors", op, input.shape(),
+              output.shape(), in_place_offset >= 0 ? " elsewhere than at " : "", place);
 }
 
 // The contiguous buffer a collective reads or writes for `tensor`: the
@@ -445,9 +448,6 @@ std::shared_ptr<Work> ProcessGroup::allreduce_into(Tensor output, std::vector<Te
   check_reduction("allreduce_into", output, op);
   EMBER_CHECK(output.is_contiguous(), "allreduce_into: the output ({}, {}) must be contiguous", output.shape(),
               output.dtype());
-  const int64_t element = output.element_size();
-  const auto* output_begin = static_cast<const std::byte*>(output.data_ptr());
-  const auto* output_end = output_begin + output.nbytes();
   int64_t total = 0;
   std::vector<Tensor> buffers;
   for (const Tensor& input : inputs) {
@@ -455,12 +455,9 @@ std::shared_ptr<Work> ProcessGroup::allreduce_into(Tensor output, std::vector<Te
     check_same_device("allreduce_into", output, input);
     check_same_dtype("allreduce_into", output, input);
     buffers.push_back(staging_buffer(input));
-    const auto* begin = static_cast<const std::byte*>(buffers.back().data_ptr());
-    const bool in_place = begin == output_begin + total * element;
-    EMBER_CHECK(in_place || begin + input.nbytes() <= output_begin || begin >= output_end,
-                "allreduce_into: input {} ({} elements from element {} of the inputs laid end to end) overlaps the "
-                "output ({}) elsewhere than at its own place",
-                input.shape(), input.numel(), total, output.shape());
+    // Its own place: where it lies when the inputs are laid end to end.
+    check_overlap("allreduce_into", buffers.back(), output, total,
+                  fmt::format("its own place (element {} of the output)", total));
     total += input.numel();
   }
   EMBER_CHECK(total == output.numel(), "allreduce_into: the inputs hold {} elements, the output {} has {} ({})", total,
@@ -519,7 +516,7 @@ std::shared_ptr<Work> ProcessGroup::allgather(Tensor output, Tensor input) {
               output.shape(), output.numel(), size(), input.shape(), input.numel(), size() * input.numel(),
               input.dtype(), where(context_));
   Tensor source = staging_buffer(input), destination = staging_buffer(output);
-  check_overlap("allgather", source, destination, int64_t(rank()) * input.numel());
+  check_overlap("allgather", source, destination, int64_t(rank()) * input.numel(), "this rank's block");
   output.bump_version();
   return enqueue(fmt::format("allgather(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()),
                  Collective::allgather, input.device(), output.nbytes(),
