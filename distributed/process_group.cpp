@@ -128,8 +128,8 @@ void write_back(const Tensor& tensor, const Tensor& staged) { copy_elements(tens
 // a host backend's whole operation; a device backend's only its launch (its
 // stream runs it later; no CUDA events are read). The args say what moved.
 // The algorithm is the backend's own word for what it ran (Backend::algorithm),
-// except where nothing crossed between ranks: an empty buffer (the backend is
-// not called), a host backend's group of one (gloo, shm and reference return
+// except where no data crossed between ranks: an empty buffer (at most the
+// backend's check that the peers called the same), a host backend's group of one (gloo, shm and reference return
 // at once; nccl is called, and picks what it runs itself).
 struct OperationRecord {
   const std::string& description;
@@ -424,8 +424,9 @@ void ProcessGroup::run_queue() {
 // --- Collectives --------------------------------------------------------------
 // Each checks its arguments here, on the calling thread, and queues a lambda
 // that keeps its tensors alive until it has run (device operations: until
-// their work is done). Empty tensors queue a no-op: the call still takes its
-// place in the order (and in debug mode's checks).
+// their work is done). Empty tensors go to the backend too: the shm backend
+// still meets its peers, so an empty call against another one on some other
+// rank is an error there, not a wait for the timeout.
 
 std::shared_ptr<Work> ProcessGroup::allreduce(Tensor tensor, ReduceOp op) {
   check_tensor("allreduce", "input", tensor);
@@ -434,7 +435,6 @@ std::shared_ptr<Work> ProcessGroup::allreduce(Tensor tensor, ReduceOp op) {
   tensor.bump_version();
   return enqueue(fmt::format("allreduce({}, {}, {})", tensor.shape(), tensor.dtype(), reduce_op_name(op)),
                  Collective::allreduce, tensor.device(), tensor.nbytes(), [this, tensor, buffer, op](Backend& backend) {
-                   if (buffer.numel() == 0) return;
                    read_in(buffer, tensor);
                    const bool divide = op == ReduceOp::avg && !backend.supports_avg();
                    backend.allreduce(buffer.data_ptr(), buffer.numel(), buffer.dtype(), divide ? ReduceOp::sum : op);
@@ -467,7 +467,6 @@ std::shared_ptr<Work> ProcessGroup::allreduce_into(Tensor output, std::vector<Te
                              reduce_op_name(op)),
                  Collective::allreduce, output.device(), output.nbytes(),
                  [this, output, inputs, buffers, op](Backend& backend) {
-                   if (output.numel() == 0) return;
                    for (size_t i = 0; i < inputs.size(); ++i) read_in(buffers[i], inputs[i]);
                    const bool divide = op == ReduceOp::avg && !backend.supports_avg();
                    const ReduceOp backend_op = divide ? ReduceOp::sum : op;
@@ -499,7 +498,6 @@ std::shared_ptr<Work> ProcessGroup::broadcast(Tensor tensor, int root) {
   tensor.bump_version();
   return enqueue(fmt::format("broadcast({}, {}, root {})", tensor.shape(), tensor.dtype(), root), Collective::broadcast,
                  tensor.device(), tensor.nbytes(), [this, tensor, buffer, root](Backend& backend) {
-                   if (buffer.numel() == 0) return;
                    if (rank() == root) read_in(buffer, tensor);
                    backend.broadcast(buffer.data_ptr(), buffer.nbytes(), root);
                    write_back(tensor, buffer);
@@ -521,7 +519,6 @@ std::shared_ptr<Work> ProcessGroup::allgather(Tensor output, Tensor input) {
   return enqueue(fmt::format("allgather(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()),
                  Collective::allgather, input.device(), output.nbytes(),
                  [output, input, source, destination](Backend& backend) {
-                   if (source.numel() == 0) return;
                    read_in(source, input);
                    backend.allgather(source.data_ptr(), destination.data_ptr(), source.nbytes());
                    write_back(output, destination);
@@ -545,7 +542,6 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, Tensor input, 
                              input.dtype(), reduce_op_name(op)),
                  Collective::reduce_scatter, input.device(), input.nbytes(),
                  [this, output, input, source, destination, op](Backend& backend) {
-                   if (destination.numel() == 0) return;
                    read_in(source, input);
                    const bool divide = op == ReduceOp::avg && !backend.supports_avg();
                    backend.reduce_scatter(source.data_ptr(), destination.data_ptr(), destination.numel(),
@@ -570,7 +566,6 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(Tensor output, Tensor input) {
   return enqueue(fmt::format("all_to_all(output {}, input {}, {})", output.shape(), input.shape(), input.dtype()),
                  Collective::all_to_all, input.device(), input.nbytes(),
                  [this, output, input, source, destination](Backend& backend) {
-                   if (source.numel() == 0) return;
                    read_in(source, input);
                    backend.all_to_all(source.data_ptr(), destination.data_ptr(), source.nbytes() / size());
                    write_back(output, destination);
@@ -599,7 +594,6 @@ std::shared_ptr<Work> ProcessGroup::send(Tensor tensor, int dst, uint32_t tag) {
   Tensor buffer = staging_buffer(tensor);
   return enqueue(fmt::format("send({}, {}, dst {}, tag {})", tensor.shape(), tensor.dtype(), dst, tag), Collective::send,
                  tensor.device(), tensor.nbytes(), [tensor, buffer, dst, tag](Backend& backend) {
-                   if (buffer.numel() == 0) return;
                    read_in(buffer, tensor);
                    backend.send(buffer.data_ptr(), buffer.nbytes(), dst, tag);
                  }, dst);
@@ -615,7 +609,6 @@ std::shared_ptr<Work> ProcessGroup::recv(Tensor tensor, int src, uint32_t tag) {
   tensor.bump_version();
   return enqueue(fmt::format("recv({}, {}, src {}, tag {})", tensor.shape(), tensor.dtype(), src, tag), Collective::recv,
                  tensor.device(), tensor.nbytes(), [tensor, buffer, src, tag](Backend& backend) {
-                   if (buffer.numel() == 0) return;
                    backend.recv(buffer.data_ptr(), buffer.nbytes(), src, tag);
                    write_back(tensor, buffer);
                  }, src);

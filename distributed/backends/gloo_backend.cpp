@@ -156,7 +156,7 @@ class GlooBackend final : public Backend {
   }
 
   void allreduce(void* data, int64_t count, DType dtype, ReduceOp op) override {
-    if (context_.size == 1) return;
+    if (context_.size == 1 || count == 0) return;
     guarded("allreduce", [&] {
       gloo::AllreduceOptions options(gloo_);
       with_element_type(element_size(dtype), [&]<class T>() { options.setOutput(static_cast<T*>(data), size_t(count)); });
@@ -169,7 +169,7 @@ class GlooBackend final : public Backend {
   }
 
   void broadcast(void* data, int64_t nbytes, int root) override {
-    if (context_.size == 1) return;
+    if (context_.size == 1 || nbytes == 0) return;
     guarded("broadcast", [&] {
       gloo::BroadcastOptions options(gloo_);
       options.setOutput(static_cast<uint8_t*>(data), size_t(nbytes));
@@ -180,6 +180,7 @@ class GlooBackend final : public Backend {
   }
 
   void allgather(const void* input, void* output, int64_t nbytes) override {
+    if (nbytes == 0) return;
     if (context_.size == 1) {
       std::memcpy(output, input, size_t(nbytes));
       return;
@@ -198,6 +199,7 @@ class GlooBackend final : public Backend {
   // b+1 and, after size-1 hops, arrives complete at rank b.
   void reduce_scatter(const void* input, void* output, int64_t count, DType dtype, ReduceOp op) override {
     const size_t block = size_t(count * element_size(dtype));
+    if (block == 0) return;
     if (context_.size == 1) {
       std::memcpy(output, input, block);
       return;
@@ -224,6 +226,7 @@ class GlooBackend final : public Backend {
   }
 
   void all_to_all(const void* input, void* output, int64_t nbytes) override {
+    if (nbytes == 0) return;
     if (context_.size == 1) {
       std::memcpy(output, input, size_t(nbytes));
       return;
@@ -254,6 +257,9 @@ class GlooBackend final : public Backend {
   // Each message goes after an 8-byte header with its length: a recv of
   // another size is then an error naming both (Gloo itself reads a shorter
   // message into a longer buffer silently, and aborts the process on a longer one).
+  // An empty message is its header alone (collectives of empty buffers return
+  // at once: Gloo cannot tell that the peers called the same, see
+  // Note [Same collective on every rank]).
   void send(const void* data, int64_t nbytes, int dst, uint32_t tag) override {
     guarded("send", [&] {
       while (pending_sends_.size() >= kMaxPendingSends) complete_oldest_send();
@@ -261,8 +267,9 @@ class GlooBackend final : public Backend {
       pending.length = uint64_t(nbytes);
       pending.data.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + nbytes);
       pending.header = gloo_->createUnboundBuffer(&pending.length, sizeof pending.length);
-      pending.buffer = gloo_->createUnboundBuffer(pending.data.data(), pending.data.size());
       pending.header->send(dst, tag);
+      if (nbytes == 0) return;
+      pending.buffer = gloo_->createUnboundBuffer(pending.data.data(), pending.data.size());
       pending.buffer->send(dst, tag);
     });
   }
@@ -276,9 +283,11 @@ class GlooBackend final : public Backend {
       // Of another size, the message is still read (into scratch), so the
       // next message between the two ranks meets the next recv.
       std::vector<uint8_t> scratch(length == uint64_t(nbytes) ? 0 : length);
-      auto buffer = gloo_->createUnboundBuffer(scratch.empty() ? data : scratch.data(), size_t(length));
-      buffer->recv(src, tag);
-      buffer->waitRecv(context_.timeout);
+      if (length > 0) {
+        auto buffer = gloo_->createUnboundBuffer(scratch.empty() ? data : scratch.data(), size_t(length));
+        buffer->recv(src, tag);
+        buffer->waitRecv(context_.timeout);
+      }
       EMBER_CHECK(length == uint64_t(nbytes), "gloo recv from rank {} (tag {}): the message has {} bytes, this recv "
                   "expects {}", src, tag, length, nbytes);
     });
@@ -294,7 +303,7 @@ class GlooBackend final : public Backend {
 
   void complete_oldest_send() {
     pending_sends_.front().header->waitSend(context_.timeout);
-    pending_sends_.front().buffer->waitSend(context_.timeout);
+    if (pending_sends_.front().buffer) pending_sends_.front().buffer->waitSend(context_.timeout);
     pending_sends_.pop_front();
   }
 

@@ -164,25 +164,31 @@ class NcclBackend final : public Backend {
                       .keep_alive = std::move(keep_alive)});
   }
 
+  // Empty buffers are not handed to NCCL: nothing would move, and NCCL cannot
+  // tell that the peers called the same (Note [Same collective on every rank]).
   void allreduce(void* data, int64_t count, DType dtype, ReduceOp op) override {
+    if (count == 0) return;
     enqueue("ncclAllReduce", [&](cudaStream_t stream) {
       return ncclAllReduce(data, data, size_t(count), nccl_type(dtype), nccl_op(op), comm_, stream);
     });
   }
 
   void broadcast(void* data, int64_t nbytes, int root) override {
+    if (nbytes == 0) return;
     enqueue("ncclBroadcast", [&](cudaStream_t stream) {
       return ncclBroadcast(data, data, size_t(nbytes), ncclUint8, root, comm_, stream);
     });
   }
 
   void allgather(const void* input, void* output, int64_t nbytes) override {
+    if (nbytes == 0) return;
     enqueue("ncclAllGather", [&](cudaStream_t stream) {
       return ncclAllGather(input, output, size_t(nbytes), ncclUint8, comm_, stream);
     });
   }
 
   void reduce_scatter(const void* input, void* output, int64_t count, DType dtype, ReduceOp op) override {
+    if (count == 0) return;
     enqueue("ncclReduceScatter", [&](cudaStream_t stream) {
       return ncclReduceScatter(input, output, size_t(count), nccl_type(dtype), nccl_op(op), comm_, stream);
     });
@@ -191,6 +197,7 @@ class NcclBackend final : public Backend {
   // NCCL has no all-to-all: one group of a send and a recv per peer, so every
   // pair progresses together; this rank's own block is a device copy.
   void all_to_all(const void* input, void* output, int64_t nbytes) override {
+    if (nbytes == 0) return;
     enqueue("all_to_all (ncclSend/ncclRecv)", [&](cudaStream_t stream) {
       const size_t block = size_t(nbytes);
       const size_t mine = size_t(context_.rank) * block;
@@ -226,12 +233,14 @@ class NcclBackend final : public Backend {
   // ProcessGroup allows only tag 0 on CUDA tensors: NCCL matches the messages
   // between two ranks in call order.
   void send(const void* data, int64_t nbytes, int dst, uint32_t) override {
+    if (nbytes == 0) return;
     enqueue("ncclSend", [&](cudaStream_t stream) {
       return ncclSend(data, size_t(nbytes), ncclUint8, dst, comm_, stream);
     });
   }
 
   void recv(void* data, int64_t nbytes, int src, uint32_t) override {
+    if (nbytes == 0) return;
     enqueue("ncclRecv", [&](cudaStream_t stream) {
       return ncclRecv(data, size_t(nbytes), ncclUint8, src, comm_, stream);
     });

@@ -135,6 +135,8 @@ class ShmBackend final : public Backend {
   // Note [Same collective on every rank]: throws when a peer staged chunk
   // `first` of another collective than this rank's.
   void check_peers_call(uint64_t first, size_t buffer) const;
+  // An empty chunk through the pipeline: the peers' calls checked, no data.
+  void meet_peers();
   template <class F>
   void guarded(F&& body);
 
@@ -299,7 +301,7 @@ void ShmBackend::run_pipeline(int64_t chunks, Stage&& stage, Reduce&& reduce, Ga
 void ShmBackend::allreduce_into(void* output, std::span<const Piece> pieces, int64_t count, DType dtype, ReduceOp op) {
   begin_call({.size = count, .collective = int32_t(Collective::allreduce), .dtype = int32_t(dtype), .op = int32_t(op)});
   EMBER_CHECK(host_reduction_supported(dtype, op), "shm allreduce: {} is not supported for {}", reduce_op_name(op), dtype);
-  if (count == 0) return;
+  if (count == 0) return meet_peers();
   const int64_t element = element_size(dtype);
   const Pieces input(pieces, element);
   std::byte* out = bytes(output);
@@ -349,7 +351,8 @@ void ShmBackend::allreduce_into(void* output, std::span<const Piece> pieces, int
 void ShmBackend::broadcast(void* data, int64_t nbytes, int root) {
   begin_call({.size = nbytes, .collective = int32_t(Collective::broadcast), .root = root});
   EMBER_CHECK(root >= 0 && root < size_, "shm broadcast: root {} is not a rank of a group of {}", root, size_);
-  if (size_ == 1 || nbytes == 0) return;
+  if (nbytes == 0) return meet_peers();
+  if (size_ == 1) return;
   const int64_t chunk = int64_t(segment_->layout().chunk_bytes);
   auto length = [&](int64_t j) { return std::min(chunk, nbytes - j * chunk); };
   auto stage = [&](int64_t j, size_t buffer) {
@@ -363,7 +366,7 @@ void ShmBackend::broadcast(void* data, int64_t nbytes, int root) {
 
 void ShmBackend::allgather(const void* input, void* output, int64_t nbytes) {
   begin_call({.size = nbytes, .collective = int32_t(Collective::allgather)});
-  if (nbytes == 0) return;
+  if (nbytes == 0) return meet_peers();
   if (size_ == 1) return copy_bytes(output, input, nbytes);
   const int64_t chunk = int64_t(segment_->layout().chunk_bytes);
   auto length = [&](int64_t j) { return std::min(chunk, nbytes - j * chunk); };
@@ -383,7 +386,7 @@ void ShmBackend::reduce_scatter(const void* input, void* output, int64_t count, 
   begin_call({.size = count, .collective = int32_t(Collective::reduce_scatter), .dtype = int32_t(dtype), .op = int32_t(op)});
   EMBER_CHECK(host_reduction_supported(dtype, op), "shm reduce_scatter: {} is not supported for {}",
               reduce_op_name(op), dtype);
-  if (count == 0) return;
+  if (count == 0) return meet_peers();
   const int64_t element = element_size(dtype);
   if (size_ == 1) return copy_bytes(output, input, count * element);
   const int64_t align = int64_t(shm::kShareAlignment) / element;
@@ -406,7 +409,7 @@ void ShmBackend::reduce_scatter(const void* input, void* output, int64_t count, 
 
 void ShmBackend::all_to_all(const void* input, void* output, int64_t nbytes) {
   begin_call({.size = nbytes, .collective = int32_t(Collective::all_to_all)});
-  if (nbytes == 0) return;
+  if (nbytes == 0) return meet_peers();
   if (size_ == 1) return copy_bytes(output, input, nbytes);
   const int64_t section =
       std::max(int64_t(shm::kShareAlignment), int64_t(segment_->layout().chunk_bytes) / size_ /
@@ -424,9 +427,16 @@ void ShmBackend::all_to_all(const void* input, void* output, int64_t nbytes) {
   guarded([&] { run_pipeline(ceil_div(nbytes, section), stage, exchange, [](int64_t, size_t, int) {}, false); });
 }
 
-// One empty chunk: waiting for every peer to stage it is the barrier.
 void ShmBackend::barrier() {
   begin_call({.collective = int32_t(Collective::barrier)});
+  meet_peers();
+}
+
+// One empty chunk: waiting for every peer to stage it is a barrier, and its
+// descriptor is compared as any chunk's. So an empty collective still meets
+// the others: against a different call elsewhere it fails at once instead of
+// leaving that rank to wait for the timeout.
+void ShmBackend::meet_peers() {
   if (size_ == 1) return;
   auto nothing = [](int64_t, size_t) {};
   guarded([&] { run_pipeline(1, nothing, nothing, [](int64_t, size_t, int) {}, false); });

@@ -102,10 +102,12 @@ TEST(Collectives, DebugModeNamesEachRanksCall) {
 // A recv of another size than its message, longer and shorter: an error
 // naming both sizes, on both backends. Catches: Gloo's own matching (a
 // shorter message left the recv's tail stale with exit code 0; a longer one
-// aborted the process inside Gloo).
+// aborted the process inside Gloo); an empty send that sent nothing (the
+// recv of 4 floats waited for the timeout, here the test's 30 s).
 TEST(Collectives, ARecvOfAnotherSizeThanItsMessageIsAnError) {
   for (const std::string backend : {"gloo", "shm"}) {
-    for (const auto& [sent, received] : {std::pair{"4", "8"}, std::pair{"8", "4"}}) {
+    for (const auto& [sent, received] :
+         {std::pair{"4", "8"}, std::pair{"8", "4"}, std::pair{"0", "4"}, std::pair{"4", "0"}}) {
       const ProcessResult result = launch_ranks(2, "recv_size_mismatch", {backend, sent, received}, 30);
       EXPECT_EQ(result.exit_code, 0) << backend << " " << sent << " -> " << received << ":\n" << result.output;
     }
@@ -117,7 +119,9 @@ TEST(Collectives, ARecvOfAnotherSizeThanItsMessageIsAnError) {
 // compares each collective's kind, size, dtype, op and root across ranks.
 // Catches: the calls not compared (rank 0 got 2 2 2 2 and rank 1 2 2 2 2 0 0 0 0
 // from all-reduces of 4 and 8 elements, exit code 0; a broadcast paired with
-// an all-reduce, as an evaluation forward on one DDP rank does).
+// an all-reduce, as an evaluation forward on one DDP rank does); an empty
+// all-reduce returning before the pipeline (the other ranks waited for the
+// group's timeout, here the test's 30 s).
 TEST(Collectives, SharedMemoryRefusesCollectivesThatDifferAcrossRanks) {
   const ProcessResult other = launch_ranks(2, "collectives_mismatch", {"shm", "nodebug"}, 30);
   EXPECT_NE(other.exit_code, 0) << other.output;
@@ -132,6 +136,12 @@ TEST(Collectives, SharedMemoryRefusesCollectivesThatDifferAcrossRanks) {
   EXPECT_NE(sizes.exit_code, 0) << sizes.output;
   EXPECT_FALSE(sizes.timed_out) << sizes.output;
   EXPECT_TRUE(contains(sizes.output, "where rank 1 (global 1) runs allreduce of 8 x float32 (sum)")) << sizes.output;
+  const ProcessResult empty = launch_ranks(2, "collectives_mismatch", {"shm", "empty"}, 30);
+  EXPECT_NE(empty.exit_code, 0) << empty.output;
+  EXPECT_FALSE(empty.timed_out) << empty.output;
+  EXPECT_TRUE(contains(empty.output, "runs allreduce of 4 x float32 (sum) where rank 1 (global 1) runs allreduce of "
+                                     "0 x float32 (sum)"))
+      << empty.output;
   expect_nothing_left();
 }
 

@@ -5,7 +5,7 @@
 //                                 here from every rank's (deterministic) inputs;
 //                                 on this process's GPU with "cuda" or backend
 //                                 nccl (tests/cuda/test_cuda_nccl.cpp)
-//   collectives_mismatch <backend> debug mode: ranks 0 and 1 call different collectives
+//   collectives_mismatch <backend> [nodebug|sizes|empty] ranks 0 and 1 call different collectives
 //   collectives_debug_store <backend> debug mode keeps the store from growing
 //   collectives_peer_dies <backend> rank 1 exits mid-job; the others' next
 //                                 collective must fail with an ember::Error, not hang
@@ -556,9 +556,9 @@ EMBER_SCENARIO(recv_size_mismatch) {
 // Ranks 0 and 1 disagree at the third collective; debug mode must name both.
 // args[1] "nodebug": the same without debug mode (the shm backend compares
 // the calls itself); "sizes": without debug mode, rank 1 all-reduces 8
-// elements where the others all-reduce 4.
+// elements where the others all-reduce 4; "empty": the same with 0 elements.
 EMBER_SCENARIO(collectives_mismatch) {
-  EMBER_CHECK(!args.empty(), "collectives_mismatch: usage: collectives_mismatch <backend> [nodebug|sizes]");
+  EMBER_CHECK(!args.empty(), "collectives_mismatch: usage: collectives_mismatch <backend> [nodebug|sizes|empty]");
   const std::string mode = args.size() > 1 ? args[1] : "debug";
   ProcessGroup& group = distributed::init_process_group({.backend = args[0], .debug = mode == "debug"});
   Tensor t = make_tensor({4}, DType::f32);
@@ -568,6 +568,7 @@ EMBER_SCENARIO(collectives_mismatch) {
   int code = 0;
   try {
     if (group.rank() == 1 && mode == "sizes") group.allreduce(ones({8}), ReduceOp::sum)->wait();
+    else if (group.rank() == 1 && mode == "empty") group.allreduce(ones({0}), ReduceOp::sum)->wait();
     else if (group.rank() == 1) group.broadcast(t, 0)->wait();
     else group.allreduce(t, ReduceOp::sum)->wait();
     std::printf("rank %d: the mismatch went unnoticed\n", group.rank());
