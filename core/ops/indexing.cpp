@@ -341,7 +341,9 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   if (num_classes == -1) {
     EMBER_CHECK(indices.numel() > 0, "one_hot: cannot infer the number of classes from an empty tensor");
     std::vector<int64_t> values = flat.to_vector<int64_t>();
-    num_classes = *std::max_element(values.begin(), values.end()) + 1;
+    const auto [lowest, highest] = std::minmax_element(values.begin(), values.end());
+    EMBER_CHECK(*lowest >= 0, "one_hot: class values must be non-negative, got {}", *lowest);
+    num_classes = *highest + 1;
   }
   Shape shape = indices.shape();
   shape.push_back(num_classes);

@@ -3,6 +3,8 @@
 // need no code of their own. Tests: tests/nn/test_loss.cpp.
 #include "nn/functional/loss.h"
 
+#include <limits>
+
 #include "core/autocast_ops.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
@@ -64,13 +66,19 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions&
   EMBER_CHECK(target.shape() == row_shape, "nll_loss: expected targets of shape {} for input {}, got {}", row_shape,
               input.shape(), target.shape());
   if (options.weight.defined())
-    EMBER_CHECK(options.weight.dim() == 1 && options.weight.size(0) == classes,
-                "nll_loss: expected weight [{}] (one per class), got {}", classes, options.weight.shape());
+    EMBER_CHECK(options.weight.dim() == 1 && options.weight.size(0) == classes &&
+                    options.weight.dtype() == input.dtype() && options.weight.device() == input.device(),
+                "nll_loss: expected weight [{}] of dtype {} on {} (one per class, the input's dtype), got {} of {} on {}",
+                classes, input.dtype(), input.device(), options.weight.shape(), options.weight.dtype(),
+                options.weight.device());
   Tensor flat_target = target.to(DType::i64).reshape({row_shape.numel()});
-  for (int64_t value : flat_target.to_vector<int64_t>())
+  bool every_target_ignored = true;
+  for (int64_t value : flat_target.to_vector<int64_t>()) {
     EMBER_CHECK(value == options.ignore_index || (value >= 0 && value < classes),
                 "nll_loss: target {} is out of bounds for {} classes (ignore_index is {})", value, classes,
                 options.ignore_index);
+    every_target_ignored = every_target_ignored && value == options.ignore_index;
+  }
   Tensor rows = input.permute(classes_last).reshape({row_shape.numel(), classes});
   Tensor counted = ne(flat_target, options.ignore_index);
   Tensor safe_target = where(counted, flat_target, 0);  // an index gather can read for ignored rows
@@ -81,7 +89,12 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions&
   switch (options.reduction) {
     case Reduction::none: return loss.reshape(row_shape);
     case Reduction::sum: return sum(loss);
-    case Reduction::mean: return sum(loss) / sum(target_weight);
+    case Reduction::mean:
+      // Every target ignored: NaN, PyTorch's 0 / 0, but with zero gradients as
+      // its backward gives (dividing by the zero weight would send 0 * inf =
+      // NaN back, and poison a gradient accumulated over micro-batches).
+      if (every_target_ignored) return sum(loss) + std::numeric_limits<double>::quiet_NaN();
+      return sum(loss) / sum(target_weight);
   }
   return loss;
 }
@@ -112,7 +125,9 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
   return reduce(loss, reduction);
 }
 
-// log(1 + e^-x) = log1p(e^-|x|) + max(-x, 0) never overflows; PyTorch's form.
+// log(1 + e^-x) = log1p(e^-|x|) + max(-x, 0) never overflows; PyTorch's form,
+// with max(-x, 0) written (|x| - x) / 2 so that the composite's gradient is
+// -sigmoid(-x) at x = 0 too (-1/2; clamp_min's boundary gave -1 there).
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BceWithLogitsOptions& options) {
   if (autocast_wants(kF32, {&input, &target, &options.weight, &options.pos_weight})) [[unlikely]] {
@@ -121,7 +136,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
     return binary_cross_entropy_with_logits(f32(input), f32(target), cast_options);
   }
   check_same_shape(input, target, "binary_cross_entropy_with_logits");
-  Tensor softplus_negative = log1p(exp(-abs(input))) + clamp_min(-input, 0);
+  const Tensor magnitude = abs(input);
+  Tensor softplus_negative = log1p(exp(-magnitude)) + (magnitude * 0.5 - input * 0.5);
   Tensor loss;
   if (options.pos_weight.defined()) {
     Tensor log_weight = (options.pos_weight - 1.0) * target + 1.0;

@@ -262,6 +262,7 @@ TEST(Indexing, BadIndicesAreErrorsNamingOpValueAndSize) {
   EXPECT_EMBER_ERROR(embedding(longs({-2}), t), "embedding: index -2 is out of bounds for dimension with size 3");
   EXPECT_EMBER_ERROR(one_hot(longs({3}), 3), "one_hot: index 3 is out of bounds for dimension with size 3");
   EXPECT_EMBER_ERROR(one_hot(longs({-1}), 3), "one_hot: index -1");
+  EXPECT_EMBER_ERROR(one_hot(longs({-5, -3})), "one_hot: class values must be non-negative, got -5");
   set_num_threads(2);  // an error inside a parallel region still reaches the caller
   Tensor bad = longs(std::vector<int64_t>(100000, 0));
   bad.narrow(0, 77777, 1).fill_(9);

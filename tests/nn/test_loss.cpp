@@ -1,6 +1,7 @@
 // The losses of nn::functional and core's normalisations against PyTorch:
 // values and gradients of every case in tests/data/golden_losses.json (written
 // by tests/data/make_golden_losses.py), in float64; then shape errors.
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -145,6 +146,38 @@ TEST(Loss, BinaryCrossEntropyWithLogitsIsStable) {
       F::binary_cross_entropy_with_logits(x, t, {.reduction = Reduction::none}).to_vector<float>();
   EXPECT_FLOAT_EQ(loss[0], 100.0f);
   EXPECT_FLOAT_EQ(loss[1], 100.0f);
+}
+
+// d/dx at x = 0 is sigmoid(0) - t = 1/2 - t (PyTorch 1.13's values below).
+// Catches: max(-x, 0) written clamp_min(-x, 0), whose boundary passes the whole
+// gradient at a zero logit ([-1, 0, -1, -0.5] here, and -2 with pos_weight 2).
+TEST(Loss, BinaryCrossEntropyWithLogitsGradientAtZeroLogits) {
+  Tensor x = zeros({4}).requires_grad_(true);
+  F::binary_cross_entropy_with_logits(x, from_vector<float>({1, 0, 1, 0.5}), {.reduction = Reduction::sum})
+      .backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{-0.5f, 0.5f, -0.5f, 0.0f}));
+  Tensor y = from_vector<float>({100, -100, 0}).requires_grad_(true);
+  Tensor loss = F::binary_cross_entropy_with_logits(y, from_vector<float>({0, 1, 1}),
+                                                    {.pos_weight = from_vector<float>({2}), .reduction = Reduction::sum});
+  EXPECT_NEAR(loss.item<float>(), 301.386292f, 1e-3f);
+  loss.backward();
+  EXPECT_EQ(y.grad().to_vector<float>(), (std::vector<float>{1.0f, -2.0f, -1.0f}));
+}
+
+// A micro-batch whose targets are all ignore_index: the mean is NaN (0 / 0, as
+// PyTorch's), its gradient zero. Catches: the division by the zero weight
+// sending 0 * inf = NaN into the gradient, which an accumulated gradient keeps.
+TEST(Loss, NllLossWithEveryTargetIgnoredHasZeroGradient) {
+  Tensor w = from_vector<float>({0.5f, -1.0f, 2.0f, 0.0f, 1.0f, -0.5f}).reshape({2, 3}).requires_grad_(true);
+  F::nll_loss(log_softmax(w, 1), from_vector<int64_t>({0, 2})).backward();
+  const std::vector<float> first = w.grad().to_vector<float>();
+  Tensor loss = F::nll_loss(log_softmax(w, 1), from_vector<int64_t>({-100, -100}));
+  EXPECT_TRUE(std::isnan(loss.item<float>()));
+  loss.backward();
+  EXPECT_EQ(w.grad().to_vector<float>(), first);
+  EXPECT_EMBER_ERROR(F::nll_loss(zeros({2, 3}), from_vector<int64_t>({0, 1}), {.weight = ones({3}, {.dtype = DType::f64})}),
+                     "nll_loss: expected weight [3] of dtype float32 on cpu (one per class, the input's dtype), got [3] "
+                     "of float64 on cpu");
 }
 
 }  // namespace
