@@ -3,6 +3,7 @@
 // [Resume mid-epoch] in data/README.md. Tests: tests/data/test_dataloader.cpp.
 #include "data/dataloader.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
@@ -31,6 +32,9 @@ struct LoaderCore {
   // The epoch the loader last gave its sampler (at first, the sampler's own):
   // another value there at begin() is the user's set_epoch.
   int64_t applied_epoch = 0;
+  // The dataset's size when the loader made its own sampler (shuffle, or
+  // neither sampler nor batch_sampler given); -1 when the sampler is the user's.
+  int64_t sampled_size = -1;
   std::weak_ptr<Iteration> active;
 
   Example produce(const std::vector<int64_t>& indices) const {
@@ -50,10 +54,12 @@ class Iteration {
   Iteration(std::shared_ptr<LoaderCore> core, std::vector<std::vector<int64_t>> batches, int64_t first)
       : core_(std::move(core)), epoch_(core_->state.epoch), batches_(std::move(batches)), next_(first) {
     int64_t end = int64_t(batches_.size());
+    // No more workers or slots than the batches left: prefetch_factor is a
+    // bound, and a large one must not allocate its ring up front.
     if (core_->num_workers > 0 && next_ < end)
       prefetcher_ = std::make_unique<OrderedPrefetcher>(
-          next_, end, [this](int64_t batch) { return core_->produce(batches_[size_t(batch)]); }, core_->num_workers,
-          core_->max_in_flight);
+          next_, end, [this](int64_t batch) { return core_->produce(batches_[size_t(batch)]); },
+          int(std::min(int64_t(core_->num_workers), end - next_)), std::min(core_->max_in_flight, end - next_));
   }
 
   bool done() const { return done_; }
@@ -184,11 +190,18 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
               "give your sampler the seed instead",
               options.seed.value_or(0));
   core_->batch_sampler = make_batch_sampler(*dataset, options);
+  if (!options.sampler && !options.batch_sampler) core_->sampled_size = dataset->size();
   core_->dataset = std::move(dataset);
   core_->collate = std::move(options.collate);
   core_->num_workers = options.num_workers;
   core_->max_in_flight = int64_t(options.num_workers) * options.prefetch_factor;
-  if (const std::shared_ptr<Sampler>& sampler = core_->batch_sampler->sampler()) core_->applied_epoch = sampler->epoch();
+  // PyTorch's loader runs whatever epoch its sampler is at: a sampler whose
+  // epoch was set before the loader was made (set_epoch(e), then a new loader
+  // each epoch; a resumed run's first epoch) starts there.
+  if (const std::shared_ptr<Sampler>& sampler = core_->batch_sampler->sampler()) {
+    core_->state = {sampler->epoch(), 0};
+    core_->applied_epoch = sampler->epoch();
+  }
 }
 
 DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
@@ -201,6 +214,11 @@ DataLoader::~DataLoader() {
 
 DataLoader::Iterator DataLoader::begin() {
   if (auto active = core_->active.lock()) active->cancel();
+  // The loader's own sampler read the dataset's size when the loader was made.
+  EMBER_CHECK(core_->sampled_size < 0 || core_->dataset->size() == core_->sampled_size,
+              "DataLoader: the dataset has {} examples now, but the loader's sampler was made for {}; make a new "
+              "DataLoader after the dataset changes size",
+              core_->dataset->size(), core_->sampled_size);
   if (!core_->resume_at_state) core_->state = {core_->state.epoch + 1, 0};
   adopt_epoch_set_by_user();
   core_->resume_at_state = false;
@@ -210,6 +228,11 @@ DataLoader::Iterator DataLoader::begin() {
   EMBER_CHECK(int64_t(batches.size()) == core_->batch_sampler->size(),
               "DataLoader: the batch sampler made {} batches but its size() says {}", batches.size(),
               core_->batch_sampler->size());
+  // set_state could only check against the epoch the sampler was at then; a
+  // batch sampler's epochs may differ in length.
+  EMBER_CHECK(core_->state.batch <= int64_t(batches.size()),
+              "DataLoader: set_state asked to resume epoch {} at batch {}, but that epoch has {} batches",
+              core_->state.epoch, core_->state.batch, batches.size());
   auto iteration = std::make_shared<detail::Iteration>(core_, std::move(batches), core_->state.batch);
   core_->active = iteration;
   iteration->advance();

@@ -453,6 +453,85 @@ TEST(DataLoader, ASamplerEpochSetByTheUserPicksTheEpochItRuns) {
   EXPECT_EQ(epoch_targets(loader), Batches{order_of(3)[1]});
 }
 
+// PyTorch's loop: sampler->set_epoch(e), then a new loader for the epoch (or
+// one made after a resumed run set its first epoch). Catches: the loader
+// taking the sampler's epoch at construction as its own, then running epoch 0
+// (the same order every epoch, without a word).
+TEST(DataLoader, ALoaderMadeAfterSetEpochRunsThatEpoch) {
+  using Batches = std::vector<std::vector<int64_t>>;
+  CountingDataset dataset(16);
+  auto sampler = std::make_shared<DistributedSampler>(16, 2, 1, DistributedSamplerOptions{.seed = 3});
+  auto order_of = [](int64_t epoch) {
+    DistributedSampler reference(16, 2, 1, {.seed = 3});
+    reference.set_epoch(epoch);
+    std::vector<int64_t> order = reference.indices();
+    return Batches{{order[0], order[1], order[2], order[3]}, {order[4], order[5], order[6], order[7]}};
+  };
+  for (int64_t epoch : {0, 1, 2}) {
+    sampler->set_epoch(epoch);
+    DataLoader loader(dataset, {.batch_size = 4, .sampler = sampler});
+    EXPECT_EQ(loader.state().epoch, epoch);
+    EXPECT_EQ(epoch_targets(loader), order_of(epoch)) << "epoch " << epoch;
+  }
+  EXPECT_NE(order_of(1), order_of(0));
+}
+
+// set_state can only check the batch against the epoch the sampler is at; the
+// epoch it resumes may be shorter. Catches: begin() not checking again (the
+// iteration read past its batches: a segfault, with workers or without).
+TEST(DataLoader, ResumingPastTheEndOfAShorterEpochIsAnError) {
+  class Shrinking : public BatchSampler {
+   public:
+    int64_t size() const override { return std::max<int64_t>(1, 10 - 3 * epoch_); }
+    std::vector<std::vector<int64_t>> batches() const override {
+      std::vector<std::vector<int64_t>> out;
+      for (int64_t b = 0; b < size(); ++b) out.push_back({b});
+      return out;
+    }
+    void set_epoch(int64_t epoch) override { epoch_ = epoch; }
+
+   private:
+    int64_t epoch_ = 0;
+  };
+  CountingDataset dataset(10);
+  for (int workers : {0, 2}) {
+    DataLoader loader(dataset, {.num_workers = workers, .batch_sampler = std::make_shared<Shrinking>()});
+    loader.set_state({.epoch = 2, .batch = 8});
+    EXPECT_EMBER_ERROR(loader.begin(), "DataLoader: set_state asked to resume epoch 2 at batch 8, but that epoch has 4 "
+                                       "batches");
+  }
+}
+
+// PyTorch's own samplers read the dataset's size every epoch; the loader's are
+// made once. Catches: a grown dataset read at its old size (the new examples
+// never visited), a shrunk one handing out indices past its end.
+TEST(DataLoader, ADatasetThatChangedSizeIsAnErrorForTheLoadersOwnSampler) {
+  class Resizable : public Dataset {
+   public:
+    int64_t size() const override { return size_; }
+    Example get(int64_t index) const override { return {scalar_tensor(index, {}), scalar_tensor(index, {}), {}}; }
+    int64_t size_ = 4;
+  };
+  for (bool shuffle : {false, true}) {
+    Resizable dataset;
+    DataLoader loader(dataset, {.batch_size = 4, .shuffle = shuffle});
+    EXPECT_EQ(loader.size(), 1);
+    for (auto& batch : loader) EXPECT_EQ(batch.target.numel(), 4);
+    dataset.size_ = 8;
+    EXPECT_EMBER_ERROR(loader.begin(), "DataLoader: the dataset has 8 examples now, but the loader's sampler was made "
+                                       "for 4; make a new DataLoader");
+  }
+}
+
+// prefetch_factor bounds the batches in flight; it is no allocation. Catches:
+// the ring sized workers x prefetch_factor up front (std::bad_alloc, not an
+// ember::Error, or gigabytes, for an epoch of two batches).
+TEST(DataLoader, AHugePrefetchFactorAllocatesOnlyForTheBatchesThereAre) {
+  CountingDataset dataset(4);
+  DataLoader loader(dataset, {.batch_size = 2, .num_workers = 1, .prefetch_factor = 1 << 30});
+  EXPECT_EQ(epoch_targets(loader), (std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}}));
+}
+
 TEST(DataLoader, EmptyDatasetYieldsNoBatches) {
   CountingDataset dataset(0);
   DataLoader loader(dataset, {.batch_size = 3, .shuffle = true, .num_workers = 2, .seed = 1});
