@@ -247,8 +247,16 @@ void Module::zero_grad(bool set_to_none) {
   for (const Tensor& parameter : parameters()) autograd::zero_grad(parameter, set_to_none);
 }
 
+// A child registered under two names is visited once, as PyTorch's
+// children() lists it once (an initialiser that scales in place must not
+// run twice on it).
 Module& Module::apply(const std::function<void(Module&)>& fn) {
-  for (const auto& entry : children_) entry.second->apply(fn);
+  std::vector<const Module*> visited;
+  for (const auto& entry : children_) {
+    if (std::find(visited.begin(), visited.end(), entry.second.get()) != visited.end()) continue;
+    visited.push_back(entry.second.get());
+    entry.second->apply(fn);
+  }
   fn(*this);
   return *this;
 }

@@ -1,6 +1,7 @@
 // nn::Module's hooked call path and its backward hooks (see module.h,
 // Note [Module calls] in nn/README.md). The registry and listings are in
 // module.cpp. Tests: tests/nn/test_forward_hooks.cpp, tests/nn/test_module_call.cpp.
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -13,14 +14,45 @@ namespace ember::nn {
 
 // What the backward hooks of one module share with the post-accumulate hooks
 // they put on its parameters: whether a backward pass has reached one of the
-// module's outputs and not yet fired the hooks, and which parameters have
-// accumulated their gradient in it.
+// module's outputs and not yet fired the hooks, and which parameters it still
+// waits for. The watched parameters are those that require grad at the
+// module's latest call (a parameter unfrozen or added later is watched from
+// its next call); each carries the flag its own hook clears.
 struct Module::BackwardState {
-  Module* module = nullptr;        // the owner; a move of the module updates it
-  std::vector<Tensor> parameters;  // those that require grad, when first armed
-  std::vector<bool> accumulated;
+  struct Watched {
+    Tensor parameter;
+    std::shared_ptr<bool> waiting;  // shared with the parameter's hook
+  };
+  Module* module = nullptr;  // the owner; a move of the module updates it
+  std::vector<Watched> watched;
   size_t pending = 0;
   bool armed = false;
+
+  // Watches `parameters` (those that require grad), putting a post-accumulate
+  // hook on each one seen for the first time; a parameter no longer watched
+  // keeps an inert hook.
+  static void watch(const std::shared_ptr<BackwardState>& state, const std::vector<Tensor>& parameters) {
+    std::vector<Watched> now;
+    for (const Tensor& parameter : parameters) {
+      if (!parameter.requires_grad()) continue;
+      auto known = std::find_if(state->watched.begin(), state->watched.end(),
+                                [&](const Watched& w) { return w.parameter.is_same(parameter); });
+      if (known != state->watched.end()) {
+        now.push_back(*known);
+        continue;
+      }
+      auto waiting = std::make_shared<bool>(false);
+      std::weak_ptr<BackwardState> weak = state;
+      parameter.register_post_accumulate_grad_hook([weak, waiting](const Tensor&) {
+        std::shared_ptr<BackwardState> alive = weak.lock();
+        if (!alive || !alive->armed || !*waiting) return;
+        *waiting = false;
+        if (--alive->pending == 0) alive->module->fire_backward_hooks();
+      });
+      now.push_back({parameter, std::move(waiting)});
+    }
+    state->watched = std::move(now);
+  }
 };
 
 // Moving keeps every parameter and buffer slot where it is (a moved deque
@@ -68,7 +100,19 @@ void Module::run_call(ForwardCall& call, const std::function<void()>& forward) {
 void Module::run_from_wrapper(ForwardCall& call, const std::function<void()>& forward,
                               const std::vector<ForwardWrapper>& wrappers, size_t index) {
   if (index < wrappers.size()) {
-    wrappers[index](call, [&] { run_from_wrapper(call, forward, wrappers, index + 1); });
+    // The call's result exists only once the forward ran, so every wrapper
+    // must run the rest of the call exactly once.
+    int proceeded = 0;
+    wrappers[index](call, [&] {
+      EMBER_CHECK(proceeded++ == 0,
+                  "{}: forward wrapper {} called proceed() a second time; a wrapper runs the rest of the call once",
+                  type_name(), index);
+      run_from_wrapper(call, forward, wrappers, index + 1);
+    });
+    EMBER_CHECK(proceeded == 1,
+                "{}: forward wrapper {} returned without calling proceed(); a wrapper must run the rest of the call "
+                "(the forward and its hooks) exactly once, as the call's result comes from it",
+                type_name(), index);
     return;
   }
   for (const ForwardPreHook& hook : forward_pre_hooks_.snapshot()) hook(call);
@@ -85,18 +129,12 @@ void Module::arm_backward_hooks(const ForwardCall& call) {
   if (!backward_state_) {
     backward_state_ = std::make_shared<BackwardState>();
     backward_state_->module = this;
-    for (const Tensor& parameter : parameters())
-      if (parameter.requires_grad()) backward_state_->parameters.push_back(parameter);
-    std::weak_ptr<BackwardState> weak = backward_state_;
-    for (size_t index = 0; index < backward_state_->parameters.size(); ++index)
-      backward_state_->parameters[index].register_post_accumulate_grad_hook([weak, index](const Tensor&) {
-        std::shared_ptr<BackwardState> state = weak.lock();
-        if (!state || !state->armed || state->accumulated[index]) return;
-        state->accumulated[index] = true;
-        if (--state->pending == 0) state->module->fire_backward_hooks();
-      });
   }
-  auto reached = std::make_shared<bool>(false);  // this call's outputs, once per backward
+  if (!backward_state_->armed) BackwardState::watch(backward_state_, parameters());
+  // This call's outputs run the pre-hooks once per backward pass: the first
+  // gradient to reach one sets the flag, the end of that pass clears it (a
+  // second pass through a retained graph runs them again).
+  auto reached = std::make_shared<bool>(false);
   std::weak_ptr<BackwardState> weak = backward_state_;
   for (Tensor* output : call.outputs) {
     if (!output->requires_grad()) continue;
@@ -104,12 +142,13 @@ void Module::arm_backward_hooks(const ForwardCall& call) {
       std::shared_ptr<BackwardState> state = weak.lock();
       if (!state || *reached) return Tensor();
       *reached = true;
+      autograd::queue_callback([reached] { *reached = false; });
       Module& module = *state->module;
       for (const BackwardHook& hook : module.backward_pre_hooks_.snapshot()) hook(module);
       if (!state->armed && !module.backward_hooks_.empty()) {
         state->armed = true;
-        state->accumulated.assign(state->parameters.size(), false);
-        state->pending = state->parameters.size();
+        for (BackwardState::Watched& watched : state->watched) *watched.waiting = true;
+        state->pending = state->watched.size();
         // A parameter this pass leaves without a gradient must not hold the
         // hooks back forever: the end of the pass fires them.
         autograd::queue_callback([weak] {

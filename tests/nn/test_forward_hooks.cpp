@@ -116,6 +116,25 @@ TEST(ForwardWrappers, ReplaceInputAndOutputWithGradientsFlowing) {
 
 // What the Accelerator relies on: state set with RAII around `call` is
 // restored when forward throws; a pre-hook/hook pair would leave it set.
+// The call's result comes from the forward that proceed() runs. Catches: a
+// wrapper skipping proceed() (the call read an empty std::optional and
+// returned an undefined tensor), or calling it twice (forward and its hooks
+// ran twice, the outputs listed twice).
+TEST(ForwardWrappers, MustProceedExactlyOnce) {
+  nn::Linear skipping(2, 2);
+  skipping.register_forward_wrapper([](nn::ForwardCall&, const std::function<void()>&) {});
+  EXPECT_EMBER_ERROR(skipping(ones({1, 2})), "Linear: forward wrapper 0 returned without calling proceed()");
+  nn::Linear twice(2, 2);
+  int forwards = 0;
+  twice.register_forward_hook([&](nn::ForwardCall&) { ++forwards; });
+  twice.register_forward_wrapper([](nn::ForwardCall&, const std::function<void()>& proceed) {
+    proceed();
+    proceed();
+  });
+  EXPECT_EMBER_ERROR(twice(ones({1, 2})), "Linear: forward wrapper 0 called proceed() a second time");
+  EXPECT_EQ(forwards, 1);
+}
+
 TEST(ForwardWrappers, StateSetAroundTheCallIsRestoredWhenForwardThrows) {
   nn::Linear linear(3, 2);
   int depth = 0;

@@ -274,6 +274,19 @@ TEST(Module, ZeroGradAndApply) {
     if (auto* linear = dynamic_cast<nn::Linear*>(&m)) nn::init::zeros_(linear->weight);
   });
   EXPECT_TRUE(all_close(model.at<nn::Linear>(2)->weight, zeros({1, 2})));
+
+  // A child registered under two names is visited once, as PyTorch's apply.
+  // Catches: apply walking children_ by name (an in-place scaling ran twice).
+  struct Shared : nn::Module {
+    Shared() {
+      auto linear = std::make_shared<nn::Linear>(2, 2);
+      register_module("a", linear);
+      register_module("b", linear);
+    }
+  } shared;
+  int linears = 0;
+  shared.apply([&](nn::Module& m) { linears += dynamic_cast<nn::Linear*>(&m) != nullptr; });
+  EXPECT_EQ(linears, 1);
 }
 
 TEST(Module, PrintsLikePyTorch) {

@@ -149,6 +149,42 @@ TEST(ModuleCall, BackwardHookFiresAtTheEndWhenAParameterIsUnused) {
   EXPECT_EQ(posts, 2);
 }
 
+// Gradual unfreezing: a parameter that starts requiring grad after the hooks
+// first armed is waited for from the module's next call. Catches: the watched
+// parameters fixed at the first call (the hook fired before the unfrozen
+// layer's gradient existed, silently).
+TEST(ModuleCall, BackwardHookWaitsForParametersUnfrozenLater) {
+  nn::Sequential model(nn::Linear(3, 3), nn::Linear(3, 1));
+  auto first = model.at<nn::Linear>(0);
+  first->weight.requires_grad_(false);
+  first->bias.requires_grad_(false);
+  std::vector<bool> seen;
+  model.register_backward_hook([&](nn::Module&) { seen.push_back(first->weight.grad().defined()); });
+  Tensor x = randn({4, 3});
+  sum(model(x)).backward();
+  first->weight.requires_grad_(true);
+  first->bias.requires_grad_(true);
+  sum(model(x)).backward();
+  EXPECT_EQ(seen, (std::vector<bool>{false, true}));
+}
+
+// PyTorch's full backward hooks run on every pass through a retained graph.
+// Catches: the per-call "reached" flag never cleared (the second pass ran no
+// module hook at all).
+TEST(ModuleCall, BackwardHooksRunOnEveryPassThroughARetainedGraph) {
+  nn::Linear linear(3, 2);
+  int pres = 0, posts = 0;
+  linear.register_backward_pre_hook([&](nn::Module&) { ++pres; });
+  linear.register_backward_hook([&](nn::Module&) { ++posts; });
+  Tensor loss = sum(linear(randn({4, 3})));
+  loss.backward({}, /*retain_graph=*/true);
+  EXPECT_EQ(pres, 1);
+  EXPECT_EQ(posts, 1);
+  loss.backward();
+  EXPECT_EQ(pres, 2);
+  EXPECT_EQ(posts, 2);
+}
+
 TEST(ModuleCall, NoHooksOutsideGradMode) {
   nn::Linear linear(2, 2);
   int pres = 0;
