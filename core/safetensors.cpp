@@ -385,6 +385,17 @@ void check_file_size(const std::string& path, int64_t file_size) {
               file_size);
 }
 
+// A bool is the byte 0 or 1; any other (a uint8 buffer written as BOOL, as
+// numpy's view(bool) allows) would be read as a value that is neither: 255.0
+// when converted, a logical_not that is not false.
+void check_bool_bytes(const std::string& name, const std::string& tensor, const char* data, size_t nbytes) {
+  const auto* first = reinterpret_cast<const unsigned char*>(data);
+  const auto* bad = std::find_if(first, first + nbytes, [](unsigned char byte) { return byte > 1; });
+  EMBER_CHECK(bad == first + nbytes,
+              "safetensors: '{}': tensor '{}' is BOOL but element {} is the byte {}; a BOOL element must be 0 or 1",
+              name, shown_text(tensor), bad - first, int(*bad));
+}
+
 // The tensors of a whole file at `bytes` (`file_size` of them), which `owner`
 // keeps alive: each tensor views the bytes and holds `owner`, unless its data
 // is misaligned for its dtype, when it gets a copy.
@@ -400,6 +411,7 @@ SafetensorsContents contents_of(const std::string& name, char* bytes, int64_t fi
     const int64_t file_offset = header.data_start() + info.data_begin;
     const size_t nbytes = size_t(info.data_end - info.data_begin);
     char* data = bytes + file_offset;
+    if (info.dtype == DType::boolean) check_bool_bytes(name, info.name, data, nbytes);
     Tensor tensor;
     if (nbytes > 0 && reinterpret_cast<uintptr_t>(data) % uintptr_t(element_size(info.dtype)) == 0) {
       // One storage per tensor (its own version counter), each holding the bytes alive.

@@ -103,6 +103,22 @@ void remove_stale_files(const fs::path& directory, const std::set<std::string>& 
   EMBER_CHECK(!error, "save_sharded: cannot list '{}': {}", directory.string(), error.message());
 }
 
+// A save renames its shards over the previous save's one by one, so a save
+// that fails or is killed between two renames would leave shards of both,
+// under an index that lists them all alike. The entry points go first (and
+// the removal is made durable before any shard is written): a torn directory
+// then has no index and no model.safetensors, and load_sharded refuses it.
+void remove_entry_points(const fs::path& directory) {
+  for (const char* name : {kIndexFile, kSingleFile}) {
+    const fs::path path = directory / name;
+    std::error_code error;
+    if (fs::symlink_status(path, error).type() != fs::file_type::regular) continue;
+    fs::remove(path, error);
+    EMBER_CHECK(!error, "save_sharded: cannot remove the previous save's '{}': {}", path.string(), error.message());
+  }
+  sync_directory("save_sharded", directory);
+}
+
 // The validated weight_map of an index: tensor name -> shard file name.
 std::map<std::string, std::string> read_weight_map(const fs::path& directory) {
   const fs::path path = directory / kIndexFile;
@@ -224,6 +240,7 @@ std::vector<fs::path> save_sharded(const NamedTensors& given, const fs::path& di
   EMBER_CHECK(!error, "save_sharded: cannot create '{}': {}", directory.string(), error.message());
 
   const std::vector<std::vector<size_t>> shards = split_into_shards(state, max_shard_size);
+  remove_entry_points(directory);
   std::vector<fs::path> written;
   if (shards.size() == 1) {
     written.push_back(directory / kSingleFile);

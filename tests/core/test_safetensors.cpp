@@ -439,6 +439,19 @@ TEST_F(SafetensorsMalformed, EachFileGivesAClearError) {
   }
 }
 
+// A BOOL element is the byte 0 or 1. Catches: other bytes taken as they are
+// (to f32 gave 2 and 255, logical_not 3 and 254, neither true nor false).
+TEST_F(SafetensorsMalformed, BoolBytesOtherThanZeroOrOneAreAnError) {
+  const fs::path path = file("bools.safetensors");
+  write_bytes(path, file_bytes("{" + entry("b", "BOOL", "[4]", 0, 4) + "}", std::string("\x00\x01\x02\xff", 4)));
+  for (bool mmap : {true, false})
+    EXPECT_EMBER_ERROR(load_safetensors(path, {.mmap = mmap}),
+                       "tensor 'b' is BOOL but element 2 is the byte 2; a BOOL element must be 0 or 1");
+  EXPECT_EQ(read_safetensors_header(path).tensors.size(), 1u);
+  write_bytes(path, file_bytes("{" + entry("b", "BOOL", "[4]", 0, 4) + "}", std::string("\x00\x01\x01\x00", 4)));
+  EXPECT_EQ(load_safetensors(path).tensors[0].second.to_vector<bool>(), (std::vector<bool>{false, true, true, false}));
+}
+
 TEST_F(SafetensorsMalformed, PathsThatAreNoFile) {
   EXPECT_EMBER_ERROR(load_safetensors(file("absent.safetensors")), "cannot open");
   EXPECT_EMBER_ERROR(load_safetensors(directory_), "is not a regular file");

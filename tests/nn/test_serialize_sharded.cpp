@@ -2,12 +2,15 @@
 // layout byte for byte against files its own libraries wrote
 // (tests/data/make_sharded_fixture.py), round trips through a model, stale
 // shards, and indexes that try to read the wrong files.
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <cmath>
+#include <csignal>
 #include <iterator>
 #include <limits>
 #include <set>
@@ -243,6 +246,45 @@ TEST(SaveSharded, ASaveWithFewerShardsRemovesTheStaleOnes) {
   nn::Sequential fresh = three_layers();
   nn::load_sharded(fresh, scratch.path());
   expect_same_state(fresh, model);
+}
+
+// A save that fails between two shards (a full disk; here a file-size limit
+// in a child process) leaves a directory load_sharded refuses, never shards
+// of two saves under one index. Catches: the entry points left in place until
+// the end (the old index then loaded the new first shard with the old others,
+// without a word).
+TEST(SaveSharded, ASaveThatFailsMidwayLeavesNothingLoadable) {
+  testing::ScratchDirectory scratch;
+  // Weights of 300 and 388 bytes (and a bias each): a shard, then a larger one.
+  auto small_then_large = [] { return nn::Sequential(nn::Linear(75, 1), nn::Linear(97, 1)); };
+  nn::Sequential model = small_then_large();
+  const std::vector<fs::path> first = nn::save_sharded(model.state_dict(), scratch.path(), kThreeShardLimit);
+  ASSERT_GE(first.size(), 3u);  // two shards or more, and the index
+  const auto shard_size = [&](size_t i) { return fs::file_size(first[i]); };
+  ASSERT_LT(shard_size(0), shard_size(1));  // the limit stops the second shard
+  NamedTensors changed;
+  for (const auto& [name, tensor] : model.state_dict()) changed.emplace_back(name, tensor + 1.0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(30);
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{shard_size(0), shard_size(0)};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      nn::save_sharded(changed, scratch.path(), kThreeShardLimit);
+    } catch (const Error&) {
+      _exit(3);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 3);  // the save failed
+  nn::Sequential target = small_then_large();
+  EXPECT_EMBER_ERROR(nn::load_sharded(target, scratch.path()),
+                     "holds neither model.safetensors nor model.safetensors.index.json");
 }
 
 // ---------------------------------------------------------------------------
