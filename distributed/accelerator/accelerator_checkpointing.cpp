@@ -662,6 +662,46 @@ void apply_gradients(AcceleratorState& state, const std::optional<NamedTensors>&
     }
 }
 
+// The user's own objects can only be checked by loading them, so they load
+// first, on every process, each with its state kept beforehand: when one
+// throws (on any process), every one is put back, and load_state has changed
+// nothing. Their errors name the object and its file.
+void load_custom_objects(AcceleratorState& state, const std::vector<std::variant<json, NamedTensors>>& saved,
+                         const fs::path& source) {
+  std::vector<detail::Checkpointable>& objects = state.checkpointables;
+  std::vector<std::variant<json, NamedTensors>> before;
+  for (const detail::Checkpointable& object : objects) {
+    if (!object.save_tensors) {
+      before.emplace_back(object.save_json());
+      continue;
+    }
+    NamedTensors copies;
+    for (const auto& [name, tensor] : object.save_tensors()) copies.emplace_back(name, tensor.clone());
+    before.emplace_back(std::move(copies));
+  }
+  auto load = [&](size_t i, const std::variant<json, NamedTensors>& value) {
+    if (auto* tensors = std::get_if<NamedTensors>(&value))
+      objects[i].load_tensors(*tensors);
+    else
+      objects[i].load_json(std::get<json>(value));
+  };
+  try {
+    detail::run_on_every_process(state, "load_state", [&] {
+      for (size_t i = 0; i < objects.size(); ++i) {
+        try {
+          load(i, saved[i]);
+        } catch (const std::exception& error) {
+          EMBER_CHECK(false, "Accelerator::load_state: registered object {} ({}/custom_checkpoint_{}.{}) did not load: {}",
+                      i, source.string(), i, objects[i].save_tensors ? "safetensors" : "json", error.what());
+        }
+      }
+    });
+  } catch (const Error&) {
+    for (size_t i = 0; i < objects.size(); ++i) load(i, before[i]);
+    throw;
+  }
+}
+
 }  // namespace
 
 fs::path Accelerator::save_state(const std::optional<fs::path>& directory) {
@@ -723,8 +763,14 @@ void Accelerator::load_state(const std::optional<fs::path>& directory) {
                 checkpoints_directory(state).string());
     source = *latest;
   }
-  LoadedCheckpoint loaded = read_checkpoint(state, source);
-  check_objects(state, loaded, source);
+  // Every process reads and checks its own files (process_<r>.json, ...);
+  // none applies anything unless all of them could (a process that caught
+  // its error and started afresh would train on beside resumed ones).
+  LoadedCheckpoint loaded;
+  detail::run_on_every_process(state, "load_state", [&] {
+    loaded = read_checkpoint(state, source);
+    check_objects(state, loaded, source);
+  });
   // At a step boundary the precision may change; a loss scale that is not
   // carried over is said, never dropped or started afresh without a word.
   if (state.process_index == 0 && loaded.saved_scaler != (state.scaler != nullptr))
@@ -739,14 +785,7 @@ void Accelerator::load_state(const std::optional<fs::path>& directory) {
                                    source.string())
                            .c_str());
 
-  // The user's own objects first: a load function of theirs that throws
-  // then finds everything else as it was.
-  for (size_t i = 0; i < state.checkpointables.size(); ++i) {
-    if (auto* tensors = std::get_if<NamedTensors>(&loaded.custom[i]))
-      state.checkpointables[i].load_tensors(*tensors);
-    else
-      state.checkpointables[i].load_json(std::get<json>(loaded.custom[i]));
-  }
+  load_custom_objects(state, loaded.custom, source);
   for (size_t i = 0; i < state.models.size(); ++i) {
     if (state.models[i].zero)
       state.models[i].zero->load_full_state_dict(loaded.models[i]);

@@ -176,6 +176,17 @@ TEST(AcceleratorCheckpoints, AKillWhileSavingLeavesThePreviousCheckpointLoadable
   expect_nothing_left();
 }
 
+// Catches: load_state read and checked on each process alone (process 0
+// loaded while process 1 refused; a program catching the error went on with
+// one process resumed and one afresh).
+TEST(AcceleratorCheckpoints, LoadStateIsAgreedByEveryProcess) {
+  testing::ScratchDirectory directory;
+  ProcessResult result =
+      launch({"--nproc-per-node", "2"}, "accelerator_load_agreed", {directory.path().string()}, seconds(60));
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  expect_nothing_left();
+}
+
 // --- One process ----------------------------------------------------------------
 
 std::shared_ptr<nn::Sequential> make_model(int64_t hidden = 16) {
@@ -323,6 +334,19 @@ TEST(AcceleratorCheckpoints, RegisteredObjectsTravelWithTheCheckpoint) {
   training.accelerator.load_state(directory.path() / "state");
   EXPECT_EQ(counter.value, 41);
   expect_equal(extra->parameters(), extra_parameters);
+
+  // A registered object that does not fit (another width) is named with its
+  // file, and the objects loaded before it are put back. Catches: loading
+  // them one after the other (the counter kept the checkpoint's 41).
+  Training other;
+  auto wider = make_model(5);
+  other.accelerator.register_for_checkpointing(counter);
+  other.accelerator.register_for_checkpointing(*wider);
+  counter.value = 7;
+  EXPECT_EMBER_ERROR(other.accelerator.load_state(directory.path() / "state"),
+                     "registered object 1 (" + (directory.path() / "state").string() +
+                         "/custom_checkpoint_1.safetensors) did not load");
+  EXPECT_EQ(counter.value, 7);
 }
 
 // The model's parameters and every other byte a refused load_state must not touch.

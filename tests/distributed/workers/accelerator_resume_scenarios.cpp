@@ -10,11 +10,14 @@
 //   accelerator_kill_during_save <dir>: saves one checkpoint, then dies
 // (SIGKILL) halfway through writing the next; accelerator_load_latest <dir>
 // then finds the first one intact.
+//   accelerator_load_agreed <dir>: process 1's file of a checkpoint damaged,
+// every process refuses load_state.
 #include <ember/ember.h>
 
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "distributed/accelerator/accelerator.h"
@@ -218,6 +221,35 @@ EMBER_SCENARIO(accelerator_load_latest) {
     same = max(abs(loaded[i].second - trained[i].second)).item<double>() == 0;
   failures += check(same, rank, "the parameters are those of the first checkpoint");
   return failures;
+}
+
+// load_state is agreed by every process: process 1's own file damaged, both
+// refuse (process 0 naming process 1), and neither changes anything.
+EMBER_SCENARIO(accelerator_load_agreed) {
+  Run run;
+  run.train_until(0, 4);
+  const fs::path saved = run.accelerator.save_state(fs::path(args.at(0)) / "state");
+  const int rank = run.accelerator.process_index();
+  if (rank == 1) {
+    std::fstream file(saved / "process_1.json", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(2);
+    file.put('#');
+  }
+  run.accelerator.wait_for_everyone();
+  const NamedTensors before = run.model->state_dict();
+  std::vector<Tensor> copies;
+  for (const auto& [name, tensor] : before) copies.push_back(tensor.clone());
+  try {
+    run.accelerator.load_state(saved);
+    return check(false, rank, "load_state with a damaged process_1.json refused");
+  } catch (const Error& error) {
+    const std::string expected = rank == 1 ? "process_1.json" : "Accelerator::load_state: process 1 failed";
+    int failures = check(std::string(error.what()).find(expected) != std::string::npos, rank,
+                         fmt::format("the error names '{}' ({})", expected, error.what()));
+    bool same = true;
+    for (size_t i = 0; i < copies.size(); ++i) same = same && max(abs(before[i].second - copies[i])).item<double>() == 0;
+    return failures + check(same, rank, "the parameters are unchanged");
+  }
 }
 
 }  // namespace ember::test
