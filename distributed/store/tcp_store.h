@@ -81,7 +81,8 @@ class TcpStore {
   void set(const std::string& key, std::span<const uint8_t> value);
   void set(const std::string& key, const std::string& value);
   // Blocks until `key` exists, then returns its value; an error naming the key
-  // and this rank after the timeout.
+  // and this rank after the timeout. For get and wait, milliseconds::max()
+  // means no timeout (in effect wire::kLongestWait); a negative one is an error.
   Bytes get(const std::string& key);
   Bytes get(const std::string& key, milliseconds timeout);
   std::string get_string(const std::string& key);

@@ -47,6 +47,11 @@ void check_key(const char* op, const std::string& key) {
               kMaxKeyBytes, key.substr(0, 64));
 }
 
+// A negative wait has no meaning; zero asks for the keys as they are now.
+void check_timeout(const char* op, milliseconds timeout, const std::vector<std::string>& keys) {
+  EMBER_CHECK(timeout.count() >= 0, "store {}: negative timeout {} ms for {}", op, timeout.count(), keys_text(keys));
+}
+
 void check_keys(const char* op, const std::vector<std::string>& keys) {
   EMBER_CHECK(keys.size() <= kMaxWaitKeys, "store {}: {} keys in one call (limit {})", op, keys.size(), kMaxWaitKeys);
   for (const auto& key : keys) check_key(op, key);
@@ -243,8 +248,10 @@ struct TcpStore::Connection {
   }
 
   // A get or wait: the server parks it until the keys are set or `timeout` passes.
+  // The grace is added after deadline_after has capped the timeout at
+  // kLongestWait, so milliseconds::max() ("never") cannot overflow.
   Reply call_blocking(Encoder request, const char* op, const std::vector<std::string>& keys, milliseconds timeout) {
-    auto reply = exchange(std::move(request), deadline_after(timeout + kReplyGrace), op);
+    auto reply = exchange(std::move(request), deadline_after(timeout) + kReplyGrace, op);
     if (reply && reply->status == Status::kOk) return std::move(*reply);
     std::vector<std::string> missing = keys;
     if (reply) missing = reply->fields().keys();  // the server names those still missing
@@ -283,9 +290,10 @@ Bytes TcpStore::get(const std::string& key) { return get(key, options_.timeout);
 
 Bytes TcpStore::get(const std::string& key, milliseconds timeout) {
   check_key("get", key);
+  check_timeout("get", timeout, {key});
   std::lock_guard lock(mutex_);
   auto request = connection_->begin(Op::kGet);
-  request.u64(uint64_t(std::max<int64_t>(timeout.count(), 0)));
+  request.u64(uint64_t(timeout.count()));
   request.string(key);
   Reply reply = connection_->call_blocking(std::move(request), "get", {key}, timeout);
   auto fields = reply.fields();
@@ -314,9 +322,10 @@ void TcpStore::wait(const std::vector<std::string>& keys) { wait(keys, options_.
 
 void TcpStore::wait(const std::vector<std::string>& keys, milliseconds timeout) {
   check_keys("wait", keys);
+  check_timeout("wait", timeout, keys);
   std::lock_guard lock(mutex_);
   auto request = connection_->begin(Op::kWait);
-  request.u64(uint64_t(std::max<int64_t>(timeout.count(), 0)));
+  request.u64(uint64_t(timeout.count()));
   request.u32(uint32_t(keys.size()));
   for (const auto& key : keys) request.string(key);
   connection_->call_blocking(std::move(request), "wait", keys, timeout);

@@ -235,6 +235,31 @@ TEST(TcpStore, TimeoutNamesTheKeyAndRankAndTheClientStaysUsable) {
   EXPECT_NE(message.find("not set after 0.05 s (" + where + ")"), std::string::npos) << message;
 }
 
+// Catches: adding the reply grace to the timeout before it is capped
+// (deadline_after(timeout + kReplyGrace)), which overflows for
+// milliseconds::max() and failed at once with "not set after 9.2e+15 s"; and
+// a negative timeout silently taken as zero.
+TEST(TcpStore, LongestTimeoutWaitsForTheKeyAndNegativeTimeoutIsAnError) {
+  TcpStoreServer server({.token = kToken});
+  TcpStore store(client_options(server));
+  TcpStore setter(client_options(server));
+  std::thread later([&] {
+    std::this_thread::sleep_for(200ms);
+    setter.set("late", "v");
+  });
+  Bytes value;
+  EXPECT_EQ(error_of([&] { value = store.get("late", std::chrono::milliseconds::max()); }), "(no error)");
+  later.join();
+  EXPECT_EQ(std::string(value.begin(), value.end()), "v");
+  EXPECT_EQ(error_of([&] { store.wait({"late"}, std::chrono::milliseconds::max()); }), "(no error)");
+
+  std::string message = error_of([&] { store.get("late", -5ms); });
+  EXPECT_NE(message.find("store get: negative timeout -5 ms for key 'late'"), std::string::npos) << message;
+  message = error_of([&] { store.wait({"a", "b"}, -1ms); });
+  EXPECT_NE(message.find("store wait: negative timeout -1 ms for keys 'a', 'b'"), std::string::npos) << message;
+  EXPECT_EQ(store.get_string("late"), "v");  // the refusals sent nothing; the connection is as it was
+}
+
 // Mutation caught (run once, failed as expected): the server accepting any
 // proof (skipping auth::proofs_equal in tcp_store.cpp) lets the intruder in.
 TEST(TcpStore, WrongTokenIsRefusedAndOtherClientsAreUnaffected) {
