@@ -23,6 +23,9 @@ using std::chrono::milliseconds;
 
 constexpr const char* kVerdictKey = "launch/verdict";
 constexpr const char* kAgreed = "ok";
+// Set once every node has read an agreed verdict: "start", or why not.
+constexpr const char* kStartKey = "launch/start";
+constexpr const char* kStart = "start";
 
 std::string settings_key(int node) { return fmt::format("launch/node/{}", node); }
 std::string claim_key(int node) { return fmt::format("launch/claim/{}", node); }
@@ -84,6 +87,15 @@ std::string verdict_of_node_zero(distributed::TcpStore& store, const LaunchOptio
   return kAgreed;
 }
 
+// The nodes of `nodes` whose key `key_of(node)` is not set.
+template <typename KeyOf>
+std::vector<int> without_key(distributed::TcpStore& store, const std::vector<int>& nodes, KeyOf key_of) {
+  std::vector<int> missing;
+  for (int node : nodes)
+    if (!store.check({key_of(node)})) missing.push_back(node);
+  return missing;
+}
+
 void join_as_node_zero(distributed::TcpStore& store, const LaunchOptions& options, Clock::time_point deadline) {
   const std::string mine = settings_of(options);
   store.set(settings_key(0), mine);
@@ -98,13 +110,23 @@ void join_as_node_zero(distributed::TcpStore& store, const LaunchOptions& option
       readers.push_back(node);
   std::vector<std::string> keys;
   for (int node : readers) keys.push_back(seen_key(node));
+  std::vector<int> gone;
   try {
     if (!keys.empty()) store.wait(keys, left_until(deadline));
   } catch (const Error&) {
-    EMBER_CHECK(verdict != kAgreed, "node(s) {} joined but went away before the job could start",
-                fmt::join(readers, ", "));
+    gone = without_key(store, readers, seen_key);
   }
   EMBER_CHECK(verdict == kAgreed, "{}", verdict);
+  // Note [Launcher supervision]: the verdict alone is not a start signal. A
+  // node may have read "ok" and be ready while another went away before
+  // reading it; only once every node has read it does any node start workers.
+  if (!gone.empty()) {
+    const std::string why = fmt::format("node(s) {} joined but went away before the job could start",
+                                        fmt::join(gone, ", "));
+    store.set(kStartKey, why);
+    EMBER_CHECK(false, "{}", why);
+  }
+  store.set(kStartKey, kStart);
 }
 
 void join_as_other_node(distributed::TcpStore& store, const LaunchOptions& options, Clock::time_point deadline) {
@@ -128,6 +150,8 @@ void join_as_other_node(distributed::TcpStore& store, const LaunchOptions& optio
   const std::string verdict = node_zero_says(kVerdictKey);
   store.set(seen_key(node), "1");
   EMBER_CHECK(verdict == kAgreed, "node 0 did not start the job: {}", verdict);
+  const std::string start = node_zero_says(kStartKey);
+  EMBER_CHECK(start == kStart, "node 0 did not start the job: {}", start);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // The launchers of a multi-node job meet at the store before any worker
 // starts: each claims its node rank and publishes its settings (--nnodes,
-// --nproc-per-node), node 0 checks every other node's and says whether the
-// job may start, the others check node 0's and wait for that word. Launchers
+// --nproc-per-node), node 0 checks every other node's and publishes a
+// verdict, the others check node 0's, read the verdict and acknowledge it,
+// and only once every node has acknowledged does node 0 say "start": no node
+// starts workers while another has gone away. Launchers
 // that disagree on the world size, two launchers of one node rank (a job
 // started twice), a store that cannot be reached or does not know the token
 // (another job's) all stop here with an error naming them, instead of

@@ -25,6 +25,7 @@
 #include "distributed/checkpoint/checkpoint_dir.h"
 #include "distributed/checkpoint/manifest.h"
 #include "distributed/process_runner.h"
+#include "distributed/store/tcp_store.h"
 #include "support/test_support.h"
 
 namespace ember::test {
@@ -385,6 +386,45 @@ TEST(Faults, ASecondJobOnTheSamePortIsRefusedAndTheFirstCarriesOn) {
   EXPECT_TRUE(contains(result0.output, "[rank 0] rank 0: allreduce after the intruder: 6: ok")) << result0.output;
   EXPECT_TRUE(contains(result1.output, "[rank 1] rank 1: allreduce after the intruder: 6: ok")) << result1.output;
   EXPECT_TRUE(contains(result0.output, "ember store: refused connection from 127.0.0.1:")) << result0.output;
+  expect_nothing_left();
+}
+
+// Catches: starting workers on the verdict "ok" alone (before every node has
+// read it) and naming every reader as gone. Node 1 publishes its settings and
+// is stopped before the verdict; node 2 then completes the set, reads "ok" and
+// acknowledges it. Node 2 must not start a worker (node 0 never will), and
+// node 0 must name node 1 alone.
+TEST(Faults, ANodeStoppedBeforeTheVerdictStartsNoWorkerOnAnyNode) {
+  const int port = free_port();
+  const std::string token = "faults-" + std::to_string(getpid()) + "-gone-node";
+  constexpr int kRendezvousSeconds = 5;
+  auto three_nodes = [&](int rank) {
+    return std::vector<std::string>{"--nnodes", "3", "--node-rank", std::to_string(rank), "--nproc-per-node", "1",
+                                    "--master-port", std::to_string(port), "--timeout",
+                                    std::to_string(kRendezvousSeconds)};
+  };
+  Process node0(launch_command(three_nodes(0), "fault_hold_job", {"/nonexistent"}), job_env(token));
+  ASSERT_TRUE(node0.wait_for_output("(hosted here)", 60s));
+  Process node1(launch_command(three_nodes(1), "fault_hold_job", {"/nonexistent"}), job_env(token));
+  {
+    distributed::TcpStore watcher({.port = port, .token = token, .timeout = 60s});
+    watcher.wait({"launch/node/1"});
+  }
+  node1.signal(SIGINT);
+  const ProcessResult result1 = node1.wait(60s);
+  EXPECT_EQ(result1.signal, SIGINT) << result1.output;
+  const ProcessResult result2 =
+      run_process(launch_command(three_nodes(2), "fault_hold_job", {"/nonexistent"}), 60s, job_env(token));
+  const ProcessResult result0 = node0.wait(60s);
+  const std::string why = "node(s) 1 joined but went away before the job could start";
+  EXPECT_NE(result2.exit_code, 0) << result2.output;
+  EXPECT_FALSE(result2.timed_out) << result2.output;
+  EXPECT_TRUE(contains(result2.output, "ember launch: node 0 did not start the job: " + why)) << result2.output;
+  EXPECT_FALSE(contains(result2.output, "[rank")) << "a worker started:\n" << result2.output;
+  EXPECT_NE(result0.exit_code, 0) << result0.output;
+  EXPECT_TRUE(contains(result0.output, "ember launch: " + why)) << result0.output;
+  EXPECT_FALSE(contains(result0.output, "[rank")) << result0.output;
+  EXPECT_LT(result0.seconds, 2.0 * kRendezvousSeconds + 1.0) << result0.output;
   expect_nothing_left();
 }
 
