@@ -339,12 +339,15 @@ class LogFiles {
   LogFiles& operator=(const LogFiles&) = delete;
   int fd(int local_rank) const { return fds_.at(size_t(local_rank)); }
   void write_all(const std::string& line) {
-    for (int fd : fds_) write_fully(fd, line);
+    for (int fd : fds_) output_sink(fd).push(line);
   }
 
  private:
   void close_all() {
-    for (int fd : fds_) close(fd);
+    for (int fd : fds_) {
+      forget_output_sink(fd);
+      close(fd);
+    }
     fds_.clear();
   }
   std::vector<int> fds_;

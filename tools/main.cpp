@@ -10,6 +10,7 @@
 // Tests: tests/distributed/test_launch.cpp, tests/tools/.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -25,6 +26,7 @@
 #include "env_command.h"
 #include "estimate_memory.h"
 #include "launch.h"
+#include "output_prefixer.h"
 #include "supervisor.h"
 #include "trace_merge.h"
 
@@ -264,7 +266,15 @@ int main(int argc, char** argv) {
     launch_options.command = rest;
     if (!rest.empty() && separator != args.end()) launch_options.command.push_back("--");
     launch_options.command.insert(launch_options.command.end(), program.begin(), program.end());
-    return run_reporting_errors("launch", [&] { return ember::launch::run_launch(launch_options); });
+    return run_reporting_errors("launch", [&] {
+      // The launcher's output waits in non-blocking sinks (output_prefixer.h);
+      // with every worker gone, a slow reader gets a little longer to take
+      // the last of it, a stalled one does not hold the launcher's exit.
+      struct FlushOutputs {
+        ~FlushOutputs() { ember::launch::flush_outputs(std::chrono::seconds(2)); }
+      } flush_at_exit;
+      return ember::launch::run_launch(launch_options);
+    });
   }
   return 0;
 }

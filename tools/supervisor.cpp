@@ -199,6 +199,7 @@ class Attempt {
   }
 
   AttemptResult run() {
+    SupervisedOutput supervised;
     start_workers();
     while (!finished()) {
       poll_once();
@@ -230,17 +231,44 @@ class Attempt {
     return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; });
   }
 
+  std::vector<OutputSink*> sinks_of_workers() const {
+    std::vector<OutputSink*> sinks;
+    for (const Worker& worker : workers_) {
+      for (const Stream* stream : {&worker.out, &worker.err}) {
+        if (std::find(sinks.begin(), sinks.end(), &stream->writer.sink()) == sinks.end())
+          sinks.push_back(&stream->writer.sink());
+      }
+    }
+    return sinks;
+  }
+
   // Acts on the deadlines that passed; whether the attempt is over: every
-  // worker reaped and its pipes drained (or given up on).
+  // worker reaped, its pipes drained (or given up on) and its output written
+  // (or dropped on a stop signal).
   bool finished() {
     bool running = any_running();
     bool open = std::any_of(workers_.begin(), workers_.end(),
                             [](const Worker& w) { return w.out.fd >= 0 || w.err.fd >= 0; });
+    // A pipe left unread because its reader is slow is not one a grandchild
+    // holds open: that wait is the reader's, as long as it takes, and a stop
+    // signal ends it (output_dropped_).
+    bool held_by_reader = std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) {
+      return (w.out.fd >= 0 && w.out.writer.sink().full()) || (w.err.fd >= 0 && w.err.writer.sink().full());
+    });
     Clock::time_point now = Clock::now();
     if (!running) {
-      if (!open) return true;
-      if (!drain_until_) drain_until_ = now + kDrainTime;
-      return now >= *drain_until_;
+      if (output_dropped_) return true;
+      const auto sinks = sinks_of_workers();
+      bool unwritten = std::any_of(sinks.begin(), sinks.end(), [](const OutputSink* sink) { return sink->pending(); });
+      if (held_by_reader) drain_until_.reset();
+      else if (open && !drain_until_) drain_until_ = now + kDrainTime;
+      if (open && !held_by_reader && now >= *drain_until_) {
+        for (Worker& worker : workers_) {
+          for (Stream* stream : {&worker.out, &worker.err}) close_stream(*stream);
+        }
+        open = false;
+      }
+      return !open && !unwritten;
     }
     if (stopping_ && !killed_ && now >= kill_at_) {
       say(fmt::format("rank(s) {} still running {} ms after the stop signal; sending SIGKILL", rank_list(workers_),
@@ -263,18 +291,31 @@ class Attempt {
       auto wait = std::chrono::ceil<milliseconds>(*next - Clock::now()).count();
       timeout_ms = int(std::clamp<long long>(wait, 0, 60'000));
     }
+    // One poll for signals, the workers' pipes and the outputs' room, so
+    // that a full output never keeps the loop from the other two. A pipe
+    // whose output is full is not read: its worker blocks on it instead.
     std::vector<pollfd> poll_fds = {pollfd{options_.signal_fd, POLLIN, 0}};
     std::vector<Stream*> polled = {nullptr};
     for (Worker& worker : workers_) {
       for (Stream* stream : {&worker.out, &worker.err}) {
-        if (stream->fd < 0) continue;
+        if (stream->fd < 0 || stream->writer.sink().full()) continue;
         poll_fds.push_back(pollfd{stream->fd, POLLIN, 0});
         polled.push_back(stream);
       }
     }
+    const size_t first_sink = poll_fds.size();
+    std::vector<OutputSink*> sinks;
+    for (OutputSink* sink : sinks_of_workers()) {
+      if (!sink->pending()) continue;
+      poll_fds.push_back(pollfd{sink->poll_fd(), POLLOUT, 0});
+      sinks.push_back(sink);
+    }
     int ready = poll(poll_fds.data(), poll_fds.size(), timeout_ms);
     EMBER_CHECK(ready >= 0 || errno == EINTR, "poll failed: {}", std::strerror(errno));
-    for (size_t i = 1; i < poll_fds.size(); ++i) {
+    for (size_t i = 0; i < sinks.size(); ++i) {
+      if (poll_fds[first_sink + i].revents != 0) sinks[i]->flush();
+    }
+    for (size_t i = 1; i < first_sink; ++i) {
       if (poll_fds[i].revents != 0) drain(*polled[i]);
     }
   }
@@ -284,6 +325,19 @@ class Attempt {
   void handle_launcher_signals() {
     int signal_number = take_stop_signal(options_.signal_fd);
     if (signal_number == 0) return;
+    if (!any_running()) {
+      // Every worker is gone; what is left is output a reader has not taken.
+      size_t unwritten = 0;
+      for (OutputSink* sink : sinks_of_workers()) {
+        unwritten += sink->pending_bytes();
+        sink->discard();
+      }
+      output_dropped_ = true;
+      say(fmt::format("received {}; every worker has exited; dropping {} bytes of their output not yet written",
+                      signal_name(signal_number), unwritten));
+      result_ = {AttemptResult::Kind::launcher_signal, 128 + signal_number};
+      return;
+    }
     bool again = result_.kind == AttemptResult::Kind::launcher_signal;
     // Also when a failure's stop is under way: the user wants out now, without a restart.
     result_ = {AttemptResult::Kind::launcher_signal, 128 + signal_number};
@@ -358,6 +412,7 @@ class Attempt {
   Clock::time_point kill_at_{};
   Clock::time_point give_up_at_{};
   std::optional<Clock::time_point> drain_until_;
+  bool output_dropped_ = false;
 };
 
 }  // namespace

@@ -422,6 +422,76 @@ TEST(Launch, SigintWhileTheLauncherStartsWithSigintIgnoredStopsTheJob) {
   expect_nothing_left();
 }
 
+// The launcher's stdout goes to a pipe nobody reads (a stalled `| less`, a
+// wedged log shipper); its stderr to one the test reads. Rank 0 writes 20 MB
+// to stdout, rank 1 exits with 5 after a second. The launcher must still see
+// rank 1's exit, stop rank 0, and act on SIGTERM.
+// Catches: writing the workers' output with blocking writes in the
+// supervision loop (write_fully on the launcher's stdout), which froze it:
+// rank 1's exit was never reported and SIGTERM was never read.
+TEST(Launch, AStalledStdoutReaderDoesNotFreezeTheLauncher) {
+  int stalled[2];
+  int errors[2];
+  ASSERT_EQ(pipe2(stalled, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(errors, O_CLOEXEC), 0);
+  const std::string script =
+      "if [ \"$RANK\" = 1 ]; then sleep 1; exit 5; fi; yes 0123456789012345678901234567890123456789 | "
+      "head -c 20000000; sleep 30";
+  const std::vector<std::string> argv = {EMBER_CLI, "launch", "--nproc-per-node", "2", "--grace-period", "1",
+                                         "--",      "/bin/sh", "-c",               script};
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(stalled[1], 1);
+    dup2(errors[1], 2);
+    for (const std::string& entry : kOmpEnv) putenv(const_cast<char*>(entry.c_str()));
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(stalled[1]);
+  close(errors[1]);
+  std::string output;
+  int status = 0;
+  bool exited = false;
+  // Reads stderr until `text` appears, the launcher exits, or the time is up.
+  auto read_until = [&](const std::string& text, std::chrono::seconds limit) {
+    for (Clock::time_point deadline = Clock::now() + limit; Clock::now() < deadline;) {
+      pollfd poll_fd{errors[0], POLLIN, 0};
+      if (poll(&poll_fd, 1, 50) > 0) {
+        char buffer[65536];
+        const ssize_t got = read(errors[0], buffer, sizeof buffer);
+        if (got > 0) output.append(buffer, size_t(got));
+      }
+      if (!exited) exited = waitpid(pid, &status, WNOHANG) == pid;
+      if (contains(output, text) || exited) return contains(output, text);
+    }
+    return false;
+  };
+  EXPECT_TRUE(read_until("ember launch: rank 1 (pid ", 20s)) << "rank 1's exit went unseen:\n" << output;
+  // Rank 0 is gone within the grace period; the launcher waits on for the
+  // reader to take rank 0's output, until the SIGTERM.
+  EXPECT_FALSE(read_until("(never printed)", 3s)) << output;
+  EXPECT_FALSE(exited) << output;
+  kill(pid, SIGTERM);
+  read_until("(never printed)", 20s);
+  if (!exited) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  close(stalled[0]);
+  close(errors[0]);
+  EXPECT_TRUE(exited) << "the launcher ignored SIGTERM:\n" << output;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 143) << output;
+  EXPECT_TRUE(contains(output, "exited with code 5")) << output;
+  EXPECT_TRUE(contains(output, "received SIGTERM; every worker has exited; dropping ")) << output;
+  expect_nothing_left();
+}
+
 // Workers that ignore the forwarded SIGTERM get SIGKILL after the grace period.
 TEST(Launch, SigtermEscalatesToSigkill) {
   Process process(launch_command({"--nproc-per-node", "2", "--grace-period", "0.5"}, "launch_wait",
