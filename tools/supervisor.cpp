@@ -153,6 +153,86 @@ std::optional<SpawnError> spawn(Worker& worker, const WorkerSpec& spec, const At
   return std::nullopt;
 }
 
+// Note [Launcher supervision]: PR_SET_PDEATHSIG reaches a worker, not what
+// the worker started. A watchdog process, forked before the workers, keeps
+// the read end of a pipe whose only write end is the launcher's; the kernel
+// closes it however the launcher dies, SIGKILL included, and on that end of
+// file the watchdog kills the process group of every worker it was told of
+// and not told was reaped. In the child: async-signal-safe calls only (the
+// launcher has the store server's thread), into memory allocated before fork.
+[[noreturn]] void run_watchdog(int from_launcher, pid_t* groups, size_t capacity) {
+  setpgid(0, 0);  // outside the launcher's group: a kill of that group leaves it to clean up
+  dup2(from_launcher, 0);
+  close_range(1, ~0U, 0);  // holds no port, pipe or file of the launcher's
+  size_t count = 0;
+  bool stand_down = false;
+  for (;;) {
+    int32_t message = 0;
+    const ssize_t got = read(0, &message, sizeof message);
+    if (got < 0 && errno == EINTR) continue;
+    if (got != sizeof message) break;
+    if (message == 0) stand_down = true;  // the attempt ended as it should
+    if (message > 0 && count < capacity) groups[count++] = pid_t(message);
+    for (size_t i = 0; message < 0 && i < count; ++i) {
+      if (groups[i] != pid_t(-message)) continue;
+      groups[i] = groups[--count];
+      break;
+    }
+  }
+  for (size_t i = 0; !stand_down && i < count; ++i) {
+    kill(-groups[i], SIGKILL);
+    kill(groups[i], SIGKILL);  // one that left its group
+  }
+  _exit(0);
+}
+
+class Watchdog {
+ public:
+  explicit Watchdog(size_t workers) : groups_(workers) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      say(fmt::format("cannot start the watchdog (pipe: {}); what the workers start may outlive a killed launcher",
+                      std::strerror(errno)));
+      return;
+    }
+    pid_ = fork();
+    if (pid_ == 0) run_watchdog(fds[0], groups_.data(), groups_.size());
+    close(fds[0]);
+    if (pid_ < 0) {
+      say(fmt::format("cannot start the watchdog (fork: {}); what the workers start may outlive a killed launcher",
+                      std::strerror(errno)));
+      close(fds[1]);
+      return;
+    }
+    to_watchdog_ = fds[1];
+  }
+  ~Watchdog() {
+    if (to_watchdog_ < 0) return;
+    tell(0);
+    close(to_watchdog_);
+    waitpid(pid_, nullptr, 0);
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  void watch(pid_t group) { tell(int32_t(group)); }
+  void forget(pid_t group) { tell(-int32_t(group)); }
+
+ private:
+  // Four bytes: one write(2), all or nothing, on a pipe the watchdog drains.
+  void tell(int32_t message) {
+    if (to_watchdog_ < 0) return;
+    ssize_t wrote;
+    do {
+      wrote = write(to_watchdog_, &message, sizeof message);
+    } while (wrote < 0 && errno == EINTR);
+  }
+
+  std::vector<pid_t> groups_;  // the child's: allocated here, before fork
+  pid_t pid_ = -1;
+  int to_watchdog_ = -1;
+};
+
 int exit_code_of(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
 
 std::string describe_exit(const Worker& worker, int status) {
@@ -200,6 +280,8 @@ class Attempt {
 
   AttemptResult run() {
     SupervisedOutput supervised;
+    Watchdog watchdog(options_.workers.size());
+    watchdog_ = &watchdog;
     start_workers();
     while (!finished()) {
       poll_once();
@@ -218,7 +300,9 @@ class Attempt {
       workers_.push_back(Worker{.rank = spec.rank,
                                 .out = {-1, LineWriter(spec.stdout_target, spec.prefix)},
                                 .err = {-1, LineWriter(spec.stderr_target, spec.prefix)}});
-      if (std::optional<SpawnError> error = spawn(workers_.back(), spec, options_, argv_.get())) {
+      std::optional<SpawnError> error = spawn(workers_.back(), spec, options_, argv_.get());
+      if (!error) watchdog_->watch(workers_.back().pid);
+      if (error) {
         say(error->message);
         result_ = {AttemptResult::Kind::spawn_failed, error->exit_code};
         begin_stop(SIGTERM);
@@ -359,6 +443,7 @@ class Attempt {
       int status = 0;
       if (waitpid(worker.pid, &status, WNOHANG) != worker.pid) continue;
       worker.running = false;
+      watchdog_->forget(worker.pid);
       bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       // Exits after the stop began are its consequences, not failures to report.
       if (!failed || stopping_) continue;
@@ -413,6 +498,7 @@ class Attempt {
   Clock::time_point give_up_at_{};
   std::optional<Clock::time_point> drain_until_;
   bool output_dropped_ = false;
+  Watchdog* watchdog_ = nullptr;  // run()'s
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Runs one attempt of a job's local workers and supervises them: forks each
-// worker into its own process group, tied to the launcher's life, routes its
+// worker into its own process group, tied to the launcher's life (with a
+// watchdog for what the workers start), routes its
 // output through LineWriters, and on the first failure (or a signal to the
 // launcher) stops the rest. tools/launch.cpp calls it once per attempt
 // (Note [Launcher supervision] in distributed/README.md).

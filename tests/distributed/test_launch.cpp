@@ -518,6 +518,44 @@ TEST(Launch, SigkillToTheLauncherLeavesNoWorker) {
   expect_nothing_left();
 }
 
+// Whether `pid` is gone: no such process, or a zombie no one has reaped yet.
+bool process_gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  return text.empty() || text.find(") Z ") != std::string::npos;
+}
+
+// What a worker started (here a `sleep` in the background, and one in the
+// foreground) dies with a SIGKILLed launcher too, not only the worker.
+// Catches: relying on PR_SET_PDEATHSIG alone (no watchdog, or a watchdog
+// that does not kill the workers' process groups), which left both sleeps
+// running for their whole 1234 s.
+TEST(Launch, SigkillToTheLauncherLeavesNothingTheWorkersStarted) {
+  const std::string script = "sleep 1234 & echo \"background $!\"; sh -c 'echo \"foreground $$\"; exec sleep 1234'";
+  Process process({EMBER_CLI, "launch", "--nproc-per-node", "1", "--", "/bin/sh", "-c", script}, kOmpEnv);
+  ASSERT_TRUE(process.wait_for_output("foreground ", 30s));
+  ASSERT_TRUE(process.wait_for_output("\n", 5s));
+  process.signal(SIGKILL);
+  const ProcessResult result = process.wait(20s);
+  EXPECT_EQ(result.signal, SIGKILL) << result.output;
+  std::vector<pid_t> sleeps;
+  for (const std::string& line : lines_of(result.output)) {
+    int pid = 0;
+    if (std::sscanf(line.c_str(), "[rank 0] background %d", &pid) == 1 ||
+        std::sscanf(line.c_str(), "[rank 0] foreground %d", &pid) == 1)
+      sleeps.push_back(pid_t(pid));
+  }
+  ASSERT_EQ(sleeps.size(), 2u) << result.output;
+  const Clock::time_point deadline = Clock::now() + 5s;
+  auto all_gone = [&] { return std::all_of(sleeps.begin(), sleeps.end(), process_gone); };
+  while (!all_gone() && Clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  for (pid_t pid : sleeps) {
+    EXPECT_TRUE(process_gone(pid)) << "pid " << pid << " outlived the launcher";
+    if (!process_gone(pid)) kill(pid, SIGKILL);
+  }
+  expect_nothing_left();
+}
+
 TEST(Launch, ProgramNotFound) {
   ProcessResult result = run_process({EMBER_CLI, "launch", "--nproc-per-node", "2", "--", "ember-no-such-program"}, 20s);
   EXPECT_NE(result.exit_code, 0);
