@@ -570,6 +570,9 @@ milliseconds parse_env_seconds(const char* name, const char* text) {
   const double seconds = std::strtod(text, &end);
   EMBER_CHECK(*text != '\0' && *end == '\0' && errno == 0 && seconds > 0 && seconds < kMaxTimeoutSeconds,
               "{}='{}' is not a positive number of seconds below {:g}", name, text, kMaxTimeoutSeconds);
+  // Timeouts are counted in whole milliseconds: a shorter one would become 0
+  // and fail later, far from the variable that set it.
+  EMBER_CHECK(seconds >= 0.001, "{}='{}' is under a millisecond, the shortest timeout", name, text);
   return milliseconds(int64_t(seconds * 1000));
 }
 

@@ -285,6 +285,19 @@ TEST(Environment, PartialOrConflictingInformationIsAnError) {
                {"MPICH or Intel MPI gives no store address", "-genv MASTER_ADDR"});
 }
 
+// Catches: parse_env_seconds truncating a positive timeout under a
+// millisecond to 0 ms, which init_process_group then refused as "timeout
+// must be positive, got 0 ms", naming no variable.
+TEST(Environment, TimeoutUnderAMillisecondIsRefusedNamingTheVariable) {
+  const Variables base = {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1234"}};
+  Variables tiny = base;
+  tiny["EMBER_TIMEOUT"] = "0.0004";
+  EXPECT_TRUE(contains(error_of(tiny), "EMBER_TIMEOUT='0.0004' is under a millisecond")) << error_of(tiny);
+  Variables shortest = base;
+  shortest["EMBER_TIMEOUT"] = "0.001";
+  EXPECT_EQ(read(shortest).timeout, std::chrono::milliseconds(1));
+}
+
 TEST(Environment, DescribeNamesTheEngineAndTheSources) {
   const DistributedEnv env = read({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
                                    {"SLURM_NODEID", "0"}, {"SLURM_TASKS_PER_NODE", "2"},
