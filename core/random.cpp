@@ -48,10 +48,20 @@ uint64_t Generator::reserve(uint64_t blocks) {
   return first;
 }
 
+namespace {
+thread_local Generator* t_default_generator = nullptr;  // set by a DefaultGeneratorGuard
+}  // namespace
+
 Generator& default_generator() {
+  if (t_default_generator) return *t_default_generator;
   static Generator generator;
   return generator;
 }
+
+DefaultGeneratorGuard::DefaultGeneratorGuard(Generator& generator) : previous_(t_default_generator) {
+  t_default_generator = &generator;
+}
+DefaultGeneratorGuard::~DefaultGeneratorGuard() { t_default_generator = previous_; }
 
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 

@@ -54,8 +54,24 @@ class Generator {
   GeneratorState state_;
 };
 
+// The generator ops draw from when given none: the process's, or the one a
+// DefaultGeneratorGuard set on this thread.
 Generator& default_generator();
 void manual_seed(uint64_t seed);  // seeds the default generator
+
+// While it lives, `generator` is this thread's default_generator(): a
+// DataLoader worker draws each batch's random numbers from a generator of
+// that batch's own (Note [Random numbers in workers] in data/README.md).
+class DefaultGeneratorGuard {
+ public:
+  explicit DefaultGeneratorGuard(Generator& generator);
+  ~DefaultGeneratorGuard();
+  DefaultGeneratorGuard(const DefaultGeneratorGuard&) = delete;
+  DefaultGeneratorGuard& operator=(const DefaultGeneratorGuard&) = delete;
+
+ private:
+  Generator* previous_;
+};
 
 // The counter for block `index` of a stream that starts at `offset`.
 EMBER_HOST_DEVICE inline std::array<uint32_t, 4> philox_counter(uint64_t offset, uint64_t index) {

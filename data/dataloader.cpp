@@ -4,10 +4,12 @@
 #include "data/dataloader.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 
 #include "core/error.h"
 #include "core/profiler/profiler.h"
+#include "core/random.h"
 #include "data/prefetcher.h"
 
 namespace ember::data {
@@ -35,6 +37,8 @@ struct LoaderCore {
   // The dataset's size when the loader made its own sampler (shuffle, or
   // neither sampler nor batch_sampler given); -1 when the sampler is the user's.
   int64_t sampled_size = -1;
+  // With workers: the seed of every batch's generator (Note [Random numbers in workers]).
+  uint64_t worker_seed = 0;
   std::weak_ptr<Iteration> active;
 
   Example produce(const std::vector<int64_t>& indices) const {
@@ -43,6 +47,18 @@ struct LoaderCore {
     examples.reserve(indices.size());
     for (int64_t index : indices) examples.push_back(dataset->get(index));
     return collate(examples);
+  }
+
+  // Batch `batch` of epoch `epoch` on a worker: its random numbers come from
+  // a generator of its own, so they do not depend on which worker made it,
+  // or when.
+  Example produce_in_worker(int64_t epoch, int64_t batch, const std::vector<int64_t>& indices) const {
+    const std::array<uint32_t, 4> block = philox4x32(
+        {uint32_t(batch), uint32_t(uint64_t(batch) >> 32), uint32_t(epoch), uint32_t(uint64_t(epoch) >> 32)},
+        philox_key(worker_seed));
+    Generator generator((uint64_t(block[0]) << 32) | block[1]);
+    DefaultGeneratorGuard guard(generator);
+    return produce(indices);
   }
 };
 
@@ -58,7 +74,8 @@ class Iteration {
     // bound, and a large one must not allocate its ring up front.
     if (core_->num_workers > 0 && next_ < end)
       prefetcher_ = std::make_unique<OrderedPrefetcher>(
-          next_, end, [this](int64_t batch) { return core_->produce(batches_[size_t(batch)]); },
+          next_, end,
+          [this](int64_t batch) { return core_->produce_in_worker(epoch_, batch, batches_[size_t(batch)]); },
           int(std::min(int64_t(core_->num_workers), end - next_)), std::min(core_->max_in_flight, end - next_));
   }
 
@@ -195,6 +212,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   core_->collate = std::move(options.collate);
   core_->num_workers = options.num_workers;
   core_->max_in_flight = int64_t(options.num_workers) * options.prefetch_factor;
+  if (options.num_workers > 0) core_->worker_seed = draw_seed();  // PyTorch's base_seed, drawn once
   // PyTorch's loader runs whatever epoch its sampler is at: a sampler whose
   // epoch was set before the loader was made (set_epoch(e), then a new loader
   // each epoch; a resumed run's first epoch) starts there.

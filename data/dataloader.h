@@ -5,7 +5,8 @@
 //   for (auto& [inputs, targets] : loader) { ... }
 //
 // Every begin() starts an epoch (a new shuffle). The batches and their order
-// are the same whatever num_workers is. state() / set_state() say where the
+// are the same whatever num_workers is (random numbers a dataset draws: for
+// any num_workers >= 1, Note [Random numbers in workers]). state() / set_state() say where the
 // next batch comes from, so a checkpoint can resume mid-epoch without reading
 // earlier batches again (Note [Resume mid-epoch] in data/README.md). Batch
 // hooks and set_batch_sampler let the Accelerator shard a loader and move its

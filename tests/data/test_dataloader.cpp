@@ -532,6 +532,32 @@ TEST(DataLoader, AHugePrefetchFactorAllocatesOnlyForTheBatchesThereAre) {
   EXPECT_EQ(epoch_targets(loader), (std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}}));
 }
 
+// Note [Random numbers in workers]. Catches: workers drawing from the shared
+// default generator in the order the threads ran (the same seed gave other
+// numbers from run to run, and shuffled among the batches).
+TEST(DataLoader, RandomNumbersAWorkerDrawsDependOnlyOnTheSeedAndTheBatch) {
+  class Augmenting : public Dataset {
+   public:
+    int64_t size() const override { return 24; }
+    Example get(int64_t index) const override {
+      std::this_thread::sleep_for(std::chrono::microseconds(100 + 400 * (index * 7919 % 5)));
+      return {rand({1}), scalar_tensor(index, {.dtype = DType::i64}), {}};
+    }
+  } dataset;
+  auto draws = [&](int workers) {
+    manual_seed(11);
+    DataLoader loader(dataset, {.batch_size = 2, .num_workers = workers});
+    std::vector<float> values;
+    for (auto& [inputs, targets] : loader)
+      for (float value : inputs.to_vector<float>()) values.push_back(value);
+    return values;
+  };
+  const std::vector<float> one = draws(1);
+  EXPECT_EQ(draws(3), one);
+  EXPECT_EQ(draws(3), one);
+  EXPECT_EQ(std::set<float>(one.begin(), one.end()).size(), one.size());  // every example its own number
+}
+
 TEST(DataLoader, EmptyDatasetYieldsNoBatches) {
   CountingDataset dataset(0);
   DataLoader loader(dataset, {.batch_size = 3, .shuffle = true, .num_workers = 2, .seed = 1});
