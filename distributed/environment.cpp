@@ -143,6 +143,22 @@ void read_torch_style(const Variables& variables, DistributedEnv& env) {
     env.node_rank = integer(variables, "GROUP_RANK", 0);
     note(env, "node_rank", "GROUP_RANK");
   }
+  // torchrun numbers each node's processes contiguously, nodes in GROUP_RANK
+  // order, each node at least one: what breaks that is a variable inherited
+  // from another job or set by hand, and the processes would disagree about
+  // the job's shape.
+  const int64_t first_on_node = env.rank - env.local_rank;
+  EMBER_CHECK(env.local_world_size <= env.world_size && env.local_rank <= env.rank &&
+                  first_on_node + env.local_world_size <= env.world_size,
+              "LOCAL_RANK={} of LOCAL_WORLD_SIZE={} cannot be RANK={} of WORLD_SIZE={}: this node's processes would be "
+              "ranks {} to {} ({}); check for variables left from another job",
+              env.local_rank, env.local_world_size, env.rank, env.world_size, first_on_node,
+              first_on_node + env.local_world_size - 1, engine);
+  EMBER_CHECK(!variables.has("GROUP_RANK") ||
+                  (env.node_rank <= first_on_node && (env.node_rank == 0) == (first_on_node == 0)),
+              "GROUP_RANK={} cannot hold RANK={} as LOCAL_RANK={}: node 0 holds rank 0, and every node before this "
+              "one at least one rank ({}); check for variables left from another job",
+              env.node_rank, env.rank, env.local_rank, engine);
   if (!read_master_addr(variables, env)) note(env, "master_addr", "default: 127.0.0.1");
   const bool port = read_master_port(variables, env);
   EMBER_CHECK(port || env.world_size == 1,
@@ -198,6 +214,13 @@ void read_slurm(const Variables& variables, DistributedEnv& env) {
   env.local_rank = integer(variables, "SLURM_LOCALID", 0);
   EMBER_CHECK(env.local_rank < env.local_world_size, "SLURM_LOCALID={} is out of range for {} task(s) on this node",
               env.local_rank, env.local_world_size);
+  // srun gives a node's tasks local ids in task order, so no task's local id
+  // exceeds its rank, and no node more tasks than the step has (a
+  // SLURM_NTASKS_PER_NODE of the allocation's, inherited by a smaller step).
+  EMBER_CHECK(env.local_world_size <= env.world_size && env.local_rank <= env.rank,
+              "Slurm task {} of {} (SLURM_PROCID, SLURM_NTASKS) cannot be local task {} (SLURM_LOCALID) of {} on its "
+              "node: check for variables left from the allocation or another step",
+              env.rank, env.world_size, env.local_rank, env.local_world_size);
   note(env, "local_rank", "SLURM_LOCALID");
 
   // Task 0 runs on the step's first node, so that is where its store is.

@@ -285,6 +285,37 @@ TEST(Environment, PartialOrConflictingInformationIsAnError) {
                {"MPICH or Intel MPI gives no store address", "-genv MASTER_ADDR"});
 }
 
+// Layouts no launcher makes (variables left from another job or set by
+// hand). Catches: each taken, the processes then disagreeing about the job's
+// shape (a local world of 4 in a job of 2; GROUP_RANK 7 in a job of two
+// processes; rank 3 as the first process of node 0; a Slurm step of 2 tasks
+// with the allocation's 4 tasks per node).
+TEST(Environment, ImpossibleLayoutsAreErrors) {
+  const Variables base = {{"WORLD_SIZE", "4"}, {"MASTER_PORT", "1234"}};
+  auto with = [&](Variables extra) {
+    Variables all = base;
+    for (const auto& [name, value] : extra) all[name] = value;
+    return all;
+  };
+  expect_error(with({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}}),
+               {"LOCAL_RANK=1 of LOCAL_WORLD_SIZE=4 cannot be RANK=1 of WORLD_SIZE=2"});
+  expect_error(with({{"RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"LOCAL_RANK", "3"}}), {"LOCAL_RANK=3 is out of range"});
+  expect_error(with({{"RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}}),
+               {"LOCAL_RANK=1 of LOCAL_WORLD_SIZE=2 cannot be RANK=0 of WORLD_SIZE=4"});
+  expect_error(with({{"RANK", "3"}, {"LOCAL_WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}}),
+               {"this node's processes would be ranks 3 to 4"});
+  expect_error(with({{"RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"GROUP_RANK", "7"}}),
+               {"GROUP_RANK=7 cannot hold RANK=1 as LOCAL_RANK=1"});
+  expect_error(with({{"RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"GROUP_RANK", "0"}}),
+               {"GROUP_RANK=0 cannot hold RANK=2 as LOCAL_RANK=0"});
+  // What torchrun makes, heterogeneous nodes included, passes.
+  EXPECT_EQ(read(with({{"RANK", "3"}, {"LOCAL_WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}, {"GROUP_RANK", "2"}})).node_rank, 2);
+  EXPECT_EQ(read(with({{"RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"GROUP_RANK", "1"}})).local_rank, 0);
+  expect_error({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "3"}, {"SLURM_NTASKS_PER_NODE", "4"},
+                {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}},
+               {"Slurm task 1 of 2 (SLURM_PROCID, SLURM_NTASKS) cannot be local task 3 (SLURM_LOCALID) of 4"});
+}
+
 // Catches: parse_env_seconds truncating a positive timeout under a
 // millisecond to 0 ms, which init_process_group then refused as "timeout
 // must be positive, got 0 ms", naming no variable.
