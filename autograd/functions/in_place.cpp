@@ -69,6 +69,19 @@ class CopySlices final : public Node {
   int64_t origin_ = 0, size_ = 0;
 };
 
+// A tensor with a history, overwritten whole with values that have none
+// (fill_, copy_ of a constant): it still requires grad, as in PyTorch, and
+// its old value's gradient is zero (PyTorch's FillBackward0 and CopyBackwards).
+class OverwrittenBackward final : public Node {
+ public:
+  std::string name() const override { return "OverwrittenBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) override {
+    const Tensor& g = grad_outputs[0];
+    if (!g.defined()) return {};
+    return {zeros_like(g)};
+  }
+};
+
 // Gives `base` (whose view `target` was just written with `result`) its CopySlices history.
 void rebase(const std::shared_ptr<TensorImpl>& base_impl, const Tensor& target, const Tensor& result) {
   Tensor base(base_impl);
@@ -111,6 +124,13 @@ void register_in_place() {
       copy_(target, result);
     }
     if (rebases) rebase(base, target, result);
+    if (!result.requires_grad() && !base && has_history(*impl)) {
+      const Tensor* inputs[] = {&target};
+      Tensor* outputs[] = {&target};
+      connect(std::make_shared<OverwrittenBackward>(), inputs, outputs);
+      if (impl->autograd->retains_grad) retain_grad_at_history(target);
+      return;
+    }
     if (!result.requires_grad()) {
       if (impl->autograd) impl->autograd->grad_fn.reset();
       impl->requires_grad = false;

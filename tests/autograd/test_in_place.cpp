@@ -235,6 +235,24 @@ TEST(InPlace, FillOfAViewCutsTheGradientThere) {
 // copy_ into an expanded view is refused by core whether or not autograd
 // records it (check_no_internal_overlap); fill_, which core allows there,
 // is refused by autograd when it would have to rebase the view's history.
+// An intermediate overwritten whole with values that have no history keeps
+// requiring grad, its old value getting a zero gradient (PyTorch: x.grad is
+// [0, 0] in both cases). Catches: the history dropped (a backward through y
+// refused as "does not require grad"; x.grad left undefined after copy_).
+TEST(InPlace, OverwritingAnIntermediateWithAConstantGivesZeroGradient) {
+  Tensor x = from_vector<float>({1, 2}).requires_grad_(true);
+  Tensor y = x * 1.0;
+  y.fill_(2);
+  EXPECT_TRUE(y.requires_grad());
+  sum(y * from_vector<float>({3, 4})).backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{0, 0}));
+  Tensor w = x * 1.0;
+  w.copy_(from_vector<float>({5, 6}));
+  sum(w).backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{0, 0}));
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{5, 6}));
+}
+
 TEST(InPlace, ExpandedViewIsRefused) {
   Tensor x = leaf({1, 2});
   Tensor base = zeros({1, 2}, {.dtype = DType::f64});
