@@ -347,6 +347,27 @@ TEST(Launch, SigintStopsEveryWorker) {
   expect_nothing_left();
 }
 
+// Starts `argv` (a launcher) in a process group of its own, its stdout and
+// stderr on the given descriptors, SIGINT ignored if asked (as a shell starts
+// a background job); Process (process_runner.h) joins the two into one pipe.
+pid_t start_launcher(const std::vector<std::string>& argv, int stdout_fd, int stderr_fd, bool ignore_sigint) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    if (ignore_sigint) signal(SIGINT, SIG_IGN);  // inherited through exec
+    dup2(stdout_fd, 1);
+    dup2(stderr_fd, 2);
+    for (const std::string& entry : kOmpEnv) putenv(const_cast<char*>(entry.c_str()));
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  if (pid > 0) setpgid(pid, pid);
+  return pid;
+}
+
 // A SIGINT that reaches the launcher before it has set anything up, while it
 // runs with SIGINT ignored (how a shell starts a background job), still stops
 // the job. To send it at a known early point, not after a guessed 50 ms, the
@@ -369,21 +390,8 @@ TEST(Launch, SigintWhileTheLauncherStartsWithSigintIgnoredStopsTheJob) {
   ASSERT_EQ(fcntl(fds[1], F_SETFL, 0), 0);
   const std::vector<std::string> argv =
       launch_command({"--nproc-per-node", "1", "--mixed-precision", "no", "--grace-period", "2"}, "launch_wait");
-  const pid_t pid = fork();
+  const pid_t pid = start_launcher(argv, fds[1], fds[1], /*ignore_sigint=*/true);
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    setpgid(0, 0);
-    signal(SIGINT, SIG_IGN);  // inherited through exec
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    for (const std::string& entry : kOmpEnv) putenv(const_cast<char*>(entry.c_str()));
-    std::vector<char*> args;
-    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  setpgid(pid, pid);
   close(fds[1]);
   // Blocked in write(2) on the full pipe: /proc/<pid>/syscall starts with 1.
   const std::string syscall_file = "/proc/" + std::to_string(pid) + "/syscall";
@@ -439,20 +447,8 @@ TEST(Launch, AStalledStdoutReaderDoesNotFreezeTheLauncher) {
       "head -c 20000000; sleep 30";
   const std::vector<std::string> argv = {EMBER_CLI, "launch", "--nproc-per-node", "2", "--grace-period", "1",
                                          "--",      "/bin/sh", "-c",               script};
-  const pid_t pid = fork();
+  const pid_t pid = start_launcher(argv, stalled[1], errors[1], /*ignore_sigint=*/false);
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    setpgid(0, 0);
-    dup2(stalled[1], 1);
-    dup2(errors[1], 2);
-    for (const std::string& entry : kOmpEnv) putenv(const_cast<char*>(entry.c_str()));
-    std::vector<char*> args;
-    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  setpgid(pid, pid);
   close(stalled[1]);
   close(errors[1]);
   std::string output;
