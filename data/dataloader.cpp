@@ -189,6 +189,18 @@ std::shared_ptr<BatchSampler> make_batch_sampler(const Dataset& dataset, const D
   }
   return std::make_shared<BatchSampler>(sampler, BatchSamplerOptions{options.batch_size, options.drop_last});
 }
+// Note [Random numbers in workers]: a loader's worker seed comes from the
+// default generator's state when it is made, read without drawing from it:
+// the numbers the rest of the program draws do not depend on any loader's
+// num_workers, and a loader made again after the same manual_seed gets the
+// same seed. (The word 1 keeps it apart from the generator's own stream.)
+uint64_t worker_seed_now() {
+  const GeneratorState state = default_generator().state();
+  const std::array<uint32_t, 4> block =
+      philox4x32({uint32_t(state.offset), uint32_t(state.offset >> 32), 1u, 0u}, philox_key(state.seed));
+  return (uint64_t(block[0]) << 32) | block[1];
+}
+
 }  // namespace
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
@@ -212,7 +224,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   core_->collate = std::move(options.collate);
   core_->num_workers = options.num_workers;
   core_->max_in_flight = int64_t(options.num_workers) * options.prefetch_factor;
-  if (options.num_workers > 0) core_->worker_seed = draw_seed();  // PyTorch's base_seed, drawn once
+  core_->worker_seed = worker_seed_now();
   // PyTorch's loader runs whatever epoch its sampler is at: a sampler whose
   // epoch was set before the loader was made (set_epoch(e), then a new loader
   // each epoch; a resumed run's first epoch) starts there.
@@ -298,6 +310,10 @@ void DataLoader::set_batch_sampler(std::shared_ptr<BatchSampler> batch_sampler) 
               "replaced between epochs",
               core_->state.batch, core_->state.epoch);
   if (auto active = core_->active.lock()) active->cancel();
+  // The size check is the loader's own sampler's; a batch sampler that draws
+  // from another sampler (not the Accelerator's shard of the same one) is
+  // sized by its maker.
+  if (batch_sampler->sampler() != core_->batch_sampler->sampler()) core_->sampled_size = -1;
   core_->batch_sampler = std::move(batch_sampler);
 }
 

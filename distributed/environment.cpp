@@ -147,9 +147,12 @@ void read_torch_style(const Variables& variables, DistributedEnv& env) {
   // order, each node at least one: what breaks that is a variable inherited
   // from another job or set by hand, and the processes would disagree about
   // the job's shape.
+  // (A LOCAL_WORLD_SIZE not given is WORLD_SIZE, which is not this node's
+  // count: torch.distributed.launch of PyTorch 1.8 and older sets none.)
   const int64_t first_on_node = env.rank - env.local_rank;
-  EMBER_CHECK(env.local_world_size <= env.world_size && env.local_rank <= env.rank &&
-                  first_on_node + env.local_world_size <= env.world_size,
+  EMBER_CHECK(env.local_rank <= env.rank &&
+                  (!variables.has("LOCAL_WORLD_SIZE") ||
+                   (env.local_world_size <= env.world_size && first_on_node + env.local_world_size <= env.world_size)),
               "LOCAL_RANK={} of LOCAL_WORLD_SIZE={} cannot be RANK={} of WORLD_SIZE={}: this node's processes would be "
               "ranks {} to {} ({}); check for variables left from another job",
               env.local_rank, env.local_world_size, env.rank, env.world_size, first_on_node,
@@ -196,15 +199,24 @@ void read_slurm(const Variables& variables, DistributedEnv& env) {
     env.node_rank = integer(variables, "SLURM_NODEID", 0);
     note(env, "node_rank", "SLURM_NODEID");
   }
-  if (variables.has("SLURM_NTASKS_PER_NODE")) {
-    env.local_world_size = integer(variables, "SLURM_NTASKS_PER_NODE", 1);
-    note(env, "local_world_size", "SLURM_NTASKS_PER_NODE");
-  } else if (const char* per_node = variables.get("SLURM_TASKS_PER_NODE")) {
+  // The step's own count first (srun sets it); SLURM_NTASKS_PER_NODE may be
+  // the allocation's (sbatch --ntasks-per-node=4), inherited by a smaller
+  // step (srun -n 2), so it counts for at most the step's tasks.
+  const auto per_node_of = [&](const char* variable) {
+    const char* per_node = variables.get(variable);
     const std::vector<int> counts = expand_slurm_tasks_per_node(per_node);
-    EMBER_CHECK(size_t(env.node_rank) < counts.size(), "SLURM_TASKS_PER_NODE='{}' names {} node(s), but SLURM_NODEID={}",
+    EMBER_CHECK(size_t(env.node_rank) < counts.size(), "{}='{}' names {} node(s), but SLURM_NODEID={}", variable,
                 per_node, counts.size(), env.node_rank);
     env.local_world_size = counts[size_t(env.node_rank)];
-    note(env, "local_world_size", "SLURM_TASKS_PER_NODE");
+    note(env, "local_world_size", variable);
+  };
+  if (variables.has("SLURM_STEP_TASKS_PER_NODE")) {
+    per_node_of("SLURM_STEP_TASKS_PER_NODE");
+  } else if (variables.has("SLURM_NTASKS_PER_NODE")) {
+    env.local_world_size = std::min(integer(variables, "SLURM_NTASKS_PER_NODE", 1), env.world_size);
+    note(env, "local_world_size", "SLURM_NTASKS_PER_NODE, at most SLURM_NTASKS");
+  } else if (variables.has("SLURM_TASKS_PER_NODE")) {
+    per_node_of("SLURM_TASKS_PER_NODE");
   } else {
     env.local_world_size = env.world_size;
     note(env, "local_world_size", "default: SLURM_NTASKS (no SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE)");
@@ -214,13 +226,12 @@ void read_slurm(const Variables& variables, DistributedEnv& env) {
   env.local_rank = integer(variables, "SLURM_LOCALID", 0);
   EMBER_CHECK(env.local_rank < env.local_world_size, "SLURM_LOCALID={} is out of range for {} task(s) on this node",
               env.local_rank, env.local_world_size);
-  // srun gives a node's tasks local ids in task order, so no task's local id
-  // exceeds its rank, and no node more tasks than the step has (a
-  // SLURM_NTASKS_PER_NODE of the allocation's, inherited by a smaller step).
-  EMBER_CHECK(env.local_world_size <= env.world_size && env.local_rank <= env.rank,
-              "Slurm task {} of {} (SLURM_PROCID, SLURM_NTASKS) cannot be local task {} (SLURM_LOCALID) of {} on its "
-              "node: check for variables left from the allocation or another step",
-              env.rank, env.world_size, env.local_rank, env.local_world_size);
+  // srun gives a node's tasks local ids in task order: no task's local id
+  // exceeds its rank.
+  EMBER_CHECK(env.local_rank <= env.rank,
+              "Slurm task {} of {} (SLURM_PROCID, SLURM_NTASKS) cannot be local task {} (SLURM_LOCALID) on its node: "
+              "check for variables left from the allocation or another step",
+              env.rank, env.world_size, env.local_rank);
   note(env, "local_rank", "SLURM_LOCALID");
 
   // Task 0 runs on the step's first node, so that is where its store is.

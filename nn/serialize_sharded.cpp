@@ -108,11 +108,20 @@ void remove_stale_files(const fs::path& directory, const std::set<std::string>& 
 // under an index that lists them all alike. The entry points go first (and
 // the removal is made durable before any shard is written): a torn directory
 // then has no index and no model.safetensors, and load_sharded refuses it.
+// An entry point that is not a regular file (a link, a directory) is refused
+// here, before any shard is written: the save could not replace it at the
+// end (write_file_atomically replaces only regular files), and would leave it
+// pointing over half-replaced shards.
 void remove_entry_points(const fs::path& directory) {
   for (const char* name : {kIndexFile, kSingleFile}) {
     const fs::path path = directory / name;
     std::error_code error;
-    if (fs::symlink_status(path, error).type() != fs::file_type::regular) continue;
+    const fs::file_type type = fs::symlink_status(path, error).type();
+    if (type == fs::file_type::not_found) continue;
+    EMBER_CHECK(type == fs::file_type::regular,
+                "save_sharded: '{}' is not a regular file (a link, a directory, ...); a save replaces only regular "
+                "files: remove it, or save elsewhere",
+                path.string());
     fs::remove(path, error);
     EMBER_CHECK(!error, "save_sharded: cannot remove the previous save's '{}': {}", path.string(), error.message());
   }

@@ -98,18 +98,34 @@ void OutputSink::discard() {
   written_ = 0;
 }
 
+// Descriptors of one pipe or terminal (`2>&1 | tee`: stdout and stderr on
+// one pipe) share a sink: two sinks would each write part of a long line and
+// let the other's bytes in between, where one writes its lines whole, one
+// after another. (A regular file is written whole, blocking, by each.)
 OutputSink& output_sink(int fd) {
   OutputSink*& sink = sinks()[fd];
-  if (!sink) sink = new OutputSink(fd);
+  if (sink) return *sink;
+  struct stat target {};
+  if (fstat(fd, &target) == 0 && !S_ISREG(target.st_mode)) {
+    for (const auto& [other_fd, other] : sinks()) {
+      struct stat seen {};
+      if (other && other_fd != fd && fstat(other_fd, &seen) == 0 && seen.st_dev == target.st_dev &&
+          seen.st_ino == target.st_ino)
+        return *(sink = other);
+    }
+  }
+  sink = new OutputSink(fd);
   return *sink;
 }
 
 void forget_output_sink(int fd) {
   auto found = sinks().find(fd);
   if (found == sinks().end()) return;
-  found->second->flush();
-  delete found->second;
+  OutputSink* sink = found->second;
   sinks().erase(found);
+  sink->flush();
+  const bool shared = std::any_of(sinks().begin(), sinks().end(), [&](const auto& entry) { return entry.second == sink; });
+  if (!shared) delete sink;
 }
 
 void flush_outputs(std::chrono::milliseconds limit) {

@@ -520,6 +520,12 @@ TEST(DataLoader, ADatasetThatChangedSizeIsAnErrorForTheLoadersOwnSampler) {
     dataset.size_ = 8;
     EXPECT_EMBER_ERROR(loader.begin(), "DataLoader: the dataset has 8 examples now, but the loader's sampler was made "
                                        "for 4; make a new DataLoader");
+    // A batch sampler of the new size takes over; the check was the old sampler's.
+    loader.set_batch_sampler(std::make_shared<BatchSampler>(std::make_shared<SequentialSampler>(8),
+                                                            BatchSamplerOptions{4, false}));
+    int64_t seen = 0;
+    for (auto& batch : loader) seen += batch.target.numel();
+    EXPECT_EQ(seen, 8);
   }
 }
 
@@ -556,6 +562,16 @@ TEST(DataLoader, RandomNumbersAWorkerDrawsDependOnlyOnTheSeedAndTheBatch) {
   EXPECT_EQ(draws(3), one);
   EXPECT_EQ(draws(3), one);
   EXPECT_EQ(std::set<float>(one.begin(), one.end()).size(), one.size());  // every example its own number
+  // Making a loader draws nothing from the default generator, with workers or
+  // without: what the program draws next does not depend on num_workers.
+  // Catches: the worker seed drawn (model initialisation and dropout then
+  // changed with num_workers).
+  auto next_draws = [&](int workers) {
+    manual_seed(11);
+    DataLoader loader(dataset, {.batch_size = 2, .num_workers = workers});
+    return rand({3}).to_vector<float>();
+  };
+  EXPECT_EQ(next_draws(2), next_draws(0));
 }
 
 TEST(DataLoader, EmptyDatasetYieldsNoBatches) {

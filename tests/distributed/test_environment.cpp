@@ -286,10 +286,12 @@ TEST(Environment, PartialOrConflictingInformationIsAnError) {
 }
 
 // Layouts no launcher makes (variables left from another job or set by
-// hand). Catches: each taken, the processes then disagreeing about the job's
-// shape (a local world of 4 in a job of 2; GROUP_RANK 7 in a job of two
-// processes; rank 3 as the first process of node 0; a Slurm step of 2 tasks
-// with the allocation's 4 tasks per node).
+// hand), and the layouts real launchers make beside them. Catches: each
+// impossible one taken, the processes then disagreeing about the job's shape
+// (a local world of 4 in a job of 2; GROUP_RANK 7 in a job of two processes;
+// rank 2 as the first process of node 0; a Slurm task whose local id exceeds
+// its rank), and the allocation's SLURM_NTASKS_PER_NODE taken for a smaller
+// step's (4 tasks on a node of a step of 2).
 TEST(Environment, ImpossibleLayoutsAreErrors) {
   const Variables base = {{"WORLD_SIZE", "4"}, {"MASTER_PORT", "1234"}};
   auto with = [&](Variables extra) {
@@ -297,6 +299,9 @@ TEST(Environment, ImpossibleLayoutsAreErrors) {
     for (const auto& [name, value] : extra) all[name] = value;
     return all;
   };
+  // torch.distributed.launch of PyTorch 1.8 and older sets no LOCAL_WORLD_SIZE: 2 nodes of 2.
+  EXPECT_EQ(read(with({{"RANK", "2"}, {"LOCAL_RANK", "0"}})).local_rank, 0);
+  EXPECT_EQ(read(with({{"RANK", "3"}, {"LOCAL_RANK", "1"}})).local_rank, 1);
   expect_error(with({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}}),
                {"LOCAL_RANK=1 of LOCAL_WORLD_SIZE=4 cannot be RANK=1 of WORLD_SIZE=2"});
   expect_error(with({{"RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"LOCAL_RANK", "3"}}), {"LOCAL_RANK=3 is out of range"});
@@ -313,7 +318,19 @@ TEST(Environment, ImpossibleLayoutsAreErrors) {
   EXPECT_EQ(read(with({{"RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"GROUP_RANK", "1"}})).local_rank, 0);
   expect_error({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "3"}, {"SLURM_NTASKS_PER_NODE", "4"},
                 {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}},
-               {"Slurm task 1 of 2 (SLURM_PROCID, SLURM_NTASKS) cannot be local task 3 (SLURM_LOCALID) of 4"});
+               {"SLURM_LOCALID=3 is out of range for 2 task(s) on this node"});
+  // srun -n 2 inside sbatch --ntasks-per-node=4: the step's count, not the allocation's.
+  const Variables step = {{"SLURM_PROCID", "1"},           {"SLURM_NTASKS", "2"},
+                          {"SLURM_LOCALID", "1"},          {"SLURM_NTASKS_PER_NODE", "4"},
+                          {"SLURM_STEP_TASKS_PER_NODE", "2"}, {"MASTER_ADDR", "h"},
+                          {"MASTER_PORT", "1"}};
+  EXPECT_EQ(read(step).local_world_size, 2);
+  Variables inherited = step;
+  inherited.erase("SLURM_STEP_TASKS_PER_NODE");
+  EXPECT_EQ(read(inherited).local_world_size, 2);
+  expect_error({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"}, {"SLURM_TASKS_PER_NODE", "2"},
+                {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}},
+               {"Slurm task 0 of 2 (SLURM_PROCID, SLURM_NTASKS) cannot be local task 1 (SLURM_LOCALID)"});
 }
 
 // Catches: parse_env_seconds truncating a positive timeout under a

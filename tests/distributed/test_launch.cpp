@@ -35,6 +35,27 @@ using Clock = std::chrono::steady_clock;
 // The tests pin these, so that the launcher's summary line is predictable.
 const std::vector<std::string> kOmpEnv = {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=passive"};
 
+// Starts `argv` (a launcher) in a process group of its own, its stdout and
+// stderr on the given descriptors, SIGINT ignored if asked (as a shell starts
+// a background job); Process (process_runner.h) joins the two into one pipe.
+pid_t start_launcher(const std::vector<std::string>& argv, int stdout_fd, int stderr_fd, bool ignore_sigint) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    if (ignore_sigint) signal(SIGINT, SIG_IGN);  // inherited through exec
+    dup2(stdout_fd, 1);
+    dup2(stderr_fd, 2);
+    for (const std::string& entry : kOmpEnv) putenv(const_cast<char*>(entry.c_str()));
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  if (pid > 0) setpgid(pid, pid);
+  return pid;
+}
+
 // What a leftover process is, for the failure message: another test's
 // worker running at the same time looks the same to leftover_workers().
 std::string describe_processes(const std::vector<pid_t>& pids) {
@@ -160,6 +181,49 @@ TEST(Launch, PrefixesWholeLines) {
   EXPECT_EQ(per_rank[0], lines + 1);
   EXPECT_EQ(per_rank[1], lines + 1);
   EXPECT_TRUE(contains(result.output, "[rank 1] partial of rank 1\n")) << "the last partial line is flushed at exit";
+  expect_nothing_left();
+}
+
+// `2>&1 | less`: the launcher's stdout and stderr are one pipe, whose reader
+// is slow, and the lines are longer than PIPE_BUF (written in parts).
+// Catches: a sink per descriptor, each writing part of a line and letting the
+// other's bytes in between ("[rank 1] bbb...[rank 0] aaa...").
+TEST(Launch, LongLinesOfStdoutAndStderrOnOnePipeStayWhole) {
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  const std::string script =
+      "c=a; to=1; if [ \"$RANK\" = 1 ]; then c=b; to=2; fi; s=$(printf '%10000s' | tr ' ' $c); i=0; "
+      "while [ $i -lt 200 ]; do echo \"$s\" >&$to; i=$((i+1)); done";
+  const std::vector<std::string> argv = {EMBER_CLI, "launch", "--nproc-per-node", "2", "--", "/bin/sh", "-c", script};
+  const pid_t pid = start_launcher(argv, fds[1], fds[1], /*ignore_sigint=*/false);
+  ASSERT_GE(pid, 0);
+  close(fds[1]);
+  std::this_thread::sleep_for(1s);  // the reader stalls: the pipe fills, writes come out in parts
+  std::string output;
+  for (Clock::time_point deadline = Clock::now() + 60s; Clock::now() < deadline;) {
+    pollfd poll_fd{fds[0], POLLIN, 0};
+    if (poll(&poll_fd, 1, 50) <= 0) continue;
+    char buffer[65536];
+    const ssize_t got = read(fds[0], buffer, sizeof buffer);
+    if (got <= 0) break;
+    output.append(buffer, size_t(got));
+  }
+  close(fds[0]);
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) != pid) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  int per_rank[2] = {0, 0};
+  for (const std::string& line : lines_of(output)) {
+    if (line.rfind("ember launch: ", 0) == 0) continue;
+    const bool a = line == "[rank 0] " + std::string(10000, 'a'), b = line == "[rank 1] " + std::string(10000, 'b');
+    EXPECT_TRUE(a || b) << "a broken or mixed line of " << line.size() << " bytes: " << line.substr(0, 40) << "...";
+    ++per_rank[b ? 1 : 0];
+  }
+  EXPECT_EQ(per_rank[0], 200);
+  EXPECT_EQ(per_rank[1], 200);
   expect_nothing_left();
 }
 
@@ -345,27 +409,6 @@ TEST(Launch, SigintStopsEveryWorker) {
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - sent).count(), 3.0) << result.output;
   EXPECT_TRUE(contains(result.output, "ember launch: received SIGINT")) << result.output;
   expect_nothing_left();
-}
-
-// Starts `argv` (a launcher) in a process group of its own, its stdout and
-// stderr on the given descriptors, SIGINT ignored if asked (as a shell starts
-// a background job); Process (process_runner.h) joins the two into one pipe.
-pid_t start_launcher(const std::vector<std::string>& argv, int stdout_fd, int stderr_fd, bool ignore_sigint) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    if (ignore_sigint) signal(SIGINT, SIG_IGN);  // inherited through exec
-    dup2(stdout_fd, 1);
-    dup2(stderr_fd, 2);
-    for (const std::string& entry : kOmpEnv) putenv(const_cast<char*>(entry.c_str()));
-    std::vector<char*> args;
-    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  if (pid > 0) setpgid(pid, pid);
-  return pid;
 }
 
 // A SIGINT that reaches the launcher before it has set anything up, while it

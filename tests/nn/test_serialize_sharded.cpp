@@ -287,6 +287,25 @@ TEST(SaveSharded, ASaveThatFailsMidwayLeavesNothingLoadable) {
                      "holds neither model.safetensors nor model.safetensors.index.json");
 }
 
+// An index that is a link (to a copy elsewhere) is refused before any shard
+// is written. Catches: skipping it when clearing the entry points (the save
+// then failed at its very end, leaving the link's index over new shards: a
+// mix that loaded without a word).
+TEST(SaveSharded, AnIndexThatIsALinkIsRefusedBeforeAnyShardIsWritten) {
+  testing::ScratchDirectory scratch;
+  const fs::path directory = scratch.path() / "model";
+  nn::Sequential model = three_layers();
+  const std::vector<fs::path> first = nn::save_sharded(model.state_dict(), directory, kThreeShardLimit);
+  fs::rename(directory / "model.safetensors.index.json", scratch.path() / "index.json");
+  fs::create_symlink(scratch.path() / "index.json", directory / "model.safetensors.index.json");
+  const std::string shard_before = read_text(first[0]);
+  NamedTensors changed;
+  for (const auto& [name, tensor] : model.state_dict()) changed.emplace_back(name, tensor + 1.0);
+  EXPECT_EMBER_ERROR(nn::save_sharded(changed, directory, kThreeShardLimit),
+                     "model.safetensors.index.json' is not a regular file (a link, a directory, ...)");
+  EXPECT_EQ(read_text(first[0]), shard_before);
+}
+
 // ---------------------------------------------------------------------------
 // Hostile indexes: each rejected with an error naming the entry, and the
 // model left as it was.
