@@ -108,7 +108,7 @@ void register_reduction_functions() {
                      return Grads{red.expand(g) * others};
                    });
   });
-  // amax / amin / max / min over all: out = the extreme  ->  da = g split evenly among the elements equal to it
+  // amax / amin: out = the extreme  ->  da = g split evenly among the elements equal to it
   extreme_grad.set_recorder([](const GradRecord& r) {
     const auto& p = params<ReduceParams>(r);
     record_formula(r, "AmaxBackward", {input(r, 0), output(r, 0)},
@@ -119,6 +119,16 @@ void register_reduction_functions() {
                      Tensor ties = red.expand(sum(hit, dims, red.keepdim));
                      return Grads{red.expand(g) * hit / ties};
                    });
+  });
+  // max / min over all: the same, except that a NaN result (a NaN element)
+  // sends g to the NaN elements, as PyTorch's evenly_distribute_backward;
+  // amax's ties above find no NaN equal to it and give NaN, as PyTorch's do.
+  extreme_all_grad.set_recorder([](const GradRecord& r) {
+    record_formula(r, "MaxBackward", {input(r, 0), output(r, 0)}, [](const Saved& s, const Tensor& g) {
+      const Tensor& a = s[0];
+      Tensor hit = as(logical_or(eq(a, s[1]), logical_and(isnan(a), isnan(s[1]))), a);
+      return Grads{g * hit / sum(hit)};
+    });
   });
   // max / min along a dim: out = a at the returned index  ->  da = g scattered to that index
   indexed_extreme_grad.set_recorder([](const GradRecord& r) {

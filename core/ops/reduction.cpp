@@ -18,8 +18,8 @@ Op<void(const ReductionLoop&, bool)> var_op("var"), std_op("std");
 Op<void(const ReductionLoop&, double)> norm_op("norm");
 Op<SoftmaxKernel> softmax_op("softmax"), log_softmax_op("log_softmax");
 GradSlot sum_grad("sum"), mean_grad("mean"), prod_grad("prod"), extreme_grad("amax_amin"),
-    indexed_extreme_grad("max_min_dim"), var_grad("var"), std_grad("std"), logsumexp_grad("logsumexp"),
-    norm_grad("norm"), softmax_grad("softmax"), log_softmax_grad("log_softmax");
+    extreme_all_grad("max_min_all"), indexed_extreme_grad("max_min_dim"), var_grad("var"), std_grad("std"),
+    logsumexp_grad("logsumexp"), norm_grad("norm"), softmax_grad("softmax"), log_softmax_grad("log_softmax");
 
 namespace {
 
@@ -165,7 +165,7 @@ Tensor extreme_all(const Op<ReductionKernel>& op, const Tensor& t, std::string_v
               name, t.shape());
   Dims all;
   ReduceParams params{all, false};
-  return with_grad(extreme_grad, reduce(op, t, plan_reduction(t, {}, false, name), t.dtype()), {&t}, &params);
+  return with_grad(extreme_all_grad, reduce(op, t, plan_reduction(t, {}, false, name), t.dtype()), {&t}, &params);
 }
 
 Tensor softmax_like(const Op<SoftmaxKernel>& op, const Tensor& t, int64_t dim) {

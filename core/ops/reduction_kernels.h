@@ -136,11 +136,11 @@ using SoftmaxKernel = void(const SoftmaxLoop&);
 extern Op<SoftmaxKernel> softmax_op, log_softmax_op;
 
 // Gradient slots (autograd/functions/reduction.cpp). Params: ReduceParams for
-// the reductions over dims (the dims as the user gave them; amax_amin also
+// the reductions over dims (the dims as the user gave them; max_min_all
 // serves max/min over all elements), MomentParams for var/std, NormParams for
 // norm, DimParams for max/min along a dim, the dim (int64_t) for softmax.
-extern GradSlot sum_grad, mean_grad, prod_grad, extreme_grad, indexed_extreme_grad, var_grad, std_grad,
-    logsumexp_grad, norm_grad, softmax_grad, log_softmax_grad;
+extern GradSlot sum_grad, mean_grad, prod_grad, extreme_grad, extreme_all_grad, indexed_extreme_grad, var_grad,
+    std_grad, logsumexp_grad, norm_grad, softmax_grad, log_softmax_grad;
 struct ReduceParams {
   const Dims& dims;
   bool keepdim;

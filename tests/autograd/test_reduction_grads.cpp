@@ -43,6 +43,17 @@ TEST(ReductionGrads, AmaxAndFullMaxSplitTiesEvenly) {
   EXPECT_EQ(values(gradient(min(m), m)), (std::vector<double>{0, 0, 0, 0, 1, 0}));
 }
 
+// PyTorch 1.13: max/min over all give a NaN result's gradient to the NaN
+// elements (split among them); amax's ties compare unequal to NaN and give
+// NaN everywhere. Catches: max sharing amax's formula (NaN everywhere).
+TEST(ReductionGrads, FullMaxOfANaNGoesToTheNaNs) {
+  const double nan = std::nan("");
+  Tensor x = leaf({1, nan, 3, nan}, {4});
+  EXPECT_EQ(values(gradient(max(x), x)), (std::vector<double>{0, 0.5, 0, 0.5}));
+  EXPECT_EQ(values(gradient(min(x), x)), (std::vector<double>{0, 0.5, 0, 0.5}));
+  for (double value : values(gradient(amax(x), x))) EXPECT_TRUE(std::isnan(value));
+}
+
 TEST(ReductionGrads, MaxAlongADimGivesEverythingToTheReturnedIndex) {
   Tensor x = leaf({1, 3, 3, 2, 5, 5, 0, 5}, {2, 4});
   ValuesIndices result = max(x, 1);
