@@ -111,11 +111,18 @@ void register_indexing_functions() {
       return Grads{scatter_add(zeros(shape, {.dtype = g.dtype(), .device = g.device()}), dim, s[0], g), Tensor()};
     });
   });
-  // scatter_add: out = a, then src added at index  ->  da = g, dsrc = g gathered at index
+  // scatter_add: out = a, then src added at index  ->  da = g, dsrc = g gathered at index.
+  // Only src's leading block of index's shape is added; the rest of src gets
+  // a zero gradient (PyTorch refuses this backward; its forward is the same).
   scatter_add_grad.set_recorder([](const GradRecord& r) {
     int64_t dim = params<int64_t>(r);
-    record_formula(r, "ScatterAddBackward", {input(r, 1)}, [dim](const Saved& s, const Tensor& g) {
-      return Grads{g, Tensor(), gather(g, dim, s[0])};
+    Shape src_shape = input(r, 2).shape();
+    record_formula(r, "ScatterAddBackward", {input(r, 1)}, [dim, src_shape](const Saved& s, const Tensor& g) {
+      Tensor grad_src = gather(g, dim, s[0]);
+      std::vector<int64_t> widths;  // pad's order: the last dim's (before, after) first
+      for (int d = src_shape.ndim() - 1; d >= 0; --d) widths.insert(widths.end(), {0, src_shape[d] - grad_src.size(d)});
+      if (grad_src.shape() != src_shape) grad_src = pad(grad_src, widths);
+      return Grads{g, Tensor(), grad_src};
     });
   });
   // masked_fill: out = mask ? value : a  ->  da = g where the mask is false

@@ -50,8 +50,9 @@ const std::map<std::string, std::vector<GradCase>>& gradcheck_cases() {
                    return prod(x[0] * mask, {1}, true);
                  }}}},
       {"amax_amin", {{{{3, 4, 2}}, [](V x) { return amax(x[0], {0, 2}); }}, {{{3, 4}}, [](V x) { return amin(x[0].t(), {0}); }},
-                     {{{5}}, [](V x) { return max(x[0]) + min(x[0]); }},
                      {{{4}}, [](V x) { return amax(clamp_max(x[0], 0.0), {0}); }, 0.5, 2}}},  // four-way tie
+      {"max_min_all", {{{{5}}, [](V x) { return max(x[0]) + min(x[0]); }},
+                       {{{2, 3}}, [](V x) { return max(x[0].t()) * min(x[0]); }}}},
       {"max_min_dim", {{{{3, 4}}, [](V x) { return max(x[0], 1).values; }},
                        {{{3, 4}}, [](V x) { return min(x[0].t(), 0, true).values; }}}},
       {"var", {{{{3, 4, 5}}, [](V x) { return var(x[0], {1, 2}); }}, {{{3, 4}}, [](V x) { return var(x[0].t(), {}, false, true); }}}},
@@ -104,6 +105,11 @@ const std::map<std::string, std::vector<GradCase>>& gradcheck_cases() {
       {"gather", {{{{3, 4}}, [](V x) { return gather(x[0], 1, from_vector<int64_t>({0, 3, 3, 1, 2, 0}, {3, 2})); }}}},
       {"scatter_add", {{{{3, 4}, {2, 4}}, [](V x) {
                          return scatter_add(x[0], 0, from_vector<int64_t>({0, 2, 2, 1, 0, 0, 1, 2}, {2, 4}), x[1]);
+                       }},
+                       // src larger than index: its rest adds nothing (gradient 0; the
+                       // gathered gradient used to be reshaped to src's shape and fail)
+                       {{{3, 4}, {3, 5}}, [](V x) {
+                         return scatter_add(x[0], 1, from_vector<int64_t>({0, 3, 3, 1, 2, 0}, {2, 3}), x[1]);
                        }}}},
       {"masked_fill", {{{{3, 4}}, [](V x) { return masked_fill(x[0], gt(x[0], 0.5), 2.0); }}}},
       {"tril", {{{{4, 4}}, [](V x) { return tril(x[0], -1); }}}},
