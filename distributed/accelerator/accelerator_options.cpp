@@ -166,9 +166,13 @@ ResolvedAcceleratorOptions resolve_accelerator_options(const AcceleratorOptions&
               "total_limit",
               *resolved.total_limit, origin(options.total_limit.has_value(), "EMBER_TOTAL_LIMIT"));
 
-  for (const std::string& tracker : options.log_with)
+  for (size_t i = 0; i < options.log_with.size(); ++i) {
+    const std::string& tracker = options.log_with[i];
     EMBER_CHECK(tracker == "jsonl" || tracker == "csv", "Accelerator: unknown tracker '{}' in log_with (use jsonl or csv)",
                 tracker);
+    EMBER_CHECK(std::find(options.log_with.begin(), options.log_with.begin() + i, tracker) == options.log_with.begin() + i,
+                "Accelerator: log_with names '{}' twice; each tracker writes its one file", tracker);
+  }
   resolved.log_with = options.log_with;
   if (auto value = text(options.profile_dir, "EMBER_PROFILE")) resolved.profile_dir = *value;
   resolved.ddp = options.ddp;

@@ -5,9 +5,13 @@
 #include "distributed/accelerator/trackers.h"
 
 #include <fmt/format.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <system_error>
 
 #include "core/error.h"
@@ -35,9 +39,21 @@ std::function<double()> clock_or_system(std::function<double()> clock) {
 }
 
 // A metrics file, appended to: never through a symbolic link, only a regular
-// file, emptied when `append` is false (open_log_file).
+// file, emptied when `append` is false.
 FileDescriptor open_for_writing(const std::filesystem::path& path, std::string_view tracker, bool append) {
-  return open_log_file(tracker, path, append);
+  // One writer per metrics file: a second tracker on it (a name given twice
+  // in log_with, two runs of one project name) wrote over the first one's
+  // lines at its own offset. An flock, held while the descriptor lives and
+  // taken before the file is emptied, refuses the second; O_APPEND keeps
+  // every line whole at the end.
+  FileDescriptor file = open_log_file(tracker, path, /*append=*/true);
+  EMBER_CHECK(::flock(file.get(), LOCK_EX | LOCK_NB) == 0,
+              "{}: '{}' is being written by another tracker (of this process or another); give each run a project "
+              "name of its own",
+              tracker, path.string());
+  EMBER_CHECK(append || ::ftruncate(file.get(), 0) == 0, "{}: cannot empty '{}': {}", tracker, path.string(),
+              std::strerror(errno));
+  return file;
 }
 
 // Writes `text` with write(2), unbuffered, so that a killed run keeps it.

@@ -413,6 +413,28 @@ TEST(Accelerator, TrackersWriteUnderTheProjectDirectory) {
   EXPECT_EMBER_ERROR(Accelerator({.log_with = {"wandb"}}), "unknown tracker 'wandb'");
 }
 
+// Catches: log_with naming a tracker twice (its two writers overwrote each
+// other's lines: 2000 logs left 34 lines); a failed init_trackers keeping the
+// trackers it had made (a retry refused as "already running", and log then
+// wrote one file of two); log before init_trackers or after end_training
+// dropping the metrics without a word.
+TEST(Accelerator, TrackersAreAllOrNoneAndLogNeedsThem) {
+  testing::ScratchDirectory scratch;
+  EXPECT_EMBER_ERROR(Accelerator({.project_dir = scratch.path().string(), .log_with = {"jsonl", "jsonl"}}),
+                     "log_with names 'jsonl' twice");
+  Accelerator accelerator({.project_dir = scratch.path().string(), .log_with = {"jsonl", "csv"}});
+  EXPECT_EMBER_ERROR(accelerator.log({{"loss", 0.5}}, 1), "Accelerator::log: no tracker is running: call init_trackers");
+  std::filesystem::create_directories(scratch.path() / "run" / "metrics.csv");  // in the csv tracker's way
+  EXPECT_EMBER_ERROR(accelerator.init_trackers("run"), "metrics.csv");
+  EXPECT_EMBER_ERROR(accelerator.log({{"loss", 0.5}}, 1), "no tracker is running");
+  std::filesystem::remove(scratch.path() / "run" / "metrics.csv");
+  accelerator.init_trackers("run");
+  accelerator.log({{"loss", 0.5}}, 1);
+  accelerator.end_training();
+  EXPECT_TRUE(std::filesystem::exists(scratch.path() / "run" / "metrics.csv"));
+  EXPECT_EMBER_ERROR(accelerator.log({{"loss", 0.25}}, 2), "log nothing after end_training");
+}
+
 // free_memory removes every hook: the optimizer steps on every call again.
 TEST(Accelerator, FreeMemoryRemovesTheHooks) {
   Accelerator accelerator({.gradient_accumulation_steps = 4});

@@ -150,6 +150,26 @@ TEST(Trackers, MakeTrackerKnowsBothByName) {
                      "unknown tracker 'tensorboard'; the known ones are jsonl, csv");
 }
 
+// Catches: two trackers on one metrics file (two runs of one project name),
+// each writing at its own offset over the other's lines ('{"step":1,...,
+// "accuracy":0{"step":2,...').
+TEST(Trackers, ASecondWriterOfOneMetricsFileIsRefused) {
+  ScratchDirectory scratch;
+  for (std::string kind : {"jsonl", "csv"}) {
+    SCOPED_TRACE(kind);
+    std::unique_ptr<Tracker> first = make_tracker(kind, options_in(scratch, "shared_" + kind));
+    first->log({{"loss", 0.5}}, 1);
+    EXPECT_EMBER_ERROR(make_tracker(kind, options_in(scratch, "shared_" + kind)),
+                       "is being written by another tracker (of this process or another)");
+    first->log({{"loss", 0.25}}, 2);  // the refused one emptied nothing
+    const std::string text = read_file(fs::path(scratch.file("shared_" + kind)) / ("metrics." + kind));
+    EXPECT_NE(text.find("0.5"), std::string::npos) << text;
+    EXPECT_NE(text.find("0.25"), std::string::npos) << text;
+    first->finish();
+    EXPECT_NO_THROW(make_tracker(kind, options_in(scratch, "shared_" + kind)));  // finished: the file is free
+  }
+}
+
 TEST(Trackers, BadNamesAndPathsAreErrorsNamingThem) {
   ScratchDirectory scratch;
   for (std::string kind : {"jsonl", "csv"}) {
