@@ -64,7 +64,7 @@ Tensor additive_mask(const Tensor& mask, DType dtype, const char* name) {
               "MultiheadAttention: {} must be bool (true = masked out) or floating (added to the scores), got {}; "
               "for a mask of 1 = keep, pass eq(mask, 0)",
               name, mask.dtype());
-  if (mask.dtype() != DType::boolean) return mask;
+  if (mask.dtype() != DType::boolean) return mask.to(dtype);  // added in the scores' dtype on every path
   return masked_fill(zeros(mask.shape(), {.dtype = dtype, .device = mask.device()}), mask, -std::numeric_limits<double>::infinity());
 }
 

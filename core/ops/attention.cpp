@@ -204,7 +204,8 @@ Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value, co
   out_shape.push_back(query.size(-2));
   out_shape.push_back(value.size(-1));
   Tensor result = empty_in_order_of(out_shape, q);  // Note [Attention on strided heads]
-  Tensor logsumexp = make_tensor({leading_shape(query).numel(), query.size(-2)}, accumulation_dtype(q.dtype()),
+  // Each row's logsumexp as two planes, shift and log_sum (attention_kernels.h).
+  Tensor logsumexp = make_tensor({2, leading_shape(query).numel(), query.size(-2)}, accumulation_dtype(q.dtype()),
                                  q.device());
   if (result.numel() > 0) {
     ProblemStorage keep;
@@ -232,7 +233,7 @@ AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& query, c
   // The gradients in their inputs' order: Note [Attention on strided heads].
   Tensor grad_q = empty_in_order_of(q.shape(), q), grad_k = empty_in_order_of(k.shape(), k);
   Tensor grad_v = empty_in_order_of(v.shape(), v);
-  Tensor delta = make_tensor(logsumexp.shape(), logsumexp.dtype(), q.device());
+  Tensor delta = make_tensor({logsumexp.size(1), logsumexp.size(2)}, logsumexp.dtype(), q.device());
   if (o.numel() > 0 || k.numel() > 0) {
     ProblemStorage keep;
     AttentionBackwardProblem p;

@@ -32,9 +32,16 @@ struct AttentionLayout {
 // v: [heads, key_length, value_dim], out: [heads, query_length, value_dim],
 // all of the key dtype (heads is batch x heads), placed as their layouts say
 // (contiguous on CUDA). logsumexp:
-// [heads, query_length] of the accumulation dtype (f64 for f64 operands, f32
-// otherwise), the row statistics the backward recomputes the probabilities
-// from; -inf for a row whose keys are all masked out, whose output is 0.
+// [2, heads, query_length] of the accumulation dtype (f64 for f64 operands,
+// f32 otherwise), the row statistics the backward recomputes the
+// probabilities from, P = exp(score - shift) / exp(log_sum): plane 0 the
+// shift (the row's max score; -inf for a row whose keys are all masked out,
+// whose output is 0), plane 1 log_sum (the log of the row's sum of
+// exp(score - shift)). Two numbers, not their sum: with a finite mask as
+// large as Hugging Face's finfo.min on every key of a row, max + log(sum)
+// rounds back to the max, and the probabilities came out n times too large.
+// (CUDA's causal kernel, which takes no mask, writes its logsumexp as the
+// shift and 0 as log_sum.)
 // Causal: row i attends to keys 0..i (aligned to the start).
 // The mask of head h, row i, key j is mask[mask_head_offsets[h] +
 // i * mask_row_stride + j * mask_col_stride]: bool, or of the accumulation

@@ -280,6 +280,9 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0, Forwar
       const int64_t seen = causal_prefix(p, row0 + r, key0, cols);
       const A new_max = seen == 0 ? row_max[r] : std::max(row_max[r], maximum(row, seen));
       if (new_max == kMinusInfinity<A>) {  // every key so far masked out: nothing to add
+        // unless the scores are NaN, which the max passed over: the row is NaN, as PyTorch's
+        if (std::any_of(row, row + seen, [](A x) { return std::isnan(x); }))
+          row_max[r] = row_sum[r] = std::numeric_limits<A>::quiet_NaN();
         std::fill(row, row + cols, A(0));
         continue;
       }
@@ -295,12 +298,14 @@ void forward_block(const AttentionProblem& p, int64_t head, int64_t row0, Forwar
     add_scaled(out, tile_out, rows * Ev, A(1));
   }
   T* result = head_rows<T>(p.out, p.out_layout, head) + row0 * p.out_layout.row_stride;
-  A* logsumexp = static_cast<A*>(p.logsumexp) + head * p.query_length + row0;
+  A* shift = static_cast<A*>(p.logsumexp) + head * p.query_length + row0;
+  A* log_sum = shift + p.heads * p.query_length;
   for (int64_t r = 0; r < rows; ++r) {
     const bool empty = row_sum[r] == A(0);  // every key masked out: output 0 (PyTorch 2.5's convention)
     const A inverse = empty ? A(0) : A(1) / row_sum[r];
     for (int64_t e = 0; e < Ev; ++e) out[r * Ev + e] *= inverse;
-    logsumexp[r] = empty ? kMinusInfinity<A> : row_max[r] + std::log(row_sum[r]);
+    shift[r] = empty ? kMinusInfinity<A> : row_max[r];
+    log_sum[r] = empty ? A(0) : std::log(row_sum[r]);
   }
   store_rows(out, rows, Ev, result, p.out_layout.row_stride);
 }
@@ -399,7 +404,8 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head, BackwardScra
   const T* v = dense_rows(head_rows<const T>(p.v, p.v_layout, head), S, Ev, p.v_layout.row_stride, scratch.values);
   const T* grad_out = dense_rows(head_rows<const T>(b.grad_out, b.grad_out_layout, head), L, Ev,
                                  b.grad_out_layout.row_stride, scratch.grad_outs);
-  const A* logsumexp = static_cast<const A*>(p.logsumexp) + head * L;
+  const A* shifts = static_cast<const A*>(p.logsumexp) + head * L;
+  const A* log_sums = shifts + p.heads * L;
   A* delta = static_cast<A*>(b.delta) + head * L;
   T* dk = head_rows<T>(b.grad_k, b.grad_k_layout, head);
   T* dv = head_rows<T>(b.grad_v, b.grad_v_layout, head);
@@ -427,9 +433,11 @@ void backward_head(const AttentionBackwardProblem& b, int64_t head, BackwardScra
     mask_tile(p, head, row0, rows, key0, cols, probabilities);
     for (int64_t r = 0; r < rows; ++r) {
       A* row = probabilities + r * cols;
-      const A shift = logsumexp[row0 + r];
+      const A shift = shifts[row0 + r];
       const int64_t seen = shift == kMinusInfinity<A> ? 0 : causal_prefix(p, row0 + r, key0, cols);
       exp_shifted(row, row, seen, shift);  // a fully masked row (shift -inf): no gradient
+      const A inverse_sum = std::exp(-log_sums[row0 + r]);
+      for (int64_t c = 0; c < seen; ++c) row[c] *= inverse_sum;
       std::fill(row + seen, row + cols, A(0));
     }
     // dv = P^T dO: [cols, rows] x [rows, Ev]

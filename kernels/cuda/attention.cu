@@ -88,7 +88,8 @@ __global__ void __launch_bounds__(kRowsPerBlock) forward_kernel(AttentionProblem
   const float inverse = 1.0f / row_sum;  // row i always sees key i, so row_sum >= 1
 #pragma unroll
   for (int e = 0; e < E; ++e) store(out + e, accumulator[e] * inverse);
-  static_cast<float*>(p.logsumexp)[head * length + i] = (row_max + log2f(row_sum)) * kLn2;
+  static_cast<float*>(p.logsumexp)[head * length + i] = (row_max + log2f(row_sum)) * kLn2;  // shift, with
+  static_cast<float*>(p.logsumexp)[(p.heads + head) * length + i] = 0.0f;                  // log_sum 0
 }
 
 // delta[i] = sum_e grad_out[i, e] out[i, e]: the softmax backward's row term.

@@ -40,7 +40,10 @@ Tensor attention_weights(const Tensor& query, const Tensor& key, const ScaledDot
     if (options.attn_mask.dtype() == DType::boolean) {
       scores = masked_fill(scores, logical_not(options.attn_mask), minus_infinity);
     } else {
-      scores = scores + options.attn_mask;
+      // In the scores' dtype, as the fused kernel adds it: promoting the
+      // scores to an f32 mask's dtype made the bf16 product below fail only
+      // on this path (dropout on, a widening mask).
+      scores = scores + options.attn_mask.to(scores.dtype());
     }
     // Note [Fully masked rows]: a row whose keys are all masked out (-inf)
     // gets zero weights, as in the fused kernel and PyTorch 2.5's SDPA

@@ -327,6 +327,40 @@ TEST(Attention, AFullyMaskedRowGivesZeroAndNoGradient) {
   EXPECT_TRUE(all_close(attention(q, zeros({0, 4}), zeros({0, 2}), {.scale = 1.0}), zeros({3, 2}), 0, 0));
 }
 
+// Hugging Face masks padded rows with finfo.min, a finite number: every key
+// of such a row gets the same score, and its probabilities are 1/S. Catches:
+// one saved statistic max + log(sum), which rounds back to the max at -1e9
+// (the backward then saw probabilities of 1, gradients S times too large).
+TEST(Attention, ARowMaskedWithAHugeFiniteValueHasTheCompositesGradients) {
+  for (double big : {-1e9, double(std::numeric_limits<float>::lowest())}) {
+    SCOPED_TRACE(big);
+    Tensor q0 = random_tensor({2, 5, 8}, DType::f32), k0 = random_tensor({2, 7, 8}, DType::f32);
+    Tensor v0 = random_tensor({2, 7, 4}, DType::f32), g = random_tensor({2, 5, 4}, DType::f32);
+    Tensor mask = zeros({5, 7});
+    mask.select(0, 1).fill_(big);
+    auto grads = [&](bool composite) {
+      Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+      auto run = [&] { sum(attention(q, k, v, {.scale = 0.3, .mask = mask}) * g).backward(); };
+      if (composite) reference(run); else run();
+      return std::vector<Tensor>{q.grad(), k.grad(), v.grad()};
+    };
+    std::vector<Tensor> fused = grads(false), composite = grads(true);
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(fused[i], composite[i], 1e-4, 1e-4)) << i;
+  }
+}
+
+// A NaN in a query makes its row NaN, as PyTorch's. Catches: the row's max
+// passing over NaN scores, so the row looked fully masked and gave 0.
+TEST(Attention, ANaNQueryGivesANaNRow) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Tensor q = random_tensor({1, 3, 4}, dtype), k = random_tensor({1, 5, 4}, dtype), v = random_tensor({1, 5, 2}, dtype);
+    q.select(1, 1).fill_(std::numeric_limits<double>::quiet_NaN());
+    Tensor y = attention(q, k, v, {.scale = 0.5});
+    EXPECT_EQ(nan_count(y.select(1, 1)), 2) << dtype_name(dtype);
+    EXPECT_EQ(nan_count(y.select(1, 0)) + nan_count(y.select(1, 2)), 0) << dtype_name(dtype);
+  }
+}
+
 // Forward and backward keep the allocator's peak linear in the length: at
 // T = 2048 it is about twice T = 1024's, and far below one [T, T] f32 score
 // matrix (16 MiB); the scratch is O(T x head_dim). Catches a kernel (or a

@@ -137,6 +137,23 @@ TEST(ScaledDotProductAttention, RoutesToTheFusedKernelAndMatchesTheComposite) {
 // PyTorch refuses masks that are neither bool nor floating. Catches: an
 // integer mask (a Hugging Face attention_mask of 1 = keep) added to the
 // scores as 0/1, which gave the padded key the largest weight.
+// A float mask of another dtype than the query is added in the query's dtype
+// on every path. Catches: the composite path (dropout on, or a mask that
+// widens the output) promoting bf16 scores to the f32 mask's dtype, then
+// failing in the product with the values ("expected both operands to have
+// the same dtype").
+TEST(ScaledDotProductAttention, AMaskOfAnotherDtypeWorksOnEveryPath) {
+  Tensor q = randn({2, 4, 8}).to(DType::bf16), k = randn({2, 4, 8}).to(DType::bf16), v = randn({2, 4, 8}).to(DType::bf16);
+  Tensor mask = randn({4, 4});
+  EXPECT_EQ(F::scaled_dot_product_attention(q, k, v, {.attn_mask = mask}).dtype(), DType::bf16);
+  EXPECT_EQ(F::scaled_dot_product_attention(q, k, v, {.attn_mask = mask, .dropout_p = 0.1}).dtype(), DType::bf16);
+  EXPECT_EQ(F::scaled_dot_product_attention(q, k, v, {.attn_mask = randn({2, 2, 4, 4})}).dtype(), DType::bf16);
+  nn::MultiheadAttention attention(8, 2);
+  attention.to(DType::bf16);
+  Tensor unbatched = randn({4, 8}).to(DType::bf16);  // L = S = 4
+  EXPECT_EQ(attention(unbatched, unbatched, unbatched, {.attn_mask = mask}).output.dtype(), DType::bf16);
+}
+
 TEST(MultiheadAttention, AnIntegerMaskIsRefused) {
   nn::MultiheadAttention attention(4, 2);
   Tensor x = randn({3, 2, 4});
