@@ -148,6 +148,15 @@ int run(const Settings& settings) {
 
   examples::CharCorpus corpus = examples::CharCorpus::load(settings.corpus);
   std::vector<examples::TokenBatch> validation = corpus.validation_batches(64, settings.block_size);
+  // With no window of block_size + 1 held-out characters the loss would be 0 / 0 (and pass --require-val-loss).
+  EMBER_CHECK(!validation.empty(),
+              "train_char_gpt: the held-out text ({} characters, the last tenth of --corpus) is shorter than "
+              "--block-size {} + 1; use a longer corpus or a smaller --block-size",
+              corpus.validation_tokens().size(), settings.block_size);
+  // Sherlock Holmes's line break and name, where the corpus has those characters; else its first character.
+  auto prompt_for = [&](const std::string& preferred) {
+    return corpus.covers(preferred) ? preferred : corpus.decode({corpus.train_tokens().front()});
+  };
   auto model = std::make_shared<CharGpt>(corpus.vocab_size(), settings);
   int64_t num_parameters = 0;
   for (const Tensor& parameter : model->parameters()) num_parameters += parameter.numel();
@@ -196,20 +205,20 @@ int run(const Settings& settings) {
       final_validation_loss = validation_loss(*model, validation);
       metrics.write({{"split", "validation"}, {"step", step}, {"loss", final_validation_loss},
                      {"time_s", seconds_since_start()}});
-      std::string text = sample(*model, corpus, "\r\n", 80, settings, sample_generator);
+      std::string text = sample(*model, corpus, prompt_for("\r\n"), 80, settings, sample_generator);
       std::replace(text.begin(), text.end(), '\r', ' ');
       std::replace(text.begin(), text.end(), '\n', ' ');  // one line in the log
       progress.message(fmt::format("step {}: validation loss {:.4f}; sample: {}", step, final_validation_loss, text));
     }
   }
-  const std::string prompt = "Holmes";
+  const std::string prompt = prompt_for("Holmes");
   std::printf("sample:\n%s%s\n", prompt.c_str(),
               sample(*model, corpus, prompt, settings.sample_length, settings, sample_generator).c_str());
   int64_t held_out = 0;
   for (const examples::TokenBatch& batch : validation) held_out += batch.targets.numel();
   std::printf("validation loss: %.4f nats/char over %lld held-out characters, %.1f s\n", final_validation_loss,
               static_cast<long long>(held_out), seconds_since_start());
-  if (settings.require_val_loss > 0 && final_validation_loss > settings.require_val_loss) {
+  if (settings.require_val_loss > 0 && !(final_validation_loss <= settings.require_val_loss)) {  // NaN fails too
     std::fprintf(stderr, "error: validation loss %.4f is above the required %.4f\n", final_validation_loss,
                  settings.require_val_loss);
     return 1;

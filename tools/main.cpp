@@ -37,6 +37,10 @@ namespace {
 const CLI::Validator kNonEmptyPath(
     [](std::string& value) { return value.empty() ? std::string("an empty path (an unset variable?)") : std::string(); },
     "PATH");
+// The same for the launcher's other options whose empty value read as "not given".
+const CLI::Validator kNonEmptyValue(
+    [](std::string& value) { return value.empty() ? std::string("an empty value (an unset variable?)") : std::string(); },
+    "TEXT");
 
 CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
   CLI::App* launch = app.add_subcommand("launch", "Start and supervise the workers of a distributed job on this node");
@@ -69,17 +73,20 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
   launch->add_option("--grace-period", options.grace_period_seconds,
                      "Seconds from SIGTERM to SIGKILL when stopping workers")
       ->capture_default_str();
-  launch->add_option("--log-dir", options.log_dir, "Write each rank's output to DIR/rank_N.log");
+  launch->add_option("--log-dir", options.log_dir, "Write each rank's output to DIR/rank_N.log")->check(kNonEmptyPath);
   launch->add_flag("--bind-cores", options.bind_cores,
                    "Run each local rank on its own share of the launcher's CPUs (sched_setaffinity)");
-  launch->add_option("--local-addr", options.local_addr, "Address this node's workers give Gloo peers");
+  launch->add_option("--local-addr", options.local_addr, "Address this node's workers give Gloo peers")
+      ->check(kNonEmptyValue);
   launch->add_option("--profile", options.profile_dir,
                      "Profile every worker: each writes DIR/rank<r>.json and prints its table at the end "
-                     "(EMBER_PROFILE; ember trace merge DIR joins them)");
+                     "(EMBER_PROFILE; ember trace merge DIR joins them)")
+      ->check(kNonEmptyPath);
   launch->add_option("--backend", options.backend,
                      "The workers' process-group backend: shm, gloo, reference, nccl or auto (EMBER_BACKEND; "
                      "init_process_group uses it where the program leaves the backend to auto, and refuses a "
-                     "program that names another)");
+                     "program that names another)")
+      ->check(kNonEmptyValue);
   launch->add_option("--config-file,--config_file", options.config_file,
                      "YAML config written by ember config (or accelerate config); default: $EMBER_CONFIG_FILE, else "
                      "$XDG_CACHE_HOME/ember/default_config.yaml, else ~/.cache/ember/default_config.yaml, if it exists")

@@ -54,33 +54,40 @@ nlohmann::json merge_traces(const std::string& directory) {
     }
     EMBER_CHECK(trace.is_object() && trace.contains("traceEvents") && trace["traceEvents"].is_array(),
                 "{} has no traceEvents array", path.string());
-    const nlohmann::json ember = trace.value("ember", nlohmann::json::object());
-    const int rank = ember.value("rank", file_rank);
-    EMBER_CHECK(rank == file_rank, "{} holds rank {}'s trace", path.string(), rank);
-    // Files of one job only, and all of its ranks (traces written by ember launch's workers say both).
-    if (ember.contains("job")) {
-      const std::string id = ember["job"].get<std::string>();
-      if (!job) job.emplace(id, path.string());
-      EMBER_CHECK(job->first == id,
-                  "{} is from job {} but {} from job {} (an earlier run's files in {}? remove them)",
-                  job->second, job->first, path.string(), id, directory);
-    }
-    if (ember.contains("world_size")) {
-      const int world_size = ember["world_size"].get<int>();
-      for (int r = 0; r < world_size; ++r)
-        EMBER_CHECK(files.count(r), "{} is one of {} ranks, but {} has no rank{}.json",
-                    path.string(), world_size, directory, r);
-      EMBER_CHECK(int(files.size()) == world_size,
-                  "{} is one of {} ranks, but {} holds {} rank files (an earlier run's?)",
-                  path.string(), world_size, directory, files.size());
-    }
-    // Note [One clock for every rank]: this rank's clock minus rank 0's.
-    const int64_t offset_ns = ember.value("clock_offset_ns", int64_t(0));
-    offsets[std::to_string(rank)] = offset_ns;
-    for (nlohmann::json& event : trace["traceEvents"]) {
-      event["pid"] = rank;
-      if (event.contains("ts")) event["ts"] = event["ts"].get<double>() - double(offset_ns) / 1000.0;
-      events.push_back(std::move(event));
+    // A field of another type than ember writes (hand-made or damaged) is
+    // named with its file, not left as nlohmann's bare type_error.
+    try {
+      const nlohmann::json ember = trace.value("ember", nlohmann::json::object());
+      const int rank = ember.value("rank", file_rank);
+      EMBER_CHECK(rank == file_rank, "{} holds rank {}'s trace", path.string(), rank);
+      // Files of one job only, and all of its ranks (traces written by ember launch's workers say both).
+      if (ember.contains("job")) {
+        const std::string id = ember["job"].get<std::string>();
+        if (!job) job.emplace(id, path.string());
+        EMBER_CHECK(job->first == id,
+                    "{} is from job {} but {} from job {} (an earlier run's files in {}? remove them)",
+                    job->second, job->first, path.string(), id, directory);
+      }
+      if (ember.contains("world_size")) {
+        const int world_size = ember["world_size"].get<int>();
+        for (int r = 0; r < world_size; ++r)
+          EMBER_CHECK(files.count(r), "{} is one of {} ranks, but {} has no rank{}.json",
+                      path.string(), world_size, directory, r);
+        EMBER_CHECK(int(files.size()) == world_size,
+                    "{} is one of {} ranks, but {} holds {} rank files (an earlier run's?)",
+                    path.string(), world_size, directory, files.size());
+      }
+      // Note [One clock for every rank]: this rank's clock minus rank 0's.
+      const int64_t offset_ns = ember.value("clock_offset_ns", int64_t(0));
+      offsets[std::to_string(rank)] = offset_ns;
+      for (nlohmann::json& event : trace["traceEvents"]) {
+        event["pid"] = rank;
+        if (event.contains("ts")) event["ts"] = event["ts"].get<double>() - double(offset_ns) / 1000.0;
+        events.push_back(std::move(event));
+      }
+    } catch (const nlohmann::json::exception& failure) {
+      EMBER_CHECK(false, "{}: a field is not what ember writes ({}); is it a trace from EMBER_PROFILE?", path.string(),
+                  failure.what());
     }
   }
   return {{"traceEvents", std::move(events)},

@@ -39,6 +39,9 @@ inline Data make_data() {
 // Rank `rank`'s share of step `step`'s global batch (steps count from 1):
 // rows [rank * b, (rank + 1) * b) of it, with b = kBatchSize / world_size.
 inline std::pair<Tensor, Tensor> batch(const Data& data, int64_t step, int rank, int world_size) {
+  // Shares of another size would drop the batch's last rows and still call the loss the whole batch's.
+  EMBER_CHECK(kBatchSize % world_size == 0, "ladder: the global batch of {} does not split over {} processes; run "
+              "with a number of processes that divides it (1, 2, 4, 8, ...)", kBatchSize, world_size);
   const int64_t share = kBatchSize / world_size;
   const int64_t start = (step - 1) * kBatchSize + rank * share;
   return {data.inputs.narrow(0, start, share), data.targets.narrow(0, start, share)};

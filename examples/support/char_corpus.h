@@ -8,6 +8,7 @@
 
 #include <ember/ember.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <fstream>
@@ -55,6 +56,11 @@ class CharCorpus {
   int64_t vocab_size() const { return int64_t(vocabulary_.size()); }
   const std::vector<int64_t>& train_tokens() const { return train_; }
   const std::vector<int64_t>& validation_tokens() const { return validation_; }
+
+  // Whether every byte of `text` is in the vocabulary.
+  bool covers(std::string_view text) const {
+    return std::all_of(text.begin(), text.end(), [&](char c) { return token_of_[static_cast<unsigned char>(c)] >= 0; });
+  }
 
   // Characters outside the vocabulary are an error: the model has no token for them.
   std::vector<int64_t> encode(std::string_view text) const {

@@ -255,6 +255,21 @@ TEST(Profiler, TraceMergeRefusesFilesOfAnotherJobAndMissingOrDoubledRanks) {
       << missing.output;
 }
 
+// Catches: nlohmann's bare type_error ("cannot use operator[] with a string
+// argument with number") for a field of another type, naming no file.
+TEST(Profiler, TraceMergeOfAFieldOfAnotherTypeNamesTheFile) {
+  testing::ScratchDirectory directory;
+  for (const std::string& text : {std::string(R"({"traceEvents":[3]})"), std::string(R"({"traceEvents":[],"ember":{"job":5}})"),
+                                  std::string(R"({"traceEvents":[{"ts":"x"}]})")}) {
+    std::ofstream(directory.path() / "rank0.json") << text;
+    ProcessResult merge = run_process({EMBER_CLI, "trace", "merge", directory.path().string()}, seconds(30));
+    EXPECT_EQ(merge.exit_code, 1) << text;
+    EXPECT_NE(merge.output.find((directory.path() / "rank0.json").string() + ": a field is not what ember writes"),
+              std::string::npos)
+        << merge.output;
+  }
+}
+
 TEST(Profiler, TraceMergeOfADirectoryWithoutTracesNamesIt) {
   testing::ScratchDirectory directory;
   ProcessResult merge = run_process({EMBER_CLI, "trace", "merge", directory.path().string()}, seconds(30));

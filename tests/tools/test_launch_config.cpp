@@ -129,6 +129,13 @@ TEST_F(LaunchConfigTest, AnEmptyConfigFilePathIsRefused) {
     EXPECT_EQ(other.exit_code, 2) << command << ": " << other.output;
     EXPECT_TRUE(contains(other.output, "an empty path")) << command << ": " << other.output;
   }
+  // The same for the launcher's other options that an empty value made "not
+  // given" (the job ran with no profile, no logs, no EMBER_BACKEND).
+  for (const char* option : {"--log-dir", "--profile", "--backend", "--local-addr"}) {
+    ProcessResult empty = launch_in({no_default_file}, {option, ""});
+    EXPECT_EQ(empty.exit_code, 2) << option << ": " << empty.output;
+    EXPECT_TRUE(contains(empty.output, std::string("ember: ") + option + ": an empty")) << empty.output;
+  }
   EXPECT_EQ(leftover_workers(), std::vector<pid_t>{});
 }
 
