@@ -157,9 +157,17 @@ std::optional<std::string> value_text(const ConfigKey& key, const YAML::Node& va
     case ValueKind::non_negative_integer:
     case ValueKind::integer:
     case ValueKind::port:
-    case ValueKind::count:
+    case ValueKind::count: {
       // Accelerate converts its integer keys with int(), so `num_processes: '2'` is 2 there (and here).
+      // A plain 010, though, is octal 8 to PyYAML (YAML 1.1), and 10 here.
+      const std::string_view digits = std::string_view(text).substr(text.starts_with('-') || text.starts_with('+'));
+      EMBER_CHECK(quoted || digits.size() < 2 || digits[0] != '0' ||
+                      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }),
+                  "{}: '{}' has a leading zero, which makes it an octal number to Accelerate's YAML reader; write it "
+                  "without the zero (or quote it)",
+                  where, text);
       return text;
+    }
     default:
       EMBER_CHECK(!quoted, "{}: expected {}, got the string '{}'", where, describe_kind(key.kind), text);
       return text;

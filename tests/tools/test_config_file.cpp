@@ -413,6 +413,11 @@ TEST_F(ConfigFileTest, WrongValuesAndTypesAreErrors) {
       {"mixed_precision: fp8\n", "1, mixed_precision: 'fp8' is not one of no, fp16 or bf16"},
       {"num_processes: 0\n", "1, num_processes: '0' is not an integer of at least 1"},
       {"num_processes: 2.5\n", "1, num_processes: '2.5' is not an integer of at least 1"},
+      // PyYAML reads a plain 010 as octal 8 (Accelerate would start 8 processes, ember 10).
+      {"num_processes: 010\n", "1, num_processes: '010' has a leading zero, which makes it an octal number to "
+                                "Accelerate's YAML reader; write it without the zero (or quote it)"},
+      {"seed: -010\n", "1, seed: '-010' has a leading zero, which makes it an octal number to Accelerate's YAML "
+                        "reader; write it without the zero (or quote it)"},
       {"num_processes: 'two'\n", "1, num_processes: 'two' is not an integer of at least 1"},
       {"num_processes: 99999999999\n", "1, num_processes: '99999999999' is not an integer of at least 1"},
       {"num_machines: [1, 2]\n", "1, num_machines: expected an integer of at least 1, got a list"},
