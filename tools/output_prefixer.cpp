@@ -12,13 +12,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <map>
+#include <memory>
 #include <vector>
 
 namespace ember::launch {
 namespace {
 
-std::map<int, OutputSink*>& sinks() {
-  static std::map<int, OutputSink*> by_fd;
+// The sinks by descriptor (two descriptors of one pipe share one); they live
+// until forgotten or until the launcher exits.
+std::map<int, std::shared_ptr<OutputSink>>& sinks() {
+  static std::map<int, std::shared_ptr<OutputSink>> by_fd;
   return by_fd;
 }
 
@@ -103,7 +106,7 @@ void OutputSink::discard() {
 // let the other's bytes in between, where one writes its lines whole, one
 // after another. (A regular file is written whole, blocking, by each.)
 OutputSink& output_sink(int fd) {
-  OutputSink*& sink = sinks()[fd];
+  std::shared_ptr<OutputSink>& sink = sinks()[fd];
   if (sink) return *sink;
   struct stat target {};
   if (fstat(fd, &target) == 0 && !S_ISREG(target.st_mode)) {
@@ -114,18 +117,15 @@ OutputSink& output_sink(int fd) {
         return *(sink = other);
     }
   }
-  sink = new OutputSink(fd);
+  sink = std::shared_ptr<OutputSink>(new OutputSink(fd));
   return *sink;
 }
 
 void forget_output_sink(int fd) {
   auto found = sinks().find(fd);
   if (found == sinks().end()) return;
-  OutputSink* sink = found->second;
-  sinks().erase(found);
-  sink->flush();
-  const bool shared = std::any_of(sinks().begin(), sinks().end(), [&](const auto& entry) { return entry.second == sink; });
-  if (!shared) delete sink;
+  found->second->flush();
+  sinks().erase(found);  // the sink goes with its last descriptor
 }
 
 void flush_outputs(std::chrono::milliseconds limit) {
@@ -137,7 +137,7 @@ void flush_outputs(std::chrono::milliseconds limit) {
       sink->flush();
       if (!sink->pending()) continue;
       waiting.push_back(pollfd{sink->poll_fd(), POLLOUT, 0});
-      pending.push_back(sink);
+      pending.push_back(sink.get());
     }
     if (pending.empty()) return;
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());

@@ -37,11 +37,11 @@ class OutputSink {
 
   static constexpr size_t kMaxBufferedBytes = size_t(1) << 20;
 
+  ~OutputSink();
+
  private:
   friend OutputSink& output_sink(int fd);
-  friend void forget_output_sink(int fd);
   explicit OutputSink(int fd);
-  ~OutputSink();
   size_t next_chunk() const;
   int fd_;
   int write_fd_;          // fd_, or a non-blocking description of the same pipe or terminal
