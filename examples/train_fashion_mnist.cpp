@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "data/data.h"
@@ -37,7 +38,7 @@ struct Settings {
   std::string model = "mlp";
   int64_t epochs = 0;      // 0: the model's default below
   int64_t batch_size = 0;  // 0: the model's default below
-  double lr = 0;           // 0: the model's default below
+  std::optional<double> lr;  // none: the model's default below
   double weight_decay = 1e-2;  // AdamW's default
   int threads = 0;         // 0: ember's default (every core)
   int64_t limit_train = 0;  // 0: all 60,000 training images
@@ -51,7 +52,7 @@ int run(Settings settings) {
   bool cnn = settings.model == "cnn";
   if (settings.epochs == 0) settings.epochs = cnn ? 3 : 10;
   if (settings.batch_size == 0) settings.batch_size = cnn ? 64 : 128;
-  if (settings.lr == 0) settings.lr = cnn ? 2e-3 : 1e-3;
+  const double lr = settings.lr.value_or(cnn ? 2e-3 : 1e-3);
   if (settings.threads > 0) set_num_threads(settings.threads);
   manual_seed(settings.seed);
   auto start = std::chrono::steady_clock::now();
@@ -71,7 +72,7 @@ int run(Settings settings) {
   const Device device = kCPU;
   std::shared_ptr<nn::Sequential> model = cnn ? examples::make_fashion_mnist_cnn() : examples::make_fashion_mnist_mlp();
   model->to(device);
-  optim::AdamW optimizer(model->parameters(), {.lr = settings.lr, .weight_decay = settings.weight_decay});
+  optim::AdamW optimizer(model->parameters(), {.lr = lr, .weight_decay = settings.weight_decay});
   int64_t total_steps = settings.epochs * train_loader.size();
   optim::CosineWithWarmup scheduler(optimizer, /*num_warmup_steps=*/std::min<int64_t>(100, total_steps / 10),
                                     /*num_training_steps=*/total_steps);
@@ -127,13 +128,18 @@ int main(int argc, char** argv) try {
   Settings settings;
   CLI::App app("Train an MLP or a small CNN on Fashion-MNIST");
   app.add_option("--model", settings.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
-  app.add_option("--epochs", settings.epochs, "passes over the training set (default: mlp 10, cnn 3)");
+  // 0 in the settings means "the model's default"; given on the command line it is refused, as a
+  // negative count is (it used to pick the default, or to fail later naming something else).
+  app.add_option("--epochs", settings.epochs, "passes over the training set (default: mlp 10, cnn 3)")
+      ->check(CLI::Range(1, 1'000'000));
   app.add_option("--batch-size", settings.batch_size, "training batch size (default: mlp 128, cnn 64)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--lr", settings.lr, "peak AdamW learning rate (default: mlp 1e-3, cnn 2e-3)");
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  app.add_option("--lr", settings.lr, "peak AdamW learning rate (default: mlp 1e-3, cnn 2e-3)")
+      ->check(CLI::Range(0.0, 10.0));
   app.add_option("--weight-decay", settings.weight_decay, "AdamW weight decay");
-  app.add_option("--threads", settings.threads, "CPU threads (default: every core)");
-  app.add_option("--limit-train", settings.limit_train, "use only the first N training images");
+  app.add_option("--threads", settings.threads, "CPU threads (default: every core)")->check(CLI::Range(1, 4096));
+  app.add_option("--limit-train", settings.limit_train, "use only the first N training images")
+      ->check(CLI::Range(int64_t(1), int64_t(60'000)));
   app.add_option("--seed", settings.seed, "seed for initialisation and shuffling");
   app.add_option("--data-dir", settings.data_dir, "directory with the Fashion-MNIST .gz IDX files");
   app.add_option("--metrics-out", settings.metrics_out, "write metrics as JSON lines to this file");
