@@ -49,7 +49,7 @@ void Backend::allreduce_into(void* output, std::span<const Piece> pieces, int64_
   auto* at = static_cast<std::byte*>(output);
   for (const Piece& piece : pieces) {
     const auto bytes = size_t(piece.count * element_size(dtype));
-    if (piece.data != at) std::memcpy(at, piece.data, bytes);
+    if (bytes > 0 && piece.data != at) std::memcpy(at, piece.data, bytes);
     at += bytes;
   }
   allreduce(output, count, dtype, op);

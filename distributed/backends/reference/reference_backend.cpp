@@ -86,23 +86,30 @@ class ReferenceBackend final : public Backend {
     return "?";
   }
 
+  // Empty buffers return at once, after the argument checks: nothing would
+  // move, and these algorithms compare no calls (Note [Same collective on every rank]).
   void allreduce(void* data, int64_t count, DType dtype, ReduceOp op) override {
     check_reduction("allreduce", dtype, op);
+    if (count == 0) return;
     reference::allreduce(algorithm_, peers_, data, count, dtype, op);
   }
   void broadcast(void* data, int64_t nbytes, int root) override {
     EMBER_CHECK(root >= 0 && root < peers_.size, "reference broadcast: root {} is not a rank of a group of {}", root,
                 peers_.size);
+    if (nbytes == 0) return;
     tree_broadcast(peers_, data, nbytes, root);
   }
   void allgather(const void* input, void* output, int64_t nbytes) override {
+    if (nbytes == 0) return;
     ring_allgather(peers_, input, output, nbytes);
   }
   void reduce_scatter(const void* input, void* output, int64_t count, DType dtype, ReduceOp op) override {
     check_reduction("reduce_scatter", dtype, op);
+    if (count == 0) return;
     ring_reduce_scatter(peers_, input, output, count, dtype, op);
   }
   void all_to_all(const void* input, void* output, int64_t nbytes) override {
+    if (nbytes == 0) return;
     transport_->all_to_all(input, output, nbytes);
   }
   void barrier() override { transport_->barrier(); }
