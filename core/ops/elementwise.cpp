@@ -128,7 +128,10 @@ Tensor& arithmetic_(const Op<ElementwiseKernel>& op, Tensor& a, const Tensor& b)
   if (!a.is_contiguous()) check_no_internal_overlap(a, fmt::format("{}_", op.name()));
   DType dtype = result_type({&a, &b});
   if (&op == &div_op && !is_floating(dtype)) dtype = DType::f32;
-  EMBER_CHECK(dtype == a.dtype() || (is_floating(a.dtype()) && is_floating(dtype)),
+  // PyTorch's canCast: within a kind (floating into floating, integer into
+  // integer, wrapping as its cast does), never floating into integer or bool.
+  EMBER_CHECK(dtype == a.dtype() || (is_floating(a.dtype()) && is_floating(dtype)) ||
+                  (is_integral(a.dtype()) && is_integral(dtype)),
               "{}_: result type {} cannot be cast to the in-place output's dtype {}", op.name(), dtype, a.dtype());
   if (should_record({&a, &b})) [[unlikely]]
     return recorded_in_place(op, a, b);

@@ -190,6 +190,22 @@ TEST(Binary, InPlaceWritesThroughViewsAndBumpsVersion) {
   EXPECT_EMBER_ERROR(small += zeros({2, 3}), "does not match the broadcast shape");
 }
 
+// PyTorch casts an in-place result within its kind: int64 into an int32
+// target (wrapping, as its cast does), never a float into an integer or an
+// integer into bool. Catches: the int64 result refused for the int32 target.
+TEST(Binary, InPlaceIntegerResultOfAWiderIntegerTypeIsCast) {
+  Tensor ints = from_vector<int32_t>({1, 200});
+  ints += from_vector<int64_t>({1, 1});
+  EXPECT_EQ(ints.to_vector<int32_t>(), (std::vector<int32_t>{2, 201}));
+  ints *= from_vector<int64_t>({int64_t(1) << 40, 1});  // PyTorch 1.13: [0, 201]
+  EXPECT_EQ(ints.to_vector<int32_t>(), (std::vector<int32_t>{0, 201}));
+  EXPECT_EQ(ints.dtype(), DType::i32);
+  Tensor flags = from_vector<bool>({true, false});
+  EXPECT_EMBER_ERROR(flags += from_vector<int64_t>({1, 1}), "add_: result type int64 cannot be cast to the in-place "
+                                                          "output's dtype bool");
+  EXPECT_EMBER_ERROR(ints += from_vector<float>({0.5f, 0.5f}), "result type float32 cannot be cast");
+}
+
 TEST(Binary, IntegerOverflowWraps) {
   Tensor big = full({1}, std::numeric_limits<int32_t>::max(), {.dtype = DType::i32});
   EXPECT_EQ((big + 1).item<int32_t>(), std::numeric_limits<int32_t>::min());
