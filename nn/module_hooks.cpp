@@ -32,6 +32,19 @@ struct Module::BackwardState {
   // hook on each one seen for the first time; a parameter no longer watched
   // keeps an inert hook.
   static void watch(const std::shared_ptr<BackwardState>& state, const std::vector<Tensor>& parameters) {
+    // Every call refreshes the set, and nearly every call finds it as it was
+    // (the same parameters, in the same order): that costs a walk, no search
+    // and no allocation.
+    size_t same = 0;
+    for (const Tensor& parameter : parameters) {
+      if (!parameter.requires_grad()) continue;
+      if (same == state->watched.size() || !state->watched[same].parameter.is_same(parameter)) {
+        same = state->watched.size() + 1;
+        break;
+      }
+      ++same;
+    }
+    if (same == state->watched.size()) return;
     std::vector<Watched> now;
     for (const Tensor& parameter : parameters) {
       if (!parameter.requires_grad()) continue;
