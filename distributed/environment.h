@@ -97,7 +97,7 @@ int slurm_port(uint64_t job_id, uint64_t step_id);
 
 // A decimal integer in [low, high].
 int64_t parse_env_integer(const char* name, const char* text, int64_t low, int64_t high);
-// 1/true or 0/false (empty counts as false).
+// 1/true or 0/false; anything else, empty included, is an error.
 bool parse_env_flag(const char* name, const char* text);
 // The longest timeout (EMBER_TIMEOUT, `ember launch --timeout`) the workers
 // accept, in seconds (excluded): ~31 years, far inside every clock's range.

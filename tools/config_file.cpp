@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -83,7 +84,11 @@ const IgnoredAccelerateKey* find_ignored_accelerate_key(std::string_view name) {
 // Whether `value` asks for nothing: null, an empty sequence or mapping, a harmless
 // scalar, or a mapping whose every value is null, false or no (ipex_config:
 // {ipex: false}, dynamo_config: {dynamo_backend: 'NO'}).
-bool asks_for_nothing(const IgnoredAccelerateKey& key, const YAML::Node& value) {
+// `seen`: the positions of the mappings already found to ask for nothing. An
+// alias is its anchor's node, at its anchor's position, so each mapping is
+// read once: nested aliases (a0: {x: *a1, y: *a1}, ...) would otherwise make
+// the walk exponential in the depth of a file of a few hundred bytes.
+bool asks_for_nothing(const IgnoredAccelerateKey& key, const YAML::Node& value, std::set<size_t>& seen) {
   if (!value.IsDefined() || value.IsNull()) return true;
   if (value.IsScalar()) {
     for (std::string_view harmless : key.harmless)
@@ -91,10 +96,41 @@ bool asks_for_nothing(const IgnoredAccelerateKey& key, const YAML::Node& value) 
     return false;
   }
   if (value.IsSequence()) return value.size() == 0;
+  if (seen.contains(value.Mark().pos)) return true;
   static const IgnoredAccelerateKey kOff = {"", {"false", "no", "NO"}, ""};
   for (const auto& entry : value)
-    if (!asks_for_nothing(kOff, entry.second)) return false;
+    if (!asks_for_nothing(kOff, entry.second, seen)) return false;
+  seen.insert(value.Mark().pos);
   return true;
+}
+
+// PyYAML (Accelerate's reader) merges the mapping a plain `<<` key names into
+// its own (`<<: *base`); yaml-cpp keeps `<<` as an ordinary key, so the file
+// would mean one thing to Accelerate and another here. Refused anywhere in the
+// file; each mapping or list is walked once (`seen`, as asks_for_nothing).
+void refuse_merge_keys(const YAML::Node& node, const std::string& path, std::set<size_t>& seen) {
+  if (!node.IsMap() && !node.IsSequence()) return;
+  if (!seen.insert(node.Mark().pos).second) return;
+  if (node.IsSequence()) {
+    for (const auto& item : node) refuse_merge_keys(item, path, seen);
+    return;
+  }
+  for (const auto& entry : node) {
+    // A quoted '<<' (tag "!") is an ordinary key to PyYAML too.
+    EMBER_CHECK(!(entry.first.IsScalar() && entry.first.Scalar() == "<<" && entry.first.Tag() != "!"),
+                "config file '{}', line {}: YAML merge keys (<<) are not supported: write the merged keys out",
+                path, entry.first.Mark().line + 1);
+    refuse_merge_keys(entry.first, path, seen);
+    refuse_merge_keys(entry.second, path, seen);
+  }
+}
+
+// A leading ~ or ~/ of a path taken from the environment, as Python's
+// os.path.expanduser in Accelerate's default paths.
+std::string expand_home(std::string path) {
+  if (path != "~" && !path.starts_with("~/")) return path;
+  const char* home = std::getenv("HOME");
+  return home && *home ? std::string(home) + path.substr(1) : path;
 }
 
 std::string node_kind(const YAML::Node& node) {
@@ -207,7 +243,10 @@ YAML::Node parse_file(const std::string& path) {
     EMBER_CHECK(documents.size() <= 1,
                 "config file '{}' holds {} YAML documents (separated by ---); a config file holds one", path,
                 documents.size());
-    return documents.empty() ? YAML::Node() : documents.front();
+    if (documents.empty()) return YAML::Node();
+    std::set<size_t> seen;
+    refuse_merge_keys(documents.front(), path, seen);
+    return documents.front();
   } catch (const YAML::ParserException& parse_error) {
     EMBER_CHECK(false, "cannot parse config file '{}': {} at line {}, column {}", path, parse_error.msg,
                 parse_error.mark.line + 1, parse_error.mark.column + 1);
@@ -224,7 +263,12 @@ bool needs_quotes(const std::string& text) {
   double number = 0;
   auto [stop, error] = std::from_chars(text.data(), text.data() + text.size(), number);
   bool numeric = !text.empty() && error == std::errc() && stop == text.data() + text.size();
-  return text.empty() || special.count(lower) > 0 || numeric;
+  // PyYAML's int and float resolvers: 0x10, 0b1, 010, 1_000, 1:20 (base 60), .5, .inf, .nan.
+  static const std::regex yaml11_number(
+      "[-+]?(0b[0-1_]+|0[0-7_]+|(0|[1-9][0-9_]*)|0x[0-9a-fA-F_]+|[1-9][0-9_]*(:[0-5]?[0-9])+)"
+      "|[-+]?[0-9][0-9_]*\\.[0-9_]*([eE][-+][0-9]+)?|\\.[0-9][0-9_]*([eE][-+][0-9]+)?"
+      "|[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+\\.[0-9_]*|[-+]?\\.(inf|Inf|INF)|\\.(nan|NaN|NAN)");
+  return text.empty() || special.count(lower) > 0 || numeric || std::regex_match(text, yaml11_number);
 }
 
 void emit_string(YAML::Emitter& out, const std::string& text) {
@@ -253,7 +297,7 @@ std::string default_config_path() {
     return value && *value ? std::optional<std::string>(value) : std::nullopt;
   };
   if (auto path = variable("EMBER_CONFIG_FILE")) return *path;
-  if (auto cache = variable("XDG_CACHE_HOME")) return *cache + "/ember/default_config.yaml";
+  if (auto cache = variable("XDG_CACHE_HOME")) return expand_home(*cache) + "/ember/default_config.yaml";
   if (auto home = variable("HOME")) return *home + "/.cache/ember/default_config.yaml";
   EMBER_CHECK(false, "no default config file: none of EMBER_CONFIG_FILE, XDG_CACHE_HOME and HOME is set");
   return "";
@@ -264,8 +308,8 @@ std::optional<std::string> accelerate_default_config_path() {
     const char* value = std::getenv(name);
     return value && *value ? std::optional<std::string>(value) : std::nullopt;
   };
-  if (auto hf_home = variable("HF_HOME")) return *hf_home + "/accelerate/default_config.yaml";
-  if (auto cache = variable("XDG_CACHE_HOME")) return *cache + "/huggingface/accelerate/default_config.yaml";
+  if (auto hf_home = variable("HF_HOME")) return expand_home(*hf_home) + "/accelerate/default_config.yaml";
+  if (auto cache = variable("XDG_CACHE_HOME")) return expand_home(*cache) + "/huggingface/accelerate/default_config.yaml";
   if (auto home = variable("HOME")) return *home + "/.cache/huggingface/accelerate/default_config.yaml";
   return std::nullopt;
 }
@@ -297,7 +341,8 @@ ConfigFile read_config_file(const std::string& path) {
     } else if (const ConfigKey* key = find_config_key(name)) {
       if (auto text = value_text(*key, entry.second, where)) config.settings[name] = canonical_value(*key, *text, where);
     } else if (const IgnoredAccelerateKey* ignored = find_ignored_accelerate_key(name)) {
-      if (!asks_for_nothing(*ignored, entry.second))
+      std::set<size_t> seen_mappings;
+      if (!asks_for_nothing(*ignored, entry.second, seen_mappings))
         config.warnings.push_back(fmt::format("config file '{}', line {}: Accelerate's '{}' is set{}, which ember does "
                                               "not honour{}{}",
                                               path, line, name,

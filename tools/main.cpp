@@ -10,6 +10,7 @@
 // Tests: tests/distributed/test_launch.cpp, tests/tools/.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -42,37 +43,75 @@ const CLI::Validator kNonEmptyValue(
     [](std::string& value) { return value.empty() ? std::string("an empty value (an unset variable?)") : std::string(); },
     "TEXT");
 
+// CLI11 reads a number flag's "010" as octal 8, "0x10" as 16 and "" as 0;
+// torchrun and accelerate launch (argparse's int and float) read "010" as 10
+// and refuse the others. These take decimal text only, as argparse, and hand
+// CLI11 the number's plain form.
+std::string_view without_plus(std::string_view text) {
+  return text.starts_with('+') && !text.starts_with("+-") ? text.substr(1) : text;
+}
+const CLI::Validator kDecimalInteger(
+    [](std::string& value) {
+      const std::string_view text = without_plus(value);
+      long long number = 0;
+      const auto [stop, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+      if (text.empty() || error != std::errc() || stop != text.data() + text.size())
+        return fmt::format("'{}' is not a decimal integer", value);
+      value = std::to_string(number);
+      return std::string();
+    },
+    "INT");
+const CLI::Validator kDecimalNumber(
+    [](std::string& value) {
+      const std::string_view text = without_plus(value);
+      double number = 0;
+      const auto [stop, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+      if (text.empty() || error != std::errc() || stop != text.data() + text.size())
+        return fmt::format("'{}' is not a decimal number", value);
+      value = fmt::format("{}", number);
+      return std::string();
+    },
+    "NUMBER");
+
 CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
   CLI::App* launch = app.add_subcommand("launch", "Start and supervise the workers of a distributed job on this node");
   // Accelerate's and torchrun's spellings are aliases (Note [Accelerate's and
   // torchrun's flags] in tools/README.md); flags_given holds the first name.
   launch->add_option("--nproc-per-node,--nproc_per_node", options.nproc_per_node, "Workers on this node")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(kDecimalInteger);
   launch->add_option("--num-processes,--num_processes", options.num_processes,
-                     "Accelerate's: workers of ALL nodes together; each node starts num_processes / nnodes");
+                     "Accelerate's: workers of ALL nodes together; each node starts num_processes / nnodes")
+      ->transform(kDecimalInteger);
   launch->add_option("--nnodes,--num-machines,--num_machines", options.nnodes, "Nodes in the job (one launcher each)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(kDecimalInteger);
   launch->add_option("--node-rank,--node_rank,--machine-rank,--machine_rank", options.node_rank,
                      "This node's index, 0 to nnodes-1; node 0 hosts the store")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(kDecimalInteger);
   launch->add_option("--master-addr,--master_addr,--main-process-ip,--main_process_ip", options.master_addr,
                      "Address of the store (node 0)")
       ->capture_default_str();
   launch->add_option("--master-port,--master_port,--main-process-port,--main_process_port", options.master_port,
                      "Port of the store; 0: a free one (single node)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(kDecimalInteger);
   launch->add_flag("--standalone", options.standalone,
                    "torchrun's: one node, the store on a free loopback port (no --master-addr/--master-port)");
   launch->add_flag("--multi-gpu,--multi_gpu")
       ->description("Accelerate's; accepted and changes nothing: ember uses one GPU per worker when it has GPUs");
   launch->add_option("--max-restarts", options.max_restarts, "Relaunch the workers after a failure up to this often")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(kDecimalInteger);
   launch->add_option("--timeout", options.timeout_seconds,
                      "Seconds for the workers' collectives and store calls (EMBER_TIMEOUT)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(kDecimalInteger);
   launch->add_option("--grace-period", options.grace_period_seconds,
                      "Seconds from SIGTERM to SIGKILL when stopping workers")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(kDecimalNumber);
   launch->add_option("--log-dir", options.log_dir, "Write each rank's output to DIR/rank_N.log")->check(kNonEmptyPath);
   launch->add_flag("--bind-cores", options.bind_cores,
                    "Run each local rank on its own share of the launcher's CPUs (sched_setaffinity)");

@@ -97,6 +97,12 @@ TEST_F(AcceleratorOptionsTest, BadValuesNameTheOptionAndWhereItCameFrom) {
   setenv("EMBER_USE_CPU", "yes", 1);
   EXPECT_EMBER_ERROR(resolve_accelerator_options({}), "EMBER_USE_CPU='yes' is not a flag");
   unsetenv("EMBER_USE_CPU");
+  // An empty flag (EMBER_EVEN_BATCHES=$UNSET) read as false and turned a
+  // default-on option off without a word. Mutation caught: parse_env_flag
+  // taking "" for false.
+  setenv("EMBER_EVEN_BATCHES", "", 1);
+  EXPECT_EMBER_ERROR(resolve_accelerator_options({}), "EMBER_EVEN_BATCHES='' is not a flag");
+  unsetenv("EMBER_EVEN_BATCHES");
   EXPECT_EMBER_ERROR(resolve_accelerator_options({.total_limit = 0}), "total_limit must be at least 1, got 0");
   EXPECT_EMBER_ERROR(resolve_accelerator_options({.project_dir = ""}), "project_dir (from AcceleratorOptions) is empty");
 }

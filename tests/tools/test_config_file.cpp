@@ -3,6 +3,7 @@
 // `accelerate config` (tests/data/accelerate_*_config.yaml), ember's own keys,
 // unknown keys, wrong values and types, the text written and read back, and
 // where the default file is.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -393,6 +394,39 @@ TEST_F(ConfigFileTest, AccelerateKeysEmberIgnoresWarnWhenTheyAskForSomething) {
                      "launch --bind-cores"}));
 }
 
+// PyYAML merges `<<: *base` into its mapping (Accelerate runs 2 bf16 processes
+// from this file); yaml-cpp kept `<<` as an unknown key, and the job ran with
+// the defaults after an "unknown key" warning. Refused, at any depth; a quoted
+// '<<' is an ordinary key to both. Mutation caught: parse_file without
+// refuse_merge_keys.
+TEST_F(ConfigFileTest, YamlMergeKeysAreRefused) {
+  EXPECT_EQ(read_error("base: &base {num_processes: 2, mixed_precision: bf16}\n<<: *base\n"),
+            "config file '" + path() + "', line 2: YAML merge keys (<<) are not supported: write the merged keys out");
+  EXPECT_EQ(read_error("fsdp_config:\n  <<: {fsdp_sharding_strategy: FULL_SHARD}\n"),
+            "config file '" + path() + "', line 2: YAML merge keys (<<) are not supported: write the merged keys out");
+  ConfigFile quoted = read("'<<': 1\nseed: 3\n");
+  EXPECT_EQ(quoted.settings, (Settings{{"seed", "3"}}));
+  EXPECT_EQ(quoted.warnings, std::vector<std::string>{"config file '" + path() + "', line 1: unknown key '<<' ignored"});
+}
+
+// An ignored Accelerate key whose value nests aliases, each level naming the
+// one below twice, was walked once per path: 2^N mappings for a file of a few
+// hundred bytes (depth 24 took 36 s, depth 40 never ended). Each mapping is read
+// once now; the depth-60 file below would not finish in the age of the universe
+// otherwise. Mutation caught: asks_for_nothing without its `seen` positions.
+TEST_F(ConfigFileTest, NestedAliasesAreReadOnce) {
+  std::string text = "ipex_config:\n  defs:\n    a0: &a0 {off: false}\n";
+  for (int level = 1; level <= 60; ++level)
+    text += fmt::format("    a{0}: &a{0} {{x: *a{1}, y: *a{1}}}\n", level, level - 1);
+  text += "  ipex: *a60\nseed: 1\n";
+  ConfigFile config = read(text);
+  EXPECT_EQ(config.settings, (Settings{{"seed", "1"}}));
+  EXPECT_EQ(config.warnings, std::vector<std::string>{});
+  // And a mapping that asks for something still does, reached through an alias.
+  ConfigFile loud = read("ipex_config:\n  defs: {a: &a {ipex: true}}\n  use: *a\n");
+  EXPECT_EQ(loud.warnings.size(), 1u);
+}
+
 // Accelerate reads its integer keys with int(), so `num_processes: '2'` is 2
 // there, and here. Booleans and numbers with a fraction stay strict.
 // Catches: the quoted-string check applied to integer keys again.
@@ -535,6 +569,15 @@ TEST_F(ConfigFileTest, WrittenFileReadsBackTheSame) {
   EXPECT_EQ(config.settings, settings);
   EXPECT_EQ(config.warnings, std::vector<std::string>{});
 
+  // Text PyYAML would read as a number (base 60, hex, underscores, .inf) is
+  // quoted: unquoted, `main_process_ip: 1:20` is 80 to Accelerate. Mutation
+  // caught: needs_quotes without the YAML 1.1 number forms.
+  for (const char* text : {"1:20", "0x10", "1_000", ".inf", "-.inf", ".5", "0b11", "017"}) {
+    const std::string written = launch::config_yaml({{"project_dir", text}});
+    EXPECT_NE(written.find(std::string("'") + text + "'"), std::string::npos) << written;
+  }
+  EXPECT_NE(launch::config_yaml({{"project_dir", "runs/1:20"}}).find("project_dir: runs/1:20"), std::string::npos);
+
   // Replaced whole, and nothing of the temporary file is left beside it.
   launch::write_config_file(target.string(), {{"seed", "1"}});
   EXPECT_EQ(launch::read_config_file(target.string()).settings, (Settings{{"seed", "1"}}));
@@ -603,6 +646,25 @@ TEST_F(ConfigFileTest, DefaultPathFollowsTheEnvironment) {
     ScopedVariable explicit_file("EMBER_CONFIG_FILE", "");
     ScopedVariable cache("XDG_CACHE_HOME", std::nullopt);
     EXPECT_EQ(launch::default_config_path(), "/home/someone/.cache/ember/default_config.yaml");
+  }
+  // A leading ~ is the home directory, as os.path.expanduser in Accelerate's
+  // paths: HF_HOME='~/hf' hid Accelerate's file ("config file: none").
+  // Mutation caught: the paths without expand_home.
+  {
+    ScopedVariable explicit_file("EMBER_CONFIG_FILE", std::nullopt);
+    ScopedVariable cache("XDG_CACHE_HOME", "~/cache");
+    ScopedVariable hf_home("HF_HOME", std::nullopt);
+    EXPECT_EQ(launch::default_config_path(), "/home/someone/cache/ember/default_config.yaml");
+    EXPECT_EQ(launch::accelerate_default_config_path(),
+              "/home/someone/cache/huggingface/accelerate/default_config.yaml");
+  }
+  {
+    ScopedVariable hf_home("HF_HOME", "~/hf");
+    EXPECT_EQ(launch::accelerate_default_config_path(), "/home/someone/hf/accelerate/default_config.yaml");
+  }
+  {
+    ScopedVariable hf_home("HF_HOME", "~other/hf");
+    EXPECT_EQ(launch::accelerate_default_config_path(), "~other/hf/accelerate/default_config.yaml");
   }
 }
 

@@ -139,6 +139,25 @@ TEST_F(LaunchConfigTest, AnEmptyConfigFilePathIsRefused) {
   EXPECT_EQ(leftover_workers(), std::vector<pid_t>{});
 }
 
+// CLI11 read a number flag's "010" as octal 8 (--master-port 077777 ran on
+// port 32767), "0x2" as 2 and "" as 0 (--grace-period "" stopped workers with
+// no grace at all); torchrun and accelerate launch read decimal text only.
+// Mutation caught: the number options without ->transform(kDecimalInteger).
+TEST_F(LaunchConfigTest, NumberFlagsAreDecimal) {
+  ProcessResult port = launch_in({no_default_file}, {"--master-port", "077777"});
+  EXPECT_EQ(port.exit_code, 1) << port.output;
+  EXPECT_TRUE(contains(port.output, "ember launch: --master-port 77777 is not a TCP port")) << port.output;
+  for (const auto& [option, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--nproc-per-node", ""}, {"--nproc-per-node", "0x2"}, {"--timeout", "1e3"}, {"--grace-period", ""},
+           {"--grace-period", "0x1p3"}, {"--max-restarts", "0b1"}, {"--node-rank", "-+1"}}) {
+    ProcessResult refused = launch_in({no_default_file}, {option, value});
+    EXPECT_EQ(refused.exit_code, 2) << option << " " << value << ": " << refused.output;
+    EXPECT_TRUE(contains(refused.output, "ember: " + option + ": '" + value + "' is not a")) << refused.output;
+  }
+  expect_workers(launch_in({no_default_file}, {"--nproc-per-node", "+02", "--grace-period", "0.50"}), 2, {});
+  EXPECT_EQ(leftover_workers(), std::vector<pid_t>{});
+}
+
 TEST_F(LaunchConfigTest, ConfigFileSetsTheContractsVariables) {
   std::string file = config(
       "num_processes: 3\n"
@@ -261,7 +280,7 @@ TEST_F(LaunchConfigTest, InheritedFlagsAreReadAsTheAcceleratorReadsThem) {
                  1, {{"EMBER_USE_CPU", "1"}, {"EMBER_SPLIT_BATCHES", "0"}});
   ProcessResult refused = launch_in({no_default_file, "EMBER_USE_CPU=yes"}, {"--nproc-per-node", "1"});
   EXPECT_NE(refused.exit_code, 0);
-  EXPECT_TRUE(contains(refused.output, "EMBER_USE_CPU='yes' is not a flag (use true or false, 1 or 0)"))
+  EXPECT_TRUE(contains(refused.output, "EMBER_USE_CPU='yes' is not a flag (use true or false, 1 or 0"))
       << refused.output;
 }
 
@@ -342,7 +361,10 @@ TEST_F(LaunchConfigTest, BadValuesAreErrorsBeforeAnyWorkerStarts) {
       {{}, {"--config-file", bad_yaml},
        "ember launch: cannot parse config file '" + bad_yaml + "': end of sequence flow not found at line 2, column 1\n"},
       {{}, {"--config-file", missing}, "ember launch: config file '" + missing + "' does not exist\n"},
-      {{"EMBER_USE_CPU=yes"}, {}, "ember launch: EMBER_USE_CPU='yes' is not a flag (use true or false, 1 or 0)\n"},
+      {{"EMBER_USE_CPU=yes"}, {}, "ember launch: EMBER_USE_CPU='yes' is not a flag (use true or false, 1 or 0"},
+      // Read as false, an empty flag turned even_batches (default on) off: refused, as Accelerate's
+      // str_to_bool. Mutation caught: parse_env_flag taking "" for false.
+      {{"EMBER_EVEN_BATCHES="}, {}, "ember launch: EMBER_EVEN_BATCHES='' is not a flag"},
       {{"EMBER_TOTAL_LIMIT=0"}, {}, "ember launch: EMBER_TOTAL_LIMIT in the environment: '0' is not an integer of at least 1\n"},
       {{"EMBER_CONFIG_FILE=" + bad_value}, {},
        "ember launch: config file '" + bad_value +
