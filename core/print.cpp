@@ -16,6 +16,9 @@ constexpr int64_t kEdgeItems = 3;
 
 struct Printer {
   const std::vector<double>& values;
+  // The exact values of an integer or bool tensor: through doubles, int64
+  // values past 2^53 printed rounded, and INT64_MAX as INT64_MIN.
+  const std::vector<int64_t>& integers;
   const Shape& shape;
   DType dtype;
   bool summarize = false;
@@ -24,9 +27,10 @@ struct Printer {
   size_t width = 0;
   std::string out;
 
-  std::string element(double v) const {
-    if (dtype == DType::boolean) return v != 0 ? "True" : "False";
-    if (!is_floating(dtype)) return fmt::format("{}", int64_t(v));
+  std::string element(size_t index) const {
+    if (dtype == DType::boolean) return integers[index] != 0 ? "True" : "False";
+    if (!is_floating(dtype)) return fmt::format("{}", integers[index]);
+    const double v = values[index];
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
     if (scientific) return fmt::format("{:.4e}", v);
@@ -34,6 +38,9 @@ struct Printer {
     return fmt::format("{:.4f}", v);
   }
 
+  // PyTorch's choice (torch/_tensor_str.py): scientific when the nonzero
+  // finite magnitudes span more than 1000x or pass 1e8, or, for values that
+  // are not all whole, go under 1e-4.
   void measure() {
     double max_abs = 0, min_abs = INFINITY;
     for (double v : values) {
@@ -42,14 +49,16 @@ struct Printer {
       max_abs = std::max(max_abs, std::abs(v));
       if (v != 0) min_abs = std::min(min_abs, std::abs(v));
     }
-    scientific = is_floating(dtype) && (max_abs >= 1e8 || (!integer_valued && min_abs < 1e-4));
-    for (double v : values) width = std::max(width, element(v).size());
+    const bool any = std::isfinite(min_abs);
+    scientific = is_floating(dtype) && any &&
+                 (max_abs / min_abs > 1000 || max_abs > 1e8 || (!integer_valued && min_abs < 1e-4));
+    for (size_t i = 0; i < size_t(std::max(values.size(), integers.size())); ++i) width = std::max(width, element(i).size());
   }
 
   // Prints the sub-tensor at `dim` whose first element is values[base].
   void print(int dim, int64_t base, int indent) {
     if (dim == shape.ndim()) {
-      std::string s = element(values[size_t(base)]);
+      std::string s = element(size_t(base));
       out.append(width - s.size(), ' ').append(s);
       return;
     }
@@ -74,8 +83,10 @@ struct Printer {
 
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
-  std::vector<double> values = to_vector<double>();
-  Printer printer{.values = values, .shape = shape(), .dtype = dtype(), .out = "tensor("};
+  const bool floating = is_floating(dtype());
+  const std::vector<double> values = floating ? to_vector<double>() : std::vector<double>();
+  const std::vector<int64_t> integers = floating ? std::vector<int64_t>() : to_vector<int64_t>();
+  Printer printer{.values = values, .integers = integers, .shape = shape(), .dtype = dtype(), .out = "tensor("};
   printer.summarize = numel() > kSummaryThreshold;
   printer.measure();
   if (numel() == 0)

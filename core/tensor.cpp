@@ -2,9 +2,11 @@
 #include "core/tensor.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "core/device_runtime.h"
 #include "core/ops/views.h"
+#include "core/scalar_fits.h"
 
 namespace ember {
 
@@ -63,7 +65,15 @@ T Tensor::item() const {
   EMBER_CHECK(numel() == 1, "item: a tensor with {} elements (shape {}) cannot be converted to a scalar", numel(),
               shape());
   if (!device().is_cpu()) check_implicit_device_copy("item", device());
-  Tensor host = to(kCPU).to(dtype_of<T>);
+  Tensor host = to(kCPU);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // Checked, as libtorch's item<int64_t>(): the saturating cast gave 0 for
+    // NaN and INT32_MAX for 3e9, and wrapped 5e9 from int64 into int32.
+    const bool floating = is_floating(dtype());
+    const Scalar value = floating ? Scalar(host.item<double>()) : Scalar(*host.to(DType::i64).data_ptr<int64_t>());
+    check_scalar_fits("item", value, dtype_of<T>);
+  }
+  host = host.to(dtype_of<T>);
   return *static_cast<const T*>(host.data_ptr());
 }
 

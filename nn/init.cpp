@@ -10,6 +10,7 @@
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/views.h"
+#include "core/scalar_fits.h"
 
 namespace ember::nn::init {
 
@@ -21,7 +22,8 @@ void check_floating(const Tensor& tensor, const char* op) {
 }
 
 // Random draws happen in f32 (f64 for f64 tensors) and are then converted, so
-// f16/bf16 tensors get the same values as their f32 counterparts, rounded.
+// f16/bf16 tensors get the same values as their f32 counterparts, rounded
+// (uniform_ aside: see there).
 TensorOptions draw_options(const Tensor& tensor) {
   return {.dtype = tensor.dtype() == DType::f64 ? DType::f64 : DType::f32, .device = tensor.device()};
 }
@@ -83,8 +85,19 @@ Tensor uniform_(const Tensor& tensor, double low, double high, Generator* genera
   // As PyTorch: low > high drew from [high, low) without a word.
   EMBER_CHECK(std::isfinite(low) && std::isfinite(high) && low <= high,
               "nn::init::uniform_: expects finite low <= high, got low {} and high {}", low, high);
+  // As PyTorch's: bounds or a width past the dtype's range filled the tensor with inf.
+  const DType dtype = tensor.dtype();
+  EMBER_CHECK(scalar_range(low, dtype) == ScalarRange::inside && scalar_range(high, dtype) == ScalarRange::inside &&
+                  scalar_range(high - low, dtype) == ScalarRange::inside,
+              "nn::init::uniform_: low {} and high {} (a width of {}) do not fit dtype {}", low, high, high - low, dtype);
   NoGradGuard no_grad;
-  Tensor draw = rand(tensor.shape(), draw_options(tensor), generator);
+  // A 16-bit tensor draws on its own dtype's grid ([0, 1) in steps of 2^-8 for
+  // bf16, PyTorch's uniform_real), so the result does not round up to `high`
+  // (24-bit draws gave bf16 uniform_(0, 1) exact ones); f32 and f64 as above.
+  const bool narrow = dtype == DType::bf16 || dtype == DType::f16;
+  TensorOptions options = draw_options(tensor);
+  Tensor draw = narrow ? rand(tensor.shape(), {.dtype = dtype, .device = tensor.device()}, generator).to(options.dtype)
+                       : rand(tensor.shape(), options, generator);
   copy_(tensor, draw * (high - low) + low);
   return tensor;
 }

@@ -42,7 +42,35 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step) {
   return arange(start, end, step, {.dtype = integral ? DType::i64 : DType::f32});
 }
 
+namespace {
+
+// Integer bounds into an integer dtype are counted and filled in int64, as
+// PyTorch's: through doubles, bounds past 2^53 were rounded (arange(2^53 + 1,
+// 2^53 + 4) gave four elements, two of them equal) and arange(2^60, 2^60 + 5)
+// came out empty.
+Tensor arange_integral(int64_t lo, int64_t hi, int64_t delta, TensorOptions options) {
+  EMBER_CHECK(delta != 0, "arange: step must be nonzero");
+  EMBER_CHECK((delta > 0 && hi >= lo) || (delta < 0 && hi <= lo),
+              "arange: upper bound and step sign are inconsistent (start={}, end={}, step={})", lo, hi, delta);
+  const __int128 count = (__int128(hi) - lo + delta - (delta > 0 ? 1 : -1)) / delta;
+  EMBER_CHECK(count < __int128(1e12), "arange: {} elements requested", double(count));
+  const int64_t n = int64_t(count);
+  if (n > 0) {
+    check_scalar_fits("arange", lo, options.dtype);
+    check_scalar_fits("arange", int64_t(__int128(lo) + __int128(n - 1) * delta), options.dtype);
+  }
+  Tensor host = make_tensor({n}, DType::i64);
+  int64_t* data = host.data_ptr<int64_t>();
+  // Every value lies between lo and hi, so none overflows.
+  for (int64_t i = 0; i < n; ++i) data[i] = int64_t(__int128(lo) + __int128(i) * delta);
+  return finish("arange", host.to(options.dtype).to(options.device), options);
+}
+
+}  // namespace
+
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions options) {
+  if (is_integral(options.dtype) && start.is_integral() && end.is_integral() && step.is_integral())
+    return arange_integral(start.to_int(), end.to_int(), step.to_int(), options);
   double lo = start.to_double(), hi = end.to_double(), delta = step.to_double();
   EMBER_CHECK(delta != 0, "arange: step must be nonzero");
   EMBER_CHECK(std::isfinite(lo) && std::isfinite(hi), "arange: bounds must be finite, got start={} end={}", lo, hi);

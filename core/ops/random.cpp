@@ -11,6 +11,7 @@
 #include "core/device_runtime.h"
 #include "core/ops/creation.h"
 #include "core/ops/random_kernels.h"
+#include "core/scalar_fits.h"
 
 namespace ember {
 
@@ -77,11 +78,12 @@ Tensor randn(const Shape& shape, TensorOptions options, Generator* generator) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options, Generator* generator) {
   EMBER_CHECK(low < high, "randint: expected low < high, got low={} high={}", low, high);
-  if (options.dtype == DType::i32)
-    EMBER_CHECK(low >= std::numeric_limits<int32_t>::min() && high - 1 <= std::numeric_limits<int32_t>::max(),
-                "randint: range [{}, {}) does not fit dtype int32", low, high);
-  if (options.dtype == DType::boolean)
-    EMBER_CHECK(low >= 0 && high <= 2, "randint: range [{}, {}) does not fit dtype bool", low, high);
+  // Every dtype: f16 and bf16 took [0, 2^40) and filled the tensor with inf.
+  const bool fits = options.dtype == DType::boolean
+                        ? low >= 0 && high <= 2
+                        : scalar_range(low, options.dtype) == ScalarRange::inside &&
+                              scalar_range(high - 1, options.dtype) == ScalarRange::inside;
+  EMBER_CHECK(fits, "randint: range [{}, {}) does not fit dtype {}", low, high, options.dtype);
   EMBER_CHECK(!options.requires_grad || is_floating(options.dtype),
               "randint: only floating tensors can require gradients, got {}", options.dtype);
   Tensor out = make_tensor(shape, options.dtype, options.device);

@@ -179,6 +179,11 @@ TEST(Random, BadArgumentsNameTheOp) {
   EXPECT_EMBER_ERROR(randint(5, 5, {2}), "randint: expected low < high, got low=5 high=5");
   EXPECT_EMBER_ERROR(randint(0, int64_t(1) << 33, {2}, {.dtype = DType::i32}), "does not fit dtype int32");
   EXPECT_EMBER_ERROR(randint(0, 3, {2}, {.dtype = DType::boolean}), "does not fit dtype bool");
+  // A floating dtype took any range: f16 [0, 2^40) filled the tensor with inf.
+  // Mutation caught: the range check for i32 and bool only.
+  EXPECT_EMBER_ERROR(randint(0, int64_t(1) << 40, {4}, {.dtype = DType::f16}),
+                     "randint: range [0, 1099511627776) does not fit dtype float16");
+  EXPECT_EQ(randint(-65504, 65505, {4}, {.dtype = DType::f16}).numel(), 4);
 }
 
 }  // namespace

@@ -115,6 +115,38 @@ TEST(Tensor, CreationOps) {
   EXPECT_EQ(data[4], 0.0f);
 }
 
+// Integer bounds were counted and filled through doubles: arange(2^53 + 1,
+// 2^53 + 4) gave four elements, two of them equal, and arange(2^60, 2^60 + 5)
+// and arange(INT64_MAX - 2, INT64_MAX) came out empty. Now int64 throughout,
+// as PyTorch's. Mutation caught: arange without its arange_integral path.
+TEST(Tensor, ArangeOfLargeIntegersIsExact) {
+  const int64_t big = (int64_t(1) << 53) + 1;
+  EXPECT_EQ(arange(big, big + 3).to_vector<int64_t>(), (std::vector<int64_t>{big, big + 1, big + 2}));
+  EXPECT_EQ(arange(int64_t(1) << 60, (int64_t(1) << 60) + 5).numel(), 5);
+  const int64_t top = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(arange(top - 2, top).to_vector<int64_t>(), (std::vector<int64_t>{top - 2, top - 1}));
+  EXPECT_EQ(arange(10, 0, -3).to_vector<int64_t>(), (std::vector<int64_t>{10, 7, 4, 1}));
+  EXPECT_EQ(arange(0, 10, 5).to_vector<int64_t>(), (std::vector<int64_t>{0, 5}));
+  EXPECT_EQ(arange(3, 3).numel(), 0);
+  EXPECT_EQ(arange(0, 5, 2, {.dtype = DType::i32}).to_vector<int32_t>(), (std::vector<int32_t>{0, 2, 4}));
+  EXPECT_EMBER_ERROR(arange(0, int64_t(3) << 31, int64_t(1) << 31, {.dtype = DType::i32}), "arange");
+  EXPECT_EMBER_ERROR(arange(0, 5, -1), "upper bound and step sign are inconsistent");
+}
+
+// item<int>() saturated or wrapped without a word (NaN gave 0, 3e9 gave
+// INT32_MAX, int64 5e9 wrapped to 705032704); libtorch's checked conversion
+// throws. Mutation caught: item without its check_scalar_fits.
+TEST(Tensor, ItemIntoAnIntegerIsChecked) {
+  EXPECT_EMBER_ERROR(full({}, NAN).item<int64_t>(), "item");
+  EXPECT_EMBER_ERROR(full({}, 3e9).item<int32_t>(), "item");
+  EXPECT_EMBER_ERROR(full({}, int64_t(5000000000), {.dtype = DType::i64}).item<int32_t>(), "item");
+  EXPECT_EQ(full({}, -2.75).item<int32_t>(), -2);  // a fraction inside the range truncates, as PyTorch's
+  EXPECT_EQ(full({}, std::numeric_limits<int64_t>::max(), {.dtype = DType::i64}).item<int64_t>(),
+            std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(full({}, 7, {.dtype = DType::i32}).item<int64_t>(), 7);
+  EXPECT_TRUE(full({}, 2.5).item<bool>());
+}
+
 // An integer leaf that required gradients took them truncated to its dtype
 // (sum(x * 2.5).backward() gave x.grad = [2, 2]): every creation op refuses it,
 // as requires_grad_ and PyTorch do. Mutation caught: creation.cpp's finish()
@@ -238,6 +270,19 @@ TEST(Tensor, PrintsLikePyTorch) {
   EXPECT_EQ(zeros({7, 0}).str(), "tensor([], size=[7, 0])");
   EXPECT_EQ(zeros({7, std::numeric_limits<int64_t>::max(), 0}).str(), "tensor([], size=[7, 9223372036854775807, 0])");
   EXPECT_NE(arange(2000).str().find("..."), std::string::npos);
+  // int64 values were printed through doubles: INT64_MAX as INT64_MIN, 2^53 + 1
+  // as 2^53. Mutation caught: Printer reading integers through to_vector<double>.
+  const int64_t top = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(from_vector<int64_t>({top, -top - 1, 9007199254740993}).str(),
+            "tensor([ 9223372036854775807, -9223372036854775808,     9007199254740993])");
+  // PyTorch's scientific rule (torch/_tensor_str.py): magnitudes more than 1000x
+  // apart, or past 1e8. Mutation caught: measure() without the ratio test.
+  EXPECT_EQ(from_vector<float>({1, 2000}).str(), "tensor([1.0000e+00, 2.0000e+03])");
+  EXPECT_EQ(from_vector<float>({0.5f, 600}).str(), "tensor([5.0000e-01, 6.0000e+02])");
+  EXPECT_EQ(from_vector<float>({0.00012f, 1}).str(), "tensor([1.2000e-04, 1.0000e+00])");
+  EXPECT_EQ(from_vector<float>({1, 1000}).str(), "tensor([   1., 1000.])");
+  EXPECT_EQ(from_vector<float>({1e8f}).str(), "tensor([100000000.])");
+  EXPECT_EQ(from_vector<float>({1.5e8f}).str(), "tensor([1.5000e+08])");
 }
 
 }  // namespace

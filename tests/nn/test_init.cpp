@@ -64,6 +64,24 @@ TEST(Init, UniformAndNormal) {
   EXPECT_TRUE(all_close(init::uniform_(empty({2}), 3.0, 3.0), full({2}, 3.0), 0, 0));
 }
 
+// A bf16 or f16 tensor took 24-bit draws rounded into its dtype: uniform_(0, 1)
+// gave exact ones (385 of 200k in bf16), kaiming_uniform_ values past its bound.
+// They draw on their own dtype's grid now, as PyTorch's. Bounds past the
+// dtype's range filled the tensor with inf: refused, as PyTorch. Mutation
+// caught: uniform_ drawing in f32 for every dtype (the maxima below reach 1).
+TEST(Init, SixteenBitUniformStaysBelowItsUpperBound) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    Tensor t = empty({200000}, {.dtype = dtype});
+    init::uniform_(t, 0.0, 1.0);
+    EXPECT_LT(max(t).item<double>(), 1.0) << fmt::format("{}", dtype);
+    EXPECT_GE(min(t).item<double>(), 0.0) << fmt::format("{}", dtype);
+    EXPECT_NEAR(mean(t.to(DType::f32)).item<double>(), 0.5, 0.01) << fmt::format("{}", dtype);
+  }
+  EXPECT_EMBER_ERROR(init::uniform_(empty({2}), -3e38, 3e38), "nn::init::uniform_: low -3e+38 and high 3e+38");
+  EXPECT_EMBER_ERROR(init::uniform_(empty({2}, {.dtype = DType::f16}), 0, 1e5), "do not fit dtype float16");
+  EXPECT_EMBER_ERROR(init::uniform_(empty({2}), 1e39, 1e39), "do not fit dtype float32");
+}
+
 TEST(Init, TruncNormalStaysInItsBoundsWithTheTruncatedMoments) {
   Tensor t = empty({400, 500});
   init::trunc_normal_(t);  // N(0, 1) on [-2, 2]
