@@ -32,7 +32,6 @@ void Adagrad::initialize_state(size_t group, size_t index) {
 }
 
 void Adagrad::check_options(const AdagradOptions& options) const {
-  EMBER_CHECK(options.lr >= 0, "Adagrad: invalid learning rate {}", options.lr);
   EMBER_CHECK(options.lr_decay >= 0, "Adagrad: invalid lr_decay {}", options.lr_decay);
   EMBER_CHECK(options.weight_decay >= 0, "Adagrad: invalid weight_decay {}", options.weight_decay);
   EMBER_CHECK(options.initial_accumulator_value >= 0, "Adagrad: invalid initial_accumulator_value {}",

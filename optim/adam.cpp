@@ -12,7 +12,6 @@ namespace detail {
 template <class Options>
 void AdamFamily<Options>::check_options(const Options& options) const {
   const std::string& name = this->name();
-  EMBER_CHECK(options.lr >= 0, "{}: invalid learning rate {}", name, options.lr);
   EMBER_CHECK(options.eps >= 0, "{}: invalid epsilon {}", name, options.eps);
   EMBER_CHECK(options.betas.first >= 0 && options.betas.first < 1, "{}: invalid beta parameter at index 0: {}", name,
               options.betas.first);

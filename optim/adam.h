@@ -38,7 +38,9 @@ class AdamFamily : public OptimizerWithOptions<Options> {
   bool updates_elementwise() const override { return true; }
   bool has_momentum() const override { return true; }
   double momentum(size_t group) const override { return this->options(group).betas.first; }
-  void set_momentum(size_t group, double momentum) override { this->options(group).betas.first = momentum; }
+  void set_momentum(size_t group, double momentum) override {
+    this->set_checked(group, [momentum](Options& o) { o.betas.first = momentum; });
+  }
 
  protected:
   void update() override;

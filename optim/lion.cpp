@@ -16,7 +16,6 @@ Lion::Lion(std::vector<ParamGroup<LionOptions>> groups) : OptimizerWithOptions("
 }
 
 void Lion::check_options(const LionOptions& options) const {
-  EMBER_CHECK(options.lr >= 0, "Lion: invalid learning rate {}", options.lr);
   EMBER_CHECK(options.betas.first >= 0 && options.betas.first <= 1, "Lion: invalid beta parameter at index 0: {}",
               options.betas.first);
   EMBER_CHECK(options.betas.second >= 0 && options.betas.second <= 1, "Lion: invalid beta parameter at index 1: {}",

@@ -26,7 +26,9 @@ class Lion final : public OptimizerWithOptions<LionOptions> {
 
   bool has_momentum() const override { return true; }
   double momentum(size_t group) const override { return options(group).betas.first; }
-  void set_momentum(size_t group, double momentum) override { options(group).betas.first = momentum; }
+  void set_momentum(size_t group, double momentum) override {
+    set_checked(group, [momentum](LionOptions& o) { o.betas.first = momentum; });
+  }
 
  private:
   void update() override;

@@ -32,10 +32,10 @@ const Tensor& ParamState::at(std::string_view name) const {
 namespace {
 // Runs every hook (none is skipped because an earlier one said no) and says
 // whether all of them let the call go ahead.
-template <class Hook>
-bool all_hooks_allow(const HookList<Hook>& hooks, Optimizer& optimizer) {
+template <class Hook, class... Args>
+bool all_hooks_allow(const HookList<Hook>& hooks, Optimizer& optimizer, Args... args) {
   bool allowed = true;
-  for (const Hook& hook : hooks.snapshot()) allowed = hook(optimizer) && allowed;
+  for (const Hook& hook : hooks.snapshot()) allowed = hook(optimizer, args...) && allowed;
   return allowed;
 }
 }  // namespace
@@ -81,7 +81,7 @@ void Optimizer::remove_hook(HookId id) {
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
-  if (!zero_grad_pre_hooks_.empty() && !all_hooks_allow(zero_grad_pre_hooks_, *this)) return;
+  if (!zero_grad_pre_hooks_.empty() && !all_hooks_allow(zero_grad_pre_hooks_, *this, set_to_none)) return;
   for (Group& group : groups_)
     for (const Tensor& param : group.params) autograd::zero_grad(param, set_to_none);
 }

@@ -66,9 +66,10 @@ class Optimizer {
 
   // A pre-hook runs before every step() (or zero_grad()); when one returns
   // false the call does nothing (the hooks after it still run). Hooks run in
-  // registration order. remove_hook takes the id of either kind.
+  // registration order. remove_hook takes the id of either kind. A zero_grad
+  // hook is told the call's set_to_none (ZeRO clears its flat gradients the same way).
   using StepPreHook = std::function<bool(Optimizer& optimizer)>;
-  using ZeroGradPreHook = std::function<bool(Optimizer& optimizer)>;
+  using ZeroGradPreHook = std::function<bool(Optimizer& optimizer, bool set_to_none)>;
   HookId register_step_pre_hook(StepPreHook hook);
   HookId register_zero_grad_pre_hook(ZeroGradPreHook hook);
   // A post-hook runs after every step() that updated the parameters.
@@ -173,6 +174,7 @@ class OptimizerWithOptions : public Optimizer {
 
   // A new group, as PyTorch's add_param_group; the options are checked.
   void add_param_group(std::vector<Tensor> params, const Options& options) {
+    EMBER_CHECK(options.lr >= 0, "{}: invalid learning rate {}", name(), options.lr);
     check_options(options);
     add_group_params(std::move(params));
     options_.push_back(options);
@@ -189,8 +191,20 @@ class OptimizerWithOptions : public Optimizer {
     EMBER_CHECK(!groups.empty(), "{}: got no parameter groups", name());
     for (ParamGroup<Options>& group : groups) add_param_group(std::move(group.params), group.options);
   }
-  // Throws ember::Error naming the optimizer and the bad value.
+  // Throws ember::Error naming the optimizer and the bad value; every option
+  // but the lr, which add_param_group checks: a schedule may take it below 0
+  // (OneCycleLR's linear anneal past its end), and such a state must save and
+  // load (step() refuses to use it).
   virtual void check_options(const Options& options) const = 0;
+  // Sets one option of a group through check_options, so that a scheduler
+  // cannot set what the constructor would refuse (OneCycleLR's momentum of 1
+  // made Adam's parameters NaN).
+  void set_checked(size_t group, auto change) {
+    Options changed = options(group);
+    change(changed);
+    check_options(changed);
+    options(group) = changed;
+  }
 
  private:
   std::vector<Options> options_;

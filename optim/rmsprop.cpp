@@ -17,7 +17,6 @@ RMSprop::RMSprop(std::vector<ParamGroup<RMSpropOptions>> groups) : OptimizerWith
 }
 
 void RMSprop::check_options(const RMSpropOptions& options) const {
-  EMBER_CHECK(options.lr >= 0, "RMSprop: invalid learning rate {}", options.lr);
   EMBER_CHECK(options.eps >= 0, "RMSprop: invalid epsilon {}", options.eps);
   EMBER_CHECK(options.momentum >= 0, "RMSprop: invalid momentum {}", options.momentum);
   EMBER_CHECK(options.weight_decay >= 0, "RMSprop: invalid weight_decay {}", options.weight_decay);

@@ -25,7 +25,9 @@ class RMSprop final : public OptimizerWithOptions<RMSpropOptions> {
 
   bool has_momentum() const override { return true; }
   double momentum(size_t group) const override { return options(group).momentum; }
-  void set_momentum(size_t group, double momentum) override { options(group).momentum = momentum; }
+  void set_momentum(size_t group, double momentum) override {
+    set_checked(group, [momentum](RMSpropOptions& o) { o.momentum = momentum; });
+  }
 
  private:
   void update() override;

@@ -103,10 +103,10 @@ void LRScheduler::load_state_dict(const nlohmann::json& state) {
   const size_t groups = optimizer_.num_param_groups();
   std::vector<double> base_lrs = detail::number_list_field(state, "base_lrs", at, int64_t(groups));
   std::vector<double> last_lr = detail::number_list_field(state, "_last_lr", at, int64_t(groups));
+  // _last_lr may be negative: OneCycleLR's linear anneal goes below 0 at
+  // its last step, and that state must load (step() refuses to use it).
   for (size_t g = 0; g < groups; ++g)
-    EMBER_CHECK(base_lrs[g] >= 0 && last_lr[g] >= 0,
-                "{}: learning rates must not be negative, got base_lrs[{}] = {} and _last_lr[{}] = {}", at, g,
-                base_lrs[g], g, last_lr[g]);
+    EMBER_CHECK(base_lrs[g] >= 0, "{}: learning rates must not be negative, got base_lrs[{}] = {}", at, g, base_lrs[g]);
   // -1 is "before the first step" (a constructor's argument); a count below
   // it would give a negative epoch and, for most schedules, a negative lr.
   int64_t last_epoch = detail::count_field(state, "last_epoch", at, -1);
@@ -209,6 +209,9 @@ void StepLR::load_fields(const nlohmann::json& state) {
 MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma, int64_t last_epoch)
     : LRScheduler(optimizer, "MultiStepLR", last_epoch), milestones_(std::move(milestones)), gamma_(gamma) {
   EMBER_CHECK(gamma >= 0, "MultiStepLR: gamma must not be negative, got {}", gamma);
+  // As load_state_dict: a state with a negative milestone would not load.
+  for (int64_t milestone : milestones_)
+    EMBER_CHECK(milestone >= 0, "MultiStepLR: milestone {} is not an epoch (a whole number >= 0)", milestone);
   std::sort(milestones_.begin(), milestones_.end());
   initialize_base_lrs();
   initial_step();

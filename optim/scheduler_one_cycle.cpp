@@ -66,6 +66,21 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, const OneCycleLROptions& options)
   const std::vector<double> base_momentums = per_group(options.base_momentum, groups, "base_momentum");
   EMBER_CHECK(!cycle_momentum_ || optimizer.has_momentum(),
               "OneCycleLR: {} has no momentum to cycle (set cycle_momentum = false)", optimizer.name());
+  // Both momentums go through the optimizer's checks here, not at the step
+  // that reaches them (Adam's beta1 of 1 made its parameters NaN); a refusal
+  // leaves the optimizer as it was.
+  if (cycle_momentum_)
+    for (size_t g = 0; g < groups; ++g) {
+      const double current = optimizer.momentum(g);
+      try {
+        optimizer.set_momentum(g, base_momentums[g]);
+        optimizer.set_momentum(g, max_momentums[g]);
+      } catch (...) {
+        optimizer.set_momentum(g, current);
+        throw;
+      }
+      optimizer.set_momentum(g, current);
+    }
   for (size_t g = 0; g < groups; ++g) {
     const double initial_lr = max_lrs[g] / options.div_factor;
     groups_.push_back({.initial_lr = initial_lr,
@@ -147,6 +162,15 @@ void OneCycleLR::save_fields(nlohmann::json& state) const {
 void OneCycleLR::load_fields(const nlohmann::json& state) {
   const std::string at = where("load_state_dict");
   const int64_t total_steps = detail::count_field(state, "total_steps", at, 1);
+  // Not taken from the state: the schedule's shape is the constructor's, as
+  // the warmup schedulers' (a linear schedule loaded into a cos one went on as cos).
+  const nlohmann::json& strategy = detail::field(state, "anneal_strategy", at);
+  const std::string made = anneal_strategy_ == AnnealStrategy::cos ? "cos" : "linear";
+  EMBER_CHECK(strategy == made, "{}: the state was saved with anneal_strategy {}, this scheduler anneals by '{}'", at,
+              strategy.dump(), made);
+  const nlohmann::json& cycle = detail::field(state, "cycle_momentum", at);
+  EMBER_CHECK(cycle == cycle_momentum_, "{}: the state was saved with cycle_momentum {}, this scheduler has {}", at,
+              cycle.dump(), cycle_momentum_);
   const nlohmann::json& phases = detail::field(state, "_schedule_phases", at);
   EMBER_CHECK(phases.is_array() && phases.size() == phases_.size(), "{}: '_schedule_phases' must hold {} phases", at,
               phases_.size());

@@ -13,9 +13,12 @@ namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-// JSON has no infinity: the worst value of a fresh scheduler is written as null.
-nlohmann::json number_or_null(double value) {
-  return std::isinf(value) ? nlohmann::json(nullptr) : nlohmann::json(value);
+// JSON has no infinity: one is written as the string "inf" or "-inf" (a best
+// metric may be one: a PSNR at zero error). null, which files before this
+// wrote for every infinity, reads as the mode's worst value.
+nlohmann::json number_or_infinity(double value) {
+  if (!std::isinf(value)) return value;
+  return value > 0 ? "inf" : "-inf";
 }
 
 }  // namespace
@@ -32,6 +35,11 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, const ReduceLROnPlate
   EMBER_CHECK(options.min_lr.size() == 1 || options.min_lr.size() == groups,
               "ReduceLROnPlateau: expected 1 or {} min_lrs, got {}", groups, options.min_lr.size());
   min_lrs_ = options.min_lr.size() == 1 ? std::vector<double>(groups, options.min_lr[0]) : options.min_lr;
+  // As load_state_dict: a state with these would not load.
+  for (size_t g = 0; g < groups; ++g)
+    EMBER_CHECK(min_lrs_[g] >= 0, "ReduceLROnPlateau: learning rates must not be negative, got min_lrs[{}] = {}", g,
+                min_lrs_[g]);
+  EMBER_CHECK(options.eps >= 0, "ReduceLROnPlateau: 'eps' must not be negative, got {}", options.eps);
   best_ = options.mode == PlateauMode::min ? kInfinity : -kInfinity;
   for (size_t g = 0; g < groups; ++g) last_lr_.push_back(optimizer.lr(g));
 }
@@ -81,10 +89,10 @@ nlohmann::json ReduceLROnPlateau::state_dict() const {
           {"min_lrs", min_lrs_},
           {"eps", options_.eps},
           {"verbose", false},
-          {"best", number_or_null(best_)},
+          {"best", number_or_infinity(best_)},
           {"num_bad_epochs", num_bad_epochs_},
           {"cooldown_counter", cooldown_counter_},
-          {"mode_worse", number_or_null(options_.mode == PlateauMode::min ? kInfinity : -kInfinity)},
+          {"mode_worse", number_or_infinity(options_.mode == PlateauMode::min ? kInfinity : -kInfinity)},
           {"last_epoch", last_epoch_},
           {"_last_lr", last_lr_}};
 }
@@ -113,13 +121,14 @@ void ReduceLROnPlateau::load_state_dict(const nlohmann::json& state) {
                 "{}: learning rates must not be negative, got min_lrs[{}] = {} and _last_lr[{}] = {}", at, g,
                 min_lrs[g], g, last_lr[g]);
   const nlohmann::json& best = detail::field(state, "best", at);
-  EMBER_CHECK(best.is_null() || best.is_number(), "{}: 'best' must be a number or null, got {}", at, best.dump());
+  EMBER_CHECK(best.is_null() || best.is_number() || best == "inf" || best == "-inf",
+              "{}: 'best' must be a number, \"inf\", \"-inf\" or null, got {}", at, best.dump());
   const double worst = options.mode == PlateauMode::min ? kInfinity : -kInfinity;
   const int64_t num_bad_epochs = detail::count_field(state, "num_bad_epochs", at, 0);
   const int64_t cooldown_counter = detail::count_field(state, "cooldown_counter", at, 0);
   const int64_t last_epoch = detail::count_field(state, "last_epoch", at, 0);
   // Everything is read and checked: from here on nothing throws.
-  best_ = best.is_null() ? worst : best.get<double>();
+  best_ = best.is_null() ? worst : best.is_number() ? best.get<double>() : best == "inf" ? kInfinity : -kInfinity;
   num_bad_epochs_ = num_bad_epochs;
   cooldown_counter_ = cooldown_counter;
   last_epoch_ = last_epoch;

@@ -17,7 +17,6 @@ SGD::SGD(std::vector<ParamGroup<SGDOptions>> groups) : OptimizerWithOptions("SGD
 }
 
 void SGD::check_options(const SGDOptions& options) const {
-  EMBER_CHECK(options.lr >= 0, "SGD: invalid learning rate {}", options.lr);
   EMBER_CHECK(options.momentum >= 0, "SGD: invalid momentum {}", options.momentum);
   EMBER_CHECK(options.weight_decay >= 0, "SGD: invalid weight_decay {}", options.weight_decay);
   EMBER_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),

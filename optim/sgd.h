@@ -25,7 +25,9 @@ class SGD final : public OptimizerWithOptions<SGDOptions> {
 
   bool has_momentum() const override { return true; }
   double momentum(size_t group) const override { return options(group).momentum; }
-  void set_momentum(size_t group, double momentum) override { options(group).momentum = momentum; }
+  void set_momentum(size_t group, double momentum) override {
+    set_checked(group, [momentum](SGDOptions& o) { o.momentum = momentum; });
+  }
   // PyTorch's SGD loads a state without momentum_buffer (it is None until a
   // step with momentum), so none is required, but one is kept with momentum.
   std::vector<std::string> state_buffer_names(size_t group) const override {

@@ -54,18 +54,23 @@ void sqrt_in_place(C* values, int64_t n) {
   for (; i < n; ++i) values[i] = std::sqrt(values[i]);
 }
 
-// The gradient as the update sees it: sign * g + weight_decay * p.
+// The gradient as the update sees it: sign * g + weight_decay * p, the decay
+// term left out when weight_decay is 0 (as PyTorch's): 0 * inf made an
+// infinite parameter NaN. The test is loop-invariant; the loops stay vector
+// code (a blend).
 template <class T>
 struct GradientTerms {
   ComputeType<T> sign, weight_decay;
+  bool decay;
   ComputeType<T> operator()(T grad, T param) const {
-    return sign * ComputeType<T>(grad) + weight_decay * ComputeType<T>(param);
+    const ComputeType<T> signed_grad = sign * ComputeType<T>(grad);
+    return decay ? signed_grad + weight_decay * ComputeType<T>(param) : signed_grad;
   }
 };
 
 template <class T>
 GradientTerms<T> gradient_terms(bool maximize, double weight_decay) {
-  return {ComputeType<T>(maximize ? -1 : 1), ComputeType<T>(weight_decay)};
+  return {ComputeType<T>(maximize ? -1 : 1), ComputeType<T>(weight_decay), weight_decay != 0};
 }
 
 // SGD's coefficients, computed once per update.

@@ -159,6 +159,7 @@ TEST_F(LoadStateDict, RefusesNegativeOrNonFiniteFields) {
   for (const auto& [field, at] : places)
     for (const auto& [shown, value] : values) {
       if (value == 1.0 && field != "betas") continue;
+      if (field == "lr" && value == -1.0) continue;  // loads: see below
       if (field == "step" && value != -1.0) continue;  // a step must be an integer: NaN is refused as such
       optim::OptimizerStateDict bad = saved;
       bad.meta[at] = field == "step" ? nlohmann::json(-3) : nlohmann::json(value);
@@ -174,6 +175,13 @@ TEST_F(LoadStateDict, RefusesNegativeOrNonFiniteFields) {
   fresh.load_state_dict(saved);
   EXPECT_EQ(fresh.options(0).lr, 0.1);
   ASSERT_NE(fresh.state(0, 0), nullptr);
+  // A negative lr loads (a schedule's end leaves one: OneCycleLR's linear
+  // anneal), and the step refuses it.
+  optim::OptimizerStateDict ended = saved;
+  ended.meta["param_groups"][0]["lr"] = -0.5;
+  fresh.load_state_dict(ended);
+  EXPECT_EQ(fresh.options(0).lr, -0.5);
+  EXPECT_EMBER_ERROR(fresh.step(), "a negative rate would ascend the loss");
 }
 
 TEST_F(LoadStateDict, ChecksTheState) {

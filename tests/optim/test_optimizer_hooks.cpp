@@ -59,12 +59,19 @@ TEST(OptimizerHooks, AZeroGradPreHookCanKeepTheGradients) {
   Tensor w = leaf_with_grad(1.0, 3.0);
   optim::SGD optimizer({w}, {.lr = 0.1});
   bool allow = false;
-  optimizer.register_zero_grad_pre_hook([&](optim::Optimizer&) { return allow; });
+  std::vector<bool> told;
+  optimizer.register_zero_grad_pre_hook([&](optim::Optimizer&, bool set_to_none) {
+    told.push_back(set_to_none);
+    return allow;
+  });
   optimizer.zero_grad();
   EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{3.0f, 3.0f}));
   allow = true;
+  optimizer.zero_grad(false);
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{0.0f, 0.0f}));
   optimizer.zero_grad();
   EXPECT_FALSE(w.grad().defined());
+  EXPECT_EQ(told, (std::vector<bool>{true, false, true}));
   EXPECT_EMBER_ERROR(optimizer.register_step_pre_hook(nullptr), "the hook is empty");
   EXPECT_EMBER_ERROR(optimizer.register_zero_grad_pre_hook(nullptr), "the hook is empty");
 }

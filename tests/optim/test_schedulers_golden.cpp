@@ -189,7 +189,7 @@ TEST(Scheduler, LoadStateDictRefusesBadFieldsAndChangesNothing) {
     corrupt("last_epoch below its start", pointer("/last_epoch"), schedule.plateau ? -1 : -2);
     corrupt("negative _step_count", pointer("/_step_count"), -1);
     corrupt("negative base lr", pointer("/base_lrs/0"), -0.1);
-    corrupt("negative last lr", pointer("/_last_lr/0"), -0.1);
+    // A negative _last_lr loads (OneCycleLRAtTheEndOfALinearScheduleSavesAndLoads).
     corrupt("NaN last lr", pointer("/_last_lr/0"), nan);
     corrupt("negative gamma", pointer("/gamma"), -0.5);
     corrupt("NaN eta_min", pointer("/eta_min"), nan);
@@ -198,7 +198,7 @@ TEST(Scheduler, LoadStateDictRefusesBadFieldsAndChangesNothing) {
     corrupt("negative num_bad_epochs", pointer("/num_bad_epochs"), -3);
     corrupt("factor of 1", pointer("/factor"), 1.0);
     corrupt("a child's last_epoch", pointer("/_schedulers/1/last_epoch"), -7);
-    corrupt("a child's negative lr", pointer("/_schedulers/0/_last_lr/0"), -1.0);
+    corrupt("a child's negative base lr", pointer("/_schedulers/0/base_lrs/0"), -1.0);
     corrupt("negative max_lr", pointer("/group_values/0/max_lr"), -0.1);
     corrupt("zero total_steps", pointer("/total_steps"), 0);
     corrupt("milestone counted 10^18 times", pointer("/milestones/8"), 1000000000000000000);
@@ -220,6 +220,114 @@ TEST(Scheduler, LoadStateDictRefusesBadFieldsAndChangesNothing) {
   }
 }
 
+// OneCycleLR's linear anneal ends below 0 at its last step (as PyTorch's); that
+// state was refused by both loaders ("invalid learning rate", "learning rates
+// must not be negative"), so an end-of-training checkpoint never loaded, and
+// going back to an earlier state from it failed half-way: check_state_dict
+// had changed the optimizer's lr and the scheduler's epoch. Mutation caught:
+// the lr sign checked in check_options again (the loads below throw).
+TEST(Scheduler, OneCycleLRAtTheEndOfALinearScheduleSavesAndLoads) {
+  Tensor a = zeros({2}).requires_grad_();
+  auto make = [&](optim::AdamW& optimizer) {
+    return optim::OneCycleLR(optimizer, {.max_lr = {0.1}, .total_steps = 100,
+                                         .anneal_strategy = optim::AnnealStrategy::linear});
+  };
+  optim::AdamW optimizer({a}, {.lr = 0.1});
+  optim::OneCycleLR schedule = make(optimizer);
+  optim::OptimizerStateDict early_optimizer;
+  nlohmann::json early_schedule;
+  for (int step = 0; step < 100; ++step) {
+    a.set_grad(ones({2}));
+    optimizer.step();
+    schedule.step();
+    if (step == 49) {
+      early_optimizer = optimizer.state_dict();
+      for (auto& entry : early_optimizer.tensors) entry.second = entry.second.clone();
+      early_schedule = schedule.state_dict();
+    }
+  }
+  ASSERT_LT(optimizer.lr(0), 0);
+  EXPECT_EMBER_ERROR(optimizer.step(), "a negative rate would ascend the loss");
+  const optim::OptimizerStateDict end_optimizer = optimizer.state_dict();
+  const nlohmann::json end_schedule = schedule.state_dict();
+
+  Tensor b = zeros({2}).requires_grad_();
+  optim::AdamW fresh({b}, {.lr = 0.1});
+  optim::OneCycleLR fresh_schedule = make(fresh);
+  fresh.load_state_dict(end_optimizer);
+  fresh_schedule.load_state_dict(end_schedule);
+  EXPECT_EQ(fresh.lr(0), optimizer.lr(0));
+  EXPECT_EQ(fresh_schedule.state_dict().dump(), end_schedule.dump());
+  // Back to step 50 from the end: the checks leave both as they were.
+  const double end_lr = optimizer.lr(0);
+  optimizer.check_state_dict(early_optimizer);
+  schedule.check_state_dict(early_schedule);
+  EXPECT_EQ(optimizer.lr(0), end_lr);
+  EXPECT_EQ(schedule.state_dict().dump(), end_schedule.dump());
+  optimizer.load_state_dict(early_optimizer);
+  schedule.load_state_dict(early_schedule);
+  EXPECT_EQ(schedule.state_dict().dump(), early_schedule.dump());
+  EXPECT_GT(optimizer.lr(0), 0);
+}
+
+// Momentums OneCycleLR sets bypassed the optimizer's checks: max_momentum 1
+// made Adam's beta1 1 and its parameters NaN at the first step (PyTorch:
+// ZeroDivisionError). Both ends are checked at construction now. Mutation
+// caught: set_momentum assigning without set_checked.
+TEST(Scheduler, OneCycleLRMomentumsGoThroughTheOptimizersChecks) {
+  optim::Adam adam({zeros({2}).requires_grad_()}, {.lr = 0.1});
+  EXPECT_EMBER_ERROR(optim::OneCycleLR(adam, {.max_lr = {0.1}, .total_steps = 10, .max_momentum = {1.0}}),
+                     "Adam: invalid beta parameter at index 0: 1");
+  EXPECT_EMBER_ERROR(optim::OneCycleLR(adam, {.max_lr = {0.1}, .total_steps = 10, .base_momentum = {-0.5}}),
+                     "Adam: invalid beta parameter at index 0: -0.5");
+  EXPECT_EQ(adam.momentum(0), 0.9);  // refused before it changed anything it keeps
+  optim::SGD sgd({zeros({2}).requires_grad_()}, {.lr = 0.1, .momentum = 0.9});
+  EXPECT_EMBER_ERROR(optim::OneCycleLR(sgd, {.max_lr = {0.1}, .total_steps = 10, .base_momentum = {-1.0}}),
+                     "SGD: invalid momentum -1");
+}
+
+// The saved anneal_strategy and cycle_momentum were read by nobody: a linear
+// schedule loaded into a cos one went on as cos (lr 0.0611 where the saved
+// run has 0.0571). Refused, as the warmup schedules refuse other numbers.
+// Mutation caught: load_fields without the two checks.
+TEST(Scheduler, OneCycleLRRefusesAStateOfAnotherShape) {
+  optim::SGD sgd({zeros({2}).requires_grad_()}, {.lr = 0.1, .momentum = 0.9});
+  optim::OneCycleLR linear(sgd, {.max_lr = {0.1}, .total_steps = 20, .anneal_strategy = optim::AnnealStrategy::linear,
+                                 .cycle_momentum = false});
+  for (int step = 0; step < 10; ++step) linear.step();
+  const nlohmann::json saved = linear.state_dict();
+  optim::SGD other({zeros({2}).requires_grad_()}, {.lr = 0.1, .momentum = 0.9});
+  optim::OneCycleLR cos(other, {.max_lr = {0.1}, .total_steps = 20, .cycle_momentum = false});
+  EXPECT_EMBER_ERROR(cos.load_state_dict(saved),
+                     "the state was saved with anneal_strategy \"linear\", this scheduler anneals by 'cos'");
+  optim::OneCycleLR cycling(other, {.max_lr = {0.1}, .total_steps = 20, .anneal_strategy = optim::AnnealStrategy::linear});
+  EXPECT_EMBER_ERROR(cycling.load_state_dict(saved), "the state was saved with cycle_momentum false, this scheduler has true");
+}
+
+// JSON has no infinity, and ReduceLROnPlateau wrote every infinite best as
+// null, read back as the mode's worst: a max-mode best of +inf (a PSNR at zero
+// error) came back as -inf, and the resumed run cut the lr where the saved one
+// did not. Now "inf" / "-inf"; null still reads as the worst. Mutation caught:
+// number_or_infinity writing null again.
+TEST(Scheduler, PlateauKeepsAnInfiniteBestThroughItsState) {
+  optim::SGD sgd({zeros({1}).requires_grad_()}, {.lr = 0.1});
+  optim::ReduceLROnPlateau plateau(sgd, {.mode = optim::PlateauMode::max, .patience = 0});
+  plateau.step(INFINITY);
+  const nlohmann::json saved = plateau.state_dict();
+  EXPECT_EQ(saved["best"], "inf");
+  optim::SGD other({zeros({1}).requires_grad_()}, {.lr = 0.1});
+  optim::ReduceLROnPlateau resumed(other, {.mode = optim::PlateauMode::max, .patience = 0});
+  resumed.load_state_dict(saved);
+  plateau.step(5);
+  resumed.step(5);
+  EXPECT_EQ(other.lr(0), sgd.lr(0));
+  EXPECT_EQ(sgd.lr(0), 0.1 * 0.1);
+  nlohmann::json legacy = saved;
+  legacy["best"] = nullptr;  // files written before: null is the worst value
+  resumed.load_state_dict(legacy);
+  EXPECT_EQ(resumed.state_dict()["best"], "-inf");
+}
+
 TEST(Scheduler, RejectsBadArguments) {
   optim::SGD sgd({zeros({1}).requires_grad_()}, {.lr = 0.1});
   EXPECT_EMBER_ERROR(optim::StepLR(sgd, 0), "StepLR: step_size must be positive, got 0");
@@ -233,6 +341,9 @@ TEST(Scheduler, RejectsBadArguments) {
   // Each of these used to be accepted, and the state dict it wrote refused on resume
   // (or, for total_steps, the epochs were used instead without a word).
   EXPECT_EMBER_ERROR(optim::ReduceLROnPlateau(sgd, {.factor = -0.5}), "factor must not be negative");
+  EXPECT_EMBER_ERROR(optim::ReduceLROnPlateau(sgd, {.min_lr = {-1}}), "learning rates must not be negative, got min_lrs[0] = -1");
+  EXPECT_EMBER_ERROR(optim::ReduceLROnPlateau(sgd, {.eps = -1}), "'eps' must not be negative, got -1");
+  EXPECT_EMBER_ERROR(optim::MultiStepLR(sgd, {-1, 3}, 0.5), "MultiStepLR: milestone -1 is not an epoch");
   EXPECT_EMBER_ERROR(optim::CosineAnnealingLR(sgd, 10, -0.1), "eta_min must not be negative, got -0.1");
   EXPECT_EMBER_ERROR(optim::OneCycleLR(sgd, {.max_lr = {0.1}, .total_steps = -5, .epochs = 2, .steps_per_epoch = 3}),
                      "expected a positive total_steps, got -5");

@@ -238,6 +238,29 @@ TEST(UpdateKernels, FirstAdamStepMovesByTheLearningRate) {
   EXPECT_FLOAT_EQ(exp_avg.to_vector<float>()[1], -0.2f);
 }
 
+// With weight_decay 0 the decay term was computed all the same: 0 * inf made
+// an infinite parameter NaN, and Adam's moments with it; PyTorch leaves the
+// term out. Mutation caught: GradientTerms without its `decay` test.
+TEST(UpdateKernels, NoWeightDecayLeavesAnInfiniteParameterInfinite) {
+  const auto parameter = [] { return from_vector<float>({-INFINITY, 1}); };
+  const Tensor grad = ones({2});
+  Tensor sgd = parameter();
+  sgd_update_(sgd, grad, Tensor(), {.lr = 0.1});
+  Tensor adam = parameter(), exp_avg = zeros({2}), exp_avg_sq = zeros({2});
+  adam_update_(adam, grad, exp_avg, exp_avg_sq, Tensor(), {.lr = 0.1});
+  Tensor rmsprop = parameter(), square_avg = zeros({2});
+  rmsprop_update_(rmsprop, grad, square_avg, Tensor(), Tensor(), {.lr = 0.1});
+  Tensor adagrad = parameter(), sum = zeros({2});
+  adagrad_update_(adagrad, grad, sum, {.lr = 0.1});
+  for (const Tensor& updated : {sgd, adam, rmsprop, adagrad}) {
+    const std::vector<float> values = updated.to_vector<float>();
+    EXPECT_EQ(values[0], -INFINITY) << updated.str();
+    EXPECT_TRUE(std::isfinite(values[1])) << updated.str();
+  }
+  for (const Tensor& state : {exp_avg, exp_avg_sq, square_avg, sum})
+    EXPECT_TRUE(all_close(state, state, 0, 0)) << state.str();  // no NaN
+}
+
 TEST(UpdateKernels, AStridedGradientIsAccepted) {
   Tensor param = random_tensor({4, 5}, DType::f32), grad = random_tensor({5, 4}, DType::f32).t();
   Tensor expected = param.clone();
