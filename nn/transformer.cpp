@@ -26,6 +26,11 @@ std::shared_ptr<Linear> gpt_linear(int64_t in, int64_t out, double std, const Tr
 }
 
 double residual_std(const TransformerBlockOptions& options) {
+  // 0 layers made the std infinite: c_proj's weights inf, every output NaN.
+  EMBER_CHECK(options.num_layers >= 1,
+              "TransformerBlockOptions: num_layers (which scales the residual projections' init) must be at least 1, "
+              "got {}",
+              options.num_layers);
   return 0.02 / std::sqrt(2.0 * double(options.num_layers));
 }
 
@@ -60,6 +65,7 @@ Tensor CausalSelfAttention::forward(const Tensor& input) {
 }
 
 MLP::MLP(const TransformerBlockOptions& options) {
+  EMBER_CHECK(options.mlp_ratio >= 1, "TransformerBlockOptions: mlp_ratio must be at least 1, got {}", options.mlp_ratio);
   int64_t hidden = options.mlp_ratio * options.embed_dim;
   c_fc = register_module("c_fc", gpt_linear(options.embed_dim, hidden, 0.02, options));
   gelu = register_module("gelu", std::make_shared<GELU>());

@@ -5,10 +5,12 @@
 #include "autograd/functions/families.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/indexing.h"
 #include "core/ops/reduction.h"
 #include "core/ops/reorder.h"
 #include "core/ops/scan.h"
 #include "core/ops/scan_kernels.h"
+#include "core/ops/views.h"
 
 namespace ember::autograd {
 namespace {
@@ -18,6 +20,25 @@ using Saved = std::vector<Tensor>;
 
 // out[k] = t[k] + t[k + 1] + ... along dim.
 Tensor reversed_cumsum(const Tensor& t, int64_t dim) { return flip(cumsum(flip(t, {dim}), dim), {dim}); }
+
+// cumprod's gradient as the definition writes it, O(n^2) along dim: for each
+// k, the cumprod of x with x_k set to 1, times g, summed from k on. The case
+// analysis below is right in value but not in its own derivative (past the
+// first zero it is the constant 0, whose derivative by that zero is not 0), so
+// a double backward through a zero takes this one, as PyTorch's
+// cumprod_backward under grad mode. Its [..., n, n] intermediates are why it
+// is kept to that case.
+Tensor cumprod_grad_by_definition(const Tensor& x, const Tensor& g, int64_t dim) {
+  const Tensor xt = transpose(x, dim, -1), gt = transpose(g, dim, -1);  // [..., n]
+  const int64_t n = xt.size(-1);
+  Shape square = xt.shape();
+  square.insert(square.ndim() - 1, n);  // [..., n (k), n (i)]
+  const Tensor diagonal = eye(n, n, {.dtype = DType::boolean, .device = x.device()});
+  const Tensor without_k = where(diagonal, ones_like(xt).unsqueeze(-2).expand(square), xt.unsqueeze(-2).expand(square));
+  const Tensor from_k_on = triu(ones({n, n}, {.dtype = x.dtype(), .device = x.device()}));  // [k, j]: j >= k
+  const Tensor dx = sum(cumprod(without_k, -1) * gt.unsqueeze(-2) * from_k_on, {-1});
+  return transpose(dx, dim, -1);
+}
 
 }  // namespace
 
@@ -39,6 +60,8 @@ void register_scan_functions() {
     int64_t dim = params<int64_t>(r);
     record_formula(r, "CumprodBackward", {input(r, 0), output(r, 0)}, [dim](const Saved& s, const Tensor& g) {
       const Tensor &x = s[0], &y = s[1];
+      if (grad_mode_enabled() && x.dim() > 0 && sum(eq(x, 0)).item<int64_t>() > 0)
+        return Grads{cumprod_grad_by_definition(x, g, dim)};
       Tensor is_zero = eq(x, 0);
       Tensor zeros_so_far = cumsum(is_zero, dim);  // i64: zeros among x_0..x_k
       Tensor before_first_zero = eq(zeros_so_far, 0);

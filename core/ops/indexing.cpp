@@ -365,7 +365,9 @@ static Tensor compute_repeat(const Tensor& t, const Shape& repeats) {
   int split_dims = repeats.ndim();
   for (int d = 0; d < repeats.ndim(); ++d) {
     EMBER_CHECK(repeats[d] >= 0, "repeat: repeats must be non-negative, got {}", repeats);
-    shape[d] *= repeats[d];
+    // 4 * 2^62 wrapped to 0: an empty result without a word.
+    EMBER_CHECK(!__builtin_mul_overflow(shape[d], repeats[d], &shape[d]),
+                "repeat: {} repeats of dim {} of size {} overflow 64 bits", repeats[d], d, padded[d]);
     if (repeats[d] != 1) ++split_dims;
   }
   Tensor out = make_tensor(shape, t.dtype(), t.device());

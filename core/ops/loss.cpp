@@ -6,6 +6,7 @@
 #include "core/ops/loss.h"
 
 #include "core/autocast_ops.h"
+#include "core/grad_hook.h"
 #include "core/ops/creation.h"
 #include "core/ops/loss_kernels.h"
 #include "core/ops/views.h"
@@ -58,6 +59,9 @@ CrossEntropyPlan plan_cross_entropy(const Tensor& input, const Tensor& target, c
     EMBER_CHECK(target.shape() == input.shape() && target.dtype() == input.dtype(),
                 "{}: probability targets must match the input: expected shape {} and dtype {}, got {} of {}", op,
                 input.shape(), input.dtype(), target.shape(), target.dtype());
+    // As PyTorch's: it was taken and ignored.
+    EMBER_CHECK(options.ignore_index < 0, "{}: ignore_index ({}) is not supported for probability targets", op,
+                options.ignore_index);
   } else {
     EMBER_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32,
                 "{}: expected class-index targets of dtype int64 or int32, or floating probabilities, got {}", op,
@@ -120,6 +124,16 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
     CrossEntropyOptions cast_options = options;
     cast_options.weight = autocast_input(options.weight, f32);
     return cross_entropy(autocast_input(input, f32), autocast_input(target, f32), cast_options);
+  }
+  // The fused gradient is the input's only: a target or weight requiring grad
+  // got none, without a word (PyTorch refuses the weight and differentiates
+  // probability targets).
+  if (grad_mode_enabled()) {
+    EMBER_CHECK(!target.defined() || !target.requires_grad(),
+                "cross_entropy: the target requires grad, and the gradient flows to the input only; detach the "
+                "target, or write the loss as -(target * log_softmax(input, 1)).sum(1).mean() to train it");
+    EMBER_CHECK(!options.weight.defined() || !options.weight.requires_grad(),
+                "cross_entropy: the loss is not differentiable with respect to weight (as PyTorch's); detach it");
   }
   CrossEntropyResult result = cross_entropy_forward(input, target, options);
   CrossEntropyParams params{target, options, result.row_max, result.log_sum, result.total_weight};

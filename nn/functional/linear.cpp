@@ -25,7 +25,10 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   // [..., in] -> [rows, in] (a view for contiguous inputs) -> [rows, out] -> [..., out]
   Shape out_shape = input.shape();
   out_shape[out_shape.ndim() - 1] = weight.size(0);
-  Tensor rows = input.reshape({-1, weight.size(1)});
+  // The rows counted, not -1: with in_features 0 the size cannot say them.
+  int64_t row_count = 1;
+  for (int d = 0; d + 1 < input.dim(); ++d) row_count *= input.size(d);
+  Tensor rows = input.reshape({row_count, weight.size(1)});
   Tensor out = bias.defined() ? addmm(bias, rows, weight.t()) : mm(rows, weight.t());
   return out.view(out_shape);
 }
@@ -43,8 +46,9 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
   if (padding_idx && out.requires_grad()) {
     // Zero the output gradient at padding positions before it reaches the
     // weight: only this lookup's contribution to the row is blocked.
-    Tensor keep = ne(input, *padding_idx).unsqueeze(-1).to(out.dtype());  // [..., 1]
-    out.register_hook([keep](const Tensor& grad) { return grad * keep; });
+    // where, not a product: 0 * inf made the padding row's gradient NaN.
+    Tensor keep = ne(input, *padding_idx).unsqueeze(-1);  // [..., 1]
+    out.register_hook([keep](const Tensor& grad) { return where(keep, grad, 0.0); });
   }
   return out;
 }

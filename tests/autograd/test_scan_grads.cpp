@@ -31,6 +31,26 @@ TEST(ScanGrads, CumprodThroughZerosHandCases) {
   EXPECT_EQ(gradient_of_sum(cumprod(slices, 0), slices), (std::vector<double>{1 + 2 + 10, 1 + 3, 1 + 5, 0, 1 * 2, 0}));
 }
 
+// The case analysis of the first derivative is right in value, not in its own
+// derivative: past the first zero it is the constant 0, whose derivative by
+// that zero is not 0 (x = [0, 2]: d(dx_1)/dx_0 = 1, which came out 0). A double
+// backward through a zero takes the gradient's definition (PyTorch's
+// cumprod_backward under grad mode). Mutation caught: the recorder without
+// its grad-mode branch (gradgradcheck fails, the hand case gives [0, 0]).
+TEST(ScanGrads, CumprodSecondDerivativeThroughZeros) {
+  Tensor x = leaf({0, 2}, {2});
+  Tensor gx = autograd::grad({sum(cumprod(x, 0))}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+  EXPECT_EQ(gx.to_vector<double>(), (std::vector<double>{3, 0}));
+  EXPECT_EQ(autograd::grad({gx.select(0, 1)}, {x})[0].to_vector<double>(), (std::vector<double>{1, 0}));
+  Tensor zeros_in_rows = from_vector<double>({1, 0, 2, 3, 0, 0, 1, 2, 2, 3, 4, 0}, {3, 4});
+  for (int64_t dim : {1, -2}) {
+    SCOPED_TRACE(dim);
+    autograd::GradcheckResult result =
+        autograd::gradgradcheck([dim](const std::vector<Tensor>& v) { return cumprod(v[0], dim); }, {zeros_in_rows});
+    EXPECT_TRUE(result.ok) << result.report;
+  }
+}
+
 TEST(ScanGrads, CumsumHandCaseAndDtypeArgument) {
   Tensor x = leaf({1, 2, 3}, {3});
   EXPECT_EQ(gradient_of_sum(cumsum(x, 0), x), (std::vector<double>{3, 2, 1}));

@@ -41,6 +41,10 @@ TEST(Indexing, HandCases) {
   EXPECT_EQ(values_of(tril(square, -1)), (std::vector<float>{0, 0, 0, 4, 0, 0, 7, 8, 0}));
   EXPECT_EQ(values_of(repeat(floats({1, 2}), {2, 2})), (std::vector<float>{1, 2, 1, 2, 1, 2, 1, 2}));
   EXPECT_EQ(repeat(floats({1, 2}), {2, 2}).shape(), (Shape{2, 4}));
+  // 4 * 2^62 elements wrapped to 0: an empty result without a word. Mutation
+  // caught: the repeated sizes multiplied unchecked.
+  EXPECT_EMBER_ERROR(repeat(floats({1, 2, 3, 4}), {int64_t(1) << 62}),
+                     "repeat: 4611686018427387904 repeats of dim 0 of size 4 overflow 64 bits");
   EXPECT_EQ(values_of(pad(floats({1, 2, 3}), {1, 2}, 9)), (std::vector<float>{9, 1, 2, 3, 9, 9}));
   EXPECT_EQ(values_of(pad(a, {-1, 1, 1, 0})), (std::vector<float>{0, 0, 0, 2, 3, 0, 5, 6, 0}));
 }

@@ -292,6 +292,14 @@ TEST(TransformerBlock, NanoGptNamesAndInitialisation) {
   EXPECT_TRUE(all_close(wide.attn->c_proj->bias, zeros({256}), 0, 0));
   nn::TransformerBlock no_bias({.embed_dim = 8, .num_heads = 2, .bias = false});
   EXPECT_EQ(no_bias.parameters().size(), 6u);  // four Linear weights and two LayerNorm weights
+  // num_layers 0 made the residual std infinite: c_proj's weights inf, every
+  // output NaN; -1 was refused as "normal_: std ... -nan". Mutation caught:
+  // residual_std without its check.
+  EXPECT_EMBER_ERROR(nn::TransformerBlock({.embed_dim = 8, .num_heads = 2, .num_layers = 0}),
+                     "TransformerBlockOptions: num_layers (which scales the residual projections' init) must be at "
+                     "least 1, got 0");
+  EXPECT_EMBER_ERROR(nn::TransformerBlock({.embed_dim = 8, .num_heads = 2, .mlp_ratio = 0}),
+                     "TransformerBlockOptions: mlp_ratio must be at least 1, got 0");
 }
 
 TEST(TransformerBlock, PreNormResidualForwardAndGradients) {

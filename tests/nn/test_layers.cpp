@@ -39,6 +39,11 @@ TEST(Linear, ForwardIsOneAddmmOverTheLeadingDims) {
   EXPECT_TRUE(all_close(no_bias(x), matmul(x, no_bias.weight.t()), 1e-5, 1e-6));
   EXPECT_EMBER_ERROR(linear(randn({4, 6})), "does not end in in_features 5");
   EXPECT_EQ(no_bias.str(), "Linear(in_features=5, out_features=3, bias=False)");
+  // in_features 0 on a batched input: reshape({-1, 0}) could not count the
+  // rows ("shape [-1, 0] is invalid"); PyTorch gives the bias on every row.
+  // Mutation caught: the rows reshaped with -1.
+  nn::Linear empty_in(0, 4);
+  EXPECT_TRUE(all_close(empty_in(zeros({2, 3, 0})), empty_in.bias.expand({2, 3, 4}), 0, 0));
 }
 
 TEST(Linear, DefaultInitIsPyTorchs) {
@@ -102,6 +107,12 @@ TEST(Embedding, PaddingRowStartsAtZeroAndGetsNoGradient) {
   sum(embedding(indices) + embedding.weight.select(0, 4)).backward();
   EXPECT_TRUE(all_close(embedding.weight.grad().select(0, 4), full({2}, 4.0), 0, 0));
   EXPECT_EMBER_ERROR(nn::Embedding(6, 2, {.padding_idx = 6}), "padding_idx 6 must be within num_embeddings 6");
+  // An infinite gradient at a padding position made the row's gradient NaN
+  // (0 * inf); PyTorch's is exactly 0. Mutation caught: the hook multiplying
+  // by the mask instead of where().
+  embedding.zero_grad();
+  embedding(indices).backward(from_vector<float>({INFINITY, 1, 2, 2, NAN, 3, 1, 1}, {4, 2}));
+  EXPECT_TRUE(all_close(embedding.weight.grad().select(0, 4), zeros({2}), 0, 0));
 }
 
 // The functional form counts a negative padding_idx from the end and refuses

@@ -123,6 +123,28 @@ TEST(LossGolden, ValuesAndGradientsMatchPyTorch) {
   }
 }
 
+// cross_entropy's fused gradient is the input's only: a target or class
+// weight requiring grad got none, without a word (learnable soft labels
+// silently froze), and ignore_index was taken and ignored with probability
+// targets. All refused, as PyTorch refuses the weight and the ignore_index.
+// Mutation caught: cross_entropy without the requires-grad checks.
+TEST(Loss, CrossEntropyRefusesWhatItWouldIgnore) {
+  Tensor input = randn({3, 4}).requires_grad_(true);
+  Tensor soft = softmax(randn({3, 4}), 1).requires_grad_(true);
+  EXPECT_EMBER_ERROR(F::cross_entropy(input, soft), "cross_entropy: the target requires grad");
+  EXPECT_EMBER_ERROR(F::cross_entropy(input.detach(), soft), "cross_entropy: the target requires grad");
+  Tensor weight = ones({4}).requires_grad_(true);
+  EXPECT_EMBER_ERROR(F::cross_entropy(input, from_vector<int64_t>({0, 1, 2}), {.weight = weight}),
+                     "not differentiable with respect to weight");
+  EXPECT_EMBER_ERROR(F::cross_entropy(input, soft.detach(), {.ignore_index = 0}),
+                     "cross_entropy: ignore_index (0) is not supported for probability targets");
+  {
+    NoGradGuard no_grad;  // nothing is recorded: nothing to refuse
+    EXPECT_TRUE(F::cross_entropy(input, soft).defined());
+  }
+  EXPECT_TRUE(F::cross_entropy(input, soft.detach(), {.ignore_index = -1}).requires_grad());
+}
+
 TEST(Loss, ShapeMismatchesNameBothShapes) {
   Tensor a = zeros({3, 4}), b = zeros({4, 3});
   EXPECT_EMBER_ERROR(F::mse_loss(a, b), "mse_loss: input of shape [3, 4] and target of shape [4, 3]");
