@@ -138,6 +138,52 @@ void print_memory_plan(const detail::AcceleratorState& state, const optim::Optim
     std::fprintf(stderr, "%s\n", line.c_str());
 }
 
+// free_memory's work. ZeRO-3 releases its parameters between uses: destroying
+// its engine left the model without its trained weights (forward, state_dict
+// and save all refused). With `gather_sharded_parameters` every unit is
+// gathered whole first and stays so: a collective, as Accelerate's scripts call
+// free_memory on every process. The destructor does not gather: a process
+// unwinding an error would wait there for the others.
+void release_prepared(AcceleratorState& state, bool gather_sharded_parameters) {
+  for (detail::PreparedModel& prepared : state.models) {
+    prepared.ddp.reset();  // removes its hooks; .grad become standalone tensors
+    if (gather_sharded_parameters && prepared.zero)
+      for (const auto& flat : prepared.zero->flat_parameters()) flat->gather();
+    prepared.zero.reset();
+    if (prepared.autocast_wrapper) prepared.module->remove_hook(prepared.autocast_wrapper);
+    for (const auto& [parameter, id] : prepared.gradient_hooks) parameter.remove_post_accumulate_grad_hook(id);
+  }
+  for (const auto& prepared : state.optimizers) {
+    if (prepared->alive.expired()) continue;
+    prepared->optimizer->remove_hook(prepared->step_hook);
+    prepared->optimizer->remove_hook(prepared->zero_grad_hook);
+    if (prepared->step_post_hook) prepared->optimizer->remove_hook(prepared->step_post_hook);
+    // Its parameters are shards of a model that is whole no more: a step
+    // would update memory the model does not read.
+    if (prepared->zero)
+      prepared->optimizer->register_step_pre_hook([](optim::Optimizer& optimizer) -> bool {
+        EMBER_CHECK(false,
+                    "{}: its parameters were the ZeRO shards of a model that Accelerator::free_memory released; "
+                    "build a new optimizer from the model's parameters",
+                    optimizer.name());
+        return false;
+      });
+  }
+  for (const auto& prepared : state.schedulers)
+    if (!prepared->alive.expired()) prepared->scheduler->remove_hook(prepared->hook);
+  for (const auto& prepared : state.loaders)  // a sharded loader stays sharded, as Accelerate's stays prepared
+    if (!prepared->alive.expired()) {
+      prepared->loader->remove_hook(prepared->hook);
+      prepared->loader->remove_hook(prepared->end_hook);
+    }
+  state.models.clear();
+  state.optimizers.clear();
+  state.schedulers.clear();
+  state.loaders.clear();
+  state.gradient = {};
+  empty_cache(state.device);
+}
+
 }  // namespace
 
 // --- Construction -------------------------------------------------------------
@@ -180,7 +226,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : state_(std::make_shared<A
 
 Accelerator::~Accelerator() {
   try {
-    free_memory();
+    release_prepared(*state_, /*gather_sharded_parameters=*/false);
     // The trace and table of the run, before the group goes (Note [One clock for every rank]).
     if (!state_->options.profile_dir.empty()) profiler::finish_process_profile();
     if (state_->owns_group) distributed::destroy_process_group();
@@ -331,13 +377,14 @@ void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
     prepared->step_post_hook = optimizer.register_step_post_hook([weak, record, keepalive = token.token](optim::Optimizer&) {
       if (weak.lock() && record->zero) record->zero->after_step();
     });
-  prepared->zero_grad_hook = optimizer.register_zero_grad_pre_hook([weak, record, keepalive = token.token](optim::Optimizer&) {
-    std::shared_ptr<AcceleratorState> state = weak.lock();
-    if (!state) return true;
-    if (!state->gradient.sync_gradients) return false;
-    if (record->zero) record->zero->zero_grad();
-    return true;
-  });
+  prepared->zero_grad_hook = optimizer.register_zero_grad_pre_hook(
+      [weak, record, keepalive = token.token](optim::Optimizer&, bool set_to_none) {
+        std::shared_ptr<AcceleratorState> state = weak.lock();
+        if (!state) return true;
+        if (!state->gradient.sync_gradients) return false;
+        if (record->zero) record->zero->zero_grad(set_to_none);
+        return true;
+      });
   state.optimizers.push_back(std::move(prepared));
 }
 
@@ -576,44 +623,7 @@ NamedTensors Accelerator::get_state_dict(const nn::Module& model) const {
   return model.state_dict();
 }
 
-void Accelerator::free_memory() {
-  AcceleratorState& state = *state_;
-  for (detail::PreparedModel& prepared : state.models) {
-    prepared.ddp.reset();  // removes its hooks; .grad become standalone tensors
-    prepared.zero.reset();
-    if (prepared.autocast_wrapper) prepared.module->remove_hook(prepared.autocast_wrapper);
-    for (const auto& [parameter, id] : prepared.gradient_hooks) parameter.remove_post_accumulate_grad_hook(id);
-  }
-  for (const auto& prepared : state.optimizers) {
-    if (prepared->alive.expired()) continue;
-    prepared->optimizer->remove_hook(prepared->step_hook);
-    prepared->optimizer->remove_hook(prepared->zero_grad_hook);
-    if (prepared->step_post_hook) prepared->optimizer->remove_hook(prepared->step_post_hook);
-    // Its parameters are shards of a model that is whole no more: a step
-    // would update memory the model does not read.
-    if (prepared->zero)
-      prepared->optimizer->register_step_pre_hook([](optim::Optimizer& optimizer) -> bool {
-        EMBER_CHECK(false,
-                    "{}: its parameters were the ZeRO shards of a model that Accelerator::free_memory released; "
-                    "build a new optimizer from the model's parameters",
-                    optimizer.name());
-        return false;
-      });
-  }
-  for (const auto& prepared : state.schedulers)
-    if (!prepared->alive.expired()) prepared->scheduler->remove_hook(prepared->hook);
-  for (const auto& prepared : state.loaders)  // a sharded loader stays sharded, as Accelerate's stays prepared
-    if (!prepared->alive.expired()) {
-      prepared->loader->remove_hook(prepared->hook);
-      prepared->loader->remove_hook(prepared->end_hook);
-    }
-  state.models.clear();
-  state.optimizers.clear();
-  state.schedulers.clear();
-  state.loaders.clear();
-  state.gradient = {};
-  empty_cache(state.device);
-}
+void Accelerator::free_memory() { release_prepared(*state_, /*gather_sharded_parameters=*/true); }
 
 void Accelerator::register_checkpointable(detail::Checkpointable checkpointable) {
   state_->checkpointables.push_back(std::move(checkpointable));

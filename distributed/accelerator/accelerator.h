@@ -256,7 +256,9 @@ class Accelerator {
   // The full state dict under the unprepared names (detached, sharing storage).
   NamedTensors get_state_dict(const nn::Module& model) const;
   // Removes every hook the accelerator installed, destroys its DDP wrappers,
-  // forgets the prepared objects and empties the allocator cache.
+  // forgets the prepared objects and empties the allocator cache. A ZeRO-3
+  // model is gathered whole first, so it keeps its weights: collective, call
+  // it on every process.
   void free_memory();
 
   // --- Trackers (main process only) -----------------------------------------

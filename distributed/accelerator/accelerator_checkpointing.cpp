@@ -459,10 +459,14 @@ void fill_ties(NamedTensors& loaded, const nn::Module& model) {
   const NamedTensors expected = model.state_dict();
   for (const auto& [name, tensor] : expected) {
     if (position.count(name)) continue;
-    // state_dict() hands out views: a tie is the same memory at the same place.
+    // state_dict() hands out views: a tie is the same memory at the same
+    // place, of the same shape. In a ZeRO flat buffer a parameter of no
+    // elements starts where the next one does: taken for a tie, it gave the
+    // tied weight its shape [0] and refused the checkpoint.
     for (const auto& [other, other_tensor] : expected)
       if (other_tensor.storage() == tensor.storage() && other_tensor.offset() == tensor.offset() &&
-          position.count(other)) {
+          other_tensor.shape() == tensor.shape() && other_tensor.strides() == tensor.strides() &&
+          tensor.numel() > 0 && position.count(other)) {
         loaded.emplace_back(name, loaded[position.at(other)].second);
         break;
       }

@@ -204,7 +204,10 @@ void FlatParameter::publish_piece_gradients() {
 void FlatParameter::clear_gradients(bool set_to_none) {
   grad_shard_ = set_to_none ? Tensor() : zeros({shard_}, {.dtype = full_.dtype(), .device = full_.device()});
   grad_flat_ = Tensor();
-  ever_used_.assign(parameters_.size(), !set_to_none);
+  // Without set_to_none a parameter that had a gradient keeps a zero one, and
+  // one that never had any still has none (PyTorch's zero_grad(False) on a
+  // None gradient), so ever_used_ stays as it is.
+  if (set_to_none) ever_used_.assign(parameters_.size(), false);
   for (const Tensor& piece : pieces_) piece.set_grad(Tensor());
   for (const Tensor& parameter : parameters_) parameter.set_grad(Tensor());
 }

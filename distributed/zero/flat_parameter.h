@@ -88,7 +88,8 @@ class FlatParameter {
   // so the optimizer skips them as DDP's would).
   void publish_piece_gradients();
   // Forgets the accumulated gradients (the optimizer's zero_grad); without
-  // `set_to_none` they become zeros, so every piece takes part in the next step.
+  // `set_to_none` they become zeros, so every piece that had a gradient takes
+  // part in the next step.
   void clear_gradients(bool set_to_none);
   bool has_gradients() const { return grad_shard_.defined(); }
   // The accumulated, averaged gradient shard (clipping scales it in place).

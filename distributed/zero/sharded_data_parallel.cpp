@@ -108,13 +108,26 @@ void ShardedDataParallel::make_hybrid_groups() {
 void ShardedDataParallel::build_units(const NamedTensors& parameters) {
   const std::vector<WrappedUnit> wrapped = choose_units(*module_, options_);
   // A parameter belongs to the one unit whose subtree holds it; one shared
-  // by several units (a tie across them) stays with the root, which is
-  // gathered for the whole forward and backward.
+  // by several units (a tie across them), or by a unit and a module outside
+  // every unit, stays with the root, which is gathered for the whole forward
+  // and backward (the second case failed mid-forward: the module outside used
+  // the unit's weight while that unit was released).
   std::unordered_map<const TensorImpl*, std::vector<size_t>> holders;
   for (size_t u = 0; u < wrapped.size(); ++u) {
     std::unordered_set<const TensorImpl*> seen;
     for (const Tensor& parameter : wrapped[u].module->parameters())
       if (seen.insert(parameter.impl()).second) holders[parameter.impl()].push_back(u);
+  }
+  std::unordered_set<const nn::Module*> unit_modules;
+  for (const WrappedUnit& unit : wrapped) unit_modules.insert(unit.module);
+  std::vector<const nn::Module*> outside = {module_.get()};  // the root's own modules, walked to the units
+  for (size_t next = 0; next < outside.size(); ++next) {
+    for (const Tensor& parameter : outside[next]->parameters(/*recurse=*/false))
+      holders[parameter.impl()].push_back(wrapped.size());
+    for (const auto& [name, child] : outside[next]->named_children())
+      if (!unit_modules.contains(child.get()) &&
+          std::find(outside.begin(), outside.end(), child.get()) == outside.end())
+        outside.push_back(child.get());
   }
   units_.resize(wrapped.size() + 1);
   for (size_t u = 0; u < wrapped.size(); ++u) {
@@ -379,8 +392,8 @@ void ShardedDataParallel::attach_optimizer(optim::Optimizer& optimizer, bool ins
     return true;
   }));
   optimizer_hooks_.push_back(optimizer.register_step_post_hook([this, token](optim::Optimizer&) { after_step(); }));
-  optimizer_hooks_.push_back(optimizer.register_zero_grad_pre_hook([this, token](optim::Optimizer&) {
-    zero_grad();
+  optimizer_hooks_.push_back(optimizer.register_zero_grad_pre_hook([this, token](optim::Optimizer&, bool set_to_none) {
+    zero_grad(set_to_none);
     return true;
   }));
 }

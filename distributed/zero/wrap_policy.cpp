@@ -1,8 +1,14 @@
 // The auto-wrap policies (see wrap_policy.h).
 #include "distributed/zero/wrap_policy.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <set>
 #include <unordered_set>
+
+#include "core/error.h"
 
 namespace ember::distributed {
 namespace {
@@ -39,6 +45,13 @@ std::vector<WrappedUnit> choose_units(nn::Module& model, const ResolvedShardingO
   if (options.wrap_policy == WrapPolicy::none) return units;
   if (options.wrap_policy == WrapPolicy::transformer) {
     const auto& types = options.wrap_module_types;
+    std::set<std::string> present;
+    for (const auto& entry : model.named_modules()) present.insert(entry.second->type_name());
+    for (const std::string& type : types)
+      EMBER_CHECK(type == "TransformerBlock" || present.contains(type),
+                  "ZeRO: wrap_module_types names '{}', which is the type of no module of the model (its types: {}); "
+                  "Module::type_name() is what is matched",
+                  type, fmt::join(present, ", "));
     for (const auto& entry : model.named_modules()) {
       const std::string& path = entry.first;
       if (path.empty() || std::find(types.begin(), types.end(), entry.second->type_name()) == types.end()) continue;

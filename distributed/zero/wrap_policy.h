@@ -20,7 +20,9 @@ struct WrappedUnit {
 // In the order of model.named_modules(); never the model itself (the root
 // unit holds every parameter no unit holds).
 //   transformer: the modules whose type_name() is in wrap_module_types; when
-//                the model has none, the size policy instead;
+//                the model has none, the size policy instead. A listed type
+//                no module has is an error (a typo fell back to size without a
+//                word), but for the default, TransformerBlock;
 //   size:        the smallest subtrees with at least min_num_params parameter
 //                elements (a subtree holding a unit leaves its rest to the root);
 //   none:        no unit: the whole model is the root unit.

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "distributed/process_runner.h"
+#include "distributed/zero/wrap_policy.h"
 #include "support/test_support.h"
 
 namespace ember::test {
@@ -46,6 +47,12 @@ TEST_P(ZeroMatchesDdp, WithBf16Autocast) { expect_clean_success(run_ranks(2, {Ge
 TEST_P(ZeroMatchesDdp, WithAnOptimizerOfSomeParametersAndMaxGradNorm) {
   expect_clean_success(run_ranks(2, {GetParam(), "auto", "subset"}));
 }
+
+// zero_grad(false) reached the engine as zero_grad(true): a block skipped in a
+// step had no gradient there and was not stepped, where DDP (and PyTorch) step
+// its zero gradients. Mutation caught: the engine's zero_grad pre-hook
+// clearing with set_to_none = true whatever the call said.
+TEST_P(ZeroMatchesDdp, WhenZeroGradKeepsZeros) { expect_clean_success(run_ranks(2, {GetParam(), "auto", "keep"})); }
 
 TEST_P(ZeroMatchesDdp, OverGloo) { expect_clean_success(run_ranks(2, {GetParam(), "gloo", "accumulate"})); }
 
@@ -80,6 +87,37 @@ TEST(Zero, HybridShardsInsideEachNodeAndAveragesAcrossNodes) {
 // memory plan taking the larger model's unit for the smaller one's optimizer
 // (rank 0 alone failed in prepare: "largest_unit_params must be from 0 to
 // num_params 21, got 420"), and clip_grad_norm_ refusing a frozen parameter.
+// The scenario's comment says what each check catches. Mutations caught:
+// build_units counting only units as holders of a parameter (the forward
+// fails); fill_ties matching by storage and offset only (load_state
+// refuses); free_memory without the gather (the weights are gone).
+TEST(Zero, TheModelSurvivesSharedWeightsSavesAndFreeMemory) {
+  for (const char* strategy : {"zero2", "zero3"}) {
+    SCOPED_TRACE(strategy);
+    testing::ScratchDirectory directory;
+    expect_clean_success(launch({"--nproc-per-node", "2"}, "accelerator_zero_keeps_the_model",
+                                {strategy, directory.path().string()}, seconds(120)));
+  }
+}
+
+// A wrap_module_types entry that is no module's type fell back to the size
+// policy (or was dropped beside one that is) without a word; Accelerate raises
+// "Could not find the transformer layer class". Mutation caught: choose_units
+// without the check of the listed types.
+TEST(Zero, WrapModuleTypesMustNameTypesOfTheModel) {
+  nn::Sequential model(nn::Linear(4, 4), nn::Linear(4, 2));
+  distributed::ResolvedShardingOptions options;
+  options.wrap_module_types = {"Linear"};
+  EXPECT_EQ(distributed::choose_units(model, options).size(), 2u);
+  options.wrap_module_types = {"Linear", "Lineer"};
+  EXPECT_EMBER_ERROR(distributed::choose_units(model, options),
+                     "ZeRO: wrap_module_types names 'Lineer', which is the type of no module of the model (its types: "
+                     "Linear, Sequential)");
+  options.wrap_module_types = {"TransformerBlock"};  // the default: the size policy instead
+  options.min_num_params = 10;
+  EXPECT_EQ(distributed::choose_units(model, options).size(), 2u);
+}
+
 TEST(Zero, TwoModelsWithOptimizersOfTheirOwn) {
   expect_clean_success(launch({"--nproc-per-node", "2"}, "accelerator_two_models", {"zero3"}, seconds(60)));
 }

@@ -11,7 +11,8 @@
 // not bit for bit: the global norm for clipping is summed shard by shard
 // instead of parameter by parameter, and bf16 autocast rounds the same
 // products in both but their sums can associate differently in a GEMM.
-//   zero_matches_ddp <strategy> <backend> [accumulate] [bf16] [clip] [sgd] [subset]
+//   zero_matches_ddp <strategy> <backend> [accumulate] [bf16] [clip] [sgd] [subset] [keep]
+//   accelerator_zero_keeps_the_model <strategy> <directory>
 #include <ember/ember.h>
 
 #include <algorithm>
@@ -65,7 +66,13 @@ struct TiedModel : nn::Module {
     head = register_module("head", nn::Linear(kWidth, kVocab));
     head->weight = embed->weight;
   }
-  Tensor forward(const Tensor& ids) override { return (*head)((*blocks)((*embed)(ids))); }
+  Tensor forward(const Tensor& ids) override {
+    if (!skip_middle) return (*head)((*blocks)((*embed)(ids)));
+    // blocks.1 left out: a step in which some parameters get no gradient.
+    const std::vector<std::shared_ptr<nn::Module>> stages = blocks->children();
+    return (*head)((*stages[2])((*stages[0])((*embed)(ids))));
+  }
+  bool skip_middle = false;
   std::shared_ptr<nn::Embedding> embed;
   std::shared_ptr<nn::Sequential> blocks;
   std::shared_ptr<nn::Linear> unused, head;
@@ -101,10 +108,11 @@ double max_difference(const NamedTensors& a, const NamedTensors& b, std::string&
     const std::string& name = entry.first;
     const Tensor& tensor = entry.second;
     auto found = std::find_if(b.begin(), b.end(), [&](const auto& other) { return other.first == name; });
-    if (found == b.end()) {
-      worst_name = name + " (missing)";
+    if (found == b.end() || found->second.shape() != tensor.shape()) {
+      worst_name = name + (found == b.end() ? " (missing)" : " (another shape)");
       return INFINITY;
     }
+    if (tensor.numel() == 0) continue;
     const double difference = max(abs(tensor.to(DType::f64) - found->second.to(DType::f64))).item<double>();
     if (difference > worst || std::isnan(difference)) {
       worst = difference;
@@ -126,6 +134,9 @@ EMBER_SCENARIO(zero_matches_ddp) {
   const int rank = group.rank(), world = group.size();
   const bool accumulate = has(args, "accumulate"), bf16 = has(args, "bf16"), clip = has(args, "clip");
   const bool sgd = has(args, "sgd");
+  // keep: zero_grad(set_to_none = false), and blocks.1 skipped on odd steps, so that its zero
+  // gradients must still step it (AdamW's momentum and weight decay), as under DDP.
+  const bool keep = has(args, "keep");
   // subset: both optimizers leave blocks.2 out, and ZeRO clips by max_grad_norm, which must
   // measure the optimizer's parameters only, as clipping them without sharding does.
   const bool subset = has(args, "subset");
@@ -178,11 +189,12 @@ EMBER_SCENARIO(zero_matches_ddp) {
     };
     for (int64_t step = 0; step < kSteps; ++step) {
       Batch local = slice(global_batch(step), rank, world);
+      reference->skip_middle = model->skip_middle = keep && step % 2 == 1;
       train_step(*reference, [&] { return ddp.no_sync(); }, local);
       if (clip) optim::clip_grad_norm_(reference->parameters(), 0.5);
       if (subset) optim::clip_grad_norm_(optimized(*reference), 0.05);
       reference_optimizer->step();
-      reference_optimizer->zero_grad();
+      reference_optimizer->zero_grad(!keep);
 
       train_step(*model, [&] { return zero.no_sync(); }, local);
       if (clip) {
@@ -190,7 +202,7 @@ EMBER_SCENARIO(zero_matches_ddp) {
         zero.clip_grad_norm_(0.5);
       }
       optimizer->step();
-      optimizer->zero_grad();
+      optimizer->zero_grad(!keep);
     }
     std::string worst;
     const double parameters = max_difference(zero.full_state_dict(), reference->state_dict(), worst);
@@ -505,6 +517,80 @@ EMBER_SCENARIO(accelerator_two_models) {
       generator_optimizer.zero_grad();
       discriminator_optimizer.zero_grad();
     }
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
+namespace {
+
+// blocks.0.up's weight is also `extra`'s, a module outside every unit; `empty`
+// has no elements and comes first, so that in the root unit's flat buffer it
+// starts where embed.weight does; head ties embed's weight.
+struct SharedWeights : nn::Module {
+  SharedWeights() {
+    manual_seed(8);
+    empty = register_parameter("empty", zeros({0}));
+    embed = register_module("embed", nn::Embedding(kVocab, kWidth));
+    blocks = register_module("blocks", nn::Sequential(Block(kWidth), Block(kWidth)));
+    extra = register_module("extra", nn::Linear(kWidth, 2 * kWidth));
+    extra->weight = std::static_pointer_cast<Block>(blocks->children()[0])->up->weight;
+    down = register_module("down", nn::Linear(2 * kWidth, kWidth));
+    head = register_module("head", nn::Linear(kWidth, kVocab));
+    head->weight = embed->weight;
+  }
+  Tensor forward(const Tensor& ids) override { return (*head)((*down)(tanh((*extra)((*blocks)((*embed)(ids)))))); }
+  Tensor empty;
+  std::shared_ptr<nn::Embedding> embed;
+  std::shared_ptr<nn::Sequential> blocks;
+  std::shared_ptr<nn::Linear> extra, down, head;
+};
+
+}  // namespace
+
+// Three ways ZeRO lost or refused a trained model, under args[0]:
+//  - a weight shared by a unit (blocks.0) and a module outside every unit
+//    (extra) was the unit's, released while `extra` ran: the forward failed
+//    ("this tensor's memory is released"); such a weight goes to the root;
+//  - a sharded save_state of the model (an empty parameter, a tie) did not
+//    load at the same world size: the tie was matched to the empty parameter
+//    at the same place ("head.weight has shape [0]");
+//  - free_memory destroyed the engine with ZeRO-3's parameters released: the
+//    model's weights were gone. They are gathered whole first.
+EMBER_SCENARIO(accelerator_zero_keeps_the_model) {
+  int failures = 0;
+  {
+    Accelerator accelerator({.sharding = {.strategy = args.at(0),
+                                          .wrap_module_types = std::vector<std::string>{"Block"},
+                                          .state_dict_type = "sharded"}});
+    const int rank = accelerator.process_index();
+    auto model = std::make_shared<SharedWeights>();
+    std::shared_ptr<nn::Module> prepared = model;
+    optim::AdamW optimizer(model->parameters(), {.lr = 1e-2});
+    accelerator.prepare(prepared, optimizer);
+    auto train = [&](int64_t step) {
+      Batch local = slice(global_batch(step), rank, accelerator.num_processes());
+      accelerator.backward(F::cross_entropy((*model)(local.ids), local.targets));
+      optimizer.step();
+      optimizer.zero_grad();
+    };
+    for (int64_t step = 0; step < 3; ++step) train(step);
+    const std::filesystem::path checkpoint = std::filesystem::path(args.at(1)) / "checkpoint";
+    accelerator.save_state(checkpoint);
+    const NamedTensors saved = accelerator.get_state_dict(*model);
+    train(3);
+    accelerator.load_state(checkpoint);
+    std::string worst;
+    const double resumed = max_difference(accelerator.get_state_dict(*model), saved, worst);
+    failures += check(resumed == 0, rank, fmt::format("loaded back exactly: max |difference| {} at {}", resumed, worst));
+
+    const Tensor ids = global_batch(9).ids;
+    const Tensor before = (*model)(ids).detach();
+    accelerator.free_memory();
+    const double kept = max_difference(model->state_dict(), saved, worst);
+    failures += check(kept == 0, rank, fmt::format("free_memory kept the weights: max |difference| {} at {}", kept, worst));
+    const Tensor after = (*model)(ids);
+    failures += check(max(abs(after - before)).item<double>() == 0, rank, "the model computes as before free_memory");
   }
   distributed::destroy_process_group();
   return failures;
