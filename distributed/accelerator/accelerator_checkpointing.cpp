@@ -466,7 +466,7 @@ void fill_ties(NamedTensors& loaded, const nn::Module& model) {
     for (const auto& [other, other_tensor] : expected)
       if (other_tensor.storage() == tensor.storage() && other_tensor.offset() == tensor.offset() &&
           other_tensor.shape() == tensor.shape() && other_tensor.strides() == tensor.strides() &&
-          tensor.numel() > 0 && position.count(other)) {
+          position.count(other)) {
         loaded.emplace_back(name, loaded[position.at(other)].second);
         break;
       }
