@@ -14,6 +14,7 @@
 
 #include "core/allocator.h"
 #include "core/cuda_backend.h"
+#include "core/ember_variables.h"
 #include "core/error.h"
 #include "core/version.h"
 
@@ -96,9 +97,14 @@ class CpuAllocator final : public Allocator {
   MemoryStats stats_;
 };
 
+// Anything but the two names is refused: "System" or "malloc" kept the
+// caching allocator without a word (under a sanitizer, that hides misuse).
 bool caching_requested() {
   const char* mode = std::getenv("EMBER_ALLOCATOR");
-  return !(mode && std::strcmp(mode, "system") == 0);
+  if (mode == nullptr) return true;
+  EMBER_CHECK(std::strcmp(mode, "system") == 0 || std::strcmp(mode, "caching") == 0,
+              "EMBER_ALLOCATOR='{}' is not an allocator (use system or caching; unset for caching)", mode);
+  return std::strcmp(mode, "caching") == 0;
 }
 
 Allocator*& slot(Device device) {

@@ -8,13 +8,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/ember_variables.h"
+
 namespace ember {
 namespace {
 
-bool baseline_forced() {
-  const char* value = std::getenv("EMBER_CPU_BASELINE");
-  return value && std::strcmp(value, "0") != 0 && *value != '\0';
-}
+bool baseline_forced() { return flag_variable("EMBER_CPU_BASELINE").value_or(false); }
 
 bool supports(bool (*probe)()) { return !baseline_forced() && probe(); }
 

@@ -7,6 +7,7 @@
 
 #include "core/cuda_backend.h"
 #include "core/dispatch.h"
+#include "core/ember_variables.h"
 #include "core/error.h"
 
 namespace ember {
@@ -14,10 +15,7 @@ namespace {
 
 std::atomic<DeviceRuntime*> g_runtimes[kNumDeviceTypes] = {};
 
-bool strict_from_environment() {
-  const char* value = std::getenv("EMBER_STRICT_DEVICE_COPIES");
-  return value != nullptr && std::strcmp(value, "") != 0 && std::strcmp(value, "0") != 0;
-}
+bool strict_from_environment() { return flag_variable("EMBER_STRICT_DEVICE_COPIES").value_or(false); }
 
 std::atomic<bool>& strict_flag() {
   static std::atomic<bool> flag{strict_from_environment()};

@@ -1,21 +1,24 @@
 #include "core/ember_variables.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "core/error.h"
 
 namespace ember {
 namespace {
 
 constexpr EmberVariable kVariables[] = {
     {"EMBER_ACTIVATION_CHECKPOINTING", "Accelerator: recompute each wrapped unit's activations in backward"},
-    {"EMBER_ALLOCATOR", "CPU allocator: system for plain malloc (sanitizers); unset, ember's caching allocator"},
+    {"EMBER_ALLOCATOR", "CPU allocator: system for plain malloc (sanitizers); caching or unset, ember's caching allocator"},
     {"EMBER_AUTOMATIC_CHECKPOINT_NAMING", "Accelerator: save_state() into project_dir/checkpoints/checkpoint_N"},
     {"EMBER_BACKEND", "process group backend: shm, gloo or nccl"},
     {"EMBER_BACKWARD_PREFETCH", "sharding: gather the next unit's parameters during backward"},
     {"EMBER_CONFIG_FILE", "ember launch: the config file used when --config-file is not given"},
-    {"EMBER_CPU_BASELINE", "kernels: set and not 0, ignore the CPU's optional instruction sets (AVX2, AVX-512, F16C, ...)"},
+    {"EMBER_CPU_BASELINE", "kernels: 1 ignores the CPU's optional instruction sets (AVX2, AVX-512, F16C, ...)"},
     {"EMBER_DDP_TRACE", "DDP: write a trace of each bucket's all-reduce under this prefix"},
     {"EMBER_DISABLE_BF16_GEMM", "kernels: 1 runs bf16 matrix products through f32"},
     {"EMBER_DISTRIBUTED_DEBUG", "collectives: check that every rank calls the same collective on the same shapes"},
@@ -84,6 +87,20 @@ std::optional<std::string> unknown_ember_variable_warning(std::string_view name)
     return fmt::format("{} is not a variable ember reads (did you mean {}? `ember env --variables` lists them)", name,
                        nearest->name);
   return fmt::format("{} is not a variable ember reads (`ember env --variables` lists them)", name);
+}
+
+bool parse_flag(std::string_view name, std::string_view text) {
+  if (text == "1" || text == "true") return true;
+  if (text == "0" || text == "false") return false;
+  EMBER_CHECK(false, "{}='{}' is not a flag (use true or false, 1 or 0; unset the variable for the default)", name,
+              text);
+  return false;
+}
+
+std::optional<bool> flag_variable(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return std::nullopt;
+  return parse_flag(name, text);
 }
 
 }  // namespace ember

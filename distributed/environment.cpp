@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/ember_variables.h"
 #include "core/error.h"
 
 namespace ember::distributed {
@@ -590,16 +591,9 @@ int64_t parse_env_integer(const char* name, const char* text, int64_t low, int64
   return value;
 }
 
-bool parse_env_flag(const char* name, const char* text) {
-  const std::string value = text;
-  if (value == "1" || value == "true") return true;
-  if (value == "0" || value == "false") return false;
-  // Empty is refused, as Accelerate's str_to_bool: read as false, an unset
-  // shell variable (EMBER_EVEN_BATCHES=$UNSET) turned a default-on option off.
-  EMBER_CHECK(false, "{}='{}' is not a flag (use true or false, 1 or 0; unset the variable for the default)", name,
-              text);
-  return false;
-}
+// Empty is refused, as Accelerate's str_to_bool: read as false, an unset
+// shell variable (EMBER_EVEN_BATCHES=$UNSET) turned a default-on option off.
+bool parse_env_flag(const char* name, const char* text) { return parse_flag(name, text); }
 
 milliseconds parse_env_seconds(const char* name, const char* text) {
   errno = 0;

@@ -91,10 +91,15 @@ int main() try {
 
   // README: "Extending ember" (custom module, in use)
   auto net = nn::Sequential(nn::Linear(4, 8), CenteredScale(8), nn::ReLU(), nn::Linear(8, 2));
-  // net.named_parameters(): 0.weight, 0.bias, 1.gain, 2.weight, 2.bias
+  // net.named_parameters(): 0.weight, 0.bias, 1.gain, 3.weight, 3.bias
   // net.state_dict() adds the buffer: 1.running_mean
   Tensor out = net(randn({16, 4}));
-  bool module_ok = net.named_parameters().size() == 5 && net.state_dict().size() == 6 &&
+  // The names, not their count: the README's comment said 2.weight for a
+  // Linear at index 3 (ReLU is index 2), and a count could not see it.
+  std::vector<std::string> names;
+  for (const auto& [name, parameter] : net.named_parameters()) names.push_back(name);
+  bool module_ok = names == std::vector<std::string>{"0.weight", "0.bias", "1.gain", "3.weight", "3.bias"} &&
+                   net.state_dict().size() == 6 &&
                    out.shape() == Shape{16, 2} && sum(abs(net.at<CenteredScale>(1)->running_mean)).item<double>() > 0;
 
   // README: "Extending ember" (tied weights, in use)

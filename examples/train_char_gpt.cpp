@@ -244,12 +244,13 @@ int main(int argc, char** argv) try {
   app.add_option("--clip-norm", settings.clip_norm, "gradient norm clipping threshold");
   app.add_option("--eval-interval", settings.eval_interval, "steps between validation passes")
       ->check(CLI::PositiveNumber);
-  app.add_option("--sample-length", settings.sample_length, "characters in the final sample");
+  app.add_option("--sample-length", settings.sample_length, "characters in the final sample")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--temperature", settings.temperature, "sampling temperature (below 1: more conservative)")
       ->check(CLI::PositiveNumber);
   app.add_option("--top-k", settings.top_k, "sample from the k likeliest characters only (0: all)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", settings.threads, "CPU threads (default: every core)");
+  app.add_option("--threads", settings.threads, "CPU threads (default: every core)")->check(CLI::Range(1, 4096));
   app.add_option("--seed", settings.seed, "seed for initialisation, batches and sampling");
   app.add_option("--metrics-out", settings.metrics_out, "write metrics as JSON lines to this file");
   app.add_option("--require-val-loss", settings.require_val_loss,

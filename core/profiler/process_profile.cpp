@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/ember_variables.h"
 #include "core/error.h"
 #include "core/output_directory.h"
 #include "core/profiler/profiler.h"
@@ -78,7 +79,7 @@ void start_environment_profile() {
         return;
       }
       start_process_profile({.path_prefix = (absolute / "rank").string(),
-                             .record = {.record_shapes = environment("EMBER_PROFILE_SHAPES") != nullptr}});
+                             .record = {.record_shapes = flag_variable("EMBER_PROFILE_SHAPES").value_or(false)}});
     } else if (const char* prefix = environment("EMBER_DDP_TRACE")) {
       // DDP's trace of old: backward nodes and communication only.
       start_process_profile({.path_prefix = std::string(prefix) + ".rank",

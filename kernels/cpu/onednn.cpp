@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/ember_variables.h"
+
 namespace ember::cpu {
 
 const dnnl::engine& onednn_engine() {
@@ -69,10 +71,7 @@ dnnl::memory::data_type onednn_type(DType dtype) {
 
 namespace {
 std::atomic<bool>& bf16_enabled() {
-  static std::atomic<bool> enabled = [] {
-    const char* value = std::getenv("EMBER_DISABLE_BF16_GEMM");
-    return value == nullptr || std::strcmp(value, "1") != 0;
-  }();
+  static std::atomic<bool> enabled = !flag_variable("EMBER_DISABLE_BF16_GEMM").value_or(false);
   return enabled;
 }
 }  // namespace

@@ -13,6 +13,26 @@ bool caching() {
   return !(mode && std::strcmp(mode, "system") == 0);
 }
 
+// EMBER_ALLOCATOR took anything but the exact "system" for the caching
+// allocator ("System", "malloc": a sanitizer run kept caching without a
+// word). The choice is made once per process, so a fresh one decides here.
+// Mutation caught: caching_requested without its check.
+TEST(Allocator, AnUnknownAllocatorNameIsRefused) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("EMBER_ALLOCATOR", "malloc", 1);
+        try {
+          (void)zeros({4});
+        } catch (const Error& error) {
+          std::fprintf(stderr, "%s\n", error.what());
+          std::exit(3);
+        }
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(3), "EMBER_ALLOCATOR='malloc' is not an allocator \\(use system or caching");
+}
+
 TEST(Allocator, CountsAllocatedAndPeak) {
   int64_t before = memory_allocated();
   reset_peak_memory_stats();

@@ -40,6 +40,27 @@ std::set<std::string> variables_in_sources() {
 
 // Catches: a variable read somewhere and missing from the list (its users
 // would be told that ember does not read it), and a listed name nothing reads.
+// The on/off variables were each read their own way: EMBER_PROFILE_SHAPES=0
+// turned shape recording on, EMBER_DISABLE_BF16_GEMM=true changed nothing,
+// EMBER_CPU_BASELINE=false forced the baseline kernels. All go through
+// parse_flag now. Mutation caught: parse_flag taking any other text for true.
+TEST(EmberVariables, OnOffVariablesTakeFlagsOnly) {
+  EXPECT_TRUE(parse_flag("EMBER_X", "1"));
+  EXPECT_TRUE(parse_flag("EMBER_X", "true"));
+  EXPECT_FALSE(parse_flag("EMBER_X", "0"));
+  EXPECT_FALSE(parse_flag("EMBER_X", "false"));
+  for (const char* text : {"", "yes", "TRUE", "2", "off"})
+    EXPECT_TRUE(contains(error_of([&] { parse_flag("EMBER_X", text); }), std::string("EMBER_X='") + text + "' is not a flag"))
+        << text;
+  unsetenv("EMBER_PROFILE_SHAPES");
+  EXPECT_EQ(flag_variable("EMBER_PROFILE_SHAPES"), std::nullopt);
+  setenv("EMBER_PROFILE_SHAPES", "false", 1);
+  EXPECT_EQ(flag_variable("EMBER_PROFILE_SHAPES"), false);
+  setenv("EMBER_PROFILE_SHAPES", "yes", 1);
+  EXPECT_TRUE(contains(error_of([] { flag_variable("EMBER_PROFILE_SHAPES"); }), "EMBER_PROFILE_SHAPES='yes' is not a flag"));
+  unsetenv("EMBER_PROFILE_SHAPES");
+}
+
 TEST(EmberVariables, TheListIsEveryVariableTheSourcesRead) {
   std::set<std::string> listed;
   for (const EmberVariable& variable : ember_variables()) {
