@@ -54,8 +54,8 @@ std::vector<std::string> gather_descriptions(ProcessGroup& group, const std::str
 std::string describe_parameters(const NamedTensors& parameters) {
   std::string text;
   for (const auto& [name, parameter] : parameters)
-    text += fmt::format("{} {} {} {}\n", name, parameter.shape(), parameter.dtype(),
-                        parameter.device().is_cpu() ? "cpu" : "cuda");
+    text += fmt::format("{} {} {} {}{}\n", name, parameter.shape(), parameter.dtype(),
+                        parameter.device().is_cpu() ? "cpu" : "cuda", parameter.requires_grad() ? "" : " frozen");
   return text;
 }
 
@@ -92,8 +92,8 @@ void check_same_parameters_on_every_rank(ProcessGroup& group, const NamedTensors
     return index < lines.size() ? "'" + lines[index] + "'" : std::string("nothing");
   };
   throw Error(fmt::format(
-              "{}: every rank must build the same model, but trainable parameter {} (name shape dtype device) is {} "
-              "on rank {} and {} on rank 0 (rank {} has {} trainable parameters, rank 0 has {})",
+              "{}: every rank must build the same model, but parameter {} (name shape dtype device, frozen if it is) is "
+              "{} on rank {} and {} on rank 0 (rank {} has {} parameters, rank 0 has {})",
               op, index, at(theirs), rank, at(first), rank, theirs.size(), first.size()));
 }
 

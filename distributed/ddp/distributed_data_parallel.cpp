@@ -3,7 +3,9 @@
 // graph walk for unused parameters.
 #include "distributed/ddp/distributed_data_parallel.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <unordered_set>
 
@@ -18,6 +20,15 @@
 namespace ember::distributed {
 
 namespace {
+
+// MiB to bytes, at least one (PyTorch's one parameter per bucket for a tiny
+// cap: 1e-9 MiB was refused as "0 bytes") and at most INT64_MAX (infinity
+// and 1e300 converted out of range, undefined behaviour).
+int64_t cap_bytes(double mebibytes) {
+  const double bytes = mebibytes * 1024 * 1024;
+  if (bytes >= 9.2e18) return std::numeric_limits<int64_t>::max();
+  return std::max<int64_t>(1, int64_t(bytes));
+}
 
 std::string trace_prefix(const DDPOptions& options) {
   if (!options.trace_prefix.empty()) return options.trace_prefix;
@@ -79,8 +90,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   }
   reducer_ = std::make_shared<Reducer>(
       parameters_, group_,
-      ReducerOptions{.bucket_cap_bytes = int64_t(options_.bucket_cap_mb * 1024 * 1024),
-                     .first_bucket_cap_bytes = int64_t(options_.first_bucket_cap_mb * 1024 * 1024),
+      ReducerOptions{.bucket_cap_bytes = cap_bytes(options_.bucket_cap_mb),
+                     .first_bucket_cap_bytes = cap_bytes(options_.first_bucket_cap_mb),
                      .find_unused_parameters = options_.find_unused_parameters,
                      .compress_to = compress_to});
 

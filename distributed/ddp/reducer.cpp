@@ -142,8 +142,18 @@ void Reducer::prepare_for_backward(const std::vector<size_t>& unused) {
     for (size_t index : unused) used[index] = 0;
     if (group_.size() > 1) used_work_ = group_.allreduce(used_, ReduceOp::sum);
   }
-  // Note [Unused parameters]: ready at once with a zero gradient (or the one
-  // accumulated under no_sync), so that their buckets still complete.
+  // Note [Unused parameters]: ready with a zero gradient (or the one
+  // accumulated under no_sync), so that their buckets still complete; at
+  // backward's first gradient, as PyTorch's, not here: a zero_grad between
+  // the forward and the backward would leave them last step's gradient.
+  // When nothing is used there is no backward to wait for.
+  unused_to_mark_ = unused;
+  if (unused.size() == parameters_.size()) mark_unused_ready();
+}
+
+void Reducer::mark_unused_ready() {
+  const std::vector<size_t> unused = std::move(unused_to_mark_);
+  unused_to_mark_.clear();
   for (size_t index : unused) {
     had_no_grad_[index] = !parameters_[index].second.grad().defined();
     adopt_gradient(index, /*zero_if_none=*/true);
@@ -168,6 +178,11 @@ void Reducer::on_gradient(size_t index) {
               "DistributedDataParallel: parameter \"{}\" got a gradient twice in one iteration (a second backward "
               "through the same forward, or a parameter find_unused_parameters found unused that got a gradient "
               "from outside the module's output); call the module again before each backward",
+              parameters_[index].first);
+  if (!unused_to_mark_.empty()) mark_unused_ready();
+  EMBER_CHECK(!ready_[index],
+              "DistributedDataParallel: parameter \"{}\" was found unused by the forward but got a gradient from "
+              "outside the module's output; call the module again before each backward",
               parameters_[index].first);
   if (profiling_) log_completed(/*wait=*/false);
   mark_ready(index);

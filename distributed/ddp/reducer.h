@@ -105,6 +105,8 @@ class Reducer {
   // becomes the zeroed view.
   void adopt_gradient(size_t index, bool zero_if_none);
   void mark_ready(size_t index);
+  // The parameters the forward found unused: ready with their gradient (zero if none).
+  void mark_unused_ready();
   void launch_in_order();
   // The bucket's all-reduce; with compression, casts its gradients first.
   std::shared_ptr<Work> launch(Bucket& bucket);
@@ -130,6 +132,7 @@ class Reducer {
   Tensor used_;
   std::shared_ptr<Work> used_work_;
   std::vector<bool> had_no_grad_;  // unused here and .grad undefined before this iteration
+  std::vector<size_t> unused_to_mark_;  // found unused by the forward, marked at backward's first gradient
 };
 
 }  // namespace ember::distributed

@@ -74,6 +74,10 @@ TEST(DDP, FirstBucketIsSmallSoItsAllReduceStartsEarly) {
 
 TEST(DDP, FindUnusedParametersCompletesTheBuckets) { expect_clean_success(run_ranks(2, "ddp_unused_parameters")); }
 
+TEST(DDP, ALayerUsedOnAlternateStepsGetsNoStaleGradient) {
+  expect_clean_success(run_ranks(2, "ddp_sometimes_unused"));
+}
+
 TEST(DDP, UnusedParametersWithoutFindUnusedAreNamedInTheError) {
   expect_clean_success(run_ranks(2, "ddp_unused_parameters_error"));
 }
@@ -87,6 +91,11 @@ TEST(DDP, FrozenParametersStartFromRankZerosAndEvaluationForwardsAreAllowed) {
 TEST(DDP, RanksWithOtherParameterDtypesAreRefusedNamingTheParameter) {
   for (const char* engine : {"ddp", "zero3"})
     expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_mismatched_parameters", {"dtype", engine}, seconds(60)));
+}
+
+TEST(DDP, RanksWithOtherFrozenParametersAreRefusedNamingTheParameter) {
+  for (const char* engine : {"ddp", "zero3"})
+    expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_mismatched_parameters", {"frozen", engine}, seconds(60)));
 }
 
 TEST(DDP, RanksWithOtherParameterShapesAreRefusedNamingTheParameter) {

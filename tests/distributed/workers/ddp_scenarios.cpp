@@ -416,6 +416,19 @@ EMBER_SCENARIO(ddp_first_bucket_is_small) {
     failures += check(ddp.reducer().buckets().size() == 1, rank,
                       fmt::format("first_bucket_cap_mb = bucket_cap_mb: {} bucket(s)", ddp.reducer().buckets().size()));
   }
+  {
+    // A cap under a byte was refused as "0 bytes" (PyTorch: a bucket per
+    // parameter), and an infinite one converted out of range. Mutation
+    // caught: the caps converted without cap_bytes.
+    DistributedDataParallel tiny(model, group, {.bucket_cap_mb = 1e-9, .first_bucket_cap_mb = 1e-9});
+    failures += check(tiny.reducer().buckets().size() == model->parameters().size(), rank,
+                      fmt::format("bucket_cap_mb 1e-9: {} buckets, one per parameter", tiny.reducer().buckets().size()));
+  }
+  {
+    DistributedDataParallel whole(model, group, {.bucket_cap_mb = INFINITY, .first_bucket_cap_mb = INFINITY});
+    failures += check(whole.reducer().buckets().size() == 1, rank,
+                      fmt::format("bucket_cap_mb inf: {} bucket(s)", whole.reducer().buckets().size()));
+  }
   distributed::destroy_process_group();
   return failures;
 }
@@ -446,6 +459,59 @@ EMBER_SCENARIO(ddp_unused_parameters) {
     failures += check_matches_reference(*model, *reference, rank);
     failures += check(!model->unused->weight.grad().defined() && !model->unused->bias.grad().defined(), rank,
                       "the unused layer's .grad is undefined");
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
+namespace {
+
+// A middle layer the forward uses on even steps only.
+struct SometimesUsed : nn::Module {
+  explicit SometimesUsed(uint64_t seed) {
+    manual_seed(seed);
+    first = register_module("first", nn::Linear(kFeatures, 16));
+    middle = register_module("middle", nn::Linear(16, 16));
+    last = register_module("last", nn::Linear(16, kClasses));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor hidden = tanh(first->forward(x));
+    if (use_middle) hidden = tanh(middle->forward(hidden));
+    return last->forward(hidden);
+  }
+  bool use_middle = true;
+  std::shared_ptr<nn::Linear> first, middle, last;
+};
+
+}  // namespace
+
+// find_unused_parameters with a layer used on alternate steps, and zero_grad
+// between forward and backward (sgd_step's order). The layer was marked ready
+// at the forward with the gradient it held then, last step's average, which
+// the next zero_grad only unhooked: it was all-reduced and stepped again.
+// Marked at backward's first gradient, it is zero or absent as in the single
+// process. Mutation caught: prepare_for_backward marking the unused at once.
+EMBER_SCENARIO(ddp_sometimes_unused) {
+  ProcessGroup& group = init(args);
+  int rank = group.rank(), world = group.size();
+  auto model = std::make_shared<SometimesUsed>(310 + uint64_t(rank));
+  auto reference = std::make_shared<SometimesUsed>(310);
+  int failures = 0;
+  {
+    DistributedDataParallel ddp(model, group, {.bucket_cap_mb = kSmallBucketsMb, .find_unused_parameters = true});
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    optim::SGD reference_optimizer(reference->parameters(), {.lr = 0.1, .momentum = 0.9});
+    for (int64_t step = 0; step < 6; ++step) {
+      model->use_middle = reference->use_middle = step % 2 == 0;
+      Batch global = global_batch(step);
+      sgd_step(*model, optimizer, slice(global, rank, world));
+      sgd_step(*reference, reference_optimizer, global);
+      failures += check(model->middle->weight.grad().defined() == reference->middle->weight.grad().defined(), rank,
+                        fmt::format("step {}: the middle layer has a gradient exactly when the reference has", step));
+    }
+    const double difference = max_abs_difference(*model, *reference);
+    failures += check(difference <= kTolerance, rank,
+                      fmt::format("after 6 steps max |ddp - single process| = {:.3g}", difference));
   }
   distributed::destroy_process_group();
   return failures;
@@ -612,9 +678,13 @@ EMBER_SCENARIO(ddp_mismatched_parameters) {
   const int rank = group.rank();
   manual_seed(7);
   std::shared_ptr<nn::Module> model;
-  if (kind == "dtype") {
+  if (kind == "dtype" || kind == "frozen") {
     model = std::make_shared<nn::Sequential>(nn::Linear(kFeatures, 16), nn::Tanh(), nn::Linear(16, kClasses));
-    if (rank == 1) model->to(DType::f64);
+    if (rank == 1 && kind == "dtype") model->to(DType::f64);
+    // Frozen on one rank only: the buckets hold the trainable parameters, so
+    // the ranks summed different parameters' gradients slot by slot (equal
+    // sizes hid it). Mutation caught: describe_parameters without the mark.
+    if (rank == 1 && kind == "frozen") model->named_parameters()[1].second.requires_grad_(false);
   } else {
     const int64_t in = rank == 0 ? 4 : 6, out = rank == 0 ? 6 : 4;
     model = std::make_shared<nn::Sequential>(nn::Linear(in, out, {.bias = false}));
@@ -634,9 +704,9 @@ EMBER_SCENARIO(ddp_mismatched_parameters) {
   std::printf("rank %d: construction said: %s\n", rank, message.empty() ? "(no error)" : message.c_str());
   auto says = [&message](const std::string& text) { return message.find(text) != std::string::npos; };
   const std::string op = engine == "ddp" ? "DistributedDataParallel:" : "ShardedDataParallel:";
-  bool named = kind == "dtype"
-                   ? says("'0.weight [16, 8] float64 cpu' on rank 1 and '0.weight [16, 8] float32 cpu' on rank 0")
-                   : says("'0.weight [4, 6] float32 cpu' on rank 1 and '0.weight [6, 4] float32 cpu' on rank 0");
+  bool named = kind == "dtype"    ? says("'0.weight [16, 8] float64 cpu' on rank 1 and '0.weight [16, 8] float32 cpu' on rank 0")
+               : kind == "frozen" ? says("'0.bias [16] float32 cpu frozen' on rank 1 and '0.bias [16] float32 cpu' on rank 0")
+                                  : says("'0.weight [4, 6] float32 cpu' on rank 1 and '0.weight [6, 4] float32 cpu' on rank 0");
   int failures = check(says(op) && named, rank, "the error names the first differing parameter on both ranks");
   distributed::destroy_process_group();
   return failures;
