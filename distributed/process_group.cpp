@@ -17,8 +17,11 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/grad_hook.h"
+#include "core/memory_overlap.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise_kernels.h"
+#include "core/ops/views.h"
 #include "core/profiler/profiler.h"
 #include "distributed/collective_debug.h"
 
@@ -176,6 +179,23 @@ void divide_in_place(const Tensor& tensor, int divisor) {
       for (int64_t i = 0; i < tensor.numel(); ++i) values[i] = T(C(values[i]) / C(divisor));
     }
   });
+}
+
+// How an average runs on a backend without one of its own: a sum, then a
+// division; 16-bit floats are summed in f32 (`widen`): summed in their own
+// dtype, 2 x 65504 was inf where the mean is finite (a GradScaler's scaled
+// fp16 gradients skipped steps on gloo only). Dividing first, as PyTorch's
+// DDP does before a gloo sum, overflows too (3 x 65504 / 3 rounds to 65520)
+// and makes the mean of three ones 0.9995; f32 costs twice the bytes on such
+// backends, and gives shm's results.
+struct AverageRun {
+  bool widen = false;
+  bool divide = false;
+  ReduceOp backend_op;
+};
+AverageRun average_run(const Backend& backend, ReduceOp op, DType dtype) {
+  if (op != ReduceOp::avg || backend.supports_avg()) return {.backend_op = op};
+  return {.widen = dtype == DType::f16 || dtype == DType::bf16, .divide = true, .backend_op = ReduceOp::sum};
 }
 
 }  // namespace
@@ -430,21 +450,26 @@ void ProcessGroup::run_queue() {
 
 std::shared_ptr<Work> ProcessGroup::allreduce(Tensor tensor, ReduceOp op) {
   check_tensor("allreduce", "input", tensor);
+  check_no_internal_overlap(tensor, "allreduce");
   check_reduction("allreduce", tensor, op);
   Tensor buffer = staging_buffer(tensor);
   tensor.bump_version();
   return enqueue(fmt::format("allreduce({}, {}, {})", tensor.shape(), tensor.dtype(), reduce_op_name(op)),
                  Collective::allreduce, tensor.device(), tensor.nbytes(), [this, tensor, buffer, op](Backend& backend) {
                    read_in(buffer, tensor);
-                   const bool divide = op == ReduceOp::avg && !backend.supports_avg();
-                   backend.allreduce(buffer.data_ptr(), buffer.numel(), buffer.dtype(), divide ? ReduceOp::sum : op);
-                   if (divide) divide_in_place(buffer, size());
+                   const AverageRun run = average_run(backend, op, buffer.dtype());
+                   NoGradGuard no_grad;  // the widened copies are plain data
+                   const Tensor summed = run.widen ? buffer.to(DType::f32) : buffer;
+                   backend.allreduce(summed.data_ptr(), summed.numel(), summed.dtype(), run.backend_op);
+                   if (run.divide) divide_in_place(summed, size());
+                   if (run.widen) copy_(buffer, summed);
                    write_back(tensor, buffer);
                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::allreduce_into(Tensor output, std::vector<Tensor> inputs, ReduceOp op) {
   check_tensor("allreduce_into", "output", output);
+  check_no_internal_overlap(output, "allreduce_into");
   check_reduction("allreduce_into", output, op);
   EMBER_CHECK(output.is_contiguous(), "allreduce_into: the output ({}, {}) must be contiguous", output.shape(),
               output.dtype());
@@ -468,15 +493,16 @@ std::shared_ptr<Work> ProcessGroup::allreduce_into(Tensor output, std::vector<Te
                  Collective::allreduce, output.device(), output.nbytes(),
                  [this, output, inputs, buffers, op](Backend& backend) {
                    for (size_t i = 0; i < inputs.size(); ++i) read_in(buffers[i], inputs[i]);
-                   const bool divide = op == ReduceOp::avg && !backend.supports_avg();
-                   const ReduceOp backend_op = divide ? ReduceOp::sum : op;
-                   if (output.device().is_cpu()) {
+                   const AverageRun run = average_run(backend, op, output.dtype());
+                   const ReduceOp backend_op = run.backend_op;
+                   if (output.device().is_cpu() && !run.widen) {
                      std::vector<Backend::Piece> pieces;
                      for (const Tensor& input : buffers) pieces.push_back({input.data_ptr(), input.numel()});
                      backend.allreduce_into(output.data_ptr(), pieces, output.numel(), output.dtype(), backend_op);
                    } else {
-                     // Device backends reduce in place: the pieces go to their
-                     // places first, on the backend's stream (current here).
+                     // Device backends reduce in place (and a widened sum
+                     // reads the output whole): the pieces go to their places
+                     // first, on the backend's stream (current here).
                      const Tensor flat = output.detach().view({output.numel()});
                      int64_t at = 0;
                      for (const Tensor& input : buffers) {
@@ -484,14 +510,22 @@ std::shared_ptr<Work> ProcessGroup::allreduce_into(Tensor output, std::vector<Te
                        if (place.data_ptr() != input.data_ptr()) write_back(place, input);
                        at += input.numel();
                      }
-                     backend.allreduce(output.data_ptr(), output.numel(), output.dtype(), backend_op);
+                     NoGradGuard no_grad;
+                     const Tensor summed = run.widen ? output.to(DType::f32) : output;
+                     backend.allreduce(summed.data_ptr(), summed.numel(), summed.dtype(), backend_op);
+                     if (run.widen) {
+                       divide_in_place(summed, size());
+                       copy_(output, summed);
+                       return;
+                     }
                    }
-                   if (divide) divide_in_place(output, size());
+                   if (run.divide) divide_in_place(output, size());
                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast(Tensor tensor, int root) {
   check_tensor("broadcast", "input", tensor);
+  check_no_internal_overlap(tensor, "broadcast");
   EMBER_CHECK(root >= 0 && root < size(), "broadcast: root {} is out of range for a group of {} ranks (tensor {}, {}; {})",
               root, size(), tensor.shape(), tensor.dtype(), where(context_));
   Tensor buffer = staging_buffer(tensor);
@@ -506,6 +540,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast(Tensor tensor, int root) {
 
 std::shared_ptr<Work> ProcessGroup::allgather(Tensor output, Tensor input) {
   check_tensor("allgather", "output", output);
+  check_no_internal_overlap(output, "allgather");
   check_tensor("allgather", "input", input);
   check_same_device("allgather", output, input);
   check_same_dtype("allgather", output, input);
@@ -527,6 +562,7 @@ std::shared_ptr<Work> ProcessGroup::allgather(Tensor output, Tensor input) {
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, Tensor input, ReduceOp op) {
   check_tensor("reduce_scatter", "output", output);
+  check_no_internal_overlap(output, "reduce_scatter");
   check_tensor("reduce_scatter", "input", input);
   check_same_device("reduce_scatter", output, input);
   check_same_dtype("reduce_scatter", output, input);
@@ -543,16 +579,21 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, Tensor input, 
                  Collective::reduce_scatter, input.device(), input.nbytes(),
                  [this, output, input, source, destination, op](Backend& backend) {
                    read_in(source, input);
-                   const bool divide = op == ReduceOp::avg && !backend.supports_avg();
-                   backend.reduce_scatter(source.data_ptr(), destination.data_ptr(), destination.numel(),
-                                          destination.dtype(), divide ? ReduceOp::sum : op);
-                   if (divide) divide_in_place(destination, size());
+                   const AverageRun run = average_run(backend, op, source.dtype());
+                   NoGradGuard no_grad;
+                   const Tensor summed = run.widen ? source.to(DType::f32) : source;
+                   const Tensor scattered = run.widen ? destination.to(DType::f32) : destination;
+                   backend.reduce_scatter(summed.data_ptr(), scattered.data_ptr(), scattered.numel(), scattered.dtype(),
+                                          run.backend_op);
+                   if (run.divide) divide_in_place(scattered, size());
+                   if (run.widen) copy_(destination, scattered);
                    write_back(output, destination);
                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::all_to_all(Tensor output, Tensor input) {
   check_tensor("all_to_all", "output", output);
+  check_no_internal_overlap(output, "all_to_all");
   check_tensor("all_to_all", "input", input);
   check_same_device("all_to_all", output, input);
   check_same_dtype("all_to_all", output, input);
@@ -601,6 +642,7 @@ std::shared_ptr<Work> ProcessGroup::send(Tensor tensor, int dst, uint32_t tag) {
 
 std::shared_ptr<Work> ProcessGroup::recv(Tensor tensor, int src, uint32_t tag) {
   check_tensor("recv", "output", tensor);
+  check_no_internal_overlap(tensor, "recv");
   check_device_tag("recv", tensor, tag);
   EMBER_CHECK(src >= 0 && src < size() && src != rank(),
               "recv: src {} must be another rank of the group's {} (tensor {}, {}, tag {}; {})", src, size(),

@@ -393,6 +393,24 @@ void test_validation(ProcessGroup& group, Checker& check, Device device) {
   auto empty = [&](Shape shape, DType dtype) { return make_tensor(shape, dtype, device); };
   check.expect_error("avg of int32", "reduce op avg is not supported for int32",
                      [&] { group.allreduce(empty({4}, DType::i32), ReduceOp::avg); });
+  // An output whose elements share memory (expand) kept one value of several
+  // (allgather into [1].expand({2}) kept rank 1's). Refused, as copy_ refuses
+  // it. Mutation caught: allgather and recv without check_no_internal_overlap.
+  check.expect_error("expanded allgather output", "allgather: the tensor written to",
+                     [&] { group.allgather(empty({1}, DType::f32).expand({size * 2}), empty({2}, DType::f32)); });
+  check.expect_error("expanded recv", "recv: the tensor written to",
+                     [&] { group.recv(empty({1}, DType::f32).expand({2}), (group.rank() + 1) % size); });
+  // An f16 average on a backend without averages of its own was an f16 sum
+  // then a division: 2 x 65504 overflowed to inf (gloo, reference) where the
+  // mean is 65504. Summed in f32 now, as shm does. Mutation caught:
+  // average_run without `widen`.
+  Tensor big = make_values(DType::f16, {3}, [](int64_t) { return 65504; }).to(device);
+  group.allreduce(big, ReduceOp::avg)->wait();
+  check.expect_values("float16 avg of 65504", big.to_vector<double>(), std::vector<double>(3, 65504));
+  Tensor scattered = make_values(DType::f16, {1}, [](int64_t) { return 0; }).to(device);
+  group.reduce_scatter(scattered, make_values(DType::f16, {size}, [](int64_t) { return 65504; }).to(device), ReduceOp::avg)
+      ->wait();
+  check.expect_values("float16 reduce_scatter avg of 65504", scattered.to_vector<double>(), {65504});
   check.expect_error("sum of bool", "reduce op sum is not supported for bool",
                      [&] { group.allreduce(empty({4}, DType::boolean), ReduceOp::sum); });
   check.expect_error("allgather size", "allgather: output [3] has 3 elements",
