@@ -1,6 +1,8 @@
 // Containers (see container.h).
 #include "nn/container.h"
 
+#include <algorithm>
+
 namespace ember::nn {
 
 const std::shared_ptr<Module>& IndexedModules::operator[](int64_t index) const {
@@ -11,6 +13,14 @@ const std::shared_ptr<Module>& IndexedModules::operator[](int64_t index) const {
 }
 
 Tensor Sequential::forward(const Tensor& input) {
+  // register_module on a Sequential (PyTorch's add_module, which appends to
+  // the chain) registered a child the chain never ran: trained, saved, skipped.
+  if (named_children().size() != size())
+    for (const auto& [name, child] : named_children())
+      EMBER_CHECK(std::find(begin(), end(), child) != end(),
+                  "Sequential: module \"{}\" was registered with register_module, so it is not in the chain this "
+                  "forward runs (the {} added with push_back); add it with push_back",
+                  name, size());
   Tensor x = input;
   // Through operator(), so each child's forward hooks run (as PyTorch's).
   for (const std::shared_ptr<Module>& module : *this) x = (*module)(x);

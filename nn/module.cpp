@@ -4,6 +4,7 @@
 #include "core/shown_text.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <set>
 #include <typeinfo>
@@ -14,7 +15,9 @@
 #include "autograd/custom_function.h"
 #include "autograd/node.h"
 #include "core/grad_hook.h"
+#include "core/ops/creation.h"
 #include "core/ops/views.h"
+#include "nn/normalization.h"
 
 namespace ember::nn {
 
@@ -132,6 +135,12 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   check_new_name(name, "module");
   EMBER_CHECK(module != nullptr, "{}: module \"{}\" is null", type_name(), name);
   EMBER_CHECK(module.get() != this, "{}: cannot register a module as its own child \"{}\"", type_name(), name);
+  // A cycle (a inside b inside a) made every walk of the tree recurse until
+  // the stack ran out: state_dict() segfaulted.
+  for (const auto& [path, inside] : module->named_modules())
+    EMBER_CHECK(inside != this,
+                "{}: registering {} as \"{}\" would make a cycle: this module is already inside it (at \"{}\")",
+                type_name(), module->type_name(), name, path);
   children_.emplace_back(name, std::move(module));
 }
 
@@ -296,6 +305,15 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
       if (given.count(alias)) return true;
     return false;
   };
+  // A BatchNorm's num_batches_tracked that the state lacks loads as 0, as
+  // PyTorch's _BatchNorm._load_from_state_dict fills it for dicts without
+  // version metadata (every safetensors file, older torchvision checkpoints);
+  // strict loading refused them as missing.
+  std::unordered_set<std::string> counts_of_batch_norms;
+  for (const auto& [path, module] : named_modules())
+    if (dynamic_cast<const BatchNorm*>(module) != nullptr)
+      counts_of_batch_norms.insert(path.empty() ? "num_batches_tracked" : path + ".num_batches_tracked");
+  std::deque<Tensor> filled;
   LoadStateDictResult result;
   std::vector<std::string> mismatched;
   std::vector<std::pair<Tensor, const Tensor*>> copies;
@@ -303,7 +321,9 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
   for (const auto& [name, target] : expected) {
     expected_names.insert(name);
     auto found = given.find(name);
-    if (found == given.end()) {
+    if (found == given.end() && counts_of_batch_norms.contains(name) && !loaded_through_alias(target)) {
+      copies.emplace_back(target, &filled.emplace_back(zeros_like(target)));
+    } else if (found == given.end()) {
       if (!loaded_through_alias(target)) result.missing_keys.push_back(name);
     } else if (found->second->shape() != target.shape()) {
       mismatched.push_back(fmt::format("size mismatch for {}: copying a param with shape {} from checkpoint, the "

@@ -261,6 +261,11 @@ std::vector<std::string> inherited_environment(const Settings& accelerator) {
     if (std::optional<std::string> unknown = unknown_ember_variable_warning(name)) say("warning: " + *unknown);
     bool ours = std::any_of(std::begin(kLauncherVariables), std::end(kLauncherVariables),
                             [&](const char* variable) { return name == variable; });
+    // The one launcher variable a user sets by hand: replaced without a word,
+    // an exported EMBER_TIMEOUT=5 left the workers at the default 300 s.
+    if (name == "EMBER_TIMEOUT")
+      say(fmt::format("warning: {} in the environment is replaced by --timeout (default 300 s); give --timeout instead",
+                      text));
     for (const ConfigKey& key : config_keys()) {
       if (key.variable.empty() || key.variable != name) continue;
       if (accelerator.count(std::string(key.name))) {

@@ -122,7 +122,8 @@ void register_elementwise_functions() {
   // ops are recorded: the fused kernel has no gradient of its own.)
   relu_grad.set_recorder([](const GradRecord& r) {
     record_formula(r, "ReluBackward", {saved_output(r)}, [](const Saved& s, const Tensor& g) {
-      if (should_record({&g, &s[0]})) return Grads{g * mask(gt(s[0], 0), g)};
+      // not(out <= 0), not out > 0: a NaN passes g, as threshold_backward's does.
+      if (should_record({&g, &s[0]})) return Grads{g * mask(logical_not(le(s[0], 0)), g)};
       return Grads{threshold_backward(g, s[0])};
     });
   });
@@ -173,17 +174,20 @@ void register_elementwise_functions() {
       return Grads{da, db};
     });
   });
-  // maximum / minimum: the gradient goes to the larger (smaller) input, split evenly on ties
+  // maximum / minimum: the gradient goes to the larger (smaller) input, split
+  // evenly on ties; where a NaN is compared no comparison holds, so both get g,
+  // as PyTorch's (where(a == b, g / 2, g) masked where the other one wins;
+  // masks of a > b and a < b gave both inputs 0 there).
   maximum_grad.set_recorder([](const GradRecord& r) {
     record_formula(r, "MaximumBackward", {input(r, 0), input(r, 1)}, [](const Saved& s, const Tensor& g) {
-      Tensor tie = mask(eq(s[0], s[1]), g) * 0.5;
-      return Grads{g * (mask(gt(s[0], s[1]), g) + tie), g * (mask(lt(s[0], s[1]), g) + tie)};
+      Tensor share = where(eq(s[0], s[1]), g * 0.5, g);
+      return Grads{where(logical_not(lt(s[0], s[1])), share, 0.0), where(logical_not(gt(s[0], s[1])), share, 0.0)};
     });
   });
   minimum_grad.set_recorder([](const GradRecord& r) {
     record_formula(r, "MinimumBackward", {input(r, 0), input(r, 1)}, [](const Saved& s, const Tensor& g) {
-      Tensor tie = mask(eq(s[0], s[1]), g) * 0.5;
-      return Grads{g * (mask(lt(s[0], s[1]), g) + tie), g * (mask(gt(s[0], s[1]), g) + tie)};
+      Tensor share = where(eq(s[0], s[1]), g * 0.5, g);
+      return Grads{where(logical_not(gt(s[0], s[1])), share, 0.0), where(logical_not(lt(s[0], s[1])), share, 0.0)};
     });
   });
   // clamp: out = min(max(a, low), high)  ->  da = g where low <= a <= high

@@ -99,6 +99,16 @@ Tensor as_tensor(const Scalar& value, const Tensor& like, std::string_view op) {
   return operand_tensor(value, promote_with_scalar(like.dtype(), value), like.device());
 }
 
+// An integer number dividing (or divided by) an integer tensor: the division
+// runs in floating point, so the number goes in as int64, which holds it, not
+// in the tensor's dtype, where it wrapped (an int32 x / 5000000000 divided by
+// 705032704; PyTorch divides by 5e9).
+Tensor division_operand(const Scalar& value, const Tensor& like, std::string_view op) {
+  EMBER_CHECK(like.defined(), "{}: undefined tensor argument", op);
+  const DType dtype = promote_with_scalar(like.dtype(), value);
+  return operand_tensor(value, is_floating(dtype) ? dtype : DType::i64, like.device());
+}
+
 Tensor arithmetic(const Op<ElementwiseKernel>& op, const Tensor& a, const Scalar& b) {
   return arithmetic(op, a, as_tensor(b, a, op.name()));
 }
@@ -164,9 +174,9 @@ Tensor div(const Tensor& a, const Tensor& b) { return arithmetic(div_op, a, b); 
 Tensor add(const Tensor& a, const Scalar& b) { return arithmetic(add_op, a, b); }
 Tensor sub(const Tensor& a, const Scalar& b) { return arithmetic(sub_op, a, b); }
 Tensor mul(const Tensor& a, const Scalar& b) { return arithmetic(mul_op, a, b); }
-Tensor div(const Tensor& a, const Scalar& b) { return arithmetic(div_op, a, b); }
+Tensor div(const Tensor& a, const Scalar& b) { return arithmetic(div_op, a, division_operand(b, a, "div")); }
 Tensor rsub(const Tensor& a, const Scalar& b) { return arithmetic(sub_op, as_tensor(b, a, "rsub"), a); }
-Tensor rdiv(const Tensor& a, const Scalar& b) { return arithmetic(div_op, as_tensor(b, a, "rdiv"), a); }
+Tensor rdiv(const Tensor& a, const Scalar& b) { return arithmetic(div_op, division_operand(b, a, "rdiv"), a); }
 
 // One pass over four operands instead of two ops and a temporary (a*b+c moves
 // 5 arrays, addcmul 4). The value does not take part in promotion, as in PyTorch.

@@ -286,7 +286,10 @@ Tensor norm(const Tensor& t, double p, const Dims& dims, bool keepdim) {
   require_floating(t, "norm");
   EMBER_CHECK(!std::isnan(p), "norm: p must be a number, got nan");
   Reduction plan = plan_reduction(t, dims, keepdim, "norm");
-  if (std::isinf(p)) require_nonempty(t, plan, p > 0 ? "norm (p = inf)" : "norm (p = -inf)");
+  // A negative p over nothing is 0^(1/p), inf: refused as -inf is (as
+  // torch.linalg.vector_norm), not returned.
+  if (p == INFINITY) require_nonempty(t, plan, "norm (p = inf)");
+  if (p < 0) require_nonempty(t, plan, fmt::format("norm (p = {})", p));
   NormParams params{dims, keepdim, p};
   return with_grad(norm_grad, reduce(norm_op, t, plan, t.dtype(), p), {&t}, &params);
 }

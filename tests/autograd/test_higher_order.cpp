@@ -10,6 +10,25 @@ namespace {
 
 std::vector<double> values(const Tensor& t) { return t.contiguous().to_vector<double>(); }
 
+// Where a NaN is compared no comparison holds: maximum/minimum gave both
+// inputs a zero gradient there (PyTorch: g to both), and relu's recorded
+// gradient (create_graph) gave 0 at NaN where its fused one gives g.
+// Mutations caught: the masks gt/lt in MaximumBackward; gt(out, 0) in ReluBackward.
+TEST(HigherOrder, NanPassesTheGradientInMaximumMinimumAndRelu) {
+  for (bool create_graph : {false, true}) {
+    SCOPED_TRACE(create_graph);
+    Tensor a = leaf({NAN, 1, 2}), b = leaf({1, NAN, 2});
+    std::vector<Tensor> grads = autograd::grad({sum(maximum(a, b))}, {a, b}, {}, std::nullopt, create_graph);
+    EXPECT_EQ(values(grads[0]), (std::vector<double>{1, 1, 0.5}));
+    EXPECT_EQ(values(grads[1]), (std::vector<double>{1, 1, 0.5}));
+    grads = autograd::grad({sum(minimum(a, b))}, {a, b}, {}, std::nullopt, create_graph);
+    EXPECT_EQ(values(grads[0]), (std::vector<double>{1, 1, 0.5}));
+    Tensor x = leaf({NAN, -1, 2});
+    EXPECT_EQ(values(autograd::grad({sum(relu(x))}, {x}, {}, std::nullopt, create_graph)[0]),
+              (std::vector<double>{1, 0, 1}));
+  }
+}
+
 TEST(HigherOrder, GradWithCreateGraphIsDifferentiable) {
   Tensor x = leaf({1, -2, 0.5});
   Tensor y = sum(x * x * x);

@@ -124,6 +124,22 @@ TEST(Binary, HalfArithmeticIsTheRoundedF32ResultBitForBit) {
   }
 }
 
+// An integer number dividing an integer tensor was made an operand of the
+// tensor's dtype first, so 5000000000 wrapped to 705032704 before the float
+// division (x / 5e9 gave 1.4e-08 for 10). Mutation caught: div and rdiv
+// building their number with as_tensor.
+TEST(Binary, DivisionByAnIntegerPastTheDtypeIsExact) {
+  const Tensor x = from_vector<int32_t>({10, 705032704, -3});
+  const std::vector<float> by = (x / Scalar(int64_t(5000000000))).to_vector<float>();
+  EXPECT_FLOAT_EQ(by[0], 2e-09f);
+  EXPECT_FLOAT_EQ(by[1], 0.14100654f);
+  const std::vector<float> of = (Scalar(int64_t(5000000000)) / x).to_vector<float>();
+  EXPECT_FLOAT_EQ(of[0], 5e8f);
+  EXPECT_FLOAT_EQ(div(x, Scalar(int64_t(-2147483649))).to_vector<float>()[0], -4.656613e-09f);
+  EXPECT_EQ((x / 2).dtype(), DType::f32);
+  EXPECT_EQ((from_vector<float>({1}, {1}).to(DType::f16) / 3).dtype(), DType::f16);
+}
+
 TEST(Binary, PromotesLikePyTorch) {
   Tensor i32 = ones({2}, {.dtype = DType::i32}), f16 = ones({2}, {.dtype = DType::f16});
   Tensor bf16 = ones({2}, {.dtype = DType::bf16}), b = ones({2}, {.dtype = DType::boolean});

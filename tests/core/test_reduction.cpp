@@ -298,6 +298,10 @@ TEST(Reduction, EmptyAndZeroDimInputs) {
   EXPECT_TRUE(std::isnan(var(empty, {0}).to_vector<float>()[0]));
   EXPECT_EQ(logsumexp(empty, {0}).to_vector<float>()[0], -kInf);
   EXPECT_EQ(norm(empty, 2, {0}).to_vector<float>()[0], 0);
+  // A negative p over nothing came out inf; refused as -inf is (as
+  // torch.linalg.vector_norm). Mutation caught: the check for p = -inf only.
+  EXPECT_EMBER_ERROR(norm(zeros({0}), -1.0), "norm (p = -1): cannot reduce over dim 0 of size 0");
+  EXPECT_EMBER_ERROR(norm(zeros({0}), -2.5), "norm (p = -2.5)");
   EXPECT_EQ(amax(empty, {1}).shape(), (Shape{0}));  // nothing reduced over the empty dim
   EXPECT_EMBER_ERROR(amax(empty, {0}), "amax: cannot reduce over dim 0 of size 0 (input shape [0, 3])");
   EXPECT_EMBER_ERROR(amin(empty), "amin: cannot reduce over dim 0 of size 0");

@@ -97,6 +97,41 @@ TEST(Module, RegistrationErrors) {
   EXPECT_EMBER_ERROR(linear.child("missing"), "no submodule named \"missing\"");
   EXPECT_EMBER_ERROR(linear.register_parameter("p", ones({2}, {.requires_grad = true}) * 2), "must be a leaf");
   EXPECT_EMBER_ERROR(nn::ModuleList().forward(ones({1})), "ModuleList: has no single-tensor forward");
+  // A cycle (a in b in a) was taken, and state_dict() then recursed until the
+  // stack overflowed. Mutation caught: add_child without the walk.
+  auto a = std::make_shared<nn::Sequential>(), b = std::make_shared<nn::Sequential>();
+  a->push_back(b);
+  EXPECT_EMBER_ERROR(b->push_back(a), "registering Sequential as \"0\" would make a cycle: this module is already "
+                                      "inside it (at \"0\")");
+  EXPECT_EQ(a->state_dict().size(), 0u);
+}
+
+// register_module on a Sequential (PyTorch's add_module, which appends to the
+// chain) registered a child that forward skipped while it trained and saved.
+// Mutation caught: Sequential::forward without its check.
+TEST(Module, ASequentialRunsOnlyWhatItHoldsByPosition) {
+  nn::Sequential chain(nn::Linear(2, 2));
+  chain.register_module("extra", nn::Linear(2, 3));
+  EXPECT_EMBER_ERROR(chain(ones({1, 2})), "Sequential: module \"extra\" was registered with register_module");
+}
+
+// PyTorch fills a BatchNorm's missing num_batches_tracked with 0 for state
+// dicts without version metadata (safetensors files, older checkpoints);
+// strict loading refused them. Mutation caught: load_state_dict without the
+// BatchNorm fill.
+TEST(Module, ABatchNormStateWithoutItsCountLoads) {
+  nn::Sequential model(nn::Linear(3, 3), nn::BatchNorm1d(3));
+  model(randn({4, 3}));
+  NamedTensors state = model.state_dict();
+  EXPECT_EQ(state.back().first, "1.num_batches_tracked");
+  state.pop_back();
+  nn::Sequential fresh(nn::Linear(3, 3), nn::BatchNorm1d(3));
+  fresh.at<nn::BatchNorm>(1)->num_batches_tracked.fill_(5);
+  const nn::LoadStateDictResult result = fresh.load_state_dict(state);
+  EXPECT_TRUE(result.missing_keys.empty());
+  EXPECT_EQ(fresh.at<nn::BatchNorm>(1)->num_batches_tracked.item<int64_t>(), 0);
+  state.pop_back();  // running_var is missing for real
+  EXPECT_EMBER_ERROR(fresh.load_state_dict(state), "Missing key(s) in state_dict: \"1.running_var\"");
 }
 
 // requires_grad = false registers a frozen parameter; it was honoured only when the

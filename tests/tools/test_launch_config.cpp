@@ -158,6 +158,17 @@ TEST_F(LaunchConfigTest, NumberFlagsAreDecimal) {
   EXPECT_EQ(leftover_workers(), std::vector<pid_t>{});
 }
 
+// An exported EMBER_TIMEOUT was replaced by --timeout's default without a
+// word (a 5 s timeout became 300 s). Mutation caught: inherited_environment
+// without the warning.
+TEST_F(LaunchConfigTest, AnInheritedTimeoutIsSaidToBeReplaced) {
+  ProcessResult result = launch_in({no_default_file, "EMBER_TIMEOUT=5"}, {});
+  expect_workers(result, 1, {});
+  EXPECT_TRUE(contains(result.output, "ember launch: warning: EMBER_TIMEOUT=5 in the environment is replaced by "
+                                      "--timeout (default 300 s); give --timeout instead"))
+      << result.output;
+}
+
 TEST_F(LaunchConfigTest, ConfigFileSetsTheContractsVariables) {
   std::string file = config(
       "num_processes: 3\n"
