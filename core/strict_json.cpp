@@ -25,6 +25,10 @@ nlohmann::json parse_json_strictly(const std::string& text, std::string_view con
     }
     return true;
   };
+  // nlohmann's lexer ends the text at a NUL byte, so what followed one was
+  // never read ("{\"a\":1}\0junk" parsed as {"a":1}): a damaged file passed.
+  const size_t nul = text.find('\0');
+  EMBER_CHECK(nul == std::string::npos, "{}: not valid JSON: a NUL byte at offset {}", context, nul);
   try {
     return Json::parse(text, callback);
   } catch (const Json::exception& error) {

@@ -50,8 +50,11 @@ double parse_number(const char* variable, const char* text) {
   errno = 0;
   char* end = nullptr;
   const double value = std::strtod(text, &end);
-  EMBER_CHECK(*text != '\0' && *end == '\0' && errno == 0 && std::isfinite(value), "{}='{}' is not a number", variable,
-              text);
+  // A subnormal (1e-310) sets ERANGE but is a number: the config file and the
+  // launcher took it, and then every worker refused it.
+  const bool subnormal = errno == ERANGE && value != 0 && std::isfinite(value);
+  EMBER_CHECK(*text != '\0' && *end == '\0' && (errno == 0 || subnormal) && std::isfinite(value),
+              "{}='{}' is not a number", variable, text);
   return value;
 }
 

@@ -103,6 +103,12 @@ TEST_F(AcceleratorOptionsTest, BadValuesNameTheOptionAndWhereItCameFrom) {
   setenv("EMBER_EVEN_BATCHES", "", 1);
   EXPECT_EMBER_ERROR(resolve_accelerator_options({}), "EMBER_EVEN_BATCHES='' is not a flag");
   unsetenv("EMBER_EVEN_BATCHES");
+  // A subnormal max_grad_norm passed the config file and the launcher, then
+  // every worker refused it (strtod's ERANGE). Mutation caught: parse_number
+  // without the subnormal case.
+  setenv("EMBER_MAX_GRAD_NORM", "1e-310", 1);
+  EXPECT_EQ(resolve_accelerator_options({}).sharding.max_grad_norm, 1e-310);
+  unsetenv("EMBER_MAX_GRAD_NORM");
   EXPECT_EMBER_ERROR(resolve_accelerator_options({.total_limit = 0}), "total_limit must be at least 1, got 0");
   EXPECT_EMBER_ERROR(resolve_accelerator_options({.project_dir = ""}), "project_dir (from AcceleratorOptions) is empty");
 }

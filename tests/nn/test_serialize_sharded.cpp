@@ -400,6 +400,9 @@ TEST(LoadSharded, RefusesMalformedIndexes) {
            {R"({"weight_map": {"0.bias": 3}})", "weight_map entry '0.bias' is number, not a file name"},
            {R"({"metadata": [], "weight_map": {}})", "'metadata' is array"},
            {R"({"metadata": {"total_size": -5}, "weight_map": {}})", "metadata.total_size is -5"},
+           // The lexer stopped at a NUL: what followed was never read. Mutation
+           // caught: parse_json_strictly without its NUL check.
+           {valid + std::string(1, '\0') + "junk", "not valid JSON: a NUL byte at offset"},
        }) {
     SCOPED_TRACE(text.substr(0, 40));
     write_text(fixture.index_path, text);
