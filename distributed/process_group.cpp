@@ -21,7 +21,6 @@
 #include "core/memory_overlap.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise_kernels.h"
-#include "core/ops/views.h"
 #include "core/profiler/profiler.h"
 #include "distributed/collective_debug.h"
 
@@ -196,6 +195,15 @@ struct AverageRun {
 AverageRun average_run(const Backend& backend, ReduceOp op, DType dtype) {
   if (op != ReduceOp::avg || backend.supports_avg()) return {.backend_op = op};
   return {.widen = dtype == DType::f16 || dtype == DType::bf16, .divide = true, .backend_op = ReduceOp::sum};
+}
+
+// The widened sum back into its 16-bit place with the conversion kernel
+// itself, as read_in and write_back copy: copy_ would bump the version of the
+// caller's tensor from the communication thread (the caller bumped it when
+// it queued the operation).
+void narrow_into(const Tensor& to, const Tensor& from) {
+  ElementwiseLoop loop = ElementwiseLoop::make({&to, &from});
+  copy_op(to.device().type, to.dtype(), loop);
 }
 
 }  // namespace
@@ -462,7 +470,7 @@ std::shared_ptr<Work> ProcessGroup::allreduce(Tensor tensor, ReduceOp op) {
                    const Tensor summed = run.widen ? buffer.to(DType::f32) : buffer;
                    backend.allreduce(summed.data_ptr(), summed.numel(), summed.dtype(), run.backend_op);
                    if (run.divide) divide_in_place(summed, size());
-                   if (run.widen) copy_(buffer, summed);
+                   if (run.widen) narrow_into(buffer, summed);
                    write_back(tensor, buffer);
                  });
 }
@@ -515,7 +523,7 @@ std::shared_ptr<Work> ProcessGroup::allreduce_into(Tensor output, std::vector<Te
                      backend.allreduce(summed.data_ptr(), summed.numel(), summed.dtype(), backend_op);
                      if (run.widen) {
                        divide_in_place(summed, size());
-                       copy_(output, summed);
+                       narrow_into(output, summed);
                        return;
                      }
                    }
@@ -586,7 +594,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, Tensor input, 
                    backend.reduce_scatter(summed.data_ptr(), scattered.data_ptr(), scattered.numel(), scattered.dtype(),
                                           run.backend_op);
                    if (run.divide) divide_in_place(scattered, size());
-                   if (run.widen) copy_(destination, scattered);
+                   if (run.widen) narrow_into(destination, scattered);
                    write_back(output, destination);
                  });
 }
