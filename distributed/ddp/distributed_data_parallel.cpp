@@ -139,13 +139,22 @@ void DistributedDataParallel::before_forward() {
   // meet the pending reduction. An evaluation forward under NoGradGuard
   // between a forward and its backward is fine.
   if (grad_mode_enabled() && reducer_->reduction_pending()) {
+    // With find_unused_parameters on, the usual advice is wrong: the forward
+    // did reach these parameters, but no gradient reached their accumulators
+    // (a custom Function returning an undefined gradient for one, or a
+    // backward that stopped short of them).
+    const std::string advice =
+        options_.find_unused_parameters
+            ? "find_unused_parameters is on, so the forward used these parameters but no gradient reached them: a "
+              "custom Function that returns an undefined gradient for one (return zeros instead), or a backward "
+              "that did not run to them"
+            : "You can enable unused parameter detection by passing find_unused_parameters=true in DDPOptions, and "
+              "by making sure all forward outputs participate in calculating loss";
     EMBER_CHECK(false,
                 "DistributedDataParallel: Expected to have finished reduction in the prior iteration before starting "
                 "a new one. This error indicates that your module has parameters that were not used in producing "
-                "loss. You can enable unused parameter detection by passing find_unused_parameters=true in "
-                "DDPOptions, and by making sure all forward outputs participate in calculating loss. Parameters "
-                "which did not receive grad for rank {}: {}",
-                group_.rank(), joined(reducer_->unready_parameters()));
+                "loss. {}. Parameters which did not receive grad for rank {}: {}",
+                advice, group_.rank(), joined(reducer_->unready_parameters()));
   }
   if (options_.broadcast_buffers) broadcast_from_rank0(buffers_);
 }

@@ -519,6 +519,32 @@ EMBER_SCENARIO(ddp_sometimes_unused) {
 
 // Without find_unused_parameters the unused layer's bucket never completes;
 // the next forward says so, naming the parameters that got no gradient.
+namespace {
+
+// x * scale whose backward gives `scale` an undefined gradient: the forward
+// uses it, yet no gradient reaches its accumulator.
+struct ScaleWithoutItsGradient : autograd::Function<ScaleWithoutItsGradient> {
+  static Tensor forward(autograd::FunctionCtx& ctx, const Tensor& x, const Tensor& scale) {
+    ctx.save_for_backward({scale});
+    return x * scale;
+  }
+  static std::vector<Tensor> backward(autograd::FunctionCtx& ctx, const std::vector<Tensor>& grads) {
+    return {grads[0] * ctx.saved_tensors()[0], Tensor()};
+  }
+};
+
+struct WithScale : nn::Module {
+  WithScale() : scale(register_parameter("scale", ones({1}))) {
+    manual_seed(300);
+    layer = register_module("layer", nn::Linear(kFeatures, kClasses));
+  }
+  Tensor forward(const Tensor& x) override { return ScaleWithoutItsGradient::apply((*layer)(x), scale); }
+  std::shared_ptr<nn::Linear> layer;
+  Tensor& scale;
+};
+
+}  // namespace
+
 EMBER_SCENARIO(ddp_unused_parameters_error) {
   ProcessGroup& group = init(args);
   int rank = group.rank(), world = group.size();
@@ -541,6 +567,25 @@ EMBER_SCENARIO(ddp_unused_parameters_error) {
                           message.find("unused.bias") != std::string::npos &&
                           message.find("first.weight") == std::string::npos,
                       rank, "the error names the unused parameters");
+  }
+  {
+    // With find_unused_parameters on, the error told the user to turn it on.
+    // Mutation caught: the advice without its find_unused_parameters case.
+    auto scaled = std::make_shared<WithScale>();
+    DistributedDataParallel ddp(scaled, group, {.find_unused_parameters = true});
+    Batch local = slice(global_batch(0), rank, world);
+    F::cross_entropy(ddp(local.inputs), local.targets).backward();
+    std::string message;
+    try {
+      ddp(local.inputs);
+    } catch (const Error& error) {
+      message = error.what();
+    }
+    std::printf("rank %d: with find_unused_parameters the second forward said: %s\n", rank, message.c_str());
+    failures += check(message.find("find_unused_parameters is on, so the forward used these parameters but no "
+                                   "gradient reached them") != std::string::npos &&
+                          message.find("scale") != std::string::npos,
+                      rank, "the error says why with find_unused_parameters on");
   }
   distributed::destroy_process_group();
   return failures;
