@@ -543,6 +543,21 @@ struct WithScale : nn::Module {
   Tensor& scale;
 };
 
+// One training forward and backward through `ddp`, then a second forward: what
+// it refused with ("" when it did not).
+std::string second_forward_error(DistributedDataParallel& ddp, int rank, int world) {
+  Batch local = slice(global_batch(0), rank, world);
+  F::cross_entropy(ddp(local.inputs), local.targets).backward();
+  std::string message;
+  try {
+    ddp(local.inputs);
+  } catch (const Error& error) {
+    message = error.what();
+  }
+  std::printf("rank %d: the second forward said: %s\n", rank, message.c_str());
+  return message;
+}
+
 }  // namespace
 
 EMBER_SCENARIO(ddp_unused_parameters_error) {
@@ -552,15 +567,7 @@ EMBER_SCENARIO(ddp_unused_parameters_error) {
   int failures = 0;
   {
     DistributedDataParallel ddp(model, group, {.bucket_cap_mb = kSmallBucketsMb});
-    Batch local = slice(global_batch(0), rank, world);
-    F::cross_entropy(ddp(local.inputs), local.targets).backward();
-    std::string message;
-    try {
-      ddp(local.inputs);
-    } catch (const Error& error) {
-      message = error.what();
-    }
-    std::printf("rank %d: the second forward said: %s\n", rank, message.c_str());
+    const std::string message = second_forward_error(ddp, rank, world);
     failures += check(message.find("Expected to have finished reduction in the prior iteration") != std::string::npos &&
                           message.find("find_unused_parameters=true") != std::string::npos &&
                           message.find("unused.weight") != std::string::npos &&
@@ -573,15 +580,7 @@ EMBER_SCENARIO(ddp_unused_parameters_error) {
     // Mutation caught: the advice without its find_unused_parameters case.
     auto scaled = std::make_shared<WithScale>();
     DistributedDataParallel ddp(scaled, group, {.find_unused_parameters = true});
-    Batch local = slice(global_batch(0), rank, world);
-    F::cross_entropy(ddp(local.inputs), local.targets).backward();
-    std::string message;
-    try {
-      ddp(local.inputs);
-    } catch (const Error& error) {
-      message = error.what();
-    }
-    std::printf("rank %d: with find_unused_parameters the second forward said: %s\n", rank, message.c_str());
+    const std::string message = second_forward_error(ddp, rank, world);
     failures += check(message.find("find_unused_parameters is on, so the forward used these parameters but no "
                                    "gradient reached them") != std::string::npos &&
                           message.find("scale") != std::string::npos,
