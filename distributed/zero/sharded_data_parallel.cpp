@@ -121,13 +121,12 @@ void ShardedDataParallel::build_units(const NamedTensors& parameters) {
   std::unordered_set<const nn::Module*> unit_modules;
   for (const WrappedUnit& unit : wrapped) unit_modules.insert(unit.module);
   std::vector<const nn::Module*> outside = {module_.get()};  // the root's own modules, walked to the units
+  std::unordered_set<const nn::Module*> reached = {module_.get()};
   for (size_t next = 0; next < outside.size(); ++next) {
     for (const Tensor& parameter : outside[next]->parameters(/*recurse=*/false))
       holders[parameter.impl()].push_back(wrapped.size());
     for (const auto& [name, child] : outside[next]->named_children())
-      if (!unit_modules.contains(child.get()) &&
-          std::find(outside.begin(), outside.end(), child.get()) == outside.end())
-        outside.push_back(child.get());
+      if (!unit_modules.contains(child.get()) && reached.insert(child.get()).second) outside.push_back(child.get());
   }
   units_.resize(wrapped.size() + 1);
   for (size_t u = 0; u < wrapped.size(); ++u) {
