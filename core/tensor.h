@@ -43,6 +43,9 @@ struct TensorImpl {
   // A view made under NoGradGuard of a tensor that requires grad (or a view
   // of one): a plain alias, which in-place ops refuse while grad mode is on.
   bool no_grad_view = false;
+  // Registered as a module's parameter, or made by nn::Parameter: a module's
+  // parameter slot refuses any other tensor (Note [Parameter slots]).
+  bool is_parameter = false;
 };
 
 class Tensor {

@@ -117,13 +117,33 @@ void Module::check_new_name(const std::string& name, const char* what) const {
   EMBER_CHECK(!taken, "{}: attribute \"{}\" already exists, cannot register {} of that name", type_name(), name, what);
 }
 
-Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+Parameter::Parameter(const Tensor& data, bool requires_grad) : Tensor(data.detach()) {
+  impl()->is_parameter = true;
+  requires_grad_(requires_grad);
+}
+
+Tensor& Module::register_parameter(const std::string& name, Tensor tensor, std::optional<bool> requires_grad) {
   check_new_name(name, "parameter");
   if (tensor.defined()) {
     EMBER_CHECK(tensor.is_leaf(), "{}: parameter \"{}\" must be a leaf tensor (detach it first)", type_name(), name);
-    tensor.requires_grad_(requires_grad);  // false freezes it, as nn.Parameter(t, requires_grad=False)
+    // A tensor registered elsewhere keeps its own flag: registering a frozen
+    // shared weight here must not unfreeze it in its first module.
+    if (!tensor.impl()->is_parameter || requires_grad) tensor.requires_grad_(requires_grad.value_or(true));
+    tensor.impl()->is_parameter = true;
   }
   return parameters_.emplace_back(name, std::move(tensor)).second;
+}
+
+void Module::refuse_plain_parameter(const std::string& prefix, const std::string& name, const Tensor& tensor) const {
+  EMBER_CHECK(tensor.is_leaf(),
+              "{}: parameter \"{}\" holds a tensor computed by {} (not a leaf), so no optimizer could update it: "
+              "assign a parameter (another module's, to tie weights) or compute the tensor inside forward",
+              type_name(), prefix + name, tensor.grad_fn() ? tensor.grad_fn()->name() : "an op");
+  ::ember::detail::throw_error(fmt::format(
+      "{}: parameter \"{}\" holds a plain tensor ({}, {}, requires_grad={}), not a parameter, so no optimizer holds "
+      "it and it would not train: assign nn::Parameter(tensor) (nn::Parameter(tensor, false) to freeze it), or another "
+      "module's parameter to tie weights, as PyTorch's setattr requires",
+      type_name(), prefix + name, tensor.dtype(), tensor.shape(), python_repr(tensor.requires_grad())));
 }
 
 Tensor& Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
@@ -152,10 +172,8 @@ void Module::collect_tensors(const std::string& prefix, bool parameters, bool re
   if (parameters) {
     for (const auto& [name, tensor] : parameters_) {
       // A member bound to the slot may have been assigned anything (Note [Parameter slots]).
-      EMBER_CHECK(!tensor.defined() || tensor.is_leaf(),
-                  "{}: parameter \"{}\" holds a tensor computed by {} (not a leaf), so no optimizer could update "
-                  "it: assign a parameter (another module's, to tie weights) or compute the tensor inside forward",
-                  type_name(), prefix + name, tensor.grad_fn() ? tensor.grad_fn()->name() : "an op");
+      if (tensor.defined() && (!tensor.impl()->is_parameter || !tensor.is_leaf()))
+        refuse_plain_parameter(prefix, name, tensor);
       add(name, tensor);
     }
   } else {

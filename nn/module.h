@@ -66,6 +66,15 @@ void run_checkpointed(std::string name, std::span<Tensor* const> inputs, std::fu
                       const std::function<void()>& region);
 }  // namespace detail
 
+// PyTorch's nn.Parameter: a leaf sharing `data`'s storage (detached from any
+// history), marked as a parameter, for a module's parameter slot:
+// `linear.weight = nn::Parameter(randn({2, 3}))`. A slot refuses a plain
+// tensor, as PyTorch's setattr does (Note [Parameter slots]).
+class Parameter : public Tensor {
+ public:
+  explicit Parameter(const Tensor& data, bool requires_grad = true);
+};
+
 // What load_state_dict found besides the keys it loaded (PyTorch's _IncompatibleKeys).
 struct LoadStateDictResult {
   std::vector<std::string> missing_keys;
@@ -97,6 +106,7 @@ class Module {
   static auto call(Self& self, Args&&... args) {
     using Result = decltype(self.forward(std::forward<Args>(args)...));
     static_assert(!std::is_reference_v<Result>, "nn::Module::call: forward must return by value");
+    self.check_parameter_slots();
     if (!self.has_call_hooks()) return self.forward(std::forward<Args>(args)...);
     std::tuple<std::decay_t<Args>...> arguments(std::forward<Args>(args)...);
     ForwardCall record{self, {}, {}};
@@ -159,9 +169,12 @@ class Module {
   // (`Tensor& weight;` initialised with register_parameter), so that assigning
   // the member re-points the registered parameter, as PyTorch's setattr does
   // (weight tying: `lm_head->weight = wte->weight`, Note [Parameter slots]).
-  // register_parameter sets the tensor's requires_grad to `requires_grad` (false: a
-  // frozen parameter, which parameters() still lists and backward leaves without a gradient).
-  Tensor& register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  // register_parameter marks the tensor as a parameter and sets its
+  // requires_grad to `requires_grad` (false: a frozen parameter, which
+  // parameters() still lists and backward leaves without a gradient); by
+  // default true, except that a parameter already (another module's, an
+  // nn::Parameter) keeps its own, as PyTorch's register_parameter does.
+  Tensor& register_parameter(const std::string& name, Tensor tensor, std::optional<bool> requires_grad = {});
   Tensor& register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
@@ -219,6 +232,15 @@ class Module {
     bool persistent = true;
   };
   void check_new_name(const std::string& name, const char* what) const;
+  // A member bound to a slot may have been assigned anything (Note [Parameter
+  // slots]): each call refuses a plain tensor there, which no optimizer holds.
+  void check_parameter_slots() const {
+    for (const auto& [name, tensor] : parameters_)
+      if (tensor.defined() && !tensor.impl()->is_parameter) refuse_plain_parameter("", name, tensor);
+  }
+  // The error for a slot holding a non-leaf or a plain tensor.
+  [[noreturn]] void refuse_plain_parameter(const std::string& prefix, const std::string& name,
+                                           const Tensor& tensor) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect_tensors(const std::string& prefix, bool parameters, bool recurse, NamedTensors& out,
                        std::unordered_set<const TensorImpl*>& seen) const;

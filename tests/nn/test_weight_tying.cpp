@@ -2,7 +2,8 @@
 // `lm_head->weight = wte->weight` re-points the registered parameter, so the
 // tensor is listed once, gets one gradient (the sum of both uses), is saved
 // once, and a file without the tied name (as Hugging Face writes it) loads
-// with the tie restored. Assigning a non-leaf is refused by name.
+// with the tie restored. Assigning a non-leaf or a plain tensor is refused by
+// name; nn::Parameter makes one to assign.
 #include <filesystem>
 #include <unistd.h>
 
@@ -118,8 +119,56 @@ TEST(WeightTying, MembersStayBoundAfterAModuleIsMoved) {
   auto& moved = static_cast<nn::Linear&>(*sequential[0]);
   EXPECT_TRUE(moved.weight.is_same(weight));
   EXPECT_TRUE(moved.named_parameters()[0].second.is_same(weight));
-  moved.weight = zeros({2, 3}, {.requires_grad = true});
+  moved.weight = nn::Parameter(zeros({2, 3}));
   EXPECT_TRUE(moved.named_parameters()[0].second.is_same(moved.weight));
+}
+
+// A plain tensor in a parameter slot is refused by name, in a listing and at
+// the module's next call, as PyTorch's setattr refuses one (mutations: the
+// listing checking leaves only, as it did: `lin.weight = zeros(...)` was
+// listed frozen and never trained; call() not checking the slots: an
+// assignment after the optimizer was built trained on a constant).
+TEST(WeightTying, AssigningAPlainTensorIsRefusedByName) {
+  TinyLm model;
+  model.lm_head->weight = zeros({5, 4});
+  EXPECT_EMBER_ERROR(model.named_parameters(),
+                     "parameter \"lm_head.weight\" holds a plain tensor (float32, [5, 4], requires_grad=False)");
+  EXPECT_EMBER_ERROR(model(from_vector<int64_t>({1, 2})), "parameter \"weight\" holds a plain tensor");
+  model.lm_head->weight = ones({5, 4}, {.requires_grad = true});  // PyTorch refuses it too: not a Parameter
+  EXPECT_EMBER_ERROR(model.named_parameters(), "assign nn::Parameter(tensor)");
+}
+
+// nn::Parameter is PyTorch's: a leaf sharing the data's storage, trainable
+// unless told otherwise; the assigned slot trains (mutation: the Parameter
+// constructor not marking the tensor: its slot was refused).
+TEST(WeightTying, AParameterAssignedToASlotTrains) {
+  nn::Linear linear(3, 2);
+  Tensor data = ones({2, 3});
+  linear.weight = nn::Parameter(data);
+  NamedTensors parameters = linear.named_parameters();
+  ASSERT_EQ(parameters.size(), 2u);
+  EXPECT_TRUE(parameters[0].second.is_same(linear.weight));
+  EXPECT_TRUE(linear.weight.requires_grad());
+  EXPECT_EQ(linear.weight.data_ptr(), data.data_ptr());
+  sum(linear(ones({4, 3}))).backward();
+  EXPECT_TRUE(linear.weight.grad().defined());
+  EXPECT_FALSE(nn::Parameter(data, false).requires_grad());
+  EXPECT_TRUE(nn::Parameter(linear(ones({1, 3}))).is_leaf());  // a computed tensor is detached, as PyTorch's
+}
+
+// register_parameter of a tensor that is a parameter already keeps its
+// requires_grad unless told (mutation: applying the default true, which
+// unfroze the weight in the module that had frozen it).
+TEST(WeightTying, RegisteringAFrozenParameterAgainKeepsItFrozen) {
+  nn::Linear frozen(3, 2);
+  frozen.weight.requires_grad_(false);
+  nn::Module other;
+  other.register_parameter("shared", frozen.weight);
+  EXPECT_FALSE(frozen.weight.requires_grad());
+  other.register_parameter("trained", frozen.bias, false);
+  EXPECT_FALSE(frozen.bias.requires_grad());
+  other.register_parameter("fresh", ones({2}));
+  EXPECT_TRUE(other.named_parameters().back().second.requires_grad());
 }
 
 }  // namespace
