@@ -9,6 +9,12 @@
 
 namespace ember {
 
+void detail::refuse_unsigned_scalar(uint64_t value) {
+  throw_error(fmt::format("Scalar: {} is above the largest int64 ({}), and integer scalars are int64 (libtorch "
+                          "refuses it too); pass a double (exact to 2^53) or a value that fits in int64",
+                          value, std::numeric_limits<int64_t>::max()));
+}
+
 DType promote_with_scalar(DType tensor, const Scalar& scalar) {
   auto category = [](DType d) { return d == DType::boolean ? 0 : is_integral(d) ? 1 : 2; };
   int scalar_category = scalar.is_bool() ? 0 : scalar.is_integral() ? 1 : 2;

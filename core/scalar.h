@@ -11,6 +11,11 @@
 
 namespace ember {
 
+namespace detail {
+// An integer scalar holds an int64: a uint64 above INT64_MAX would wrap to a negative number.
+[[noreturn]] void refuse_unsigned_scalar(uint64_t value);
+}  // namespace detail
+
 class Scalar {
  public:
   enum class Kind : uint8_t { boolean, integer, floating };
@@ -22,6 +27,8 @@ class Scalar {
       kind_ = Kind::boolean;
       i_ = value;
     } else if constexpr (std::is_integral_v<T>) {
+      if constexpr (std::is_unsigned_v<T> && sizeof(T) >= sizeof(int64_t))
+        if (value > uint64_t(INT64_MAX)) detail::refuse_unsigned_scalar(uint64_t(value));
       kind_ = Kind::integer;
       i_ = int64_t(value);
     } else {

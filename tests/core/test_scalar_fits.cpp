@@ -76,5 +76,16 @@ TEST(ScalarFits, ArithmeticAndComparisonsWrapAsPyTorchDoes) {
   EXPECT_TRUE(std::isinf((full({1}, 2, {.dtype = DType::f16}) + 1e6).item<float>()));
 }
 
+// An integer scalar is an int64: a uint64 past INT64_MAX is refused, as
+// libtorch's Scalar refuses it (mutation: no check: 2^63 became -2^63, and
+// `x + 2^63` subtracted).
+TEST(ScalarFits, AnUnsignedNumberPastInt64IsRefused) {
+  const uint64_t big = uint64_t(1) << 63;
+  EXPECT_EMBER_ERROR(Scalar{big}, "Scalar: 9223372036854775808 is above the largest int64 (9223372036854775807)");
+  EXPECT_EMBER_ERROR(full({2}, big, {.dtype = DType::i64}), "above the largest int64");
+  const uint64_t fits = uint64_t(std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(Scalar{fits}.to_int(), std::numeric_limits<int64_t>::max());
+}
+
 }  // namespace
 }  // namespace ember::testing
