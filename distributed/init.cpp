@@ -78,6 +78,7 @@ struct Registry {
   std::shared_ptr<ProcessGroup> world;
   BackendChoice world_backends;  // what new_group keeps unless told otherwise
   std::vector<std::shared_ptr<ProcessGroup>> groups;  // from new_group, members only
+  std::vector<std::shared_ptr<ProcessGroup>> closed;  // by destroy_process_group, kept alive
   // Counts groups across init/destroy cycles, so a re-initialised job never
   // reads the keys of an earlier incarnation from a store that outlived it.
   int next_group_id = 0;
@@ -337,9 +338,15 @@ void destroy_process_group() {
   const int rank = state.world->rank(), size = state.world->size();
   const milliseconds timeout = state.group_options.timeout;
   const bool failed = state.world->failed();
-  // Groups go first: a backend's teardown may still use the store.
+  // Groups go first: a backend's teardown may still use the store. Closed
+  // groups stay alive (an ended job's few bytes each), so that a
+  // `ProcessGroup&` from init_process_group or default_group kept past here
+  // refuses its next call instead of dangling.
+  for (auto& group : state.groups) group->close();
+  state.world->close();
+  state.closed.insert(state.closed.end(), state.groups.begin(), state.groups.end());
+  state.closed.push_back(std::move(state.world));
   state.groups.clear();
-  state.world.reset();
 
   // Note [Store lifetime across re-init]: when rank 0 serves the store, it
   // waits here until every rank is done with it, and keeps serving it (for a

@@ -287,13 +287,27 @@ ProcessGroup::ProcessGroup(BackendContext context, std::unique_ptr<Backend> host
   queue_->thread = std::thread([this] { run_queue(); });
 }
 
-ProcessGroup::~ProcessGroup() {
+ProcessGroup::~ProcessGroup() { close(); }
+
+void ProcessGroup::close() {
   {
     std::lock_guard lock(queue_->mutex);
+    if (queue_->stopping) return;
     queue_->stopping = true;
   }
   queue_->wake.notify_all();
   queue_->thread.join();  // runs what is still queued first
+  device_backend_.reset();
+  host_backend_.reset();
+  context_.store.reset();  // after the backends, whose teardown may still use it
+}
+
+void ProcessGroup::check_open(std::string_view op) const {
+  std::lock_guard lock(queue_->mutex);
+  EMBER_CHECK(!queue_->stopping,
+              "{}: the process group (rank {} of {}) was destroyed by destroy_process_group; call "
+              "init_process_group again and use the group it returns (default_group())",
+              op, rank(), size());
 }
 
 void ProcessGroup::flush() {
@@ -313,6 +327,7 @@ std::string ProcessGroup::backend_name(DeviceType type) const {
 }
 
 void ProcessGroup::check_tensor(const char* op, const char* role, const Tensor& tensor) {
+  check_open(op);
   EMBER_CHECK(tensor.defined(), "{}: the {} tensor is undefined", op, role);
   const Device device = tensor.device();
   if (device.is_cpu()) {
@@ -625,6 +640,7 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(Tensor output, Tensor input) {
 // through its device backend, on the group's GPU (before its first
 // operation: the current one).
 std::shared_ptr<Work> ProcessGroup::barrier() {
+  check_open("barrier");
   Device device = kCPU;
   if (!host_backend_) {
     std::lock_guard lock(queue_->mutex);

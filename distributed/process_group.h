@@ -31,6 +31,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/stream.h"
@@ -136,6 +137,11 @@ class ProcessGroup {
 
   // Blocks until every queued operation has run (not an error if one failed).
   void flush();
+  // Runs what is queued, stops the communication thread and releases the
+  // backends; every later call is an error. destroy_process_group closes the
+  // groups it made and keeps them, so a `ProcessGroup&` held past it refuses
+  // instead of dangling. The destructor closes too.
+  void close();
   // Whether an operation of this group failed (every later one then fails too).
   bool failed() const;
 
@@ -145,6 +151,7 @@ class ProcessGroup {
   // Checks that `tensor` is defined and that the group has a backend for its
   // device (one GPU per group); "op: the output tensor ...".
   void check_tensor(const char* op, const char* role, const Tensor& tensor);
+  void check_open(std::string_view op) const;  // an error naming `op` once the group is closed
   // Queues `operation`, to run on the backend of `device`; all but send and
   // recv take part in debug mode's checks. Called after the call's staging copies:
   // a device operation waits for the kernels queued so far on the caller's stream.

@@ -520,7 +520,7 @@ TEST(ShmLaunch, Allreduce64Megabytes) {
   const test::ProcessResult result =
       test::launch({"--nproc-per-node", "2", "--timeout", "60"}, "collectives", {"shm", "big"}, 90s, kOmpEnv);
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_TRUE(contains(result.output, "3 of 3 checks passed")) << result.output;
+  EXPECT_TRUE(contains(result.output, "5 of 5 checks passed")) << result.output;
   EXPECT_EQ(test::leftover_segments(), std::vector<std::string>{});
 }
 

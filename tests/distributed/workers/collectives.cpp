@@ -532,6 +532,14 @@ EMBER_SCENARIO(collectives) {
     test_new_group(group, check, device);
   }
   distributed::destroy_process_group();
+  // A group kept past destroy_process_group refuses its next call (mutation:
+  // destroy_process_group freeing the world group: the call used freed
+  // memory, which surfaced as std::system_error; check_tensor not asking
+  // whether the group is open: "takes CUDA tensors only").
+  Tensor kept = make_values(DType::f32, {2}, [](int64_t) { return 1; }).to(device);
+  check.expect_error("allreduce on a destroyed group", "was destroyed by destroy_process_group",
+                     [&] { group.allreduce(kept)->wait(); });
+  check.expect_error("barrier on a destroyed group", "barrier: the process group", [&] { group.barrier()->wait(); });
 
   // A second init after destroy works (new store prefixes, a fresh server),
   // and a timeout that means "never" is the longest ember keeps. Catches: the
