@@ -1,7 +1,10 @@
 // Accumulating into leaves' .grad (see accumulate_grad.h).
 #include "autograd/accumulate_grad.h"
 
+#include <algorithm>
+#include <functional>
 #include <mutex>
+#include <vector>
 
 #include "autograd/function.h"
 #include "core/grad_hook.h"
@@ -44,13 +47,35 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::mo
   inputs.push_back({leaf_->shape, leaf_->dtype, leaf_->storage->device()});
 }
 
+namespace {
+
+// A hook may remove itself or others (a one-shot hook) or register more: the
+// pass runs the hooks registered when it began that are still registered,
+// each from a copy, since removing a running hook would destroy it.
+void run_post_accumulate_hooks(AutogradMeta& meta, const Tensor& leaf) {
+  std::vector<uint64_t> ids;
+  for (const auto& entry : meta.post_accumulate_hooks) ids.push_back(entry.first);
+  for (uint64_t id : ids) {
+    auto registered = std::find_if(meta.post_accumulate_hooks.begin(), meta.post_accumulate_hooks.end(),
+                                   [id](const auto& entry) { return entry.first == id; });
+    if (registered == meta.post_accumulate_hooks.end()) continue;
+    const std::function<void(const Tensor&)> hook = registered->second;
+    hook(leaf);
+  }
+}
+
+}  // namespace
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   Tensor grad = std::move(grad_outputs[0]);
   Tensor leaf(leaf_);
   AutogradMeta* meta = leaf_->autograd.get();
   if (!grad.defined()) return {};
-  if (meta)
-    for (const TensorHook& hook : meta->leaf_hooks) grad = apply_tensor_hook(hook, grad);
+  if (meta && !meta->leaf_hooks.empty()) {
+    // A hook may register more on this tensor (reallocating the list): they run from the next pass.
+    const std::vector<TensorHook> hooks = meta->leaf_hooks;
+    for (const TensorHook& hook : hooks) grad = apply_tensor_hook(hook, grad);
+  }
   // Backward threads that share a leaf take turns at its .grad.
   std::unique_lock lock(mutex_);
   if (leaf_->grad) {
@@ -82,8 +107,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
     add_(existing, grad);
   }
   lock.unlock();
-  if (meta)
-    for (const auto& [id, hook] : meta->post_accumulate_hooks) hook(leaf);
+  if (meta && !meta->post_accumulate_hooks.empty()) run_post_accumulate_hooks(*meta, leaf);
   return {};
 }
 

@@ -143,6 +143,10 @@ void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_root
     }
     EMBER_CHECK(seed.shape() == root.shape(), "backward: gradient of shape {} given for a tensor of shape {}",
                 seed.shape(), root.shape());
+    // A gradient of another dtype or device is taken as the root's, as
+    // PyTorch's validate_outputs does (an f16 seed made the formulas run in f16).
+    if (seed.dtype() != root.dtype()) seed = seed.to(root.dtype());
+    if (seed.device() != root.device()) seed = seed.to(root.device());
     Edge edge = gradient_edge(root);
     auto& buffer = buffers[edge.node.get()];
     buffer.resize(size_t(edge.node->num_outputs));
@@ -184,8 +188,10 @@ void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_root
     // the nodes that lead to them, and never writes any .grad.
     const auto captured = capture ? capture->at.find(node) : decltype(capture->at)::iterator();
     const bool skip = capture && !to_run.count(node);
-    if (!skip || (capture && captured != capture->at.end())) {
-      for (auto& [output_nr, hook] : node->pre_hooks) {
+    if (!node->pre_hooks.empty() && (!skip || (capture && captured != capture->at.end()))) {
+      // A hook may register more on its tensor (reallocating the list): they run from the next pass.
+      const auto hooks = node->pre_hooks;
+      for (const auto& [output_nr, hook] : hooks) {
         Tensor& grad = grads[size_t(output_nr)];
         if (grad.defined()) grad = apply_tensor_hook(hook, grad);
       }

@@ -59,10 +59,15 @@ Tensor SavedTensor::unpack(std::string_view op, Node* owner) const {
   const Tensor data = packed_ ? packed_->unpack() : data_;  // the values, wherever they are kept
   EMBER_CHECK(data.defined(), "{}: a saved-tensor hook's unpack returned an undefined tensor; it must return the "
               "tensor its pack was given (autograd/saved_tensor_hooks.h)", op);
-  EMBER_CHECK(data.version() == version_,
+  // version_ is the saved tensor's; what a pack hook's unpack returns (a copy,
+  // values brought back from the host) has a counter of its own, so the check
+  // is on the original when the saved tensor still holds it (a leaf), and
+  // otherwise left to the hook, as in PyTorch.
+  const uint64_t now = packed_ ? (leaf_ ? leaf_->storage->version() : version_) : data.version();
+  EMBER_CHECK(now == version_,
               "{}: a tensor saved for the gradient (shape {}, dtype {}) was modified by an in-place operation: saved "
               "at version {}, now at version {}",
-              op, data.shape(), data.dtype(), version_, data.version());
+              op, data.shape(), data.dtype(), version_, now);
   // Without create_graph nothing is recorded, and the values are all a formula needs.
   if (!grad_mode_enabled()) return data;
   if (leaf_) return Tensor(leaf_);

@@ -16,6 +16,8 @@ const std::shared_ptr<autograd::Node> kNoNode;
 }  // namespace
 
 Tensor& Tensor::requires_grad_(bool requires_grad) {
+  // A non-leaf requires grad already: asking for it again changes nothing (PyTorch allows it).
+  if (requires_grad && !is_leaf()) return *this;
   EMBER_CHECK(is_leaf(), "requires_grad_: only leaf tensors can change requires_grad (this one has grad_fn {}); use "
                          "detach() first",
               grad_fn()->name());

@@ -92,6 +92,11 @@ TEST(Engine, NoGradGuardAndDetachRecordNothing) {
   EXPECT_EQ(d.storage().get(), x.storage().get());
   EXPECT_FALSE(gt(x, 0).requires_grad());  // comparisons are not differentiable
   EXPECT_FALSE(argmax(x).requires_grad());
+  // A non-leaf requires grad already: asking again is allowed, as PyTorch
+  // (a saliency map's habit); turning it off is not.
+  Tensor y = x * 2.0;
+  EXPECT_TRUE(y.requires_grad_(true).requires_grad());
+  EXPECT_EMBER_ERROR(y.requires_grad_(false), "requires_grad_: only leaf tensors can change requires_grad");
 }
 
 TEST(Engine, InPlaceChecks) {
@@ -287,6 +292,82 @@ TEST(Engine, AnUnpackThatReturnsNothingIsAnError) {
     y = sum(x * x);
   }
   EXPECT_EMBER_ERROR(y.backward(), "a saved-tensor hook's unpack returned an undefined tensor");
+}
+
+// A seed of another dtype is taken as the root's, as PyTorch does (mutation:
+// no conversion in the engine's seeding -> the f16 seed ran the formulas in
+// f16, 1e5 * 1 overflowed to inf, and an f64 or int64 seed left a .grad of
+// that dtype on an f32 leaf).
+TEST(Engine, ASeedOfAnotherDtypeIsConvertedToTheRootsDtype) {
+  Tensor x = from_vector<float>({1, 2}).requires_grad_(true);
+  (x * 100000.0).backward(ones({2}, {.dtype = DType::f16}));
+  EXPECT_EQ(x.grad().dtype(), DType::f32);
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{100000, 100000}));
+  Tensor y = from_vector<float>({1, 2, 3}).requires_grad_(true);
+  y.backward(from_vector<int64_t>({1, 2, 3}));
+  EXPECT_EQ(y.grad().dtype(), DType::f32);
+  std::vector<Tensor> grads = autograd::grad({y * 2.0}, {y}, {ones({3}, {.dtype = DType::f64})});
+  EXPECT_EQ(grads[0].dtype(), DType::f32);
+  EXPECT_EQ(grads[0].to_vector<float>(), (std::vector<float>{2, 2, 2}));
+}
+
+// A hook that removes itself (a one-shot hook) or registers another runs
+// without breaking the pass: the hooks registered when the pass began run,
+// less those removed meanwhile (mutation: iterating the live list -> an
+// uncaught std::bad_function_call, or a read of freed memory on
+// registration, which the sanitizer build reports).
+TEST(Engine, HooksMayChangeTheirTensorsHookListsWhileRunning) {
+  Tensor w = leaf({1, 2});
+  std::vector<std::string> ran;
+  uint64_t once = 0, second = 0;
+  once = w.register_post_accumulate_grad_hook([&](const Tensor& t) {
+    ran.push_back("once");
+    t.remove_post_accumulate_grad_hook(once);
+    t.remove_post_accumulate_grad_hook(second);
+  });
+  second = w.register_post_accumulate_grad_hook([&](const Tensor&) { ran.push_back("second"); });
+  w.register_post_accumulate_grad_hook([&](const Tensor&) { ran.push_back("third"); });
+  sum(w * 2.0).backward();
+  sum(w * 2.0).backward();
+  EXPECT_EQ(ran, (std::vector<std::string>{"once", "third", "third"}));
+
+  Tensor h = leaf({3});
+  Tensor y = h * 2.0;
+  int added_runs = 0;
+  for (Tensor* t : {&h, &y})
+    for (int i = 0; i < 2; ++i)
+      t->register_hook([&, t](const Tensor& g) {
+        t->register_hook([&](const Tensor& g2) {
+          ++added_runs;
+          return g2;
+        });
+        return g;
+      });
+  sum(y).backward(Tensor(), true);
+  EXPECT_EQ(added_runs, 0);  // registered during the pass: they run from the next
+  EXPECT_EQ(h.grad().to_vector<double>(), (std::vector<double>{2}));
+}
+
+// A pack hook that keeps a copy: the copy's version counter is its own, so
+// comparing it with the saved tensor's refused a backward with no in-place op
+// in it (mutation: comparing unpack()'s version again -> "modified by an
+// in-place operation: saved at version 0, now at version 1").
+TEST(Engine, APackHookThatKeepsACopyPassesTheVersionCheck) {
+  struct Kept : autograd::PackedTensor {
+    explicit Kept(Tensor t) : copy(std::move(t)) {}
+    Tensor unpack() override { return copy; }
+    Tensor copy;
+  };
+  Tensor x = leaf({0.5, 1.5});
+  Tensor y;
+  {
+    autograd::SavedTensorHooksGuard guard(
+        [](const Tensor& t) { return std::make_shared<Kept>(t.to(DType::f32).to(t.dtype())); });
+    y = sum(exp(x));
+  }
+  y.backward();
+  EXPECT_NEAR(x.grad().to_vector<double>()[0], std::exp(0.5), 1e-6);
+  EXPECT_NEAR(x.grad().to_vector<double>()[1], std::exp(1.5), 1e-6);
 }
 
 TEST(Engine, GraphMemoryReturnsToBaselineAfterManyIterations) {
