@@ -63,6 +63,7 @@ inline int64_t extent(const Shape& shape, const Strides& strides) {
 // |stride|, in increasing order, passes the last element the dims before it
 // reach; `dim` gets the first dim that fails.
 inline bool elements_may_share_memory(const Shape& shape, const Strides& strides, int* dim = nullptr) {
+  if (shape.numel() == 0) return false;  // no elements to share anything
   std::vector<int> dims;
   for (int d = 0; d < shape.ndim(); ++d)
     if (shape[d] > 1) dims.push_back(d);

@@ -14,8 +14,10 @@ namespace ember {
 // What copy_ and the in-place arithmetic check too: a target whose elements
 // share memory (a dimension of size > 1 and stride 0, as expand makes) would
 // keep one write of several, chosen by the kernel's order. PyTorch refuses it
-// too; fill_, which writes one value everywhere, allows it.
+// too; fill_, which writes one value everywhere, allows it. An empty target
+// has no elements to collide (PyTorch accepts `zeros({1}).expand({0, 3})`).
 inline void check_no_internal_overlap(const Tensor& target, std::string_view op) {
+  if (target.numel() == 0) return;
   for (int64_t d = 0; d < target.dim(); ++d)
     EMBER_CHECK(target.stride(d) != 0 || target.size(d) <= 1,
                 "{}: the tensor written to (shape {}, strides {}) has several elements in one memory location (dim {} "

@@ -43,6 +43,11 @@ struct TensorImpl {
   // A view made under NoGradGuard of a tensor that requires grad (or a view
   // of one): a plain alias, which in-place ops refuse while grad mode is on.
   bool no_grad_view = false;
+  // A view made in grad mode of a leaf that required grad then (or a view of
+  // one): in-place ops through it are refused while grad mode is on, even
+  // once the leaf is frozen (PyTorch's CreationMeta), since its history
+  // leads to the leaf's own gradient.
+  bool view_of_grad_leaf = false;
   // Registered as a module's parameter, or made by nn::Parameter: a module's
   // parameter slot refuses any other tensor (Note [Parameter slots]).
   bool is_parameter = false;

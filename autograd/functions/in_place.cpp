@@ -104,9 +104,9 @@ void register_in_place() {
                 "in-place operation on a leaf tensor that requires grad (shape {}); wrap it in NoGradGuard, or "
                 "operate on a clone",
                 target.shape());
-    EMBER_CHECK(!(base && base->requires_grad && !has_history(*base)),
-                "in-place operation on a view (shape {}) of a leaf tensor that requires grad (shape {}); wrap it in "
-                "NoGradGuard, or operate on a clone",
+    EMBER_CHECK(!(base && (impl->view_of_grad_leaf || (base->requires_grad && !has_history(*base)))),
+                "in-place operation on a view (shape {}) of a leaf tensor that requires grad, or did when the view "
+                "was made (shape {}); wrap it in NoGradGuard, or operate on a clone",
                 target.shape(), base ? base->shape : Shape{});
     const std::shared_ptr<Node>& history = impl->autograd ? impl->autograd->grad_fn : nullptr;
     EMBER_CHECK(!(history && history->refuses_in_place),
@@ -134,6 +134,14 @@ void register_in_place() {
     if (!result.requires_grad()) {
       if (impl->autograd) impl->autograd->grad_fn.reset();
       impl->requires_grad = false;
+      return;
+    }
+    if (r.params && !base && has_history(*impl)) {
+      // copy_ (params set) of values that require grad over a tensor with a
+      // history: its old value's gradient is zero, not none, as PyTorch's
+      // CopyBackwards (an optimizer skipped a parameter with no .grad, where
+      // PyTorch's weight decay stepped it). The target is its own "base".
+      rebase(target.impl_ptr(), target, result);
       return;
     }
     if (!impl->autograd) impl->autograd = std::make_shared<AutogradMeta>();

@@ -1,6 +1,8 @@
 // Gradients of the views (forward: core/ops/views.cpp). An in-place write
 // into a view rebases its base's history (autograd/functions/in_place.cpp,
 // Note [In-place ops and autograd]). Tests: tests/autograd/.
+#include <algorithm>
+
 #include "autograd/function.h"
 #include "autograd/functions/families.h"
 #include "core/ops/creation.h"
@@ -64,17 +66,23 @@ void register_shape_functions() {
                 in_shape, in_strides, shared);
     // Where two of out's elements share a location, their gradients add up there.
     const bool accumulate = elements_may_share_memory(out_shape, out_strides);
-    int64_t size = extent(in_shape, in_strides), shift = out.offset() - in.offset();
+    // The buffer spans both geometries: as_strided's offset is the storage's,
+    // so it may reach memory outside its input, whose gradient no element of
+    // the input receives (as PyTorch's as_strided_backward drops it).
+    const int64_t first = std::min(in.offset(), out.offset());
+    const int64_t size = std::max(in.offset() + extent(in_shape, in_strides),
+                                  out.offset() + extent(out_shape, out_strides)) - first;
+    const int64_t in_shift = in.offset() - first, out_shift = out.offset() - first;
     record_formula(r, "AsStridedBackward", {}, [=](const Saved&, const Tensor& g) {
       Tensor memory = zeros({size}, {.dtype = g.dtype(), .device = g.device()});
       if (accumulate) {
         Tensor locations = as_strided(arange(0, size, 1, {.dtype = DType::i64, .device = g.device()}), out_shape,
-                                      out_strides, shift);
+                                      out_strides, out_shift);
         memory = scatter_add(memory, 0, locations.reshape({-1}), g.reshape({-1}));
       } else {
-        as_strided(memory, out_shape, out_strides, shift).copy_(g);
+        as_strided(memory, out_shape, out_strides, out_shift).copy_(g);
       }
-      return Grads{as_strided(memory, in_shape, in_strides, 0)};
+      return Grads{as_strided(memory, in_shape, in_strides, in_shift)};
     });
   });
 }

@@ -19,8 +19,14 @@ void copy_(const Tensor& out, const Tensor& source) {
   check_in_place_target(out, "copy_");
   check_no_internal_overlap(out, "copy_");
   if (should_record({&out, &source})) [[unlikely]] {
+    // Params set: the result does not read the target's old value, whose
+    // history gets a zero gradient, not none (autograd/functions/in_place.cpp).
+    static constexpr bool kOverwrites = true;
     Tensor target = out;
-    assign_in_place(target, expand(to(source, out.dtype()), out.shape()));
+    const Tensor result = expand(to(source, out.dtype()), out.shape());
+    const Tensor* inputs[] = {&result};
+    Tensor* outputs[] = {&target};
+    in_place_grad.record({inputs, outputs, &kOverwrites});
     return;
   }
   if (out.device() != source.device()) {  // convert and broadcast where the source is, then move the result

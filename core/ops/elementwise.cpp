@@ -73,13 +73,21 @@ const GradSlot& slot_of(const Op<ElementwiseKernel>& op) {
   return &op == &add_op ? add_grad : &op == &sub_op ? sub_grad : &op == &mul_op ? mul_grad : div_grad;
 }
 
+// PyTorch refuses a bool operand of a subtraction whatever the other one is
+// (f32 - bool too), in place or not: it is never what was meant by a mask.
+void check_not_bool_subtraction(const Op<ElementwiseKernel>& op, const Tensor& a, const Tensor& b) {
+  EMBER_CHECK(!(&op == &sub_op && (a.dtype() == DType::boolean || b.dtype() == DType::boolean)),
+              "sub: subtraction with a bool tensor ({} - {}) is not supported; to invert a mask use logical_not, "
+              "or convert to an integer dtype",
+              a.dtype(), b.dtype());
+}
+
 // Arithmetic: promote, and for `div` make integer inputs true-divide in f32.
 Tensor arithmetic(const Op<ElementwiseKernel>& op, const Tensor& a, const Tensor& b) {
   check_pair(a, b, op.name());
+  check_not_bool_subtraction(op, a, b);
   DType dtype = result_type({&a, &b});
   if (&op == &div_op && !is_floating(dtype)) dtype = DType::f32;
-  EMBER_CHECK(!(dtype == DType::boolean && &op == &sub_op),
-              "sub: subtracting bool tensors is not supported; use logical_xor or convert to an integer dtype");
   return with_grad(slot_of(op), binary(op, a, b, dtype), {&a, &b});
 }
 
@@ -132,6 +140,7 @@ Tensor& recorded_in_place(const Op<ElementwiseKernel>& op, Tensor& a, const Tens
 // node and the tensor then held each other (a leak the op fuzzer found).
 Tensor& arithmetic_(const Op<ElementwiseKernel>& op, Tensor& a, const Tensor& b) {
   check_pair(a, b, op.name());
+  check_not_bool_subtraction(op, a, b);
   check_in_place_target(a, op.name());
   // Only a non-contiguous target can share memory between its elements; the
   // common contiguous one pays no name formatting on this per-op path.
@@ -143,11 +152,11 @@ Tensor& arithmetic_(const Op<ElementwiseKernel>& op, Tensor& a, const Tensor& b)
   EMBER_CHECK(dtype == a.dtype() || (is_floating(a.dtype()) && is_floating(dtype)) ||
                   (is_integral(a.dtype()) && is_integral(dtype)),
               "{}_: result type {} cannot be cast to the in-place output's dtype {}", op.name(), dtype, a.dtype());
-  if (should_record({&a, &b})) [[unlikely]]
-    return recorded_in_place(op, a, b);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op.name());
   EMBER_CHECK(shape == a.shape(), "{}_: output of shape {} does not match the broadcast shape {}", op.name(),
               a.shape(), shape);
+  if (should_record({&a, &b})) [[unlikely]]
+    return recorded_in_place(op, a, b);
   a.bump_version();
   if (a.numel() == 0) return a;
   if (dtype != a.dtype()) {

@@ -24,6 +24,8 @@ Tensor detail::view_without_grad(const Tensor& t, const Shape& shape, const Stri
   else
     view.impl()->no_grad_view = true;
   if (t.impl()->no_grad_view) view.impl()->no_grad_view = true;
+  view.impl()->view_of_grad_leaf =
+      t.impl()->view_of_grad_leaf || (grad_mode_enabled() && t.requires_grad() && t.is_leaf());
   return view;
 }
 

@@ -96,6 +96,50 @@ TEST(InPlace, LeafThatRequiresGradIsRefusedAsInPyTorch) {
   EXPECT_EMBER_ERROR(x.narrow(0, 0, 1).fill_(0), "in-place operation on a view (shape [1]) of a leaf tensor that requires grad");
 }
 
+// A view made of a leaf that required grad keeps refusing in-place writes
+// after the leaf is frozen, as PyTorch's CreationMeta does (mutation: the
+// check reading only the base's requires_grad now -> the write went through,
+// the frozen leaf became a non-leaf requiring grad, and x.grad took a
+// gradient through its own old value).
+TEST(InPlace, AViewOfALeafFrozenAfterTheViewWasMadeIsStillRefused) {
+  Tensor x = leaf({1, 2});
+  Tensor v = x.narrow(0, 0, 1);
+  x.requires_grad_(false);
+  EXPECT_EMBER_ERROR(mul_(v, 2.0), "or did when the view was made");
+  EXPECT_TRUE(x.is_leaf());
+  EXPECT_FALSE(x.requires_grad());
+  EXPECT_EQ(values(x), (std::vector<double>{1, 2}));
+  {
+    NoGradGuard no_grad;  // where PyTorch allows it too
+    mul_(v, 2.0);
+  }
+  EXPECT_EQ(values(x), (std::vector<double>{2, 2}));
+}
+
+// copy_ of a tensor that requires grad over an intermediate: the old value's
+// history gets zeros, as PyTorch's CopyBackwards (mutation: the target taking
+// the source's history alone -> x.grad undefined, and an SGD step with weight
+// decay skipped x where PyTorch's moved it).
+TEST(InPlace, CopyOverAnIntermediateGivesItsOldHistoryAZeroGradient) {
+  Tensor x = leaf({1, 1}), w = leaf({3, 3});
+  Tensor y = x * 2.0;
+  y.copy_(w);
+  sum(y * y).backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0, 0}));
+  EXPECT_EQ(values(w.grad()), (std::vector<double>{6, 6}));
+  EXPECT_EQ(values(y), (std::vector<double>{3, 3}));
+}
+
+// Under autograd the in-place shape check comes first, so the error names
+// the op the user called (mutation: checking after recording -> "copy_:
+// source of shape [2, 3] cannot be broadcast").
+TEST(InPlace, ABroadcastOperandLargerThanTheTargetNamesTheOp) {
+  Tensor y = leaf({1, 2, 3}) * 2.0;
+  EXPECT_EMBER_ERROR(add_(y, ones({2, 3}, {.dtype = DType::f64})),
+                     "add_: output of shape [3] does not match the broadcast shape [2, 3]");
+}
+
 TEST(InPlace, GradcheckOfInPlaceChains) {
   using V = const std::vector<Tensor>&;
   std::vector<Tensor> inputs = {random_tensor({3, 4}, DType::f64), random_tensor({4}, DType::f64),

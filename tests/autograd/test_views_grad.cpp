@@ -84,6 +84,19 @@ TEST(ViewGrad, AsStridedOverDenseMemoryCountsEachLocation) {
   EXPECT_EQ(values(x.grad()), (std::vector<double>{1, 2, 1}));
 }
 
+// as_strided's offset is the storage's: of a view it may reach memory
+// outside the view, whose gradient no element of the view receives, as
+// PyTorch (mutation: the buffer sized to the input's extent only -> "offset
+// -1 reach element 1 of a storage of 2 elements" in backward).
+TEST(ViewGrad, AsStridedOfAViewReachingOutsideItGivesTheViewItsShare) {
+  Tensor x = leaf({0, 1, 2, 3, 4, 5});
+  sum(as_strided(x.narrow(0, 2, 2), {3}, {1}, 1)).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0, 0, 1, 1, 0, 0}));
+  Tensor y = leaf({0, 1, 2, 3, 4, 5});
+  sum(as_strided(y.narrow(0, 0, 2), {2}, {2}, 1)).backward();
+  EXPECT_EQ(values(y.grad()), (std::vector<double>{0, 1, 0, 0, 0, 0}));
+}
+
 // Over an input whose elements share memory the memory's gradient cannot be
 // split between them: refused when recording, with what to do; allowed
 // without a gradient, and after contiguous().

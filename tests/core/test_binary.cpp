@@ -230,6 +230,15 @@ TEST(Binary, IntegerOverflowWraps) {
 TEST(Binary, BadInputsNameTheOpAndValues) {
   EXPECT_EMBER_ERROR(add(zeros({2, 3}), zeros({4, 3})), "add: shapes [2, 3] and [4, 3] cannot be broadcast");
   EXPECT_EMBER_ERROR(sub(ones({2}, {.dtype = DType::boolean}), ones({2}, {.dtype = DType::boolean})), "sub:");
+  // Any bool operand, in place too, as PyTorch (mutation: testing the result
+  // dtype only -> f32 - bool subtracted, and bool.sub_(bool) failed at
+  // dispatch with "no CPU kernel" after bumping the version).
+  Tensor mask = ones({2}, {.dtype = DType::boolean}), f32 = ones({2});
+  const uint64_t version = mask.version();
+  EXPECT_EMBER_ERROR(sub(f32, mask), "sub: subtraction with a bool tensor (float32 - bool)");
+  EXPECT_EMBER_ERROR(sub_(mask, mask), "logical_not");
+  EXPECT_EMBER_ERROR(sub_(f32, mask), "(float32 - bool)");
+  EXPECT_EQ(mask.version(), version);
   EXPECT_EMBER_ERROR(add(Tensor(), zeros({1})), "add: undefined");
 }
 

@@ -153,6 +153,12 @@ TEST(InPlaceWrite, OverlappingTargetIsRefused) {
   Tensor single = zeros({3}).expand({1, 3});  // a new leading dim of size 1 and stride 0
   single.copy_(source.narrow(0, 1, 1));
   EXPECT_EQ(single.to_vector<float>(), (std::vector<float>{3, 4, 5}));
+  // No elements, nothing to collide, as PyTorch (mutation: checking the
+  // strides of an empty target -> "has several elements in one memory location").
+  Tensor none = zeros({1}).expand({0, 3});
+  none.copy_(zeros({0, 3}));
+  add_(none, zeros({0, 3}));
+  EXPECT_EQ(none.numel(), 0);
 }
 
 // A source sharing memory with the target, other than element for element,
