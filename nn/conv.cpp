@@ -20,6 +20,12 @@ Pair default_stride(const Pair& stride, const Pair& kernel_size) {
   return stride == Pair{0, 0} ? kernel_size : stride;
 }
 
+Pair checked_kernel(const Pair& kernel_size) {
+  EMBER_CHECK(kernel_size[0] > 0 && kernel_size[1] > 0, "Conv2d: kernel_size must be positive, got {}",
+              python_tuple(kernel_size));
+  return kernel_size;
+}
+
 int64_t checked_groups(int64_t in_channels, int64_t out_channels, int64_t groups) {
   EMBER_CHECK(in_channels >= 0 && out_channels >= 0, "Conv2d: in_channels {} and out_channels {} must not be negative",
               in_channels, out_channels);
@@ -34,7 +40,7 @@ int64_t checked_groups(int64_t in_channels, int64_t out_channels, int64_t groups
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, const Conv2dOptions& options)
     : in_channels(in_channels),
       out_channels(out_channels),
-      kernel_size(kernel_size),
+      kernel_size(checked_kernel(kernel_size)),
       conv{.stride = options.stride, .padding = options.padding, .dilation = options.dilation,
            .groups = checked_groups(in_channels, out_channels, options.groups)},
       weight(register_parameter("weight", empty({out_channels, in_channels / options.groups, kernel_size[0],

@@ -13,11 +13,19 @@ int64_t checked_num_features(int64_t num_features) {
   EMBER_CHECK(num_features > 0, "BatchNorm: num_features must be positive, got {}", num_features);
   return num_features;
 }
+
+// PyTorch takes any momentum; outside [0, 1] (or NaN) the running statistics
+// extrapolate or turn NaN, silently, so ember refuses it.
+const BatchNormOptions& checked_options(const BatchNormOptions& options) {
+  EMBER_CHECK(!options.momentum || (*options.momentum >= 0 && *options.momentum <= 1),
+              "BatchNorm: momentum must be in [0, 1] (or None for a cumulative average), got {}", *options.momentum);
+  return options;
+}
 }  // namespace
 
 BatchNorm::BatchNorm(int64_t num_features, const BatchNormOptions& options)
     : num_features(checked_num_features(num_features)),
-      options(options),
+      options(checked_options(options)),
       weight(register_parameter("weight", options.affine ? empty({num_features}, {.dtype = options.dtype}) : Tensor())),
       bias(register_parameter("bias", options.affine ? empty({num_features}, {.dtype = options.dtype}) : Tensor())),
       running_mean(register_buffer(

@@ -126,8 +126,9 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
 }
 
 // log(1 + e^-x) = log1p(e^-|x|) + max(-x, 0) never overflows; PyTorch's form,
-// with max(-x, 0) written (|x| - x) / 2 so that the composite's gradient is
-// -sigmoid(-x) at x = 0 too (-1/2; clamp_min's boundary gave -1 there).
+// with max(-x, 0) from `maximum`, which splits a tie's gradient, so that the
+// composite's gradient is -sigmoid(-x) at x = 0 too (-1/2; clamp_min's
+// boundary gave -1 there). (|x| - x) / 2 did the same but made x = +inf NaN.
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BceWithLogitsOptions& options) {
   if (autocast_wants(kF32, {&input, &target, &options.weight, &options.pos_weight})) [[unlikely]] {
@@ -137,7 +138,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   }
   check_same_shape(input, target, "binary_cross_entropy_with_logits");
   const Tensor magnitude = abs(input);
-  Tensor softplus_negative = log1p(exp(-magnitude)) + (magnitude * 0.5 - input * 0.5);
+  const Tensor zero = zeros({}, {.dtype = input.dtype(), .device = input.device()});
+  Tensor softplus_negative = log1p(exp(-magnitude)) + maximum(-input, zero);
   Tensor loss;
   if (options.pos_weight.defined()) {
     Tensor log_weight = (options.pos_weight - 1.0) * target + 1.0;

@@ -130,6 +130,9 @@ TEST(Embedding, FunctionalPaddingIndexCountsFromTheEnd) {
 
 TEST(Conv2d, NegativeChannelsAreNamed) {
   EXPECT_EMBER_ERROR(nn::Conv2d(-2, 4, 3), "Conv2d: in_channels -2 and out_channels 4 must not be negative");
+  // mutation: no kernel check -> made, then forward blamed the input's size
+  EXPECT_EMBER_ERROR(nn::Conv2d(2, 2, 0), "Conv2d: kernel_size must be positive, got (0, 0)");
+  EXPECT_EMBER_ERROR(nn::Conv2d(2, 2, Pair{3, -1}), "got (3, -1)");
 }
 
 TEST(Conv2d, ForwardInitAndPrinting) {
@@ -208,6 +211,15 @@ TEST(BatchNorm, MomentumNoneIsACumulativeAverage) {
   Tensor expected = (mean(a, {0, 2, 3}) + mean(b, {0, 2, 3})) / 2.0;
   EXPECT_TRUE(all_close(norm.running_mean, expected, 1e-5, 1e-5));
   EXPECT_EQ(norm.str(), "BatchNorm2d(2, eps=1e-05, momentum=None, affine=True, track_running_stats=True)");
+}
+
+// A momentum outside [0, 1] extrapolates the running statistics, NaN makes
+// them NaN: refused (mutation: no check -> running_mean NaN after one batch).
+TEST(BatchNorm, MomentumOutsideZeroToOneIsRefused) {
+  for (double momentum : {-0.5, 1.5, std::nan("")})
+    EXPECT_EMBER_ERROR(nn::BatchNorm2d(2, {.momentum = momentum}), "BatchNorm: momentum must be in [0, 1]");
+  nn::BatchNorm1d edge(2, {.momentum = 1.0});
+  edge(randn({4, 2}));
 }
 
 TEST(BatchNorm, WithoutRunningStatisticsUsesTheBatchInEval) {

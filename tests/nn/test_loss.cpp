@@ -2,6 +2,7 @@
 // values and gradients of every case in tests/data/golden_losses.json (written
 // by tests/data/make_golden_losses.py), in float64; then shape errors.
 #include <cmath>
+#include <limits>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -168,6 +169,14 @@ TEST(Loss, BinaryCrossEntropyWithLogitsIsStable) {
       F::binary_cross_entropy_with_logits(x, t, {.reduction = Reduction::none}).to_vector<float>();
   EXPECT_FLOAT_EQ(loss[0], 100.0f);
   EXPECT_FLOAT_EQ(loss[1], 100.0f);
+  // An infinite logit on the wrong side costs inf, as PyTorch's (mutation:
+  // max(-x, 0) as (|x| - x) / 2 -> inf - inf = NaN); its gradient is 1.
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  Tensor y = from_vector<float>({kInf}).requires_grad_(true);
+  Tensor far = F::binary_cross_entropy_with_logits(y, from_vector<float>({0}), {.reduction = Reduction::none});
+  EXPECT_EQ(far.to_vector<float>(), (std::vector<float>{kInf}));
+  sum(far).backward();
+  EXPECT_EQ(y.grad().to_vector<float>(), (std::vector<float>{1.0f}));
 }
 
 // d/dx at x = 0 is sigmoid(0) - t = 1/2 - t (PyTorch 1.13's values below).
