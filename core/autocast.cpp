@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -40,12 +41,16 @@ struct CachedCast {
   bool current(const Tensor& t) const { return source_version == t.version() && cast_version == cast.version(); }
 };
 
+// Sources a sweep lets die between sweeps, at the least (see sweep_expired_casts).
+constexpr size_t kSweepSlack = 16;
+
 // This thread's cache: entries by the source's storage; emptied when the
 // outermost AutocastGuard goes.
 struct CastCache {
   int depth = 0;  // AutocastGuards alive on this thread
   bool enabled = true;
   std::unordered_map<const Storage*, std::vector<CachedCast>> entries;
+  size_t sweep_at = kSweepSlack;  // the number of sources at which the next sweep runs
 };
 thread_local CastCache t_cast_cache;
 std::atomic<detail::LeafQuery> g_leaf_query{nullptr};
@@ -75,11 +80,28 @@ bool caches_cast_of(const Tensor& t, AutocastKind kind) {
   return is_leaf_requiring_grad(base ? Tensor(base) : t);
 }
 
+// Drops the casts whose source is freed: a leaf used in one iteration only (an
+// input that requires grad, for a saliency map) would otherwise keep its cast
+// to the scope's end, and a training loop inside one guard would grow without
+// bound. A sweep runs when the sources have grown by a quarter (at least
+// kSweepSlack) since the last one: O(1) amortised per new source, and the dead
+// casts held stay a fraction of the live ones (the parameters').
+void sweep_expired_casts() {
+  CastCache& cache = t_cast_cache;
+  if (cache.entries.size() < cache.sweep_at) return;
+  for (auto source = cache.entries.begin(); source != cache.entries.end();) {
+    std::erase_if(source->second, [](const CachedCast& e) { return e.source.expired(); });
+    source = source->second.empty() ? cache.entries.erase(source) : std::next(source);
+  }
+  cache.sweep_at = cache.entries.size() + std::max(kSweepSlack, cache.entries.size() / 4);
+}
+
 // `t.to(dtype)` through the cache: the values are made once, and each use
 // gets its own differentiable copy node over them, as `to` would give it, so
 // each use sends its gradient to `t` once (in the layout `to`'s would have)
 // and a second backward in the same scope finds a node of its own graph.
 Tensor cached_to(const Tensor& t, DType dtype) {
+  sweep_expired_casts();
   std::vector<CachedCast>& entries = t_cast_cache.entries[t.storage().get()];
   std::erase_if(entries, [](const CachedCast& e) { return e.source.expired(); });
   auto found = std::find_if(entries.begin(), entries.end(), [&](const CachedCast& e) { return e.casts(t, dtype); });
@@ -150,7 +172,10 @@ AutocastGuard::~AutocastGuard() {
   state.enabled =
       previous_enabled_ ? state.enabled | device_bit(device_) : state.enabled & ~device_bit(device_);
   t_cast_cache.enabled = previous_cache_enabled_;
-  if (--t_cast_cache.depth == 0) t_cast_cache.entries.clear();
+  if (--t_cast_cache.depth == 0) {
+    t_cast_cache.entries.clear();
+    t_cast_cache.sweep_at = kSweepSlack;
+  }
 }
 
 NoAutocastGuard::NoAutocastGuard() : previous_enabled_(detail::t_autocast_state.enabled) {

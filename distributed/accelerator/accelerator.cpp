@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "core/allocator.h"
+#include "core/grad_hook.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
 #include "core/profiler/process_profile.h"
@@ -60,6 +61,48 @@ Device choose_device(const ResolvedAcceleratorOptions& options, int local_rank) 
 }
 
 bool is_low_precision(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16; }
+
+// The scaler while loss scaling is on. A disabled one (GradScalerOptions::enabled
+// = false, Accelerate's GradScalerKwargs(enabled=False)) leaves fp16 autocast
+// without loss scaling, as if there were no scaler.
+distributed::GradScaler* active_scaler(const AcceleratorState& state) {
+  return state.scaler && state.scaler->is_enabled() ? state.scaler.get() : nullptr;
+}
+
+// Note [One scaler update per iteration]: a live optimizer that has not stepped
+// since the last update holds gradients of the current scale, so the scale
+// must not change before its step.
+bool scaled_gradients_await_a_step(const AcceleratorState& state) {
+  return std::any_of(state.optimizers.begin(), state.optimizers.end(), [](const auto& prepared) {
+    return !prepared->alive.expired() && prepared->holds_scaled_gradients && !prepared->stepped_since_scaler_update;
+  });
+}
+
+// A step on gradients that no Accelerator::backward() scaled since the last
+// step would divide them by the scale again: a second step on the same
+// gradients, or a loss.backward() that bypassed the Accelerator.
+void check_gradients_are_scaled(const detail::PreparedOptimizer& record, const distributed::GradScaler& scaler) {
+  EMBER_CHECK(record.holds_scaled_gradients,
+              "{}.step(): with mixed_precision \"fp16\" each step needs an Accelerator::backward() since the "
+              "optimizer's last step() or zero_grad(); its gradients are not scaled by the loss scale {}, and "
+              "unscaling them would divide them by it again. Call accelerator.backward(loss) (not loss.backward()) "
+              "before each step, and step each optimizer once per backward",
+              record.optimizer->name(), scaler.get_scale());
+}
+
+// Multiplies the gradients of `optimizers` by `factor`, a gradient shared by
+// several of them once.
+void rescale_gradients(const std::vector<optim::Optimizer*>& optimizers, double factor) {
+  if (factor == 1) return;
+  NoGradGuard no_grad;
+  std::unordered_set<const TensorImpl*> done;
+  for (optim::Optimizer* optimizer : optimizers)
+    for (size_t g = 0; g < optimizer->num_param_groups(); ++g)
+      for (const Tensor& parameter : optimizer->params(g)) {
+        Tensor grad = parameter.grad();
+        if (grad.defined() && done.insert(grad.impl()).second) mul_(grad, Scalar(factor));
+      }
+}
 
 detail::PreparedModel& prepared_model(detail::AcceleratorState& state, const nn::Module* model) {
   auto prepared = std::find_if(state.models.begin(), state.models.end(),
@@ -347,12 +390,17 @@ void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
   prepared->step_hook = optimizer.register_step_pre_hook([weak, record, keepalive = token.token](optim::Optimizer& o) {
     std::shared_ptr<AcceleratorState> state = weak.lock();
     if (!state) return true;
+    distributed::GradScaler* scaler = active_scaler(*state);
+    if (scaler && state->gradient.sync_gradients) check_gradients_are_scaled(*record, *scaler);
     for (const detail::PreparedModel& model : state->models)
       if (model.called_since_step) *model.called_since_step = false;
     if (!state->gradient.sync_gradients) return false;
     record->step_was_skipped = false;
+    // Note [One scaler update per iteration]: this optimizer's next iteration
+    // begins while another still holds gradients; the update of the last one is due.
+    if (scaler && record->stepped_since_scaler_update) detail::update_scaler_if_pending(*state);
     if (record->zero) record->zero->before_step();
-    if (state->scaler && !state->scaler->is_unscaled(o)) state->scaler->unscale_(o);
+    if (scaler && !scaler->is_unscaled(o)) scaler->unscale_(o);
     if (const std::optional<double>& max_norm = state->options.sharding.max_grad_norm) {
       if (record->zero) {
         record->zero->clip_optimizer_grad_norm_(*max_norm);
@@ -363,14 +411,13 @@ void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
         optim::clip_grad_norm_(parameters, *max_norm);
       }
     }
-    if (!state->scaler) return true;
-    record->step_was_skipped = state->scaler->found_inf(o);
+    if (!scaler) return true;
+    record->step_was_skipped = scaler->found_inf(o);
     record->stepped_since_scaler_update = true;
-    // Note [One scaler update per iteration]: once every prepared optimizer has stepped.
-    const bool all_stepped = std::all_of(state->optimizers.begin(), state->optimizers.end(), [](const auto& prepared) {
-      return prepared->alive.expired() || prepared->stepped_since_scaler_update;
-    });
-    if (all_stepped) detail::update_scaler_if_pending(*state);
+    record->holds_scaled_gradients = false;
+    // Note [One scaler update per iteration]: once every optimizer holding
+    // gradients of this scale has stepped.
+    if (!scaled_gradients_await_a_step(*state)) detail::update_scaler_if_pending(*state);
     return !record->step_was_skipped;
   });
   if (prepared->zero)
@@ -383,6 +430,7 @@ void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
         if (!state) return true;
         if (!state->gradient.sync_gradients) return false;
         if (record->zero) record->zero->zero_grad(set_to_none);
+        record->holds_scaled_gradients = false;
         return true;
       });
   state.optimizers.push_back(std::move(prepared));
@@ -478,17 +526,36 @@ void detail::update_scaler_if_pending(AcceleratorState& state) {
   const bool pending = std::any_of(state.optimizers.begin(), state.optimizers.end(),
                                    [](const auto& prepared) { return prepared->stepped_since_scaler_update; });
   if (!pending) return;
-  state.scaler->update();
+  // Gradients of the old scale that no unscale_ has reached yet are brought to
+  // the new one, so their step divides by the scale they hold. (A ZeRO
+  // optimizer's gradients are in its engine until its step.)
+  std::vector<optim::Optimizer*> waiting;
+  for (const auto& prepared : state.optimizers)
+    if (!prepared->alive.expired() && !prepared->zero && prepared->holds_scaled_gradients &&
+        (prepared->stepped_since_scaler_update || !state.scaler->is_unscaled(*prepared->optimizer)))
+      waiting.push_back(prepared->optimizer);
+  // Cleared before update(), which throws at the floor: a loop that catches
+  // that error and skips the batch must find no update pending afterwards.
   for (const auto& prepared : state.optimizers) prepared->stepped_since_scaler_update = false;
+  const double scale = state.scaler->get_scale();
+  state.scaler->update();
+  rescale_gradients(waiting, state.scaler->get_scale() / scale);
 }
 
 void Accelerator::backward(const Tensor& loss) {
   EMBER_CHECK(loss.defined(), "Accelerator::backward: the loss is undefined");
   const int64_t steps = state_->options.gradient_accumulation_steps;
   Tensor scaled = steps > 1 ? loss / double(steps) : loss;
-  detail::update_scaler_if_pending(*state_);  // an iteration that stepped only some optimizers
-  if (state_->scaler) scaled = state_->scaler->scale(scaled);
+  distributed::GradScaler* scaler = active_scaler(*state_);
+  if (scaler) {
+    // Note [One scaler update per iteration]: an iteration that stepped only
+    // some optimizers is updated here, unless one yet to step holds gradients of this scale.
+    if (!scaled_gradients_await_a_step(*state_)) detail::update_scaler_if_pending(*state_);
+    scaled = scaler->scale(scaled);
+  }
   scaled.backward();
+  if (scaler)
+    for (const auto& prepared : state_->optimizers) prepared->holds_scaled_gradients = true;
 }
 
 struct Accelerator::SyncGuard::Suspended {
@@ -537,8 +604,12 @@ Accelerator::SyncGuard Accelerator::accumulate_models(std::vector<nn::Module*> m
 }
 
 AutocastGuard Accelerator::autocast() const {
-  const bool enabled = state_->low_precision != DType::f32;
-  return AutocastGuard(state_->device.type, enabled ? state_->low_precision : DType::bf16, enabled);
+  const DeviceType device = state_->device.type;
+  // Without mixed precision, Accelerate's nullcontext: a guard that keeps the
+  // policy it finds, so an autocast of the user's own around it stays on.
+  if (state_->low_precision == DType::f32)
+    return AutocastGuard(device, autocast_dtype(device), is_autocast_enabled(device));
+  return AutocastGuard(device, state_->low_precision);
 }
 
 bool Accelerator::optimizer_step_was_skipped() const {
@@ -547,10 +618,11 @@ bool Accelerator::optimizer_step_was_skipped() const {
 }
 
 void Accelerator::unscale_gradients() {
-  if (!state_->scaler) return;
+  distributed::GradScaler* scaler = active_scaler(*state_);
+  if (!scaler) return;
   for (const auto& prepared : state_->optimizers)
-    if (!prepared->alive.expired() && !state_->scaler->is_unscaled(*prepared->optimizer))
-      state_->scaler->unscale_(*prepared->optimizer);
+    if (!prepared->alive.expired() && !scaler->is_unscaled(*prepared->optimizer))
+      scaler->unscale_(*prepared->optimizer);
 }
 
 void Accelerator::check_clip_allowed(const char* op) const {

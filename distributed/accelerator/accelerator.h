@@ -179,8 +179,9 @@ class Accelerator {
   [[nodiscard]] SyncGuard no_sync(const std::shared_ptr<Models>&... models) {
     return suspend_sync({models.get()...});
   }
-  // Autocast in the mixed-precision dtype on device() (off with "no"), for
-  // code outside a prepared model's forward.
+  // Autocast in the mixed-precision dtype on device() (with "no", a guard
+  // that changes nothing, as Accelerate's nullcontext), for code outside a
+  // prepared model's forward.
   [[nodiscard]] AutocastGuard autocast() const;
   // Whether the last optimizer step was skipped because the fp16 scaler found
   // inf/NaN gradients (accumulation steps do not count as skipped).

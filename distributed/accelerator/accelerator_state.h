@@ -58,7 +58,11 @@ struct PreparedOptimizer {
   // The ZeRO engine whose model this optimizer updates (its pieces), or null.
   distributed::ShardedDataParallel* zero = nullptr;
   bool step_was_skipped = false;  // by the fp16 scaler, at the last real step
-  bool stepped_since_scaler_update = false;  // Note [One scaler update per iteration]
+  // Note [One scaler update per iteration]: whether it stepped since the
+  // scaler's last update, and whether an Accelerator::backward() ran since its
+  // last step or zero_grad, so its gradients are scaled by the current scale.
+  bool stepped_since_scaler_update = false;
+  bool holds_scaled_gradients = false;
 };
 
 struct PreparedScheduler {
@@ -122,7 +126,8 @@ struct AcceleratorState {
 // dies meanwhile makes the others' error name `op` and the dead process.
 void run_on_every_process(AcceleratorState& state, const char* op, const std::function<void()>& work);
 
-// The scaler's update() for the steps taken since the last one, if any
+// The scaler's update() for the steps taken since the last one, if any; the
+// gradients still waiting for their step are rescaled to the new scale
 // (Note [One scaler update per iteration] in distributed/README.md).
 void update_scaler_if_pending(AcceleratorState& state);
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
@@ -15,9 +16,30 @@
 namespace ember::distributed {
 namespace {
 
+// The value as PyTorch's float32 scale tensor holds it.
+double as_f32(double value) { return double(float(value)); }
+
+// unscale_ multiplies the gradients by the reciprocal of the f32 scale, in
+// f32: below 2^-128 (a subnormal scale, or one that underflowed to zero) that
+// reciprocal is inf, and the parameters would turn inf/NaN while the inf check,
+// made before the multiplication, found nothing.
+bool has_finite_reciprocal(double scale) { return std::isfinite(float(1.0 / as_f32(scale))); }
+
+// A scale the f32 scale tensor can hold and unscale_ can divide by.
+void check_scale(double scale, std::string_view where) {
+  EMBER_CHECK(scale > 0 && std::isfinite(scale), "{}: the scale must be positive and finite, got {}", where, scale);
+  EMBER_CHECK(std::isfinite(float(scale)),
+              "{}: the scale {} is above float32's largest value {}; the scale is kept in float32 (as PyTorch's), "
+              "where it would be inf and skip every step; start from a smaller scale (65536 is the default)",
+              where, scale, std::numeric_limits<float>::max());
+  EMBER_CHECK(has_finite_reciprocal(scale),
+              "{}: the scale {} is too small: its float32 reciprocal, which unscale_ multiplies the gradients by, is "
+              "inf (the scale must be above 2^-128, about 2.9e-39); start from a larger scale",
+              where, scale);
+}
+
 void check_options(const GradScalerOptions& options, std::string_view where) {
-  EMBER_CHECK(options.init_scale > 0 && std::isfinite(options.init_scale),
-              "{}: the scale must be positive and finite, got {}", where, options.init_scale);
+  check_scale(options.init_scale, where);
   EMBER_CHECK(options.growth_factor > 1 && std::isfinite(options.growth_factor),
               "{}: growth_factor must be greater than 1, got {}", where, options.growth_factor);
   EMBER_CHECK(options.backoff_factor > 0 && options.backoff_factor < 1,
@@ -29,9 +51,6 @@ void check_options(const GradScalerOptions& options, std::string_view where) {
   EMBER_CHECK(options.init_scale >= options.min_scale, "{}: the scale {} is below min_scale {}", where,
               options.init_scale, options.min_scale);
 }
-
-// The value as PyTorch's float32 scale tensor holds it.
-double as_f32(double value) { return double(float(value)); }
 
 }  // namespace
 
@@ -119,7 +138,15 @@ void GradScaler::update() {
                 "a diverging model, too high a learning rate), so training stops here instead of skipping every "
                 "step; lower GradScalerOptions::min_scale only if the gradients really need a smaller scale",
                 options_.min_scale, skipped_in_a_row_, skipped_in_a_row_ == 1 ? "" : "s");
-    scale_ = std::max(as_f32(scale_ * options_.backoff_factor), as_f32(options_.min_scale));
+    const double backed_off = std::max(as_f32(scale_ * options_.backoff_factor), as_f32(options_.min_scale));
+    // With min_scale 0 (or below 2^-128) the smallest scale unscale_ can divide by is the floor.
+    EMBER_CHECK(has_finite_reciprocal(backed_off),
+                "GradScaler::update: inf/NaN gradients with the scale at its floor: {} would back off to {}, whose "
+                "float32 reciprocal is inf, {} step{} in a row skipped. The loss or the gradients are inf/NaN "
+                "whatever the scale (a NaN loss, a diverging model, too high a learning rate), so training stops here "
+                "instead of skipping every step",
+                scale_, backed_off, skipped_in_a_row_, skipped_in_a_row_ == 1 ? "" : "s");
+    scale_ = backed_off;
     return;
   }
   skipped_in_a_row_ = 0;

@@ -41,8 +41,10 @@ struct GradScalerOptions {
   int64_t growth_interval = 2000;  // clean steps in a row before the scale grows
   // The floor: backing off stops here, and inf/NaN gradients at this scale
   // make update() throw. 1 as DeepSpeed's min_loss_scale; 0 turns the floor
-  // off (PyTorch's scaler, which has none), leaving only a scale that
-  // underflowed to zero as an error.
+  // off (PyTorch's scaler, which has none), leaving as an error only a
+  // back-off below 2^-128, whose f32 reciprocal (used to unscale) is inf.
+  // The scale (init_scale, a loaded "scale") must be an f32 value above
+  // 2^-128 and at most f32's largest.
   double min_scale = 1.0;
   bool enabled = true;             // disabled: scale() returns the loss, step() just steps
 };

@@ -359,6 +359,32 @@ TEST(Autocast, BackwardRunsWithAutocastOff) {
   for (const auto& [name, parameter] : model->named_parameters()) EXPECT_EQ(parameter.grad().dtype(), DType::f32);
 }
 
+// Note [Autocast cast cache]: the cache keeps the casts of leaves that require
+// grad, inputs among them, and a loop inside one guard whose input requires
+// grad (a saliency map) held every iteration's input cast to the scope's end.
+// Casts whose source is freed are swept as the cache grows, while the weight's
+// cast stays cached. Mutation caught: the sweep_expired_casts() call removed
+// from cached_to -> 400 casts held, far past the bound.
+TEST(Autocast, TheCastCacheFreesTheCastsOfDeadLeaves) {
+  Tensor weight = random_tensor({64, 32}, DType::f32).requires_grad_();
+  const int64_t cast_bytes = 128 * 64 * 2;  // one input's bf16 cast
+  AutocastGuard guard(DeviceType::cpu, DType::bf16);
+  int64_t after_first = 0;
+  for (int iteration = 0; iteration < 400; ++iteration) {
+    Tensor input = random_tensor({128, 64}, DType::f32).requires_grad_();
+    Tensor product;
+    {
+      KernelCallCounter counter;
+      product = matmul(input, weight);
+      EXPECT_EQ(counter.calls("copy", DeviceType::cpu, DType::bf16), iteration == 0 ? 2 : 1);  // the weight's once
+    }
+    sum(product.to(DType::f32)).backward();
+    weight.set_grad(Tensor());
+    if (iteration == 0) after_first = memory_allocated();
+  }
+  EXPECT_LT(memory_allocated() - after_first, 40 * cast_bytes);
+}
+
 TEST(KernelCallCounter, CountsTheGemmAutocastDispatches) {
   Tensor a = random_tensor({4, 5}, DType::f32), b = random_tensor({5, 3}, DType::f32);
   KernelCallCounter counter;

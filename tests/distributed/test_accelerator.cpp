@@ -356,6 +356,169 @@ TEST(Accelerator, Fp16WithTwoOptimizersUnscalesEachOnceAndUpdatesOnce) {
   }
 }
 
+// A bias-free 1x1 linear with a zero weight: its weight's gradient on ones is
+// 1, and SGD with lr 1 moves it by exactly that.
+std::shared_ptr<nn::Linear> zero_linear() {
+  auto linear = std::make_shared<nn::Linear>(1, 1, nn::LinearOptions{.bias = false});
+  nn::init::zeros_(linear->weight);
+  return linear;
+}
+
+// Two zero linears a and b with an SGD (lr 1) each, prepared on an Accelerator
+// of `precision` whose scale starts at 1024 and grows at every update.
+struct TwoLinears {
+  explicit TwoLinears(const std::string& precision)
+      : accelerator({.mixed_precision = precision, .scaler = {.init_scale = 1024, .growth_interval = 1}}) {
+    accelerator.prepare(a, b, a_sgd, b_sgd);
+  }
+  Tensor a_of(const Tensor& x) { return sum((*a)(x)); }
+  Tensor b_of(const Tensor& x) { return sum((*b)(x)); }
+  double scale() const { return accelerator.scaler() ? accelerator.scaler()->get_scale() : 0.0; }
+
+  Accelerator accelerator;
+  std::shared_ptr<nn::Linear> a = zero_linear(), b = zero_linear();
+  optim::SGD a_sgd{a->parameters(), {.lr = 1.0}};
+  optim::SGD b_sgd{b->parameters(), {.lr = 1.0}};
+};
+
+// Note [One scaler update per iteration]: backward(l1), a.step(), backward(l2),
+// b.step(). The second backward used to update the scaler (a had stepped)
+// while b still held gradients of the old scale: b's gradient was
+// S*g1 + 2S*g2, unscaled by 2S (b = -3.5 instead of -4 after one iteration),
+// and the scale moved twice per iteration. Now the update waits for b's step.
+// Mutation caught: the update at the start of backward() made unconditional
+// again (`detail::update_scaler_if_pending(*state_)` without the
+// scaled_gradients_await_a_step test) -> the scale is 8192 after two
+// iterations instead of 4096 (the weights stay right: the rescale of held
+// gradients covers them; without it too, b is -3.5 after one).
+TEST(Accelerator, Fp16InterleavedBackwardsAndStepsEqualF32) {
+  TwoLinears fp16("fp16");
+  Tensor x = ones({1, 1});
+  for (int iteration = 1; iteration <= 2; ++iteration) {
+    fp16.accelerator.backward(fp16.a_of(x) + fp16.b_of(x));  // d/da = d/db = 1
+    fp16.a_sgd.step();
+    fp16.accelerator.backward(3.0 * fp16.b_of(x));  // d/db = 3
+    fp16.b_sgd.step();
+    fp16.a_sgd.zero_grad();
+    fp16.b_sgd.zero_grad();
+    EXPECT_EQ(fp16.a->weight.item<float>(), -1.0f * float(iteration));  // as f32 training gives
+    EXPECT_EQ(fp16.b->weight.item<float>(), -4.0f * float(iteration));
+    EXPECT_EQ(fp16.scale(), 1024.0 * (1 << iteration));  // one update per iteration
+  }
+}
+
+// b steps every second iteration on the gradients of two, a every iteration:
+// the update at a's second step changes the scale while b holds S*g of the
+// old scale, so b's gradients are brought to the new scale with it.
+// Mutation caught: the rescale_gradients call removed from
+// detail::update_scaler_if_pending -> after two iterations a is -1.5 and b -1
+// instead of f32's -2 and -2.
+TEST(Accelerator, Fp16GradientsHeldAcrossAnUpdateAreRescaled) {
+  TwoLinears f32("no"), fp16("fp16");
+  Tensor x = ones({1, 1});
+  for (int iteration = 1; iteration <= 4; ++iteration) {
+    for (TwoLinears* run : {&f32, &fp16}) {
+      run->accelerator.backward(run->a_of(x) + run->b_of(x));
+      run->a_sgd.step();
+      run->a_sgd.zero_grad();
+      if (iteration % 2 == 0) {
+        run->b_sgd.step();
+        run->b_sgd.zero_grad();
+      }
+    }
+    EXPECT_EQ(fp16.a->weight.item<float>(), f32.a->weight.item<float>()) << "iteration " << iteration;
+    EXPECT_EQ(fp16.b->weight.item<float>(), f32.b->weight.item<float>()) << "iteration " << iteration;
+  }
+  EXPECT_EQ(f32.b->weight.item<float>(), -4.0f);
+  EXPECT_EQ(fp16.scale(), 1024.0 * 16);  // four iterations, four updates
+}
+
+// A second step without a new backward unscaled the same gradients again
+// (divided by S^2: the parameter moved by 1/1024 more). It is refused, as
+// GradScaler::step refuses it. Mutation caught: the check_gradients_are_scaled
+// call removed from the step hook -> no error, and the weight moves again.
+TEST(Accelerator, Fp16SecondStepWithoutABackwardIsRefused) {
+  Accelerator accelerator({.mixed_precision = "fp16", .scaler = {.init_scale = 1024}});
+  auto model = zero_linear();
+  optim::SGD optimizer(model->parameters(), {.lr = 1.0});
+  accelerator.prepare(model, optimizer);
+  accelerator.backward(sum((*model)(ones({1, 1}))));
+  optimizer.step();
+  EXPECT_EQ(model->weight.item<float>(), -1.0f);
+  EXPECT_EMBER_ERROR(optimizer.step(),
+                     "SGD.step(): with mixed_precision \"fp16\" each step needs an Accelerator::backward() since the "
+                     "optimizer's last step() or zero_grad(); its gradients are not scaled by the loss scale 1024");
+  EXPECT_EQ(model->weight.item<float>(), -1.0f);
+  optimizer.zero_grad();
+  accelerator.backward(sum((*model)(ones({1, 1}))));  // a new iteration steps again
+  optimizer.step();
+  EXPECT_EQ(model->weight.item<float>(), -2.0f);
+}
+
+// Accelerate's GradScalerKwargs(enabled=False): fp16 autocast without loss
+// scaling. The first step used to fail with "unscale_() has not been called".
+// Mutation caught: active_scaler returning the disabled scaler -> that error.
+TEST(Accelerator, Fp16WithADisabledScalerTrainsWithoutLossScaling) {
+  Accelerator accelerator({.mixed_precision = "fp16", .scaler = {.enabled = false}});
+  auto model = zero_linear();
+  optim::SGD optimizer(model->parameters(), {.lr = 1.0});
+  accelerator.prepare(model, optimizer);
+  for (int iteration = 1; iteration <= 2; ++iteration) {
+    accelerator.backward(sum((*model)(ones({1, 1}))));
+    EXPECT_EQ(model->weight.grad().item<float>(), 1.0f);  // not scaled
+    accelerator.clip_grad_norm_(model->parameters(), 100.0);
+    optimizer.step();
+    optimizer.zero_grad();
+    EXPECT_FALSE(accelerator.optimizer_step_was_skipped());
+    EXPECT_EQ(model->weight.item<float>(), -float(iteration));
+  }
+}
+
+// A loop that catches the scaler's floor error and skips the batch goes on:
+// the error used to leave the optimizer marked as stepped, so every later
+// backward() threw "no inf checks were recorded". Mutation caught: the
+// stepped flags cleared after scaler->update() instead of before -> that error.
+TEST(Accelerator, Fp16FloorErrorLetsALoopSkipTheBatch) {
+  Accelerator accelerator({.mixed_precision = "fp16", .scaler = {.init_scale = 2}});
+  auto model = zero_linear();
+  optim::SGD optimizer(model->parameters(), {.lr = 1.0});
+  accelerator.prepare(model, optimizer);
+  for (int iteration = 0; iteration < 2; ++iteration) {  // NaN losses: 2 -> 1, then the floor
+    accelerator.backward(sum((*model)(ones({1, 1}))) * std::numeric_limits<double>::quiet_NaN());
+    if (iteration == 0) optimizer.step();
+    if (iteration == 1) EXPECT_EMBER_ERROR(optimizer.step(), "inf/NaN gradients with the scale at its floor");
+    optimizer.zero_grad();
+  }
+  for (int iteration = 1; iteration <= 2; ++iteration) {  // healthy batches train again
+    accelerator.backward(sum((*model)(ones({1, 1}))));
+    optimizer.step();
+    optimizer.zero_grad();
+    EXPECT_FALSE(accelerator.optimizer_step_was_skipped());
+    EXPECT_EQ(model->weight.item<float>(), -float(iteration));
+  }
+}
+
+// Without mixed precision accelerator.autocast() is Accelerate's nullcontext:
+// the user's own autocast around it stays on, and it turns nothing on either.
+// Mutation caught: returning a disabled guard -> the products inside run in f32.
+TEST(Accelerator, AutocastWithoutMixedPrecisionChangesNothing) {
+  Accelerator accelerator;
+  Tensor a = randn({2, 2}), b = randn({2, 2});
+  {
+    auto nothing = accelerator.autocast();
+    EXPECT_FALSE(is_autocast_enabled(DeviceType::cpu));
+  }
+  AutocastGuard user(DeviceType::cpu, DType::f16);
+  {
+    auto nothing = accelerator.autocast();
+    EXPECT_TRUE(is_autocast_enabled(DeviceType::cpu));
+    EXPECT_EQ(autocast_dtype(DeviceType::cpu), DType::f16);
+    EXPECT_EQ(matmul(a, b).dtype(), DType::f16);
+  }
+  EXPECT_TRUE(is_autocast_enabled(DeviceType::cpu));
+  EXPECT_EQ(autocast_dtype(DeviceType::cpu), DType::f16);
+}
+
 TEST(Accelerator, ClippingUnscalesFp16GradientsOnceAndRefusesAccumulationSteps) {
   Accelerator accelerator({.mixed_precision = "fp16", .gradient_accumulation_steps = 2,
                            .scaler = {.init_scale = 1024}});

@@ -7,6 +7,7 @@
 // both skip the step.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 
 #include "distributed/amp/grad_scaler.h"
@@ -189,6 +190,31 @@ TEST(GradScaler, MinScaleZeroTurnsTheFloorOff) {
   EXPECT_EQ(scaler.get_scale(), 1.0 / 16);
 }
 
+// Without a floor the scale stops where unscale_ can still divide by it: below
+// 2^-128 its f32 reciprocal is inf, and the parameters became inf/NaN on the
+// next clean step while found_inf stayed false. Backing off to there is the
+// floor error instead. Mutation caught: the has_finite_reciprocal check in
+// update() removed -> the scale reaches 2^-128 and the clean step makes the
+// parameter inf.
+TEST(GradScaler, MinScaleZeroStopsWhereTheReciprocalWouldOverflow) {
+  OneParameter trained;
+  GradScaler scaler({.init_scale = std::ldexp(1.0, -125), .min_scale = 0});
+  for (int step = 0; step < 2; ++step) {
+    trained.backward(scaler, from_vector<float>({kNan, 1}));
+    scaler.step(trained.optimizer);
+    scaler.update();
+  }
+  EXPECT_EQ(scaler.get_scale(), std::ldexp(1.0, -127));  // a subnormal f32 whose reciprocal, 2^127, is finite
+  trained.backward(scaler, from_vector<float>({kNan, 1}));
+  scaler.step(trained.optimizer);
+  EXPECT_EMBER_ERROR(scaler.update(),
+                     "inf/NaN gradients with the scale at its floor: 5.877471754111438e-39 would back off to "
+                     "2.938735877055719e-39, whose float32 reciprocal is inf, 3 steps in a row skipped");
+  trained.backward(scaler, from_vector<float>({1, 1}));  // a clean step at the last usable scale
+  EXPECT_TRUE(scaler.step(trained.optimizer));
+  EXPECT_EQ(trained.parameter.to_vector<float>(), (std::vector<float>{0.75f, 1.75f}));
+}
+
 TEST(GradScaler, ADisabledScalerOnlySteps) {
   OneParameter trained;
   GradScaler scaler({.enabled = false});
@@ -288,6 +314,18 @@ TEST(GradScaler, BadOptionsAreErrors) {
   EXPECT_EMBER_ERROR(GradScaler({.min_scale = -1}), "min_scale must be zero or positive and finite, got -1");
   EXPECT_EMBER_ERROR(GradScaler({.min_scale = kInf}), "min_scale must be zero or positive and finite, got inf");
   EXPECT_EMBER_ERROR(GradScaler({.init_scale = 0.5}), "the scale 0.5 is below min_scale 1");
+  // The scale is an f32 value: above f32's range it was inf (every step
+  // skipped, silently); below 2^-128 its f32 reciprocal was inf (the
+  // parameters became inf/NaN unnoticed). Mutation caught: check_scale
+  // reduced to its first check -> these scalers are built.
+  EXPECT_EMBER_ERROR(GradScaler({.init_scale = 1e39}),
+                     "the scale 1e+39 is above float32's largest value 3.4028235e+38");
+  EXPECT_EMBER_ERROR(GradScaler({.init_scale = 1e-40, .min_scale = 0}),
+                     "the scale 1e-40 is too small: its float32 reciprocal, which unscale_ multiplies the gradients "
+                     "by, is inf");
+  EXPECT_EMBER_ERROR(GradScaler({.init_scale = std::ldexp(1.0, -128), .min_scale = 0}), "is too small");
+  GradScaler({.init_scale = std::ldexp(1.0, -127), .min_scale = 0});  // the smallest power of two that works
+  GradScaler({.init_scale = std::ldexp(1.0, 127)});                   // the largest
 }
 
 TEST(GradScaler, ScalingANonFloatingLossIsAnError) {
@@ -320,6 +358,11 @@ TEST(GradScaler, LoadStateDictChecksEverythingBeforeChangingAnything) {
   EXPECT_EMBER_ERROR(scaler.load_state_dict(with("backoff_factor", 2.0)), "backoff_factor must be in (0, 1), got 2");
   EXPECT_EMBER_ERROR(scaler.load_state_dict(with("scale", -1.0)), "the scale must be positive and finite, got -1");
   EXPECT_EMBER_ERROR(scaler.load_state_dict(with("scale", 0.25)), "the scale 0.25 is below min_scale 1");
+  EXPECT_EMBER_ERROR(scaler.load_state_dict(with("scale", 3.5e38)),
+                     "GradScaler::load_state_dict: the scale 3.5e+38 is above float32's largest value");
+  GradScaler floorless({.min_scale = 0});
+  EXPECT_EMBER_ERROR(floorless.load_state_dict(with("scale", 1e-300)),
+                     "GradScaler::load_state_dict: the scale 1e-300 is too small");
   EXPECT_EMBER_ERROR(scaler.load_state_dict(with("_growth_tracker", 7)),
                      "_growth_tracker must be in [0, growth_interval = 7), got 7");
   // A valid scale with a bad tracker changed nothing either.
