@@ -143,7 +143,13 @@ int main(int argc, char** argv) try {
   app.add_option("--seed", settings.seed, "seed for initialisation and shuffling");
   app.add_option("--data-dir", settings.data_dir, "directory with the Fashion-MNIST .gz IDX files");
   app.add_option("--metrics-out", settings.metrics_out, "write metrics as JSON lines to this file");
-  app.add_option("--require-accuracy", settings.require_accuracy, "exit 1 if the test accuracy ends below this");
+  // CLI::Range(0.0, 1.0) would let "nan" through (every comparison with it is false), and a nan threshold passed
+  // every run.
+  app.add_option("--require-accuracy", settings.require_accuracy, "exit 1 if the test accuracy ends below this, 0 to 1")
+      ->check([](const std::string& text) {
+        const double accuracy = std::strtod(text.c_str(), nullptr);
+        return accuracy >= 0 && accuracy <= 1 ? std::string() : "'" + text + "' is not an accuracy from 0 to 1";
+      });
   CLI11_PARSE(app, argc, argv);
   return run(settings);
 } catch (const ember::Error& error) {

@@ -11,6 +11,8 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <regex>
+#include <set>
 
 #include "config_keys.h"
 #include "core/error.h"
@@ -129,6 +131,49 @@ std::vector<std::string> format_table(const std::vector<std::vector<std::string>
   return lines;
 }
 
+// The files of a model in `directory`: model.safetensors, model_<i>.safetensors
+// (the Accelerator's further models) and Hugging Face's shards
+// model-<k>-of-<n>.safetensors (all n of them). An Accelerator save_state
+// directory is refused: its optimizer*.safetensors hold optimizer state (AdamW's
+// exp_avg and exp_avg_sq, twice the parameters), not parameters. Any other
+// .safetensors file is refused too: which of them the model is, only the user knows.
+std::vector<std::filesystem::path> model_files(const std::filesystem::path& directory) {
+  namespace fs = std::filesystem;
+  static const std::regex kModel(R"(model(_\d+)?\.safetensors)");
+  static const std::regex kShard(R"(model-\d+-of-(\d+)\.safetensors)");
+  std::error_code error;
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(directory, error)) names.push_back(entry.path().filename().string());
+  EMBER_CHECK(!error, "--model: cannot list '{}': {}", directory.string(), error.message());
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names)
+    EMBER_CHECK(name != "manifest.json" && !(name.starts_with("optimizer") && name.ends_with(".safetensors")),
+                "--model: '{}' is an Accelerator save_state checkpoint ({} is in it), whose optimizer state is not "
+                "parameters: pass its model file, --model {}",
+                directory.string(), name, (directory / "model.safetensors").string());
+  std::vector<fs::path> files;
+  std::set<long long> shard_totals;  // the n of each model-<k>-of-<n> (-1: too large to read)
+  for (const std::string& name : names) {
+    if (!name.ends_with(".safetensors")) continue;
+    std::smatch shard;
+    if (std::regex_match(name, shard, kShard))
+      shard_totals.insert(parse_integer(shard[1].str()).value_or(-1));
+    else
+      EMBER_CHECK(std::regex_match(name, kModel),
+                  "--model: {} in '{}' is not a model file (model.safetensors, model_<i>.safetensors or "
+                  "model-<k>-of-<n>.safetensors): pass the file to count, --model {}",
+                  name, directory.string(), (directory / name).string());
+    files.push_back(directory / name);
+  }
+  EMBER_CHECK(!files.empty(), "--model: the directory '{}' holds no .safetensors file", directory.string());
+  // All n shards of one set, or the count would be part of a model (or parts of two).
+  EMBER_CHECK(shard_totals.empty() || (shard_totals.size() == 1 && *shard_totals.begin() == (long long)(files.size())),
+              "--model: '{}' holds {} .safetensors files, but its shards say there are {} (model-<k>-of-<n>): a "
+              "shard missing, or files of two saves; pass the files of one model",
+              directory.string(), files.size(), fmt::join(shard_totals, " and "));
+  return files;
+}
+
 }  // namespace
 
 int64_t parse_parameter_count(const std::string& text, const std::string& flag) {
@@ -221,16 +266,7 @@ ModelSize safetensors_model_size(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code error;
   EMBER_CHECK(fs::exists(path, error), "--model: '{}' does not exist", path);
-  std::vector<fs::path> files;
-  if (fs::is_directory(path, error)) {
-    for (const auto& entry : fs::directory_iterator(path, error)) {
-      if (entry.path().extension() == ".safetensors") files.push_back(entry.path());
-    }
-    std::sort(files.begin(), files.end());
-    EMBER_CHECK(!files.empty(), "--model: the directory '{}' holds no .safetensors file", path);
-  } else {
-    files.push_back(path);
-  }
+  const std::vector<fs::path> files = fs::is_directory(path, error) ? model_files(path) : std::vector<fs::path>{path};
   int64_t total = 0;
   int64_t largest = 0;
   size_t tensors = 0;

@@ -50,8 +50,10 @@ int64_t parse_parameter_count(const std::string& text, const std::string& flag);
 // outside the blocks (the root unit under the transformer wrap policy).
 ModelSize gpt_model_size(const std::string& description);
 
-// The sum of the tensors' elements in a safetensors file, or in every
-// *.safetensors file of a directory (headers only).
+// The sum of the tensors' elements in a safetensors file, or in a
+// directory's model files (model.safetensors, model_<i>.safetensors, the
+// shards model-<k>-of-<n>.safetensors; headers only). A save_state
+// checkpoint directory, or one with other .safetensors files, is refused.
 ModelSize safetensors_model_size(const std::string& path);
 
 // Buffers per parameter of an optimizer: adamw, adam 2; adamw-amsgrad,

@@ -225,7 +225,7 @@ CLI::App* add_trace_command(CLI::App& app, TraceMergeOptions& options) {
       "merge", "Join DIR/rank<r>.json into one Perfetto trace on rank 0's clock (a process track per rank)");
   merge->add_option("directory", options.directory, "The directory EMBER_PROFILE (or launch --profile) named")
       ->required();
-  merge->add_option("-o,--output", options.output, "Where to write; default: DIR/merged.json");
+  merge->add_option("-o,--output", options.output, "Where to write; default: DIR/merged.json")->check(kNonEmptyPath);
   return merge;
 }
 
@@ -250,10 +250,13 @@ int main(int argc, char** argv) {
   // Before anything else: a SIGINT sent while the launcher reads its flags
   // and config file must stop the job it then starts (supervisor.h).
   if (argc > 1 && std::string_view(argv[1]) == "launch") ember::launch::hold_stop_signals();
-  // Everything after the first "--" is the program and its arguments, never
-  // flags of ours; CLI11 parses only what comes before it.
+  // For launch, everything after the first "--" is the program and its
+  // arguments, never flags of ours; CLI11 parses only what comes before it.
+  // The other commands run no program: CLI11 takes their "--" as the end of
+  // options (`ember trace merge -- DIR`) and refuses flags after it.
   std::vector<std::string> args(argv + 1, argv + argc);
-  auto separator = std::find(args.begin(), args.end(), std::string("--"));
+  const bool launching = !args.empty() && args.front() == "launch";
+  auto separator = launching ? std::find(args.begin(), args.end(), std::string("--")) : args.end();
   std::vector<std::string> program(separator == args.end() ? args.end() : separator + 1, args.end());
   std::vector<std::string> ours(args.begin(), separator);
 

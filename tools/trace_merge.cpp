@@ -5,8 +5,11 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -24,6 +27,28 @@ int rank_of_file_name(const std::string& name) {
   int rank = -1;
   auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
   return error == std::errc() && end == digits.data() + digits.size() && !digits.empty() ? rank : -1;
+}
+
+// All of the job's ranks and no other file: a trace without world_size is of
+// a run of one process (EMBER_PROFILE without ember launch), whose rank0.json
+// is the only file.
+void check_world_size(const nlohmann::json& ember, const std::filesystem::path& path,
+                      const std::map<int, std::filesystem::path>& files, const std::string& directory) {
+  if (!ember.contains("world_size")) {
+    std::vector<std::string> names;
+    for (const auto& [rank, file] : files) names.push_back(file.filename().string());
+    EMBER_CHECK(files.size() == 1,
+                "{} names no world size (a run of one process, without ember launch), but {} holds {} rank files "
+                "({}): files of two runs? remove the other run's",
+                path.string(), directory, files.size(), fmt::join(names, ", "));
+    return;
+  }
+  const int world_size = ember["world_size"].get<int>();
+  for (int r = 0; r < world_size; ++r)
+    EMBER_CHECK(files.count(r), "{} is one of {} ranks, but {} has no rank{}.json", path.string(), world_size,
+                directory, r);
+  EMBER_CHECK(int(files.size()) == world_size, "{} is one of {} ranks, but {} holds {} rank files (an earlier run's?)",
+              path.string(), world_size, directory, files.size());
 }
 
 }  // namespace
@@ -45,6 +70,7 @@ nlohmann::json merge_traces(const std::string& directory) {
   nlohmann::json events = nlohmann::json::array();
   nlohmann::json offsets = nlohmann::json::object();
   std::optional<std::pair<std::string, std::string>> job;  // (id, the file that says it)
+  std::optional<std::string> without_job;                  // a file that names no job
   for (const auto& [file_rank, path] : files) {
     nlohmann::json trace;
     try {
@@ -67,16 +93,16 @@ nlohmann::json merge_traces(const std::string& directory) {
         EMBER_CHECK(job->first == id,
                     "{} is from job {} but {} from job {} (an earlier run's files in {}? remove them)",
                     job->second, job->first, path.string(), id, directory);
+      } else if (!without_job) {
+        without_job = path.string();
       }
-      if (ember.contains("world_size")) {
-        const int world_size = ember["world_size"].get<int>();
-        for (int r = 0; r < world_size; ++r)
-          EMBER_CHECK(files.count(r), "{} is one of {} ranks, but {} has no rank{}.json",
-                      path.string(), world_size, directory, r);
-        EMBER_CHECK(int(files.size()) == world_size,
-                    "{} is one of {} ranks, but {} holds {} rank files (an earlier run's?)",
-                    path.string(), world_size, directory, files.size());
-      }
+      // A run outside ember launch (EMBER_PROFILE alone) names no job: it cannot be told apart from
+      // another such run, so it never merges with a launched job's files.
+      EMBER_CHECK(!job || !without_job,
+                  "{} is from job {} but {} names no job (a run without ember launch): the files are of two "
+                  "runs; remove the earlier run's from {}",
+                  job ? job->second : "", job ? job->first : "", without_job.value_or(""), directory);
+      check_world_size(ember, path, files, directory);
       // Note [One clock for every rank]: this rank's clock minus rank 0's.
       const int64_t offset_ns = ember.value("clock_offset_ns", int64_t(0));
       offsets[std::to_string(rank)] = offset_ns;

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -21,6 +23,7 @@ namespace {
 struct ProcessProfile {
   ProcessProfileOptions options;
   std::unique_ptr<Profile> profile;
+  std::set<std::string> written;  // the traces this process wrote: a later profile never replaces one
 };
 
 // Never destroyed: the exit handler uses them.
@@ -44,12 +47,30 @@ const char* environment(const char* name) {
   return value != nullptr && *value != '\0' ? value : nullptr;
 }
 
+// Where the running profile's trace goes: <prefix><rank>.json, or, when this
+// process already wrote that file (a second Accelerator of one program),
+// <prefix><rank>-2.json, -3, ..., which `ember trace merge` leaves alone.
+std::string trace_path(const ProcessProfile& process, int rank) {
+  const std::string stem = process.options.path_prefix + std::to_string(rank);
+  std::string path = stem + ".json";
+  for (int count = 2; process.written.count(path); ++count) path = fmt::format("{}-{}.json", stem, count);
+  return path;
+}
+
 }  // namespace
 
 bool start_process_profile(ProcessProfileOptions options) {
   std::lock_guard lock(process_mutex());
   ProcessProfile& process = process_profile();
   if (process.profile) return false;
+  // Absolute now, so a program that changes directory writes where it was
+  // asked; checked now, so a run learns at its start (an ember::Error to the
+  // Accelerator or DistributedDataParallel that asked) that it cannot write.
+  std::error_code failure;
+  const std::filesystem::path prefix = std::filesystem::absolute(options.path_prefix, failure);
+  EMBER_CHECK(!failure, "profiler: cannot make '{}' absolute: {}", options.path_prefix, failure.message());
+  prepare_output_directory("profiler", prefix.parent_path());
+  options.path_prefix = prefix.string();
   try {
     process.profile = std::make_unique<Profile>(options.record);
   } catch (const Error& error) {
@@ -68,8 +89,6 @@ void start_environment_profile() {
   static std::once_flag once;
   std::call_once(once, [] {
     if (const char* directory = environment("EMBER_PROFILE")) {
-      // Absolute now, so a program that changes directory writes where it
-      // was asked; checked now, so a run learns at its start that it cannot.
       std::error_code error;
       const std::filesystem::path absolute = std::filesystem::absolute(directory, error);
       try {
@@ -78,13 +97,24 @@ void start_environment_profile() {
         std::fprintf(stderr, "[ember profiler] no profile will be written: %s\n", cannot.what());
         return;
       }
+      // EMBER_PROFILE records everything EMBER_DDP_TRACE would, in one profile (one at a time).
+      if (const char* prefix = environment("EMBER_DDP_TRACE"))
+        std::fprintf(stderr,
+                     "[ember profiler] EMBER_DDP_TRACE=%s writes no trace of its own: its backward nodes and "
+                     "communication are in EMBER_PROFILE's trace, %s\n",
+                     prefix, (absolute / "rank<r>.json").c_str());
       start_process_profile({.path_prefix = (absolute / "rank").string(),
                              .record = {.record_shapes = flag_variable("EMBER_PROFILE_SHAPES").value_or(false)}});
     } else if (const char* prefix = environment("EMBER_DDP_TRACE")) {
       // DDP's trace of old: backward nodes and communication only.
-      start_process_profile({.path_prefix = std::string(prefix) + ".rank",
-                             .record = {.record_ops = false, .record_steps = false},
-                             .print_table = false});
+      try {
+        start_process_profile({.path_prefix = std::string(prefix) + ".rank",
+                               .record = {.record_ops = false, .record_steps = false},
+                               .print_table = false});
+      } catch (const Error& cannot) {
+        // The first op of the program starts it: no caller expects this error.
+        std::fprintf(stderr, "[ember profiler] no EMBER_DDP_TRACE trace will be written: %s\n", cannot.what());
+      }
     }
   });
 }
@@ -93,22 +123,28 @@ std::string process_profile_path() {
   std::lock_guard lock(process_mutex());
   ProcessProfile& process = process_profile();
   if (!process.profile) return "";
-  return process.options.path_prefix + std::to_string(rank_for_file()) + ".json";
+  return trace_path(process, rank_for_file());
 }
 
 void finish_process_profile() {
   std::unique_ptr<Profile> profile;
   ProcessProfileOptions options;
+  const int rank = rank_for_file();
+  std::string path;
   {
     std::lock_guard lock(process_mutex());
-    profile = std::move(process_profile().profile);
-    options = process_profile().options;
+    ProcessProfile& process = process_profile();
+    if (!process.profile) return;
+    profile = std::move(process.profile);
+    options = process.options;
+    path = trace_path(process, rank);
   }
-  if (!profile) return;
-  const int rank = rank_for_file();
+  if (path != options.path_prefix + std::to_string(rank) + ".json")
+    std::fprintf(stderr,
+                 "[ember profiler] rank %d: %s%d.json holds this process's earlier profile; this one is in %s\n", rank,
+                 options.path_prefix.c_str(), rank, path.c_str());
   // The trace says the rank its file is named after (a job without a process group: RANK).
   if (detail::process_rank() < 0) set_process_rank(rank);
-  const std::string path = options.path_prefix + std::to_string(rank) + ".json";
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code ignored;
   if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
@@ -118,6 +154,10 @@ void finish_process_profile() {
     // At exit there is no caller to throw to: say it and go on.
     std::fprintf(stderr, "[ember profiler] rank %d: %s\n", rank, error.what());
     return;
+  }
+  {
+    std::lock_guard lock(process_mutex());
+    process_profile().written.insert(path);
   }
   if (options.print_table)
     std::fprintf(stderr, "%s",

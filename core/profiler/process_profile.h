@@ -25,6 +25,8 @@ struct ProcessProfileOptions {
 // asks for one and none records yet; cheap after the first call.
 void start_environment_profile();
 // Starts a process-wide profile unless one is already recording (then false).
+// The directory is made absolute and checked now: an ember::Error if it
+// cannot be written.
 bool start_process_profile(ProcessProfileOptions options);
 // Whether a process-wide profile records, and where its trace will go (empty if none).
 std::string process_profile_path();

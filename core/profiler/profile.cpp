@@ -50,7 +50,30 @@ namespace {
 // Chrome trace timestamps are microseconds; fractions keep the nanoseconds.
 double microseconds(int64_t ns) { return double(ns) / 1000.0; }
 
-nlohmann::json event_json(const Event& event, int pid) {
+// The trace's track of each event (`events` sorted as Profile::stop sorts
+// them): its own, but for the communication track's spans, which go on the
+// first lane where they nest (Note [Communication lanes]).
+std::vector<int> trace_tracks(const std::vector<Event>& events) {
+  std::vector<int> tracks(events.size());
+  std::vector<std::vector<int64_t>> open_ends;  // per lane, the ends of its open spans, innermost last
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event& event = events[i];
+    tracks[i] = event.thread;
+    if (event.thread != kCommunicationTrack || event.instant) continue;
+    size_t lane = 0;
+    for (; lane < open_ends.size(); ++lane) {
+      std::vector<int64_t>& ends = open_ends[lane];
+      while (!ends.empty() && ends.back() <= event.begin_ns) ends.pop_back();
+      if (ends.empty() || event.end_ns <= ends.back()) break;
+    }
+    if (lane == open_ends.size()) open_ends.emplace_back();
+    open_ends[lane].push_back(event.end_ns);
+    tracks[i] = kCommunicationTrack + int(lane);
+  }
+  return tracks;
+}
+
+nlohmann::json event_json(const Event& event, int pid, int track) {
   nlohmann::json args = event.args.is_object() ? event.args : nlohmann::json::object();
   if (event.category == Category::op || event.category == Category::device_kernel) {
     args["device"] = event.device == DeviceType::cpu ? "cpu" : "cuda";
@@ -64,7 +87,7 @@ nlohmann::json event_json(const Event& event, int pid) {
                           {"ph", event.instant ? "i" : "X"},
                           {"ts", microseconds(event.begin_ns)},
                           {"pid", pid},
-                          {"tid", event.thread},
+                          {"tid", track},
                           {"args", std::move(args)}};
   if (event.instant)
     entry["s"] = "t";  // an instant on its track, not across the process
@@ -83,10 +106,15 @@ nlohmann::json Profile::chrome_trace() {
   events.push_back(
       {{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", fmt::format("rank {}", rank)}}}});
   events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank}, {"args", {{"sort_index", rank}}}});
-  for (const auto& [thread, name] : tracks_)
+  const std::vector<int> event_tracks = trace_tracks(events_);
+  std::map<int, std::string> names = tracks_;
+  for (int track : event_tracks)
+    if (track > kCommunicationTrack && track < kDeviceTrackBase)
+      names[track] = fmt::format("communication ({})", track - kCommunicationTrack + 1);
+  for (const auto& [thread, name] : names)
     events.push_back(
         {{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", thread}, {"args", {{"name", name}}}});
-  for (const Event& event : events_) events.push_back(event_json(event, rank));
+  for (size_t i = 0; i < events_.size(); ++i) events.push_back(event_json(events_[i], rank, event_tracks[i]));
   nlohmann::json ember = {{"rank", rank}, {"begin_ns", begin_ns_}, {"end_ns", end_ns_}};
   // Which job and how many ranks, so that merging refuses an earlier run's
   // files left in the same directory (tools/trace_merge.cpp).

@@ -55,11 +55,12 @@ inline void record_span(Recording what, Category category, std::string name, Clo
 //   profiler::Span span(kRecordSteps, Category::optimizer, "AdamW.step");
 class Span {
  public:
-  Span(Recording what, Category category, const char* name, Track track = Track::this_thread)
-      : what_(recording(what) ? what : Recording(0)), category_(category), track_(track), name_(name),
-        begin_ns_(what_ ? now_ns() : 0) {}
+  // The name is copied when recording (a name built per step may die before the span ends).
+  Span(Recording what, Category category, std::string_view name, Track track = Track::this_thread)
+      : what_(recording(what) ? what : Recording(0)), category_(category), track_(track),
+        name_(what_ ? name : std::string_view()), begin_ns_(what_ ? now_ns() : 0) {}
   ~Span() {
-    if (what_) record_span(what_, category_, name_, begin_ns_, now_ns(), std::move(args_), track_);
+    if (what_) record_span(what_, category_, std::move(name_), begin_ns_, now_ns(), std::move(args_), track_);
   }
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
@@ -72,7 +73,7 @@ class Span {
   Recording what_;
   Category category_;
   Track track_;
-  const char* name_;
+  std::string name_;
   int64_t begin_ns_;
   nlohmann::json args_;
 };

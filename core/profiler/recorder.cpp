@@ -59,21 +59,24 @@ std::string this_thread_name() {
 }
 
 // This thread's buffer in the current session (registered on first use), or
-// null when the session ended meanwhile.
-ThreadBuffer* buffer_for(Track track) {
+// null when the session ended meanwhile. Shared: a stop_session on another
+// thread may drop the session's reference while the caller appends, and the
+// communication buffer must outlive that append (a thread's own buffer is
+// held by t_buffer as well).
+std::shared_ptr<ThreadBuffer> buffer_for(Track track) {
   uint64_t generation = g_generation.load(std::memory_order_acquire);
-  if (track == Track::this_thread && t_generation == generation && t_buffer) return t_buffer.get();
+  if (track == Track::this_thread && t_generation == generation && t_buffer) return t_buffer;
   std::lock_guard lock(session_mutex());
   std::shared_ptr<Session> session = current_session();
   if (!session) return nullptr;
-  if (track == Track::communication) return session->communication.get();
+  if (track == Track::communication) return session->communication;
   if (t_thread == 0) t_thread = g_next_thread.fetch_add(1);
   t_buffer = std::make_shared<ThreadBuffer>();
   t_buffer->thread = t_thread;
   t_buffer->name = this_thread_name() + " (" + std::to_string(t_thread) + ")";
   t_generation = session->generation;
   session->buffers.push_back(t_buffer);
-  return t_buffer.get();
+  return t_buffer;
 }
 
 }  // namespace
@@ -115,8 +118,8 @@ void stop_session(std::vector<Event>& events, std::map<int, std::string>& tracks
 }
 
 void append(Event event, Track track) {
-  ThreadBuffer* buffer = buffer_for(track);
-  if (buffer == nullptr) return;
+  std::shared_ptr<ThreadBuffer> buffer = buffer_for(track);
+  if (!buffer) return;
   event.thread = buffer->thread;
   std::lock_guard lock(buffer->mutex);
   buffer->events.push_back(std::move(event));

@@ -146,7 +146,9 @@ TEST(DDP, TraceShowsBucketsLaunchedInOrderDuringBackward) {
         last_gradient[event.at("args").at("iteration")] = event.at("ts").get<double>();
       }
       if (event.at("cat") == "bucket" && event.at("name").get<std::string>().starts_with("allreduce bucket")) {
-        EXPECT_EQ(event.at("tid"), profiler::kCommunicationTrack);
+        // Overlapping spans of the communication track go on lanes beside it (Note [Communication lanes]).
+        EXPECT_GE(event.at("tid"), profiler::kCommunicationTrack);
+        EXPECT_LT(event.at("tid"), profiler::kDeviceTrackBase);
         launches[event.at("args").at("iteration")].push_back(
             {event.at("args").at("bucket"), event.at("ts").get<double>(),
              event.at("args").at("parameters").get<std::vector<std::string>>()});

@@ -54,7 +54,9 @@ TEST(Profiler, LaunchedDdpRunProfilesEveryRankAndMergesOnOneClock) {
       EXPECT_EQ(event["pid"], rank);
       ++by_category[event["cat"]];
       if (event["cat"] == "collective") {
-        EXPECT_EQ(event["tid"], profiler::kCommunicationTrack);
+        // On a lane of the communication track (Note [Communication lanes]).
+        EXPECT_GE(event["tid"], profiler::kCommunicationTrack);
+        EXPECT_LT(event["tid"], profiler::kDeviceTrackBase);
         EXPECT_EQ(event["args"]["group_size"], 2);
         EXPECT_FALSE(event["args"]["backend"].get<std::string>().empty());
         EXPECT_FALSE(event["args"]["algorithm"].get<std::string>().empty());
@@ -268,6 +270,111 @@ TEST(Profiler, TraceMergeOfAFieldOfAnotherTypeNamesTheFile) {
               std::string::npos)
         << merge.output;
   }
+}
+
+// A run of one process without ember launch (EMBER_PROFILE alone) writes a
+// rank0.json naming no job and no world size; it merges alone, and never with
+// another run's files. Mutation: merge_traces checking job and world_size
+// only where a file has them -> the earlier launched job's rank1.json is
+// merged with the new rank0.json (exit 0).
+TEST(Profiler, TraceMergeRefusesARunWithoutLaunchBesideAnotherRunsFiles) {
+  testing::ScratchDirectory directory;
+  auto trace = [&](const std::string& name, int rank, const nlohmann::json& job_and_size) {
+    nlohmann::json ember = job_and_size;
+    ember["rank"] = rank;
+    nlohmann::json event = {{"name", "op"}, {"ph", "X"}, {"ts", 100.0}, {"dur", 1.0}, {"pid", 0}, {"tid", 1}};
+    std::ofstream(directory.path() / name) << nlohmann::json{{"traceEvents", {event}}, {"ember", ember}};
+  };
+  auto merge = [&] { return run_process({EMBER_CLI, "trace", "merge", directory.path().string()}, seconds(30)); };
+  const std::string rank0 = (directory.path() / "rank0.json").string();
+  const std::string rank1 = (directory.path() / "rank1.json").string();
+  trace("rank0.json", 0, nlohmann::json::object());
+  ProcessResult alone = merge();
+  EXPECT_EQ(alone.exit_code, 0) << alone.output;
+
+  trace("rank1.json", 1, {{"job", "old"}, {"world_size", 2}});
+  ProcessResult beside_a_job = merge();
+  EXPECT_EQ(beside_a_job.exit_code, 1);
+  EXPECT_NE(beside_a_job.output.find(rank0 + " names no world size (a run of one process, without ember launch), but " +
+                                     directory.path().string() + " holds 2 rank files (rank0.json, rank1.json)"),
+            std::string::npos)
+      << beside_a_job.output;
+
+  trace("rank0.json", 0, {{"world_size", 2}});  // a world size but no job
+  ProcessResult without_job = merge();
+  EXPECT_EQ(without_job.exit_code, 1);
+  EXPECT_NE(without_job.output.find(rank1 + " is from job old but " + rank0 + " names no job"), std::string::npos)
+      << without_job.output;
+}
+
+// Mutation: main.cpp taking "--" as the start of a program for every command
+// -> `trace merge -- DIR` fails for want of DIR, and `config -- --flag value`
+// saves without the flag (exit 0). Mutation: -o without kNonEmptyPath -> ""
+// writes DIR/merged.json (exit 0).
+TEST(Profiler, TraceMergeTakesDoubleDashAsEndOfOptionsAndRefusesAnEmptyOutput) {
+  testing::ScratchDirectory directory;
+  nlohmann::json event = {{"name", "op"}, {"ph", "X"}, {"ts", 100.0}, {"dur", 1.0}, {"pid", 0}, {"tid", 1}};
+  std::ofstream(directory.path() / "rank0.json") << nlohmann::json{{"traceEvents", {event}}};
+  ProcessResult after_dashes = run_process({EMBER_CLI, "trace", "merge", "--", directory.path().string()}, seconds(30));
+  EXPECT_EQ(after_dashes.exit_code, 0) << after_dashes.output;
+  EXPECT_TRUE(std::filesystem::exists(directory.path() / "merged.json"));
+  std::filesystem::remove(directory.path() / "merged.json");
+  ProcessResult empty = run_process({EMBER_CLI, "trace", "merge", directory.path().string(), "-o", ""}, seconds(30));
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.output.find("an empty path"), std::string::npos) << empty.output;
+  EXPECT_FALSE(std::filesystem::exists(directory.path() / "merged.json"));
+}
+
+// Two Accelerators one after the other in one program under a relative
+// EMBER_PROFILE, the second changing directory before it ends, with
+// EMBER_DDP_TRACE set too; then an EMBER_PROFILE that is a file.
+// Mutations caught: start_process_profile keeping the prefix relative -> the
+// second trace lands under `elsewhere`; finish_process_profile writing
+// <prefix><rank>.json again -> the first run's trace replaced, no rank0-2.json;
+// no EMBER_DDP_TRACE line -> its absence unexplained; no
+// prepare_output_directory at the start -> the Accelerator runs and the trace
+// is lost at exit (exit 0).
+TEST(Profiler, AcceleratorProfilesAreAbsoluteCheckedAtStartAndNeverReplaced) {
+  testing::ScratchDirectory directory;
+  const std::filesystem::path root = std::filesystem::canonical(directory.path());  // as the worker's getcwd says it
+  const std::filesystem::path elsewhere = root / "elsewhere";
+  std::filesystem::create_directories(elsewhere);
+  ProcessResult result = run_process({"/usr/bin/env", "-C", root.string(), "EMBER_PROFILE=relative",
+                                      "EMBER_DDP_TRACE=ddp", EMBER_WORKER, "profiled_accelerators", elsewhere.string()},
+                                     seconds(60));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const std::filesystem::path profile = root / "relative";
+  EXPECT_FALSE(std::filesystem::exists(elsewhere / "relative"));
+  EXPECT_NE(result.output.find("[ember profiler] rank 0: " + (profile / "rank0.json").string() +
+                               " holds this process's earlier profile; this one is in " +
+                               (profile / "rank0-2.json").string()),
+            std::string::npos)
+      << result.output;
+  // The first Accelerator ran 3 steps, the second 5: each trace keeps its own.
+  for (const auto& [name, steps] : {std::pair{"rank0.json", 3}, std::pair{"rank0-2.json", 5}}) {
+    int optimizer_steps = 0;
+    const nlohmann::json trace = read_json(profile / name);
+    for (const auto& event : trace["traceEvents"])
+      optimizer_steps += event["ph"] == "X" && event["cat"] == "optimizer";
+    EXPECT_EQ(optimizer_steps, steps) << name;
+  }
+  EXPECT_NE(result.output.find("[ember profiler] EMBER_DDP_TRACE=ddp writes no trace of its own: its backward nodes "
+                               "and communication are in EMBER_PROFILE's trace, " +
+                               (profile / "rank<r>.json").string()),
+            std::string::npos)
+      << result.output;
+  EXPECT_FALSE(std::filesystem::exists(root / "ddp.rank0.json"));
+  EXPECT_EQ(run_process({EMBER_CLI, "trace", "merge", profile.string()}, seconds(30)).exit_code, 0);
+
+  const std::filesystem::path file = root / "a_file";
+  std::ofstream(file) << "x";
+  ProcessResult refused = run_process({"/usr/bin/env", "EMBER_PROFILE=" + file.string(), EMBER_WORKER,
+                                       "profiled_accelerators", elsewhere.string()},
+                                      seconds(60));
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.output.find("profiler: cannot create the directory '" + file.string() + "'"), std::string::npos)
+      << refused.output;
+  EXPECT_EQ(refused.output.find("profiled_accelerators done"), std::string::npos) << refused.output;
 }
 
 TEST(Profiler, TraceMergeOfADirectoryWithoutTracesNamesIt) {

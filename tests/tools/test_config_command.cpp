@@ -144,6 +144,17 @@ TEST_F(ConfigCommandTest, BadFlagsWriteNothing) {
   }
 }
 
+// Flags after "--" are not dropped: only launch runs a program, and the other
+// commands refuse what they cannot take. Mutation: main.cpp cutting at the
+// first "--" for every command -> the config is saved with mixed_precision
+// 'no' (exit 0).
+TEST_F(ConfigCommandTest, FlagsAfterDoubleDashAreRefusedNotDropped) {
+  ProcessResult result = ember_config({default_file}, {"--seed", "1", "--", "--mixed-precision", "bf16"});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_TRUE(contains(result.output, "The following arguments were not expected")) << result.output;
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
 TEST_F(ConfigCommandTest, ShowPrintsTheConfigInForce) {
   ProcessResult result = ember_config({default_file}, {"--show"});
   EXPECT_EQ(result.exit_code, 0) << result.output;

@@ -181,6 +181,53 @@ TEST(EstimateMemory, SafetensorsFilesAndDirectories) {
   std::filesystem::remove_all(directory);
 }
 
+// Only a model's files count: an Accelerator save_state directory is refused
+// (its optimizer.safetensors holds AdamW's exp_avg and exp_avg_sq, twice the
+// parameters), as are a stray .safetensors file and an incomplete set of
+// shards. Mutation: safetensors_model_size summing every *.safetensors of the
+// directory -> the checkpoint counts 3 x 28 = 84 parameters (no error), and
+// the stray file and the missing shard go unnoticed.
+TEST(EstimateMemory, ADirectoryCountsOnlyItsModelFiles) {
+  std::filesystem::path directory = fresh_temp_dir("estimate_memory_model_files");
+  auto size_error = [](const std::filesystem::path& path) {
+    return error_of([&] { launch::safetensors_model_size(path.string()); });
+  };
+  const std::filesystem::path checkpoint = directory / "checkpoint";
+  std::filesystem::create_directories(checkpoint);
+  save_safetensors(checkpoint / "model.safetensors", {{"weight", zeros({4, 6})}, {"bias", zeros({4})}});
+  save_safetensors(checkpoint / "optimizer.safetensors",
+                   {{"state.weight.exp_avg", zeros({4, 6})}, {"state.weight.exp_avg_sq", zeros({4, 6})},
+                    {"state.bias.exp_avg", zeros({4})}, {"state.bias.exp_avg_sq", zeros({4})}});
+  write_text(checkpoint / "manifest.json", "{}");
+  EXPECT_EQ(size_error(checkpoint),
+            "--model: '" + checkpoint.string() + "' is an Accelerator save_state checkpoint (manifest.json is in it), "
+            "whose optimizer state is not parameters: pass its model file, --model " +
+                (checkpoint / "model.safetensors").string());
+  std::filesystem::remove(checkpoint / "manifest.json");
+  EXPECT_TRUE(contains(size_error(checkpoint), "(optimizer.safetensors is in it)")) << size_error(checkpoint);
+  EXPECT_EQ(launch::safetensors_model_size((checkpoint / "model.safetensors").string()).num_params, 28);
+
+  const std::filesystem::path models = directory / "models";  // the Accelerator's two models, unsharded
+  std::filesystem::create_directories(models);
+  save_safetensors(models / "model.safetensors", {{"weight", zeros({4, 6})}});
+  save_safetensors(models / "model_1.safetensors", {{"weight", zeros({2})}});
+  EXPECT_EQ(launch::safetensors_model_size(models.string()).num_params, 26);
+  save_safetensors(models / "gradients_0.safetensors", {{"weight", zeros({4, 6})}});
+  EXPECT_EQ(size_error(models), "--model: gradients_0.safetensors in '" + models.string() +
+                                    "' is not a model file (model.safetensors, model_<i>.safetensors or "
+                                    "model-<k>-of-<n>.safetensors): pass the file to count, --model " +
+                                    (models / "gradients_0.safetensors").string());
+
+  const std::filesystem::path shards = directory / "shards";
+  std::filesystem::create_directories(shards);
+  save_safetensors(shards / "model-00001-of-00003.safetensors", {{"a", zeros({3})}});
+  save_safetensors(shards / "model-00003-of-00003.safetensors", {{"c", zeros({3})}});
+  EXPECT_EQ(size_error(shards), "--model: '" + shards.string() + "' holds 2 .safetensors files, but its shards say "
+                                "there are 3 (model-<k>-of-<n>): a shard missing, or files of two saves; pass "
+                                "the files of one model");
+  std::filesystem::remove_all(directory);
+}
+
 TEST(EstimateMemory, TheCommand) {
   ProcessResult result = run_process(
       clean_command({}, {EMBER_CLI, "estimate-memory", "--params", "10", "--num-processes", "4", "--bytes"}), 30s);

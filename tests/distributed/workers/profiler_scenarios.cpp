@@ -1,16 +1,21 @@
 // Scenarios of tests/distributed/test_profiler.cpp and tests/cuda/test_cuda_nccl.cpp:
 // each operation of the Backend interface once, under the launcher's
-// --profile, so that the test can read the algorithm every span names.
+// --profile, so that the test can read the algorithm every span names; and
+// programs profiled by EMBER_PROFILE alone.
 #include <pthread.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduction.h"
 #include "core/stream.h"
+#include "distributed/accelerator/accelerator.h"
 #include "distributed/process_group.h"
+#include "nn/linear.h"
+#include "optim/sgd.h"
 #include "workers/scenario.h"
 
 namespace ember::test {
@@ -66,6 +71,26 @@ EMBER_SCENARIO(profiled_without_a_group) {
   Tensor a = ones({4, 4});
   (void)sum(a * 2.0).item<float>();
   return chdir(args.at(0).c_str()) == 0 ? 0 : 1;
+}
+
+// Two Accelerators one after the other (a program that trains twice) under
+// EMBER_PROFILE, each profiling its own run: the first takes 3 optimizer
+// steps, the second changes directory to args[0] after it starts and takes 5.
+EMBER_SCENARIO(profiled_accelerators) {
+  for (int run = 0; run < 2; ++run) {
+    Accelerator accelerator;
+    if (run == 1 && chdir(args.at(0).c_str()) != 0) return 1;
+    auto model = std::make_shared<nn::Linear>(4, 3);
+    optim::SGD optimizer(model->parameters(), {.lr = 0.01});
+    accelerator.prepare(model, optimizer);
+    for (int step = 0; step < 3 + 2 * run; ++step) {
+      accelerator.backward(sum((*model)(randn({2, 4}))));
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+  std::printf("profiled_accelerators done\n");
+  return 0;
 }
 
 }  // namespace ember::test
