@@ -2,7 +2,11 @@
 // std::from_chars for the selected columns only.
 #include "data/csv.h"
 
+#include <locale.h>
+#include <stdlib.h>
+
 #include <charconv>
+#include <string>
 #include <string_view>
 
 #include "core/error.h"
@@ -97,6 +101,17 @@ class RecordReader {
   bool last_quoted_ = false;
 };
 
+// A number that from_chars read whole but found beyond the double range,
+// rounded as numpy and pandas read it: 1e400 is inf, 1e-400 is 0 (with its
+// sign), as "inf" itself is read. from_chars leaves its result alone then;
+// strtod rounds to the nearest double, and in the "C" locale reads the same
+// syntax whatever locale the program set.
+double out_of_range_number(std::string_view field) {
+  static const locale_t c_locale = newlocale(LC_ALL_MASK, "C", locale_t(0));
+  EMBER_ASSERT(c_locale != locale_t(0), "newlocale(\"C\") failed");
+  return strtod_l(std::string(field).c_str(), nullptr, c_locale);
+}
+
 // The number in `field` (surrounding blanks allowed), or nothing.
 std::optional<double> parse_number(std::string_view field) {
   size_t first = field.find_first_not_of(" \t");
@@ -106,7 +121,9 @@ std::optional<double> parse_number(std::string_view field) {
   if (field.size() > 1 && field[0] == '+' && field[1] != '-') field.remove_prefix(1);  // from_chars rejects '+'
   double value = 0;
   auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), value);
-  if (error != std::errc() || end != field.data() + field.size()) return std::nullopt;
+  if (end != field.data() + field.size()) return std::nullopt;
+  if (error == std::errc::result_out_of_range) return out_of_range_number(field);
+  if (error != std::errc()) return std::nullopt;
   return value;
 }
 

@@ -276,7 +276,9 @@ DataLoaderState DataLoader::state() const { return core_->state; }
 // PyTorch's habit, sampler->set_epoch(epoch) before each epoch, picks the epoch this
 // begin() runs; the loader used to overwrite it with its own count, and the run
 // silently got another epoch's order (epoch 0's, again, after a resume). A batch
-// sampler of your own has no sampler() to watch: it keeps its set_epoch.
+// sampler of your own has no sampler() to watch and no epoch to read: the loader's
+// count drives it, as Accelerate's iteration count drives a prepared loader's, and
+// its epoch is chosen through set_state (Note [Epoch order]).
 void DataLoader::adopt_epoch_set_by_user() {
   const std::shared_ptr<Sampler>& sampler = core_->batch_sampler->sampler();
   if (!sampler || sampler->epoch() == core_->applied_epoch) return;

@@ -17,7 +17,8 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int64_t num_replica
               num_replicas - 1);
   // drop_last: every rank gets the same whole number of samples and the
   // remainder is left out; otherwise round up and pad.
-  num_samples_ = options.drop_last ? dataset_size / num_replicas : (dataset_size + num_replicas - 1) / num_replicas;
+  num_samples_ =
+      options.drop_last ? dataset_size / num_replicas : detail::divide_rounding_up(dataset_size, num_replicas);
 }
 
 std::vector<int64_t> DistributedSampler::indices() const {

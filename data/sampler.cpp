@@ -54,6 +54,16 @@ uint64_t seed_or_draw(std::optional<uint64_t> seed, Generator* generator) {
 
 }  // namespace
 
+namespace detail {
+
+// (numerator + denominator - 1) / denominator overflows near INT64_MAX: a
+// batch_size of INT64_MAX gave 0 batches (PyTorch's len() says 1).
+int64_t divide_rounding_up(int64_t numerator, int64_t denominator) {
+  return numerator / denominator + (numerator % denominator != 0 ? 1 : 0);
+}
+
+}  // namespace detail
+
 std::vector<int64_t> random_permutation(int64_t n, uint64_t seed, uint64_t stream) {
   EMBER_CHECK(n >= 0, "random_permutation: n must be non-negative, got {}", n);
   std::vector<int64_t> order(static_cast<size_t>(n));
@@ -128,7 +138,7 @@ BatchSampler::BatchSampler(std::shared_ptr<Sampler> sampler, BatchSamplerOptions
 int64_t BatchSampler::size() const {
   EMBER_ASSERT(sampler_ != nullptr, "a derived BatchSampler must override size()");
   int64_t samples = sampler_->size();
-  return options_.drop_last ? samples / options_.batch_size : (samples + options_.batch_size - 1) / options_.batch_size;
+  return options_.drop_last ? samples / options_.batch_size : detail::divide_rounding_up(samples, options_.batch_size);
 }
 
 std::vector<std::vector<int64_t>> BatchSampler::batches() const {

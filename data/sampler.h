@@ -15,6 +15,12 @@ class Generator;
 
 namespace ember::data {
 
+namespace detail {
+// ceil(numerator / denominator) without overflow, for numerator >= 0 and
+// denominator >= 1 (batch and shard counts near INT64_MAX).
+int64_t divide_rounding_up(int64_t numerator, int64_t denominator);
+}  // namespace detail
+
 // A permutation of [0, n) determined by (seed, stream): Fisher-Yates driven by
 // Philox 4x32-10 with key = seed and counter = (draw, stream). RandomSampler,
 // random_split and the distributed sampler all use it. Note [Philox permutations].

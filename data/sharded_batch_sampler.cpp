@@ -83,7 +83,7 @@ int64_t ShardedBatchSampler::size() const {
   }
   int64_t whole_rounds = inner_batches / num_shards_;
   if (inner_->drop_last()) return whole_rounds;
-  if (options_.even_batches) return (inner_batches + num_shards_ - 1) / num_shards_;
+  if (options_.even_batches) return detail::divide_rounding_up(inner_batches, num_shards_);
   return whole_rounds + (shard_ < inner_batches % num_shards_ ? 1 : 0);
 }
 

@@ -319,12 +319,24 @@ void write_shard_files(const AcceleratorState& state, const SavedState& saved, c
   write_json(staging / fmt::format("shards_{}.json", process), {{"ranges", saved.ranges}});
 }
 
+// The seed of a prepared loader's shuffle (none for an order that is not
+// random): process 0's on every process, which prepare gave them all.
+std::optional<uint64_t> shuffle_seed(const detail::PreparedLoader& prepared) {
+  const std::shared_ptr<data::Sampler>& sampler = prepared.original->sampler();
+  return sampler ? sampler->seed() : std::nullopt;
+}
+
 void write_process_files(const AcceleratorState& state, const fs::path& staging) {
   const GeneratorState random = default_generator().state();
   json loaders = json::array();
   for (const auto& prepared : state.loaders) {
     const data::DataLoaderState position = prepared->loader->state();
-    loaders.push_back({{"epoch", position.epoch}, {"batch", position.batch}});
+    json saved = {{"epoch", position.epoch}, {"batch", position.batch}};
+    // A position means nothing without the order it is in: a resumed program
+    // that drew one more random number before making its loader drew another
+    // seed, and would repeat and skip samples of the epoch without a word.
+    if (const std::optional<uint64_t> seed = shuffle_seed(*prepared)) saved["seed"] = *seed;
+    loaders.push_back(std::move(saved));
   }
   write_json(staging / fmt::format("process_{}.json", state.process_index),
              {{"random_state", {{"seed", random.seed}, {"offset", random.offset}}}, {"dataloaders", loaders}});
@@ -347,6 +359,22 @@ void forget_destroyed(AcceleratorState& state) {
   std::erase_if(state.schedulers, destroyed);
 }
 
+// The shuffle seed saved beside a loader's position. A checkpoint written
+// before seeds were saved has none: the loader keeps the seed it has, as
+// loading it always did.
+std::optional<uint64_t> saved_seed(const json& position, const detail::PreparedLoader& prepared, size_t index,
+                                   const fs::path& process_file) {
+  if (!position.contains("seed")) return std::nullopt;
+  const json& seed = field(position, "seed", process_file);
+  EMBER_CHECK(seed.is_number_unsigned(), "load_state: the seed of data loader {} in {} is not an unsigned integer: {}",
+              index, process_file.string(), shown_text(seed.dump()));
+  EMBER_CHECK(shuffle_seed(prepared).has_value(),
+              "load_state: {} holds a shuffle seed for data loader {}, but that loader's order is not random (no "
+              "shuffle); prepare it as it was when saved",
+              process_file.string(), index);
+  return seed.get<uint64_t>();
+}
+
 struct LoadedCheckpoint {
   int64_t step = 0;
   std::vector<NamedTensors> models;
@@ -357,6 +385,7 @@ struct LoadedCheckpoint {
   std::vector<std::variant<json, NamedTensors>> custom;
   GeneratorState random;
   std::vector<data::DataLoaderState> loaders;
+  std::vector<std::optional<uint64_t>> loader_seeds;  // none where the checkpoint holds none
   std::optional<NamedTensors> gradients;
 };
 
@@ -605,6 +634,7 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
                 "load_state: {} puts data loader {} at batch {} of epoch {}, but its epochs have {} batches",
                 process_file.string(), i, position.batch, position.epoch, batches);
     loaded.loaders.push_back(position);
+    loaded.loader_seeds.push_back(saved_seed(loaders[i], *state.loaders[i], i, process_file));
   }
   const std::string gradients = fmt::format("gradients_{}.safetensors", state.process_index);
   if (manifest.find_file(gradients)) loaded.gradients = read_tensors(directory, manifest, gradients);
@@ -812,7 +842,10 @@ void Accelerator::load_state(const std::optional<fs::path>& directory) {
   // The loaded scale replaces the iteration's steps: no update is pending.
   for (const auto& prepared : state.optimizers) prepared->stepped_since_scaler_update = false;
   default_generator().set_state(loaded.random);
-  for (size_t i = 0; i < state.loaders.size(); ++i) state.loaders[i]->loader->set_state(loaded.loaders[i]);
+  for (size_t i = 0; i < state.loaders.size(); ++i) {
+    if (loaded.loader_seeds[i]) state.loaders[i]->original->sampler()->set_seed(*loaded.loader_seeds[i]);
+    state.loaders[i]->loader->set_state(loaded.loaders[i]);
+  }
   apply_gradients(state, loaded.gradients);
   state.gradient = {.sync_gradients = true, .step = loaded.step, .active_loaders = {}};
 }

@@ -269,8 +269,11 @@ void enforce_total_limit(const fs::path& checkpoints_dir, int64_t total_limit) {
 
 SaveLock SaveLock::acquire(const fs::path& lock_file, std::string_view op) {
   std::error_code error;
-  fs::create_directories(lock_file.parent_path(), error);
-  EMBER_CHECK(!error, "{}: cannot create '{}': {}", op, lock_file.parent_path().string(), error.message());
+  // save_state("ckpt") locks ".ckpt.lock", whose parent_path() is "" (an
+  // error to create_directories): the working directory.
+  const fs::path directory = lock_file.has_parent_path() ? lock_file.parent_path() : fs::path(".");
+  fs::create_directories(directory, error);
+  EMBER_CHECK(!error, "{}: cannot create '{}': {}", op, directory.string(), error.message());
   // Opened like a log (never through a link, only a regular file), but not emptied before the lock is ours.
   FileDescriptor file = open_log_file(op, lock_file, /*append=*/true);
   if (::flock(file.get(), LOCK_EX | LOCK_NB) != 0) {
@@ -287,7 +290,7 @@ SaveLock SaveLock::acquire(const fs::path& lock_file, std::string_view op) {
                 "{}: another job is saving checkpoints into '{}': '{}' is locked by {}. Two jobs saving into one "
                 "directory would interleave their checkpoints; give this one another project_dir (or wait for the "
                 "other to end)",
-                op, lock_file.parent_path().string(), lock_file.string(), shown_text(text, 400));
+                op, directory.string(), lock_file.string(), shown_text(text, 400));
   }
   // Ours now: say who holds it, for the message of the next one that tries.
   char host[256] = {};

@@ -146,5 +146,28 @@ TEST(Csv, MalformedFilesGiveErrorsWithPathAndLine) {
   EXPECT_EMBER_ERROR(read_csv(truncated), "read_csv: '" + truncated + "' is a corrupt or truncated gzip stream");
 }
 
+// numpy and pandas read a number beyond the double range as the double it
+// rounds to: 1e400 is inf, 1e-400 is 0 with its sign, as "inf" itself is read
+// here; both were "not a number" (from_chars' result_out_of_range), and in a
+// first row they made it a header. Mutation caught: parse_number returning
+// nothing on result_out_of_range -> "'1e-400' is not a number".
+TEST(Csv, NumbersBeyondTheDoubleRangeRoundAsNumpyReadsThem) {
+  ScratchDirectory directory;
+  std::string path = directory.file("extremes.csv");
+  write_file(path, "1e-400,-1e-400\n1e400,-1e400\n1e-310,+4.9e-324\n");
+  CsvTable table = read_csv(path, {.dtype = DType::f64});
+  EXPECT_TRUE(table.column_names.empty());  // the first row is data
+  std::vector<double> values = values_of(table);
+  ASSERT_EQ(values.size(), 6u);
+  EXPECT_EQ(values[0], 0.0);
+  EXPECT_FALSE(std::signbit(values[0]));
+  EXPECT_EQ(values[1], 0.0);
+  EXPECT_TRUE(std::signbit(values[1]));
+  EXPECT_EQ(values[2], INFINITY);
+  EXPECT_EQ(values[3], -INFINITY);
+  EXPECT_EQ(values[4], 1e-310);
+  EXPECT_EQ(values[5], 4.9e-324);
+}
+
 }  // namespace
 }  // namespace ember::data

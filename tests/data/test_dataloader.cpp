@@ -476,6 +476,43 @@ TEST(DataLoader, ALoaderMadeAfterSetEpochRunsThatEpoch) {
   EXPECT_NE(order_of(1), order_of(0));
 }
 
+// A batch sampler of one's own with no sampler() has no epoch the loader can
+// read: the loader's count drives it (as Accelerate's iteration count drives a
+// prepared loader's batch sampler), and set_state picks another epoch (Note
+// [Epoch order]). Mutation caught: begin() not calling batch_sampler->set_epoch ->
+// every epoch in epoch 0's order, and set_state({5, 0}) running epoch 0 too.
+TEST(DataLoader, TheLoadersCountDrivesTheEpochOfABatchSamplerOfOnesOwn) {
+  using Batches = std::vector<std::vector<int64_t>>;
+  class Pairs : public BatchSampler {
+   public:
+    int64_t size() const override { return 4; }
+    std::vector<std::vector<int64_t>> batches() const override {
+      const std::vector<int64_t> order = random_permutation(8, 42, uint64_t(epoch_));
+      Batches pairs;
+      for (size_t i = 0; i < order.size(); i += 2) pairs.push_back({order[i], order[i + 1]});
+      return pairs;
+    }
+    void set_epoch(int64_t epoch) override { epoch_ = epoch; }
+
+   private:
+    int64_t epoch_ = 0;
+  };
+  auto order_of = [](int64_t epoch) {
+    Pairs reference;
+    reference.set_epoch(epoch);
+    return reference.batches();
+  };
+  ASSERT_NE(order_of(0), order_of(1));
+  CountingDataset dataset(8);
+  auto pairs = std::make_shared<Pairs>();
+  DataLoader loader(dataset, {.batch_sampler = pairs});
+  EXPECT_EQ(epoch_targets(loader), order_of(0));
+  EXPECT_EQ(epoch_targets(loader), order_of(1));
+  loader.set_state({.epoch = 5, .batch = 0});
+  EXPECT_EQ(epoch_targets(loader), order_of(5));
+  EXPECT_EQ(epoch_targets(loader), order_of(6));
+}
+
 // set_state can only check the batch against the epoch the sampler is at; the
 // epoch it resumes may be shorter. Catches: begin() not checking again (the
 // iteration read past its batches: a segfault, with workers or without).

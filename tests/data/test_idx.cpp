@@ -168,6 +168,30 @@ TEST(Idx, MalformedGzipAndUnreadablePaths) {
   write_gzip_file(lying, idx_bytes(0x08, {10}, "abc"));
   EXPECT_EMBER_ERROR(read_idx(lying), "at byte 11 of the decompressed data: truncated");
 
+  // Bytes after the gzip stream: zlib's gzread skipped them without a word,
+  // while a plain file with bytes past its data is refused. A second gzip
+  // member is gzip's own concatenation, read as `gzip -d` reads it. Mutation
+  // caught: gunzip stopping at the first member's end -> the file with junk
+  // reads as 100 bytes, and the concatenated one as its first member alone.
+  std::string trailing = directory.file("trailing.idx.gz");
+  write_file(trailing, compressed + "junk");
+  EXPECT_EMBER_ERROR(read_idx(trailing), "read_idx: '" + trailing + "' has 4 bytes after the end of its gzip stream " +
+                                             "(at byte " + std::to_string(compressed.size()) + " of the file)");
+  std::string second_part = directory.file("second_part.gz");
+  write_gzip_file(second_part, std::string(50, 'y'));
+  std::ifstream second_in(second_part, std::ios::binary);
+  std::string second((std::istreambuf_iterator<char>(second_in)), std::istreambuf_iterator<char>());
+  std::string halves = directory.file("halves.idx.gz");
+  write_gzip_file(halves, idx_bytes(0x08, {150}, std::string(100, 'x')));  // the header and the first 100 bytes
+  std::ifstream halves_in(halves, std::ios::binary);
+  std::string first((std::istreambuf_iterator<char>(halves_in)), std::istreambuf_iterator<char>());
+  write_file(halves, first + second);
+  Tensor joined = read_idx(halves);
+  EXPECT_EQ(joined.shape(), (Shape{150}));
+  EXPECT_EQ(joined.to(DType::i64).to_vector<int64_t>()[120], int64_t('y'));
+  write_file(trailing, first + second + std::string(3, '\0'));  // tar's zero padding is no member either
+  EXPECT_EMBER_ERROR(read_idx(trailing), "has 3 bytes after the end of its gzip stream");
+
   EXPECT_EMBER_ERROR(read_idx(directory.file("missing.idx")),
                      "read_idx: cannot open '" + directory.file("missing.idx") + "': no such file");
   EXPECT_EMBER_ERROR(read_idx(directory.file("")), "not a regular file");

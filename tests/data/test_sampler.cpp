@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -189,6 +190,25 @@ TEST(Sampler, BatchSamplerForwardsTheEpoch) {
   EXPECT_NE(epoch0, epoch1);
   ASSERT_EQ(epoch1.size(), 3u);
   EXPECT_EQ(epoch1[2].size(), 2u);
+}
+
+// PyTorch: len(DataLoader(ds, batch_size=sys.maxsize)) is 1. The batch count
+// was (samples + batch_size - 1) / batch_size, which overflowed: 0 batches
+// (then "made 1 batches but its size() says 0"), or a negative count for a
+// sampler of INT64_MAX samples. Mutation caught: BatchSampler::size() back to
+// (samples + batch_size - 1) / batch_size -> size() is 0 and the loop throws.
+TEST(Sampler, BatchCountsNearInt64MaxDoNotOverflow) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  BatchSampler one_batch(std::make_shared<SequentialSampler>(10), {.batch_size = kMax});
+  EXPECT_EQ(one_batch.size(), 1);
+  EXPECT_EQ(one_batch.batches(), (std::vector<std::vector<int64_t>>{iota(10)}));
+  auto many = std::make_shared<RandomSampler>(10, RandomSamplerOptions{.num_samples = kMax, .seed = 1});
+  EXPECT_EQ(BatchSampler(many, {.batch_size = 5}).size(), kMax / 5 + 1);
+  EXPECT_EQ(BatchSampler(many, {.batch_size = 1}).size(), kMax);
+  EXPECT_EQ(BatchSampler(many, {.batch_size = 2, .drop_last = true}).size(), kMax / 2);
+  // The distributed sampler's share, rounded up the same way.
+  EXPECT_EQ(DistributedSampler(kMax, 2, 0).size(), kMax / 2 + 1);
+  EXPECT_EQ(DistributedSampler(kMax, kMax, 0).size(), 1);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -393,6 +394,18 @@ TEST(ShardedBatchSampler, ShardedDataLoaderResumesMidEpoch) {
     EXPECT_EQ(resumed_data.read(), std::set<int64_t>(rest_samples.begin(), rest_samples.end()));
     EXPECT_EQ(loader_targets(resumed), expected_epoch(2));
   }
+}
+
+// even_batches rounds the inner batch count up to whole rounds; done as
+// (batches + shards - 1) / shards it overflowed for an inner sampler of
+// INT64_MAX batches. Mutation caught: ShardedBatchSampler::size() back to
+// (inner_batches + num_shards_ - 1) / num_shards_ -> a negative size.
+TEST(ShardedBatchSampler, SizeNearInt64MaxDoesNotOverflow) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  auto huge = std::make_shared<FixedBatches>(Batches{{0}}, kMax);
+  EXPECT_EQ(ShardedBatchSampler(huge, 2, 0).size(), kMax / 2 + 1);
+  EXPECT_EQ(ShardedBatchSampler(huge, 2, 1, {.even_batches = false}).size(), kMax / 2);
+  EXPECT_EQ(ShardedBatchSampler(huge, 1, 0).size(), kMax);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include "core/file_io.h"
 #include "distributed/accelerator/accelerator.h"
+#include "distributed/checkpoint/manifest.h"
 #include "distributed/process_runner.h"
 #include "nn/serialize.h"
 #include "support/test_support.h"
@@ -616,6 +617,105 @@ TEST(AcceleratorCheckpoints, SaveStateNeverWritesThroughAPlantedTemporaryLink) {
   EXPECT_EQ(read_bytes(outside), "precious");
   EXPECT_EQ(read_bytes(directory.path() / "project" / "checkpoints" / "latest"), "checkpoint_0");
   training.accelerator.load_state();
+}
+
+// Accelerate's documented call, save_state("my_checkpoint"), names a directory
+// beside the program: its lock ".my_checkpoint.lock" has an empty parent_path(),
+// which create_directories refused ("cannot create '': Invalid argument").
+// Mutation caught: SaveLock::acquire creating lock_file.parent_path() as it is
+// -> save_state("ckpt") throws "cannot create ''".
+TEST(AcceleratorCheckpoints, SaveAndLoadStateTakeABareRelativeDirectoryName) {
+  testing::ScratchDirectory directory;
+  const fs::path before = fs::current_path();
+  fs::current_path(directory.path());
+  struct Restore {
+    fs::path path;
+    ~Restore() { fs::current_path(path); }
+  } restore{before};
+  Training training;
+  training.train(2);
+  const std::vector<Tensor> parameters = clones(training.model->parameters());
+  EXPECT_EQ(training.accelerator.save_state("ckpt"), fs::path("ckpt"));
+  EXPECT_TRUE(fs::exists(directory.path() / "ckpt" / "manifest.json"));
+  EXPECT_FALSE(fs::exists(directory.path() / ".ckpt.staging"));
+  training.train(2);
+  training.accelerator.load_state("ckpt");
+  expect_equal(training.model->parameters(), parameters);
+  training.accelerator.save_state("./ckpt");  // replaces it, through the same lock
+  training.accelerator.load_state("./ckpt");
+  expect_equal(training.model->parameters(), parameters);
+}
+
+// A prepared shuffling loader over 11 samples (batches of 2, 6 an epoch) whose
+// seed is drawn from the generator, as DataLoader({.shuffle = true}) draws it;
+// `extra_draw` is one more random number before the loader is made.
+struct ShufflingJob {
+  Accelerator accelerator{{.seed = 7}};
+  data::TensorDataset dataset{arange(0, 11, 1, {.dtype = DType::i64}), zeros({11}, {.dtype = DType::i64})};
+  std::optional<data::DataLoader> loader;
+  explicit ShufflingJob(bool extra_draw) {
+    if (extra_draw) (void)randn({1});
+    loader.emplace(dataset, data::DataLoaderOptions{.batch_size = 2, .shuffle = true});
+    accelerator.prepare(*loader);
+  }
+  // The batches to the end of the loader's current epoch (or of the one it resumes).
+  std::vector<std::vector<int64_t>> rest_of_epoch(int64_t stop_after = -1) {
+    std::vector<std::vector<int64_t>> batches;
+    for (auto& [inputs, targets] : *loader) {
+      batches.push_back(inputs.to_vector<int64_t>());
+      if (int64_t(batches.size()) == stop_after) break;
+    }
+    return batches;
+  }
+};
+
+// The saved position is a batch of one shuffle: a resumed program that drew
+// one more random number before making its loader drew another seed, and its
+// resumed epoch repeated some samples and skipped others without a word.
+// Mutation caught: write_process_files not saving "seed" (or load_state not
+// calling set_seed) -> the resumed batches differ from the uninterrupted run's.
+TEST(AcceleratorCheckpoints, AResumedLoaderRunsTheSavedShuffleAfterAnExtraRandomDraw) {
+  testing::ScratchDirectory directory;
+  std::vector<std::vector<int64_t>> straight;
+  {
+    ShufflingJob job(/*extra_draw=*/false);
+    for (int epoch = 0; epoch < 2; ++epoch)
+      for (std::vector<int64_t>& batch : job.rest_of_epoch()) straight.push_back(std::move(batch));
+  }
+  ASSERT_EQ(straight.size(), 12u);
+  {
+    ShufflingJob job(/*extra_draw=*/false);
+    EXPECT_EQ(job.rest_of_epoch(/*stop_after=*/2).size(), 2u);
+    job.accelerator.save_state(directory.path() / "state");
+  }
+  ShufflingJob resumed(/*extra_draw=*/true);
+  resumed.accelerator.load_state(directory.path() / "state");
+  std::vector<std::vector<int64_t>> rest = resumed.rest_of_epoch();
+  for (std::vector<int64_t>& batch : resumed.rest_of_epoch()) rest.push_back(std::move(batch));
+  EXPECT_EQ(rest, std::vector<std::vector<int64_t>>(straight.begin() + 2, straight.end()));
+}
+
+// A checkpoint saved before the seeds were saved has no "seed" beside a
+// position: it loads as it always did, the loader keeping its own seed.
+// Mutation caught: saved_seed requiring the key (field(position, "seed", ...))
+// -> load_state refuses the older checkpoint ("has no 'seed'").
+TEST(AcceleratorCheckpoints, ACheckpointWithoutLoaderSeedsStillLoads) {
+  testing::ScratchDirectory directory;
+  const fs::path saved = directory.path() / "state";
+  {
+    ShufflingJob job(/*extra_draw=*/false);
+    job.rest_of_epoch(/*stop_after=*/2);
+    job.accelerator.save_state(saved);
+  }
+  nlohmann::json process = nlohmann::json::parse(read_bytes(saved / "process_0.json"));
+  ASSERT_TRUE(process["dataloaders"][0].contains("seed"));
+  process["dataloaders"][0].erase("seed");
+  std::ofstream(saved / "process_0.json") << process.dump();
+  distributed::checkpoint::write_manifest(saved, 1, distributed::checkpoint::read_manifest(saved).metadata);
+  ShufflingJob job(/*extra_draw=*/false);  // the same seed drawn again: the old way to resume
+  job.accelerator.load_state(saved);
+  EXPECT_EQ(job.loader->state(), (data::DataLoaderState{0, 2}));
+  EXPECT_EQ(job.rest_of_epoch().size(), 4u);
 }
 
 TEST(AcceleratorCheckpoints, SaveModelWritesShardsThatLoadStrictlyIntoAFreshModel) {
