@@ -253,12 +253,16 @@ NodeObserver set_node_observer(NodeObserver observer) {
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
               std::optional<bool> retain_graph, bool create_graph) {
+  // PyTorch refuses both empty lists too: an empty call is a bug that would otherwise train on nothing.
+  EMBER_CHECK(!roots.empty(), "backward: no tensors given to differentiate");
   run(roots, grad_roots, retain_graph.value_or(create_graph), create_graph, nullptr);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph,
                          bool create_graph, bool allow_unused) {
+  EMBER_CHECK(!outputs.empty(), "grad: no outputs given to differentiate");
+  EMBER_CHECK(!inputs.empty(), "grad: no inputs given; pass the tensors whose gradients you want");
   Capture capture;
   capture.answers.resize(inputs.size());
   std::vector<std::shared_ptr<Node>> keep_alive;  // accumulators made here must live through the walk

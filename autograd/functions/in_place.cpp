@@ -110,8 +110,9 @@ void register_in_place() {
                 target.shape(), base ? base->shape : Shape{});
     const std::shared_ptr<Node>& history = impl->autograd ? impl->autograd->grad_fn : nullptr;
     EMBER_CHECK(!(history && history->refuses_in_place),
-                "in-place operation on a view ({}) of a tensor that requires grad: the function's output shares its "
-                "input's memory; clone() it first",
+                "in-place operation on a view ({}) of a tensor that requires grad whose gradient through the write "
+                "would be wrong (a custom function's output sharing its input's memory, or an as_strided reaching "
+                "memory outside its input's elements); clone() it first",
                 history ? history->name() : "");
     const bool rebases = base && (base->requires_grad || result.requires_grad());
     EMBER_CHECK(!(rebases && elements_may_share_memory(target.shape(), target.strides())),

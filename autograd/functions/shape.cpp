@@ -20,6 +20,30 @@ namespace {
 using Grads = std::vector<Tensor>;
 using Saved = std::vector<Tensor>;
 
+// Calls visit(location) for every storage element of a geometry.
+template <class Visit>
+void for_each_location(const Shape& shape, const Strides& strides, int64_t offset, int dim, const Visit& visit) {
+  if (dim == shape.ndim()) return visit(offset);
+  for (int64_t i = 0; i < shape[dim]; ++i)
+    for_each_location(shape, strides, offset + i * strides[dim], dim + 1, visit);
+}
+
+// Whether every location `out` reaches is one of `in`'s elements. A dense
+// input covers its whole extent; a strided one is marked element by element
+// (this path is as_strided of a strided view under autograd only).
+bool within_elements(const Tensor& in, const Tensor& out) {
+  if (out.numel() == 0) return true;
+  const int64_t begin = in.offset(), size = extent(in.shape(), in.strides());
+  if (out.offset() < begin || out.offset() + extent(out.shape(), out.strides()) > begin + size) return false;
+  if (size == in.numel()) return true;
+  std::vector<bool> element(size_t(size), false);
+  for_each_location(in.shape(), in.strides(), 0, 0, [&](int64_t at) { element[size_t(at)] = true; });
+  bool within = true;
+  for_each_location(out.shape(), out.strides(), out.offset() - begin, 0,
+                    [&](int64_t at) { within = within && element[size_t(at)]; });
+  return within;
+}
+
 }  // namespace
 
 void register_shape_functions() {
@@ -84,6 +108,11 @@ void register_shape_functions() {
       }
       return Grads{as_strided(memory, in_shape, in_strides, in_shift)};
     });
+    // An in-place write through this output would take the old value of
+    // memory outside the input's elements through the input, which cannot
+    // hold its gradient (PyTorch differentiates through the base instead;
+    // the gradient came out 0 where it is 2): refused, clone() first.
+    if (!within_elements(in, out)) r.outputs[0]->impl()->autograd->grad_fn->refuses_in_place = true;
   });
 }
 

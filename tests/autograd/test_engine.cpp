@@ -71,6 +71,15 @@ TEST(Engine, SecondBackwardOnAFreedGraphIsAnError) {
   EXPECT_EMBER_ERROR(y.backward(), "backward through the graph a second time");
 }
 
+// Empty lists are refused, as PyTorch (mutation: no check -> grad returned
+// {} and backward({}) returned, differentiating nothing without a word).
+TEST(Engine, EmptyListsAreRefused) {
+  Tensor x = leaf({1, 2});
+  EXPECT_EMBER_ERROR(autograd::grad({sum(x)}, {}), "grad: no inputs given");
+  EXPECT_EMBER_ERROR(autograd::grad({}, {x}), "grad: no outputs given");
+  EXPECT_EMBER_ERROR(autograd::backward({}), "backward: no tensors given");
+}
+
 TEST(Engine, NonScalarBackwardNeedsAGradient) {
   Tensor x = leaf({1, 2});
   EXPECT_EMBER_ERROR((x * 2).backward(), "only for scalar outputs");

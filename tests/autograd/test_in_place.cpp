@@ -131,6 +131,21 @@ TEST(InPlace, CopyOverAnIntermediateGivesItsOldHistoryAZeroGradient) {
   EXPECT_EQ(values(y), (std::vector<double>{3, 3}));
 }
 
+// An in-place write through an as_strided output reaching memory outside its
+// input's elements is refused (mutation: not marking its node -> x[3]'s
+// gradient came out 0 where PyTorch's is 2); one within them still works.
+TEST(InPlace, AsStridedOutsideItsInputsElementsRefusesInPlaceWrites) {
+  Tensor x = leaf({0, 1, 2, 3, 4, 5});
+  Tensor y = x * 1.0;
+  Tensor v = y.slice(0, 0, 6, 2);  // storage elements 0, 2, 4
+  Tensor outside = as_strided(v, {1}, {1}, 3);
+  EXPECT_EMBER_ERROR(mul_(outside, 2.0), "an as_strided reaching memory outside its input's elements");
+  Tensor inside = as_strided(v, {2}, {2}, 2);  // elements 2 and 4
+  mul_(inside, 2.0);
+  sum(y).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{1, 1, 2, 1, 2, 1}));
+}
+
 // Under autograd the in-place shape check comes first, so the error names
 // the op the user called (mutation: checking after recording -> "copy_:
 // source of shape [2, 3] cannot be broadcast").
