@@ -273,6 +273,16 @@ int64_t DataLoader::size() const { return core_->batch_sampler->size(); }
 
 DataLoaderState DataLoader::state() const { return core_->state; }
 
+uint64_t DataLoader::worker_seed() const { return core_->worker_seed; }
+
+// Workers read the seed as they make batches: a running iteration stops
+// first, as set_state stops it (load_state calls both), so that none of its
+// batches mixes the two seeds.
+void DataLoader::set_worker_seed(uint64_t seed) {
+  if (auto active = core_->active.lock()) active->cancel();
+  core_->worker_seed = seed;
+}
+
 // PyTorch's habit, sampler->set_epoch(epoch) before each epoch, picks the epoch this
 // begin() runs; the loader used to overwrite it with its own count, and the run
 // silently got another epoch's order (epoch 0's, again, after a resume). A batch

@@ -116,6 +116,13 @@ class DataLoader {
   // the batches before it are not read.
   void set_state(DataLoaderState state);
 
+  // The seed under which workers draw each batch's random numbers (Note
+  // [Random numbers in workers]): a checkpoint saves it beside state(), so
+  // that a resumed run's workers draw what the interrupted run's would have.
+  // set_worker_seed stops an iteration that is running, as set_state does.
+  uint64_t worker_seed() const;
+  void set_worker_seed(uint64_t seed);
+
   const Dataset& dataset() const;
   const std::shared_ptr<BatchSampler>& batch_sampler() const;
   // Makes `batch_sampler` choose the batches from the next begin() on (the

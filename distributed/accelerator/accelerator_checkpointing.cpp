@@ -336,6 +336,8 @@ void write_process_files(const AcceleratorState& state, const fs::path& staging)
     // that drew one more random number before making its loader drew another
     // seed, and would repeat and skip samples of the epoch without a word.
     if (const std::optional<uint64_t> seed = shuffle_seed(*prepared)) saved["seed"] = *seed;
+    // The same for the numbers a dataset draws on the loader's workers.
+    saved["worker_seed"] = prepared->loader->worker_seed();
     loaders.push_back(std::move(saved));
   }
   write_json(staging / fmt::format("process_{}.json", state.process_index),
@@ -375,6 +377,24 @@ std::optional<uint64_t> saved_seed(const json& position, const detail::PreparedL
   return seed.get<uint64_t>();
 }
 
+// Note [Resuming at another world size]: a process the checkpoint has no
+// state for starts from process (r mod W)'s seeds, each moved to a stream of
+// its own (seed + stream * the golden ratio's 64 bits, stream = r / W), so
+// that no two processes draw the same numbers.
+uint64_t seed_of_stream(uint64_t seed, uint64_t stream) { return seed + 0x9E3779B97F4A7C15ull * stream; }
+
+// The worker seed saved beside a loader's position (none in a checkpoint
+// written before they were saved), on the process's stream.
+std::optional<uint64_t> saved_worker_seed(const json& position, size_t index, const fs::path& process_file,
+                                          uint64_t stream) {
+  if (!position.contains("worker_seed")) return std::nullopt;
+  const json& seed = position["worker_seed"];
+  EMBER_CHECK(seed.is_number_unsigned(),
+              "load_state: the worker seed of data loader {} in {} is not an unsigned integer: {}", index,
+              process_file.string(), shown_text(seed.dump()));
+  return seed_of_stream(seed.get<uint64_t>(), stream);
+}
+
 struct LoadedCheckpoint {
   int64_t step = 0;
   std::vector<NamedTensors> models;
@@ -386,6 +406,7 @@ struct LoadedCheckpoint {
   GeneratorState random;
   std::vector<data::DataLoaderState> loaders;
   std::vector<std::optional<uint64_t>> loader_seeds;  // none where the checkpoint holds none
+  std::vector<std::optional<uint64_t>> worker_seeds;  // the same
   std::optional<NamedTensors> gradients;
 };
 
@@ -608,11 +629,8 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
   EMBER_CHECK(field(random, "seed", process_file).is_number_unsigned() &&
                   field(random, "offset", process_file).is_number_unsigned(),
               "load_state: the random state in {} is not two unsigned integers", process_file.string());
-  loaded.random = {random["seed"].get<uint64_t>(), random["offset"].get<uint64_t>()};
-  // Note [Resuming at another world size]: a process the checkpoint has no
-  // state for starts from process (r mod W)'s, moved to a stream of its own
-  // (another seed), so that no two processes draw the same numbers.
-  loaded.random.seed += 0x9E3779B97F4A7C15ull * uint64_t(state.process_index / saved_world);
+  const uint64_t stream = uint64_t(state.process_index / saved_world);
+  loaded.random = {seed_of_stream(random["seed"].get<uint64_t>(), stream), random["offset"].get<uint64_t>()};
   const json& loaders = field(process, "dataloaders", process_file);
   EMBER_CHECK(loaders.is_array() && loaders.size() == state.loaders.size(),
               "load_state: {} holds {} data loader positions, but {} loaders were prepared", process_file.string(),
@@ -635,6 +653,7 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
                 process_file.string(), i, position.batch, position.epoch, batches);
     loaded.loaders.push_back(position);
     loaded.loader_seeds.push_back(saved_seed(loaders[i], *state.loaders[i], i, process_file));
+    loaded.worker_seeds.push_back(saved_worker_seed(loaders[i], i, process_file, stream));
   }
   const std::string gradients = fmt::format("gradients_{}.safetensors", state.process_index);
   if (manifest.find_file(gradients)) loaded.gradients = read_tensors(directory, manifest, gradients);
@@ -844,6 +863,7 @@ void Accelerator::load_state(const std::optional<fs::path>& directory) {
   default_generator().set_state(loaded.random);
   for (size_t i = 0; i < state.loaders.size(); ++i) {
     if (loaded.loader_seeds[i]) state.loaders[i]->original->sampler()->set_seed(*loaded.loader_seeds[i]);
+    if (loaded.worker_seeds[i]) state.loaders[i]->loader->set_worker_seed(*loaded.worker_seeds[i]);
     state.loaders[i]->loader->set_state(loaded.loaders[i]);
   }
   apply_gradients(state, loaded.gradients);

@@ -695,8 +695,9 @@ TEST(AcceleratorCheckpoints, AResumedLoaderRunsTheSavedShuffleAfterAnExtraRandom
   EXPECT_EQ(rest, std::vector<std::vector<int64_t>>(straight.begin() + 2, straight.end()));
 }
 
-// A checkpoint saved before the seeds were saved has no "seed" beside a
-// position: it loads as it always did, the loader keeping its own seed.
+// A checkpoint saved before the seeds were saved has no "seed" or
+// "worker_seed" beside a position: it loads as it always did, the loader
+// keeping its own seeds.
 // Mutation caught: saved_seed requiring the key (field(position, "seed", ...))
 // -> load_state refuses the older checkpoint ("has no 'seed'").
 TEST(AcceleratorCheckpoints, ACheckpointWithoutLoaderSeedsStillLoads) {
@@ -710,12 +711,70 @@ TEST(AcceleratorCheckpoints, ACheckpointWithoutLoaderSeedsStillLoads) {
   nlohmann::json process = nlohmann::json::parse(read_bytes(saved / "process_0.json"));
   ASSERT_TRUE(process["dataloaders"][0].contains("seed"));
   process["dataloaders"][0].erase("seed");
+  ASSERT_TRUE(process["dataloaders"][0].contains("worker_seed"));
+  process["dataloaders"][0].erase("worker_seed");
   std::ofstream(saved / "process_0.json") << process.dump();
   distributed::checkpoint::write_manifest(saved, 1, distributed::checkpoint::read_manifest(saved).metadata);
   ShufflingJob job(/*extra_draw=*/false);  // the same seed drawn again: the old way to resume
   job.accelerator.load_state(saved);
   EXPECT_EQ(job.loader->state(), (data::DataLoaderState{0, 2}));
   EXPECT_EQ(job.rest_of_epoch().size(), 4u);
+}
+
+// A dataset that augments: each example draws a random number, which a
+// loader with workers draws under its worker seed (Note [Random numbers in
+// workers]), read from the generator's state when the loader is made.
+struct AugmentingJob {
+  class Noisy : public data::Dataset {
+   public:
+    int64_t size() const override { return 8; }
+    data::Example get(int64_t index) const override {
+      return {rand({1}), scalar_tensor(index, {.dtype = DType::i64}), {}};
+    }
+  };
+  Accelerator accelerator{{.seed = 7}};
+  Noisy dataset;
+  std::optional<data::DataLoader> loader;
+  explicit AugmentingJob(bool extra_draw) {
+    if (extra_draw) (void)randn({1});
+    loader.emplace(dataset, data::DataLoaderOptions{.batch_size = 2, .num_workers = 2});
+    accelerator.prepare(*loader);
+  }
+  std::vector<float> rest_of_epoch(int64_t stop_after = -1) {
+    std::vector<float> values;
+    int64_t batches = 0;
+    for (auto& [inputs, targets] : *loader) {
+      for (float value : inputs.to_vector<float>()) values.push_back(value);
+      if (++batches == stop_after) break;
+    }
+    return values;
+  }
+};
+
+// The numbers a resumed loader's workers draw are the interrupted run's: a
+// program that drew one more random number before making its loader read
+// another worker seed, and its resumed epochs got other augmentations.
+// Mutation caught: write_process_files not saving "worker_seed" (or load_state
+// not calling set_worker_seed) -> the resumed values differ from the straight run's.
+TEST(AcceleratorCheckpoints, AResumedLoadersWorkersDrawTheSavedRunsNumbersAfterAnExtraRandomDraw) {
+  testing::ScratchDirectory directory;
+  std::vector<float> straight;
+  {
+    AugmentingJob job(/*extra_draw=*/false);
+    for (int epoch = 0; epoch < 2; ++epoch)
+      for (float value : job.rest_of_epoch()) straight.push_back(value);
+  }
+  ASSERT_EQ(straight.size(), 16u);
+  {
+    AugmentingJob job(/*extra_draw=*/false);
+    EXPECT_EQ(job.rest_of_epoch(/*stop_after=*/1).size(), 2u);
+    job.accelerator.save_state(directory.path() / "state");
+  }
+  AugmentingJob resumed(/*extra_draw=*/true);
+  resumed.accelerator.load_state(directory.path() / "state");
+  std::vector<float> rest = resumed.rest_of_epoch();
+  for (float value : resumed.rest_of_epoch()) rest.push_back(value);
+  EXPECT_EQ(rest, std::vector<float>(straight.begin() + 2, straight.end()));
 }
 
 TEST(AcceleratorCheckpoints, SaveModelWritesShardsThatLoadStrictlyIntoAFreshModel) {
