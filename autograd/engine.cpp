@@ -201,10 +201,6 @@ void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_root
 
     std::vector<Tensor> input_grads;
     if (!skip) {
-      EMBER_CHECK(!node->released,
-                  "{}: trying to backward through the graph a second time (its saved tensors were freed after the "
-                  "first backward); pass retain_graph=true to the first backward to keep them",
-                  node->name());
       if (observer || profiling) {
         Clock::time_point begin = Clock::now();
         input_grads = node->apply(std::move(grads));
@@ -215,10 +211,10 @@ void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_root
       } else {
         input_grads = node->apply(std::move(grads));
       }
-      if (!retain_graph && !node->outlives_graph) {
-        node->release_saved();
-        node->released = true;
-      }
+      // A second backward through a node that saved nothing runs it again,
+      // as in PyTorch; one that saved tensors refuses when it unpacks them
+      // (SavedTensor::unpack: "backward through the graph a second time").
+      if (!retain_graph && !node->outlives_graph) node->release_saved();
     }
 
     for (size_t i = 0; i < node->next.size(); ++i) {

@@ -83,7 +83,6 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<InputMeta> inputs;     // one per input
   int num_outputs = 1;
   uint64_t sequence_nr = 0;          // creation order; later nodes run first in backward
-  bool released = false;             // set when saved tensors were freed
   bool outlives_graph = false;       // a leaf accumulator: reused by every graph, never released
   // Its outputs share an input's memory without being views autograd knows
   // how to regenerate (a custom function's): in-place ops on them are refused.

@@ -71,6 +71,21 @@ TEST(Engine, SecondBackwardOnAFreedGraphIsAnError) {
   EXPECT_EMBER_ERROR(y.backward(), "backward through the graph a second time");
 }
 
+// A node that saved nothing runs again without retain_graph, as in PyTorch
+// (AddBackward and SumBackward here); the second backward was refused.
+// Mutation caught: the engine refusing any node it ran before (the `released`
+// flag it checked before apply) -> "SumBackward: ... a second time".
+TEST(Engine, SecondBackwardThroughNodesThatSavedNothingAccumulatesAgain) {
+  Tensor x = leaf({1, 2});
+  Tensor y = sum(x + 1.0);
+  y.backward();
+  y.backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 2}));
+  Tensor z = sum(x * x + 1.0);  // MulBackward saved x: still refused
+  z.backward();
+  EXPECT_EMBER_ERROR(z.backward(), "MulBackward: trying to backward through the graph a second time");
+}
+
 // Empty lists are refused, as PyTorch (mutation: no check -> grad returned
 // {} and backward({}) returned, differentiating nothing without a word).
 TEST(Engine, EmptyListsAreRefused) {
