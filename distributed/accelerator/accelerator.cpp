@@ -527,19 +527,29 @@ void detail::update_scaler_if_pending(AcceleratorState& state) {
                                    [](const auto& prepared) { return prepared->stepped_since_scaler_update; });
   if (!pending) return;
   // Gradients of the old scale that no unscale_ has reached yet are brought to
-  // the new one, so their step divides by the scale they hold. (A ZeRO
-  // optimizer's gradients are in its engine until its step.)
+  // the new one, so their step divides by the scale they hold. A ZeRO
+  // optimizer's gradients are in its engine until its step.
   std::vector<optim::Optimizer*> waiting;
-  for (const auto& prepared : state.optimizers)
-    if (!prepared->alive.expired() && !prepared->zero && prepared->holds_scaled_gradients &&
-        (prepared->stepped_since_scaler_update || !state.scaler->is_unscaled(*prepared->optimizer)))
+  std::vector<distributed::ShardedDataParallel*> waiting_engines;
+  for (const auto& prepared : state.optimizers) {
+    if (prepared->alive.expired() || !prepared->holds_scaled_gradients ||
+        (!prepared->stepped_since_scaler_update && state.scaler->is_unscaled(*prepared->optimizer)))
+      continue;
+    if (prepared->zero) {
+      waiting_engines.push_back(prepared->zero);
+    } else {
       waiting.push_back(prepared->optimizer);
+    }
+  }
   // Cleared before update(), which throws at the floor: a loop that catches
   // that error and skips the batch must find no update pending afterwards.
   for (const auto& prepared : state.optimizers) prepared->stepped_since_scaler_update = false;
   const double scale = state.scaler->get_scale();
   state.scaler->update();
-  rescale_gradients(waiting, state.scaler->get_scale() / scale);
+  const double factor = state.scaler->get_scale() / scale;
+  rescale_gradients(waiting, factor);
+  if (factor != 1)
+    for (distributed::ShardedDataParallel* engine : waiting_engines) engine->scale_gradients_(factor);
 }
 
 void Accelerator::backward(const Tensor& loss) {

@@ -201,6 +201,19 @@ void FlatParameter::publish_piece_gradients() {
   }
 }
 
+void FlatParameter::scale_gradients_(double factor) {
+  EMBER_ASSERT(reduce_work_ == nullptr, "scale_gradients_ while a reduction of {} is in flight", unit_);
+  NoGradGuard no_grad;
+  if (reduced_full_ && grad_flat_.defined()) {
+    // ZeRO-1: the shard and the parameters' .grad are all views of grad_flat_.
+    mul_(grad_flat_, Scalar(factor));
+    return;
+  }
+  if (grad_shard_.defined()) mul_(grad_shard_, Scalar(factor));
+  for (const Tensor& parameter : parameters_)
+    if (Tensor grad = parameter.grad(); grad.defined()) mul_(grad, Scalar(factor));
+}
+
 void FlatParameter::clear_gradients(bool set_to_none) {
   grad_shard_ = set_to_none ? Tensor() : zeros({shard_}, {.dtype = full_.dtype(), .device = full_.device()});
   grad_flat_ = Tensor();

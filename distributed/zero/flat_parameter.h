@@ -92,6 +92,10 @@ class FlatParameter {
   // part in the next step.
   void clear_gradients(bool set_to_none);
   bool has_gradients() const { return grad_shard_.defined(); }
+  // Multiplies every gradient held here by `factor`: the accumulated shard
+  // and what backwards under no_sync added to the parameters' .grad since
+  // (the fp16 loss scale changed under them). No reduction may be in flight.
+  void scale_gradients_(double factor);
   // The accumulated, averaged gradient shard (clipping scales it in place).
   Tensor& gradient_shard() { return grad_shard_; }
 

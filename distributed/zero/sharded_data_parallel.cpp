@@ -482,6 +482,10 @@ void ShardedDataParallel::clip_grad_value_(double clip_value) {
     if (flat->has_gradients()) flat->gradient_shard().copy_(clamp(flat->gradient_shard(), -clip_value, clip_value));
 }
 
+void ShardedDataParallel::scale_gradients_(double factor) {
+  for (auto& flat : flats_) flat->scale_gradients_(factor);
+}
+
 ShardedMemory ShardedDataParallel::memory() const {
   ShardedMemory memory;
   for (const auto& flat : flats_) {

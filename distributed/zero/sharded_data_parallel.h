@@ -115,6 +115,10 @@ class ShardedDataParallel {
   // what clipping the optimizer's parameters does without sharding).
   Tensor clip_optimizer_grad_norm_(double max_norm);
   void clip_grad_value_(double clip_value);
+  // Multiplies every gradient the engine holds by `factor`, reduced or
+  // accumulated under no_sync (the Accelerator's rescale when the fp16 loss
+  // scale changes while this model's optimizer has yet to step).
+  void scale_gradients_(double factor);
   // The pieces the optimizer updates (for the fp16 scaler's unscale and inf check).
   std::vector<Tensor> piece_parameters() const;
 

@@ -122,6 +122,19 @@ TEST(Zero, TwoModelsWithOptimizersOfTheirOwn) {
   expect_clean_success(launch({"--nproc-per-node", "2"}, "accelerator_two_models", {"zero3"}, seconds(60)));
 }
 
+// Note [One scaler update per iteration] with ZeRO: gradients an engine holds
+// when the fp16 scale changes are rescaled with it, as without ZeRO.
+// Mutation caught: the scale_gradients_ call removed from
+// detail::update_scaler_if_pending -> b's step divides gradients of the old
+// scale by the new one (after two iterations a is -1.5 and b -1 instead of
+// -2 and -2).
+TEST(Zero, Fp16GradientsHeldAcrossAnUpdateAreRescaled) {
+  for (const char* strategy : {"zero1", "zero2", "zero3"}) {
+    SCOPED_TRACE(strategy);
+    expect_clean_success(launch({"--nproc-per-node", "2"}, "accelerator_fp16_held_gradients", {strategy}, seconds(60)));
+  }
+}
+
 TEST(Zero, RefusedPathsSayWhatToDo) {
   expect_clean_success(launch({"--nproc-per-node", "2"}, "zero_errors", {}, seconds(60)));
 }

@@ -13,6 +13,7 @@
 // products in both but their sums can associate differently in a GEMM.
 //   zero_matches_ddp <strategy> <backend> [accumulate] [bf16] [clip] [sgd] [subset] [keep]
 //   accelerator_zero_keeps_the_model <strategy> <directory>
+//   accelerator_fp16_held_gradients <strategy>
 #include <ember/ember.h>
 
 #include <algorithm>
@@ -516,6 +517,50 @@ EMBER_SCENARIO(accelerator_two_models) {
       generator_optimizer.step();
       generator_optimizer.zero_grad();
       discriminator_optimizer.zero_grad();
+    }
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
+// Two bias-free 1x1 linears a and b with zero weights and an SGD (lr 1) each,
+// prepared under args[0] with fp16 loss scaling that grows at every update;
+// every rank's gradient is 1 for each weight. a steps every iteration, b
+// every second one on the gradients of two: the update at a's second step
+// changes the scale while b's engine holds gradients of the old one, which
+// must be rescaled with it, as they are without ZeRO. The weights must be
+// f32 training's: a = -i, b = -2 floor(i / 2).
+EMBER_SCENARIO(accelerator_fp16_held_gradients) {
+  int failures = 0;
+  {
+    Accelerator accelerator({.mixed_precision = "fp16",
+                             .scaler = {.init_scale = 1024, .growth_interval = 1},
+                             .sharding = {.strategy = args.at(0)}});
+    const int rank = accelerator.process_index();
+    auto zero_linear = [] {
+      auto linear = std::make_shared<nn::Linear>(1, 1, nn::LinearOptions{.bias = false});
+      nn::init::zeros_(linear->weight);
+      return linear;
+    };
+    std::shared_ptr<nn::Linear> a = zero_linear(), b = zero_linear();
+    std::shared_ptr<nn::Module> a_module = a, b_module = b;
+    optim::SGD a_sgd(a->parameters(), {.lr = 1.0}), b_sgd(b->parameters(), {.lr = 1.0});
+    accelerator.prepare(a_module, b_module, a_sgd, b_sgd);
+    const Tensor x = ones({1, 1});
+    for (int iteration = 1; iteration <= 4; ++iteration) {
+      accelerator.backward(sum((*a)(x)) + sum((*b)(x)));
+      a_sgd.step();
+      a_sgd.zero_grad();
+      if (iteration % 2 == 0) {
+        b_sgd.step();
+        b_sgd.zero_grad();
+      }
+      const float a_weight = accelerator.get_state_dict(*a).front().second.item<float>();
+      const float b_weight = accelerator.get_state_dict(*b).front().second.item<float>();
+      failures += check(a_weight == -float(iteration), rank,
+                        fmt::format("iteration {}: a's weight {} is f32's {}", iteration, a_weight, -iteration));
+      failures += check(b_weight == -2.0f * float(iteration / 2), rank,
+                        fmt::format("iteration {}: b's weight {} is f32's {}", iteration, b_weight, -2 * (iteration / 2)));
     }
   }
   distributed::destroy_process_group();
