@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 
+#include "core/half.h"
 #include "core/memory_overlap.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise_kernels.h"
@@ -82,13 +83,41 @@ void check_not_bool_subtraction(const Op<ElementwiseKernel>& op, const Tensor& a
               a.dtype(), b.dtype());
 }
 
+// Note [Half-precision arithmetic with a scalar]: f16 or bf16 arithmetic
+// with a number (or a 0-d f32/f64 tensor) uses the number's full value, as
+// PyTorch 2 does: rounding it to the tensor's dtype first made f16 x / 1e5
+// all zeros (1e5 is inf in f16), x * 1e-7 19% too large (a subnormal), and
+// bf16 x * (1/3.) a unit in the last place off for a third of the elements.
+// The kernels compute f16 and bf16 in f32 with operands of the tensor's
+// dtype, so a number that dtype cannot hold exactly sends the op through f32
+// (three passes instead of one); an exact one (0.5, 2, 0.125) keeps the fast
+// path, whose result is the same. On a device the value is not read (that
+// would wait for the device): there every such number goes through f32.
+bool needs_wider_operand(DType dtype, const Tensor& operand) {
+  if (operand.dim() != 0 || operand.dtype() == dtype || !is_floating(operand.dtype())) return false;
+  if (operand.dtype() == DType::f16 || operand.dtype() == DType::bf16) return false;
+  if (operand.device().type != DeviceType::cpu) return true;
+  const double value = operand.item<double>();
+  const float narrow = dtype == DType::f16 ? float(Half(float(value))) : float(BFloat16(float(value)));
+  return !(double(narrow) == value);  // a NaN goes through f32 too
+}
+
+// The dtype `op` computes a result of `dtype` in: f32 for a half-precision
+// result with a number it cannot hold exactly (Note [Half-precision arithmetic with a scalar]).
+DType compute_dtype(DType dtype, const Tensor& a, const Tensor& b) {
+  if (dtype != DType::f16 && dtype != DType::bf16) return dtype;
+  return needs_wider_operand(dtype, a) || needs_wider_operand(dtype, b) ? DType::f32 : dtype;
+}
+
 // Arithmetic: promote, and for `div` make integer inputs true-divide in f32.
 Tensor arithmetic(const Op<ElementwiseKernel>& op, const Tensor& a, const Tensor& b) {
   check_pair(a, b, op.name());
   check_not_bool_subtraction(op, a, b);
   DType dtype = result_type({&a, &b});
   if (&op == &div_op && !is_floating(dtype)) dtype = DType::f32;
-  return with_grad(slot_of(op), binary(op, a, b, dtype), {&a, &b});
+  const DType compute = compute_dtype(dtype, a, b);
+  Tensor out = binary(op, a, b, compute);
+  return with_grad(slot_of(op), compute == dtype ? out : to(out, dtype), {&a, &b});
 }
 
 // `value` as a 0-d operand of `dtype`, converted as the kernels convert: arithmetic and
@@ -102,9 +131,16 @@ Tensor operand_tensor(const Scalar& value, DType dtype, Device device) {
   return t;
 }
 
+// A number meeting an f16 or bf16 tensor goes in as f64, which holds it, and
+// takes no part in promotion (Note [Half-precision arithmetic with a scalar]).
+DType operand_dtype(DType like, const Scalar& value) {
+  const DType dtype = promote_with_scalar(like, value);
+  return (dtype == DType::f16 || dtype == DType::bf16) && !value.is_bool() ? DType::f64 : dtype;
+}
+
 Tensor as_tensor(const Scalar& value, const Tensor& like, std::string_view op) {
   EMBER_CHECK(like.defined(), "{}: undefined tensor argument", op);
-  return operand_tensor(value, promote_with_scalar(like.dtype(), value), like.device());
+  return operand_tensor(value, operand_dtype(like.dtype(), value), like.device());
 }
 
 // An integer number dividing (or divided by) an integer tensor: the division
@@ -113,7 +149,7 @@ Tensor as_tensor(const Scalar& value, const Tensor& like, std::string_view op) {
 // 705032704; PyTorch divides by 5e9).
 Tensor division_operand(const Scalar& value, const Tensor& like, std::string_view op) {
   EMBER_CHECK(like.defined(), "{}: undefined tensor argument", op);
-  const DType dtype = promote_with_scalar(like.dtype(), value);
+  const DType dtype = operand_dtype(like.dtype(), value);
   return operand_tensor(value, is_floating(dtype) ? dtype : DType::i64, like.device());
 }
 
@@ -159,8 +195,9 @@ Tensor& arithmetic_(const Op<ElementwiseKernel>& op, Tensor& a, const Tensor& b)
     return recorded_in_place(op, a, b);
   a.bump_version();
   if (a.numel() == 0) return a;
-  if (dtype != a.dtype()) {
-    copy_(a, binary(op, a, b, dtype));
+  const DType compute = compute_dtype(dtype, a, b);
+  if (compute != a.dtype()) {
+    copy_(a, binary(op, a, b, compute));
     return a;
   }
   Tensor b_cast = to(b, dtype);

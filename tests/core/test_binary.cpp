@@ -140,6 +140,36 @@ TEST(Binary, DivisionByAnIntegerPastTheDtypeIsExact) {
   EXPECT_EQ((from_vector<float>({1}, {1}).to(DType::f16) / 3).dtype(), DType::f16);
 }
 
+// Note [Half-precision arithmetic with a scalar]: the number's full value
+// takes part, as in PyTorch 2.15 (whose results these are). Rounding it to the
+// tensor's dtype first gave f16 x / 1e5 = 0 (1e5 is inf in f16), x * 70000 =
+// inf, x * 1e-7 19% too large, and bf16 x * (1/3.) one ulp off.
+// Mutation caught: compute_dtype returning `dtype` (or operand_dtype the
+// tensor's dtype) -> h / 1e5 is [0, 0, 0].
+TEST(Binary, HalfPrecisionArithmeticUsesTheNumbersFullValue) {
+  const Tensor h = from_vector<double>({0.5, 1000.0, 60000.0}).to(DType::f16);
+  auto values = [](const Tensor& t) { return t.to(DType::f64).to_vector<double>(); };
+  EXPECT_EQ(values(h / 100000.0), (std::vector<double>{5.0067901611328125e-06, 0.01000213623046875, 0.60009765625}));
+  EXPECT_EQ(values(h * 70000.0), (std::vector<double>{35008.0, INFINITY, INFINITY}));
+  EXPECT_EQ(values(h * int64_t(70000)), (std::vector<double>{35008.0, INFINITY, INFINITY}));
+  EXPECT_EQ(values(h * 1e-7)[1], 0.00010001659393310547);
+  // Correctly rounded (PyTorch's 100000 / x is x.reciprocal() * 100000: 100.0625 and 1.6689453125).
+  EXPECT_EQ(values(100000.0 / h), (std::vector<double>{INFINITY, 100.0, double(float(Half(float(1e5 / 6e4))))}));
+  EXPECT_EQ(values(h * scalar_tensor(1e-7, {.dtype = DType::f64}))[2], 0.006000518798828125);
+  EXPECT_EQ((h / 100000.0).dtype(), DType::f16);
+  Tensor in_place = h.clone();
+  in_place /= 100000.0;
+  EXPECT_EQ(values(in_place), values(h / 100000.0));
+  const Tensor b = from_vector<double>({7.0, 100.0}).to(DType::bf16);
+  EXPECT_EQ(values(b * (1 / 3.0)), (std::vector<double>{2.328125, 33.25}));
+  EXPECT_EQ((b * (1 / 3.0)).dtype(), DType::bf16);
+  EXPECT_EQ(values(h * 0.5), (std::vector<double>{0.25, 500.0, 30000.0}));  // exact: the one-pass path
+  // The gradient through the f32 path: d(h * 1e-7)/dh = 1e-7 rounded once.
+  Tensor leaf = h.clone().requires_grad_();
+  sum(leaf * 1e-7).backward();
+  EXPECT_EQ(values(leaf.grad())[0], double(float(Half(1e-7f))));
+}
+
 TEST(Binary, PromotesLikePyTorch) {
   Tensor i32 = ones({2}, {.dtype = DType::i32}), f16 = ones({2}, {.dtype = DType::f16});
   Tensor bf16 = ones({2}, {.dtype = DType::bf16}), b = ones({2}, {.dtype = DType::boolean});
