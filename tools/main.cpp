@@ -98,9 +98,11 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
       ->capture_default_str()
       ->transform(kDecimalInteger);
   launch->add_flag("--standalone", options.standalone,
-                   "torchrun's: one node, the store on a free loopback port (no --master-addr/--master-port)");
+                   "torchrun's: one node, the store on a free loopback port (no --master-addr/--master-port)")
+      ->disable_flag_override();
   launch->add_flag("--multi-gpu,--multi_gpu")
-      ->description("Accelerate's; accepted and changes nothing: ember uses one GPU per worker when it has GPUs");
+      ->description("Accelerate's; accepted and changes nothing: ember uses one GPU per worker when it has GPUs")
+      ->disable_flag_override();
   launch->add_option("--max-restarts", options.max_restarts, "Relaunch the workers after a failure up to this often")
       ->capture_default_str()
       ->transform(kDecimalInteger);
@@ -114,7 +116,8 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
       ->transform(kDecimalNumber);
   launch->add_option("--log-dir", options.log_dir, "Write each rank's output to DIR/rank_N.log")->check(kNonEmptyPath);
   launch->add_flag("--bind-cores", options.bind_cores,
-                   "Run each local rank on its own share of the launcher's CPUs (sched_setaffinity)");
+                   "Run each local rank on its own share of the launcher's CPUs (sched_setaffinity)")
+      ->disable_flag_override();
   launch->add_option("--local-addr", options.local_addr, "Address this node's workers give Gloo peers")
       ->check(kNonEmptyValue);
   launch->add_option("--profile", options.profile_dir,
@@ -137,8 +140,13 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& options) {
       "--gradient-accumulation-steps,--gradient_accumulation_steps",
       [&options](const std::string& value) { options.accelerator["gradient_accumulation_steps"] = value; },
       "Batches per optimizer step (EMBER_GRADIENT_ACCUMULATION_STEPS)");
-  launch->add_flag_callback(
-      "--cpu", [&options] { options.accelerator["use_cpu"] = "true"; }, "Train on the CPU even with a GPU (EMBER_USE_CPU)");
+  // A flag takes no value: CLI11 would accept --cpu=false and skip the
+  // callback, leaving the config file's use_cpu in force (argparse refuses it).
+  launch
+      ->add_flag_callback(
+          "--cpu", [&options] { options.accelerator["use_cpu"] = "true"; },
+          "Train on the CPU even with a GPU (EMBER_USE_CPU)")
+      ->disable_flag_override();
   launch->add_option_function<std::string>(
       "--strategy", [&options](const std::string& value) { options.accelerator["strategy"] = value; },
       "What each process keeps of the model's state: ddp, zero1, zero2, zero3 (or fsdp), hybrid (EMBER_STRATEGY)");
@@ -175,7 +183,8 @@ CLI::App* add_config_command(CLI::App& app, ConfigCommandOptions& options) {
     std::string name(key.name);
     std::string help = fmt::format("{} ({})", key.help, name);
     if (name == "use_cpu") {
-      config->add_flag_callback(flag_name(name), [&options, name] { options.settings[name] = "true"; }, help);
+      config->add_flag_callback(flag_name(name), [&options, name] { options.settings[name] = "true"; }, help)
+          ->disable_flag_override();  // as launch's --cpu: no --use-cpu=false
     } else {
       config->add_option_function<std::string>(
           flag_name(name), [&options, name](const std::string& value) { options.settings[name] = value; }, help);

@@ -458,6 +458,20 @@ TEST_F(LaunchConfigTest, AliasMisusesAreErrorsBeforeAnyWorkerStarts) {
   }
 }
 
+// A flag takes no value. CLI11 accepted --cpu=false and skipped the flag's
+// callback, so a config file's use_cpu: true stayed in force without a word
+// (argparse refuses the value). Mutation caught: disable_flag_override left
+// off --cpu -> the job runs with EMBER_USE_CPU=true.
+TEST_F(LaunchConfigTest, AValueOnAFlagIsRefused) {
+  const std::string file = config("use_cpu: true\n");
+  for (const std::string flag : {"--cpu=false", "--multi_gpu=garbage", "--standalone=no", "--bind-cores=0"}) {
+    ProcessResult result = launch_in({no_default_file}, {"--config-file", file, flag});
+    EXPECT_EQ(result.exit_code, 2) << flag << ": " << result.output;
+    EXPECT_TRUE(contains(result.output, "was given a disallowed flag override")) << flag << ": " << result.output;
+    EXPECT_FALSE(contains(result.output, "[rank")) << result.output;
+  }
+}
+
 // Without ember's own default file, Accelerate's ($HF_HOME/accelerate/
 // default_config.yaml) is read, quoted numbers and all, and the launcher says
 // which file it used. EMBER_CONFIG_FILE naming an absent file still means none.
