@@ -332,6 +332,12 @@ void apply_accelerate_sections(const AccelerateSections& sections, ConfigFile& c
     if (deepspeed || kind == "DEEPSPEED") derived["strategy"] = {"zero2", "distributed_type DEEPSPEED", false};
     if (fsdp || kind == "FSDP") derived["strategy"] = {"zero3", "distributed_type FSDP", false};
   }
+  // And DeepSpeedPlugin's gradient_clipping "auto", which Accelerator's
+  // _prepare_deepspeed fills with 1.0: a DeepSpeed job under Accelerate clips
+  // the global gradient norm at 1 unless the section says otherwise (0: none).
+  const bool clipping_given = deepspeed && sections.deepspeed_config["gradient_clipping"].IsDefined();
+  if ((deepspeed || kind == "DEEPSPEED") && !clipping_given)
+    derived["max_grad_norm"] = {"1", "distributed_type DEEPSPEED (Accelerate's gradient_clipping 1.0)", false};
 
   // ember's own top-level strategy may pick the ZeRO stage, but ddp shards nothing.
   auto strategy = config.settings.find("strategy");

@@ -211,6 +211,23 @@ TEST_F(LaunchConfigTest, DeepSpeedSectionReachesTheAccelerator) {
   EXPECT_FALSE(contains(result.output, "warning")) << result.output;
 }
 
+// Accelerate fills DeepSpeed's gradient_clipping "auto" with 1.0, so a
+// DeepSpeed file without the key clips at 1 there; it ran without clipping
+// here (other numbers from the same file). 0 still means none, and ember's
+// own top-level max_grad_norm beats the default. Mutation caught: the default
+// left out of apply_accelerate_sections -> EMBER_MAX_GRAD_NORM unset.
+TEST_F(LaunchConfigTest, DeepSpeedWithoutGradientClippingClipsAtOneAsAccelerate) {
+  const std::string section = "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 2\n";
+  expect_workers(launch_in({no_default_file}, {"--config-file", config(section, "absent.yaml")}), 2,
+                 {{"EMBER_STRATEGY", "zero2"}, {"EMBER_MAX_GRAD_NORM", "1"}});
+  expect_workers(
+      launch_in({no_default_file}, {"--config-file", config(section + "  gradient_clipping: 0\n", "zero.yaml")}), 2,
+      {{"EMBER_STRATEGY", "zero2"}});
+  expect_workers(
+      launch_in({no_default_file}, {"--config-file", config(section + "max_grad_norm: 2\n", "top_level.yaml")}), 2,
+      {{"EMBER_STRATEGY", "zero2"}, {"EMBER_MAX_GRAD_NORM", "2"}});
+}
+
 // Accelerate's FSDP file: each key becomes its variable; the keys ember does
 // not honour are warned about by name, and the job runs.
 TEST_F(LaunchConfigTest, FsdpSectionReachesTheAccelerator) {
