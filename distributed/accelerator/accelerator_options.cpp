@@ -127,19 +127,34 @@ ResolvedAcceleratorOptions resolve_accelerator_options(const AcceleratorOptions&
               "Accelerator: mixed_precision '{}' (from {}) is not one of no, fp16, bf16", resolved.mixed_precision,
               origin(options.mixed_precision.has_value(), precision_variable));
 
+  // Note [Where the launcher beats the code]: Accelerate's Accelerator reads
+  // ACCELERATE_GRADIENT_ACCUMULATION_STEPS with its argument as the default,
+  // and ACCELERATE_USE_CPU true forces the CPU whatever the argument says; so
+  // do these two options here, with a warning where the code said otherwise.
+  std::vector<std::string> overridden;
   const char* accumulation_variable = source_variable("EMBER_GRADIENT_ACCUMULATION_STEPS");
-  if (auto value = integer(options.gradient_accumulation_steps, accumulation_variable, 1))
+  const std::optional<int64_t> launched_steps = integer(std::nullopt, accumulation_variable, 1);
+  if (auto value = launched_steps ? launched_steps : options.gradient_accumulation_steps)
     resolved.gradient_accumulation_steps = *value;
   EMBER_CHECK(resolved.gradient_accumulation_steps >= 1,
               "Accelerator: gradient_accumulation_steps must be at least 1, got {} (from {})",
-              resolved.gradient_accumulation_steps,
-              origin(options.gradient_accumulation_steps.has_value(), accumulation_variable));
+              resolved.gradient_accumulation_steps, origin(!launched_steps, accumulation_variable));
+  if (launched_steps && options.gradient_accumulation_steps && *options.gradient_accumulation_steps != *launched_steps)
+    overridden.push_back(fmt::format("gradient_accumulation_steps {} set in code is replaced by {}={} (ember launch's "
+                                     "flag or config file), as Accelerate's Accelerator does",
+                                     *options.gradient_accumulation_steps, accumulation_variable, *launched_steps));
 
   const char* cpu_variable = source_variable("EMBER_USE_CPU");
-  resolved.cpu = std::string_view(cpu_variable) == "EMBER_USE_CPU"
-                     ? flag(options.cpu, cpu_variable).value_or(false)
-                     : from_code_or_env(options.cpu, cpu_variable, parse_accelerate_flag).value_or(false);
+  const std::optional<bool> launched_cpu = std::string_view(cpu_variable) == "EMBER_USE_CPU"
+                                               ? flag(std::nullopt, cpu_variable)
+                                               : from_code_or_env(std::optional<bool>(), cpu_variable, parse_accelerate_flag);
+  resolved.cpu = options.cpu.value_or(false) || launched_cpu.value_or(false);
+  if (options.cpu == false && launched_cpu == true)
+    overridden.push_back(fmt::format("cpu = false set in code is replaced by {} (ember launch --cpu or use_cpu in the "
+                                     "config file): the job runs on the CPU, as Accelerate's Accelerator does",
+                                     cpu_variable));
   resolved.warnings = environment_warnings();
+  resolved.warnings.insert(resolved.warnings.end(), overridden.begin(), overridden.end());
   resolved.split_batches = flag(options.split_batches, "EMBER_SPLIT_BATCHES").value_or(false);
   resolved.even_batches = flag(options.even_batches, "EMBER_EVEN_BATCHES").value_or(true);
   resolved.automatic_checkpoint_naming =

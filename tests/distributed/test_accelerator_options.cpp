@@ -72,13 +72,35 @@ TEST_F(AcceleratorOptionsTest, TheEnvironmentFillsWhatCodeLeavesUnset) {
   EXPECT_EQ(resolved.total_limit, 3);
 
   // Code wins.
-  resolved = resolve_accelerator_options({.mixed_precision = "fp16", .gradient_accumulation_steps = 2,
-                                          .even_batches = true, .total_limit = 9});
+  resolved = resolve_accelerator_options({.mixed_precision = "fp16", .even_batches = true, .total_limit = 9});
   EXPECT_EQ(resolved.mixed_precision, "fp16");
-  EXPECT_EQ(resolved.gradient_accumulation_steps, 2);
   EXPECT_TRUE(resolved.even_batches);
   EXPECT_EQ(resolved.total_limit, 9);
   EXPECT_EQ(resolved.seed, 1234u);  // still from the environment
+}
+
+// Note [Where the launcher beats the code]: as in Accelerate 1.16, the
+// launcher's gradient accumulation steps and its --cpu beat the code's values,
+// and a warning says so. The code's value used to win without a word, so
+// `ember launch --gradient_accumulation_steps 4` trained with the code's 2.
+// Mutation caught: the code's gradient_accumulation_steps read first again
+// -> 2 instead of 4.
+TEST_F(AcceleratorOptionsTest, TheLauncherBeatsTheCodeWhereAccelerateLetsIt) {
+  setenv("EMBER_GRADIENT_ACCUMULATION_STEPS", "4", 1);
+  setenv("EMBER_USE_CPU", "true", 1);
+  ResolvedAcceleratorOptions resolved = resolve_accelerator_options({.gradient_accumulation_steps = 2, .cpu = false});
+  EXPECT_EQ(resolved.gradient_accumulation_steps, 4);
+  EXPECT_TRUE(resolved.cpu);
+  ASSERT_EQ(resolved.warnings.size(), 2u);
+  EXPECT_EQ(resolved.warnings[0], "gradient_accumulation_steps 2 set in code is replaced by "
+                                  "EMBER_GRADIENT_ACCUMULATION_STEPS=4 (ember launch's flag or config file), as "
+                                  "Accelerate's Accelerator does");
+  EXPECT_TRUE(resolved.warnings[1].starts_with("cpu = false set in code is replaced by EMBER_USE_CPU")) << resolved.warnings[1];
+  // The same value, or the CPU asked for by the code: nothing to say.
+  resolved = resolve_accelerator_options({.gradient_accumulation_steps = 4, .cpu = true});
+  EXPECT_EQ(resolved.warnings, std::vector<std::string>{});
+  setenv("EMBER_USE_CPU", "false", 1);
+  EXPECT_TRUE(resolve_accelerator_options({.cpu = true}).cpu);  // false in the environment forces nothing
 }
 
 TEST_F(AcceleratorOptionsTest, BadValuesNameTheOptionAndWhereItCameFrom) {
@@ -115,7 +137,8 @@ TEST_F(AcceleratorOptionsTest, BadValuesNameTheOptionAndWhereItCameFrom) {
 
 // Note [Accelerate's variables]: ACCELERATE_MIXED_PRECISION,
 // ACCELERATE_GRADIENT_ACCUMULATION_STEPS and ACCELERATE_USE_CPU (Accelerate's
-// booleans) stand in for the EMBER_* ones, which win; code wins over both.
+// booleans) stand in for the EMBER_* ones, which win; code wins over both for
+// mixed_precision (Note [Where the launcher beats the code]).
 // Catches: the ACCELERATE_* variable read before the EMBER_* one.
 TEST_F(AcceleratorOptionsTest, AccelerateVariablesStandInForEmbers) {
   setenv("ACCELERATE_MIXED_PRECISION", "bf16", 1);
@@ -129,9 +152,9 @@ TEST_F(AcceleratorOptionsTest, AccelerateVariablesStandInForEmbers) {
 
   setenv("EMBER_MIXED_PRECISION", "fp16", 1);
   setenv("EMBER_USE_CPU", "false", 1);
-  resolved = resolve_accelerator_options({.gradient_accumulation_steps = 2});
+  resolved = resolve_accelerator_options({});
   EXPECT_EQ(resolved.mixed_precision, "fp16");
-  EXPECT_EQ(resolved.gradient_accumulation_steps, 2);
+  EXPECT_EQ(resolved.gradient_accumulation_steps, 3);
   EXPECT_FALSE(resolved.cpu);
   EXPECT_EQ(resolved.warnings.size(), 2u);
   for (const std::string& warning : resolved.warnings)
