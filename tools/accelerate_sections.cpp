@@ -308,6 +308,24 @@ void apply_accelerate_sections(const AccelerateSections& sections, ConfigFile& c
                 "MULTI_CPU, MULTI_GPU, DEEPSPEED or FSDP",
                 path, sections.distributed_type_line, *kind, unsupported_kind(*kind));
   }
+  // Accelerate's launcher runs distributed_type NO as one process whatever
+  // num_processes says (its simple_launcher); ember started num_processes,
+  // another world size and global batch from the same file.
+  if (kind == "NO") {
+    for (const char* key : {"num_processes", "num_machines"}) {
+      auto entry = config.settings.find(key);
+      if (entry == config.settings.end()) continue;
+      long long count = 0;
+      const std::string& text = entry->second;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), count);
+      auto line = sections.key_lines.find(key);
+      EMBER_CHECK(error != std::errc() || end != text.data() + text.size() || count <= 1,
+                  "config file '{}', line {}, {}: {}, but distributed_type NO (line {}) is one process, as "
+                  "Accelerate runs it; set distributed_type: MULTI_CPU (or MULTI_GPU), or {}: 1",
+                  path, line == sections.key_lines.end() ? 0 : line->second, key, text, sections.distributed_type_line,
+                  key);
+    }
+  }
   const bool deepspeed = has_entries(sections.deepspeed_config, path, sections.deepspeed_config_line, "deepspeed_config");
   const bool fsdp = has_entries(sections.fsdp_config, path, sections.fsdp_config_line, "fsdp_config");
   EMBER_CHECK(!(deepspeed && fsdp),

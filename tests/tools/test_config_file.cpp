@@ -101,25 +101,27 @@ TEST_F(ConfigFileTest, MapsEveryDeepSpeedAndFsdpValue) {
     Settings expected;
   };
   std::vector<Case> cases = {
-      {"distributed_type: DEEPSPEED\n", {{"strategy", "zero2"}}},  // DeepSpeedPlugin's default stage
+      {"distributed_type: DEEPSPEED\n", {{"strategy", "zero2"}, {"max_grad_norm", "1"}}},  // DeepSpeedPlugin's defaults
       {"distributed_type: FSDP\n", {{"strategy", "zero3"}}},       // FULL_SHARD, the plugin's default
       {"distributed_type: FSDP\nfsdp_config: {}\n", {{"strategy", "zero3"}}},
       {"distributed_type: MULTI_GPU\ndeepspeed_config: {}\nfsdp_config: {}\n", {}},
-      {"deepspeed_config:\n  zero_stage: 0\n", {{"strategy", "ddp"}}},
-      {"deepspeed_config:\n  zero_stage: 1\n", {{"strategy", "zero1"}}},
-      {"deepspeed_config:\n  zero_stage: '3'\n", {{"strategy", "zero3"}}},  // Accelerate reads '3' as 3
+      {"deepspeed_config:\n  zero_stage: 0\n", {{"strategy", "ddp"}, {"max_grad_norm", "1"}}},
+      {"deepspeed_config:\n  zero_stage: 1\n", {{"strategy", "zero1"}, {"max_grad_norm", "1"}}},
+      {"deepspeed_config:\n  zero_stage: '3'\n", {{"strategy", "zero3"}, {"max_grad_norm", "1"}}},  // Accelerate reads '3' as 3
       {"deepspeed_config:\n  gradient_accumulation_steps: '8'\n",
-       {{"strategy", "zero2"}, {"gradient_accumulation_steps", "8"}}},
+       {{"strategy", "zero2"}, {"gradient_accumulation_steps", "8"}, {"max_grad_norm", "1"}}},
       {"deepspeed_config:\n  gradient_clipping: 0.5\n", {{"strategy", "zero2"}, {"max_grad_norm", "0.5"}}},
       {"deepspeed_config:\n  gradient_clipping: 0\n", {{"strategy", "zero2"}}},  // DeepSpeed: 0 is no clipping
       {"deepspeed_config:\n  zero_stage: 3\n  zero3_init_flag: false\n  zero3_save_16bit_model: false\n",
-       {{"strategy", "zero3"}}},
-      {"deepspeed_config:\n  zero_stage: 2\n  deepspeed_multinode_launcher: standard\n", {{"strategy", "zero2"}}},
+       {{"strategy", "zero3"}, {"max_grad_norm", "1"}}},
+      {"deepspeed_config:\n  zero_stage: 2\n  deepspeed_multinode_launcher: standard\n",
+       {{"strategy", "zero2"}, {"max_grad_norm", "1"}}},
       {"deepspeed_config:\n  zero_stage: 2\ngradient_accumulation_steps: 2\n",
-       {{"strategy", "zero2"}, {"gradient_accumulation_steps", "2"}}},
+       {{"strategy", "zero2"}, {"gradient_accumulation_steps", "2"}, {"max_grad_norm", "1"}}},
       {"deepspeed_config:\n  gradient_accumulation_steps: 2\ngradient_accumulation_steps: 2\n",
-       {{"strategy", "zero2"}, {"gradient_accumulation_steps", "2"}}},  // the same value twice is no conflict
-      {"distributed_type: DEEPSPEED\nstrategy: zero1\n", {{"strategy", "zero1"}}},  // a top-level key beats a default
+       {{"strategy", "zero2"}, {"gradient_accumulation_steps", "2"}, {"max_grad_norm", "1"}}},  // no conflict
+      // A top-level key beats a default.
+      {"distributed_type: DEEPSPEED\nstrategy: zero1\n", {{"strategy", "zero1"}, {"max_grad_norm", "1"}}},
       {"fsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n", {{"strategy", "zero2"}}},
       {"fsdp_config:\n  fsdp_sharding_strategy: no_shard\n", {{"strategy", "ddp"}}},
       {"fsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD\n", {{"strategy", "hybrid"}}},
@@ -210,7 +212,8 @@ TEST_F(ConfigFileTest, KeysNotHonouredAreWarnedAboutByName) {
     ConfigFile config = read(c.text);
     EXPECT_EQ(config.warnings, std::vector<std::string>{"config file '" + path() + "', line 2: " + c.warning}) << c.text;
   }
-  EXPECT_EQ(read("deepspeed_config:\n  offload_optimizer_device: cpu\n").settings, (Settings{{"strategy", "zero2"}}));
+  EXPECT_EQ(read("deepspeed_config:\n  offload_optimizer_device: cpu\n").settings,
+            (Settings{{"strategy", "zero2"}, {"max_grad_norm", "1"}}));
 }
 
 // What ember cannot run, or cannot tell how to run, stops the launcher with the key and the value.

@@ -398,6 +398,14 @@ TEST_F(LaunchConfigTest, BadValuesAreErrorsBeforeAnyWorkerStarts) {
        "ember launch: config file '" + bad_value +
            "', line 1, gradient_accumulation_steps: 'many' is not an integer of at least 1\n"},
   };
+  // Accelerate runs distributed_type NO as one process; ember started two
+  // without a word. Mutation caught: the NO check removed from
+  // apply_accelerate_sections -> two workers start.
+  std::string single = config("distributed_type: 'NO'\nnum_processes: 2\n", "single.yaml");
+  cases.push_back({{}, {"--config-file", single},
+                   "ember launch: config file '" + single + "', line 2, num_processes: 2, but distributed_type NO (line "
+                   "1) is one process, as Accelerate runs it; set distributed_type: MULTI_CPU (or MULTI_GPU), or "
+                   "num_processes: 1\n"});
   for (const Case& c : cases) {
     std::vector<std::string> assignments = {no_default_file};
     assignments.insert(assignments.end(), c.assignments.begin(), c.assignments.end());
