@@ -4,7 +4,6 @@
 #include "core/shown_text.h"
 
 #include <algorithm>
-#include <deque>
 #include <map>
 #include <set>
 #include <typeinfo>
@@ -323,15 +322,16 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
       if (given.count(alias)) return true;
     return false;
   };
-  // A BatchNorm's num_batches_tracked that the state lacks loads as 0, as
-  // PyTorch's _BatchNorm._load_from_state_dict fills it for dicts without
-  // version metadata (every safetensors file, older torchvision checkpoints);
-  // strict loading refused them as missing.
+  // A BatchNorm's num_batches_tracked that the state lacks keeps the module's
+  // own count, as PyTorch 2's _BatchNorm._load_from_state_dict fills it for
+  // dicts without version metadata (every safetensors file, older torchvision
+  // checkpoints); strict loading refused them as missing. (PyTorch 1.13 and
+  // ember before loaded 0: with momentum None the next batch's statistics
+  // then replaced the running ones whole.)
   std::unordered_set<std::string> counts_of_batch_norms;
   for (const auto& [path, module] : named_modules())
     if (dynamic_cast<const BatchNorm*>(module) != nullptr)
       counts_of_batch_norms.insert(path.empty() ? "num_batches_tracked" : path + ".num_batches_tracked");
-  std::deque<Tensor> filled;
   LoadStateDictResult result;
   std::vector<std::string> mismatched;
   std::vector<std::pair<Tensor, const Tensor*>> copies;
@@ -339,8 +339,8 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
   for (const auto& [name, target] : expected) {
     expected_names.insert(name);
     auto found = given.find(name);
-    if (found == given.end() && counts_of_batch_norms.contains(name) && !loaded_through_alias(target)) {
-      copies.emplace_back(target, &filled.emplace_back(zeros_like(target)));
+    if (found == given.end() && counts_of_batch_norms.contains(name)) {
+      continue;
     } else if (found == given.end()) {
       if (!loaded_through_alias(target)) result.missing_keys.push_back(name);
     } else if (found->second->shape() != target.shape()) {

@@ -115,10 +115,12 @@ TEST(Module, ASequentialRunsOnlyWhatItHoldsByPosition) {
   EXPECT_EMBER_ERROR(chain(ones({1, 2})), "Sequential: module \"extra\" was registered with register_module");
 }
 
-// PyTorch fills a BatchNorm's missing num_batches_tracked with 0 for state
-// dicts without version metadata (safetensors files, older checkpoints);
-// strict loading refused them. Mutation caught: load_state_dict without the
-// BatchNorm fill.
+// PyTorch 2 fills a BatchNorm's missing num_batches_tracked with the module's
+// own count for state dicts without version metadata (safetensors files,
+// older checkpoints); strict loading refused them, then loaded 0 (PyTorch
+// 1.13's fill: with momentum None the next batch replaced the running
+// statistics whole). Mutations caught: load_state_dict without the BatchNorm
+// case (missing key), or filling 0 again (0 instead of 5).
 TEST(Module, ABatchNormStateWithoutItsCountLoads) {
   nn::Sequential model(nn::Linear(3, 3), nn::BatchNorm1d(3));
   model(randn({4, 3}));
@@ -129,7 +131,7 @@ TEST(Module, ABatchNormStateWithoutItsCountLoads) {
   fresh.at<nn::BatchNorm>(1)->num_batches_tracked.fill_(5);
   const nn::LoadStateDictResult result = fresh.load_state_dict(state);
   EXPECT_TRUE(result.missing_keys.empty());
-  EXPECT_EQ(fresh.at<nn::BatchNorm>(1)->num_batches_tracked.item<int64_t>(), 0);
+  EXPECT_EQ(fresh.at<nn::BatchNorm>(1)->num_batches_tracked.item<int64_t>(), 5);
   state.pop_back();  // running_var is missing for real
   EXPECT_EMBER_ERROR(fresh.load_state_dict(state), "Missing key(s) in state_dict: \"1.running_var\"");
 }
