@@ -23,7 +23,7 @@
 // tiling the data section from 0 to the end of the file. It is stricter in
 // that the header must start with '{' (the reference plans this check),
 // duplicate keys are errors (serde keeps the last), and `__metadata__` must be
-// an object of strings. The JSON is read with a SAX handler, so a hostile
+// an object of strings (or null, which is none). The JSON is read with a SAX handler, so a hostile
 // header cannot make us build deep or large structures: memory is bounded by
 // the number of tensors, and nothing is allocated from a size in the file
 // before that size is checked against the file's real size.
@@ -96,7 +96,9 @@ class HeaderParser final : public nlohmann::json_sax<nlohmann::json> {
   std::vector<RawEntry> entries;
   std::map<std::string, std::string> metadata;
 
-  bool null() override { return scalar("null"); }
+  // `"__metadata__": null` is no metadata: the reference reads the field as
+  // Option<HashMap<String, String>>, and Python writers emit it.
+  bool null() override { return (state_ == State::top && top_key_ == "__metadata__") || scalar("null"); }
   bool boolean(bool) override { return scalar("a boolean"); }
   bool number_integer(number_integer_t value) override {
     if (state_ == State::shape || state_ == State::offsets)

@@ -135,11 +135,9 @@ std::map<std::string, std::string> read_weight_map(const fs::path& directory) {
   const nlohmann::json index = parse_json_strictly(read_small_file("load_sharded", path, kMaxIndexBytes), context);
   EMBER_CHECK(index.is_object(), "{}: the index is {}, not a JSON object", context, index.type_name());
   if (const auto metadata = index.find("metadata"); metadata != index.end()) {
+    // metadata.total_size is not read: transformers and Accelerate ignore it
+    // too, so a writer's 60.0 there must not refuse the whole load.
     EMBER_CHECK(metadata->is_object(), "{}: 'metadata' is {}, not an object", context, metadata->type_name());
-    const auto total_size = metadata->find("total_size");
-    EMBER_CHECK(total_size == metadata->end() || total_size->is_number_unsigned(),
-                "{}: metadata.total_size is {}, not a non-negative integer", context,
-                shown_text(total_size->dump()));
   }
   const auto weight_map = index.find("weight_map");
   EMBER_CHECK(weight_map != index.end(), "{}: the index has no 'weight_map'", context);
@@ -148,7 +146,10 @@ std::map<std::string, std::string> read_weight_map(const fs::path& directory) {
   for (const auto& [tensor, file] : weight_map->items()) {
     EMBER_CHECK(file.is_string(), "{}: weight_map entry '{}' is {}, not a file name", context, shown_text(tensor),
                 file.type_name());
-    const std::string& name = file.get_ref<const std::string&>();
+    // "./model-00001-of-00002.safetensors" is the plain name that os.path.join,
+    // which Hugging Face's loaders use, resolves it to.
+    std::string_view name = file.get_ref<const std::string&>();
+    while (name.starts_with("./")) name.remove_prefix(2);
     // A backslash is Windows' separator: an index that has one names a path
     // elsewhere, never one of the shards Hugging Face's writers name.
     EMBER_CHECK(is_plain_name(name) && name.find('\\') == std::string::npos,

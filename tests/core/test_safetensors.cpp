@@ -452,6 +452,21 @@ TEST_F(SafetensorsMalformed, BoolBytesOtherThanZeroOrOneAreAnError) {
   EXPECT_EQ(load_safetensors(path).tensors[0].second.to_vector<bool>(), (std::vector<bool>{false, true, true, false}));
 }
 
+// `"__metadata__": null` is no metadata, as the reference reads it (an
+// Option) and Python writers emit it; it was refused. Mutation caught: null()
+// without the __metadata__ case -> "__metadata__ is null".
+TEST_F(SafetensorsMalformed, NullMetadataIsNone) {
+  const fs::path path = file("null_metadata.safetensors");
+  write_bytes(path, file_bytes(R"({"__metadata__":null,)" + entry("a", "F32", "[2]", 0, 8) + "}", std::string(8, '\0')));
+  const SafetensorsContents contents = load_safetensors(path);
+  EXPECT_TRUE(contents.metadata.empty());
+  ASSERT_EQ(contents.tensors.size(), 1u);
+  EXPECT_EQ(contents.tensors[0].second.to_vector<float>(), (std::vector<float>{0, 0}));
+  // A null anywhere else is still refused.
+  write_bytes(path, file_bytes(R"({"a":null})", ""));
+  EXPECT_EMBER_ERROR(load_safetensors(path), "entry 'a' is null");
+}
+
 TEST_F(SafetensorsMalformed, PathsThatAreNoFile) {
   EXPECT_EMBER_ERROR(load_safetensors(file("absent.safetensors")), "cannot open");
   EXPECT_EMBER_ERROR(load_safetensors(directory_), "is not a regular file");

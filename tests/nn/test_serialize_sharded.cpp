@@ -399,7 +399,6 @@ TEST(LoadSharded, RefusesMalformedIndexes) {
            {R"({"weight_map": []})", "'weight_map' is array"},
            {R"({"weight_map": {"0.bias": 3}})", "weight_map entry '0.bias' is number, not a file name"},
            {R"({"metadata": [], "weight_map": {}})", "'metadata' is array"},
-           {R"({"metadata": {"total_size": -5}, "weight_map": {}})", "metadata.total_size is -5"},
            // The lexer stopped at a NUL: what followed was never read. Mutation
            // caught: parse_json_strictly without its NUL check.
            {valid + std::string(1, '\0') + "junk", "not valid JSON: a NUL byte at offset"},
@@ -408,6 +407,23 @@ TEST(LoadSharded, RefusesMalformedIndexes) {
     write_text(fixture.index_path, text);
     fixture.expect_refused(fragment);
   }
+}
+
+// Indexes Hugging Face's Python loaders read: a total_size that is not an
+// integer (they never read it), and shard names with a leading "./" (which
+// os.path.join resolves). Both refused the whole load before. Mutation
+// caught: the "./" prefix kept -> "not a plain file name".
+TEST(LoadSharded, ReadsIndexesHuggingFacesLoadersRead) {
+  ShardedFixture fixture;
+  Json index = fixture.index;
+  index["metadata"]["total_size"] = 60.5;
+  for (auto& [tensor, file] : index["weight_map"].items()) file = "./" + file.get<std::string>();
+  write_text(fixture.index_path, index.dump());
+  nn::Sequential target = three_layers();
+  const nn::LoadStateDictResult result = nn::load_sharded(target, fixture.scratch.path());
+  EXPECT_TRUE(result.missing_keys.empty());
+  const NamedTensors loaded = target.state_dict(), saved = fixture.model.state_dict();
+  for (size_t i = 0; i < saved.size(); ++i) EXPECT_TRUE(all_close(loaded[i].second, saved[i].second, 0, 0));
 }
 
 TEST(LoadSharded, RefusesADirectoryWithBothLayoutsOrNeither) {
