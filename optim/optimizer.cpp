@@ -47,8 +47,12 @@ void Optimizer::step() {
   // A scheduler may set a negative rate (a linear decay stepped past its
   // end): stepping with it would ascend the loss without a word. Checked
   // before the hooks, whose work (unscaling, clipping) a refusal would cut short.
+  // A rate within rounding of 0 is a decay that ended at 0: LinearLR's
+  // chainable factors give -1.9e-18 there, and PyTorch trains on with it.
+  constexpr double kRoundingOfZero = 1e-12;
   for (size_t g = 0; g < num_param_groups(); ++g)
-    EMBER_CHECK(lr(g) >= 0, "{}: step with the learning rate {} of param group {} (a scheduler stepped past the end "
+    EMBER_CHECK(lr(g) >= -kRoundingOfZero,
+                "{}: step with the learning rate {} of param group {} (a scheduler stepped past the end "
                 "of its schedule?); a negative rate would ascend the loss",
                 name_, lr(g), g);
   if (!step_pre_hooks_.empty() && !all_hooks_allow(step_pre_hooks_, *this)) return;

@@ -68,9 +68,10 @@ void SequentialLR::load_state_dict(const nlohmann::json& state) {
     EMBER_CHECK(milestones[i] >= 0 && std::floor(milestones[i]) == milestones[i] && milestones[i] < 9.2e18 &&
                     (i == 0 || milestones[i] >= milestones[i - 1]),
                 "{}: '_milestones' must be increasing whole numbers >= 0, got {}", at, state["_milestones"].dump());
+  // _last_lr may be negative, as LRScheduler::load_state_dict takes it: a
+  // child decaying to 0 ends a rounding below it, and that state must load.
   std::vector<double> last_lr =
       detail::number_list_field(state, "_last_lr", at, int64_t(optimizer_.num_param_groups()));
-  for (double lr : last_lr) EMBER_CHECK(lr >= 0, "{}: '_last_lr' must not be negative, got {}", at, lr);
   const int64_t last_epoch = detail::count_field(state, "last_epoch", at, -1);
   // Each child checks its own state; one that throws after others were
   // loaded puts them back, so that nothing changes.

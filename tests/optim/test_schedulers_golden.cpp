@@ -274,6 +274,46 @@ TEST(Scheduler, OneCycleLRAtTheEndOfALinearScheduleSavesAndLoads) {
 // made Adam's beta1 1 and its parameters NaN at the first step (PyTorch:
 // ZeroDivisionError). Both ends are checked at construction now. Mutation
 // caught: set_momentum assigning without set_checked.
+// LinearLR decaying to 0 ends a rounding below it (-1.85e-18 here, as in
+// PyTorch, whose loop trains on): the step refused it, and so did loading a
+// SequentialLR's state saved there. Mutations caught: the step's check back
+// at lr >= 0 ("a negative rate would ascend the loss"); SequentialLR's load
+// refusing a negative _last_lr.
+TEST(Scheduler, ALinearDecayToZeroTrainsToItsEndAndResumes) {
+  Tensor w = ones({2}).requires_grad_();
+  optim::SGD optimizer({w}, {.lr = 0.1});
+  optim::LinearLR decay(optimizer, {.end_factor = 0.0, .total_iters = 4});  // start_factor 1/3
+  for (int step = 0; step < 6; ++step) {
+    w.set_grad(ones({2}));
+    optimizer.step();
+    decay.step();
+  }
+  EXPECT_EQ(optimizer.lr(0), -1.8503717077085946e-18);  // PyTorch's value
+  optimizer.set_lr(0, -1e-3);  // a real negative rate is still refused
+  EXPECT_EMBER_ERROR(optimizer.step(), "a negative rate would ascend the loss");
+
+  auto make = [](optim::SGD& sgd) {
+    auto warm = std::make_shared<optim::LinearLR>(
+        sgd, optim::LinearLROptions{.start_factor = 0.5, .end_factor = 1.0, .total_iters = 2});
+    auto down = std::make_shared<optim::LinearLR>(
+        sgd, optim::LinearLROptions{.start_factor = 0.1, .end_factor = 0.0, .total_iters = 4});
+    return optim::SequentialLR(sgd, {warm, down}, {2});
+  };
+  Tensor a = ones({2}).requires_grad_(), b = ones({2}).requires_grad_();
+  optim::SGD first({a}, {.lr = 0.1}), second({b}, {.lr = 0.1});
+  optim::SequentialLR schedule = make(first);
+  for (int step = 0; step < 6; ++step) {
+    a.set_grad(ones({2}));
+    first.step();
+    schedule.step();
+  }
+  ASSERT_LT(first.lr(0), 0);
+  optim::SequentialLR resumed = make(second);
+  second.load_state_dict(first.state_dict());
+  resumed.load_state_dict(nlohmann::json::parse(schedule.state_dict().dump()));
+  EXPECT_EQ(resumed.get_last_lr(), schedule.get_last_lr());
+}
+
 TEST(Scheduler, OneCycleLRMomentumsGoThroughTheOptimizersChecks) {
   optim::Adam adam({zeros({2}).requires_grad_()}, {.lr = 0.1});
   EXPECT_EMBER_ERROR(optim::OneCycleLR(adam, {.max_lr = {0.1}, .total_steps = 10, .max_momentum = {1.0}}),
