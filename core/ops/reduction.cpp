@@ -274,6 +274,8 @@ Tensor std(const Tensor& t, const Dims& dims, bool unbiased, bool keepdim) {
 Tensor logsumexp(const Tensor& t, const Dims& dims, bool keepdim) {
   if (autocast_wants(kF32, {&t})) [[unlikely]]
     return logsumexp(autocast_input(t, kF32), dims, keepdim);
+  // Integer and bool inputs reduce in f32, as torch.logsumexp gives them.
+  if (t.defined() && !is_floating(t.dtype())) return logsumexp(t.to(DType::f32), dims, keepdim);
   require_floating(t, "logsumexp");
   ReduceParams params{dims, keepdim};
   return with_grad(logsumexp_grad, reduce(logsumexp_op, t, plan_reduction(t, dims, keepdim, "logsumexp"), t.dtype()),

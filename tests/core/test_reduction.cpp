@@ -340,7 +340,13 @@ TEST(Reduction, BadInputsNameTheOpAndValues) {
   EXPECT_EMBER_ERROR(var(ints), "var: expected a floating point input, got int64");
   EXPECT_EMBER_ERROR(ember::std(ints), "std: expected a floating point input");
   EXPECT_EMBER_ERROR(norm(ones({2}, {.dtype = DType::i32})), "norm: expected a floating point input, got int32");
-  EXPECT_EMBER_ERROR(logsumexp(ints, {0}), "logsumexp: expected a floating point input");
+  // torch.logsumexp takes integers and bools, in f32 (the others refuse them
+  // there too). Mutation caught: the conversion removed -> "logsumexp:
+  // expected a floating point input".
+  const Tensor lse = logsumexp(from_vector<int64_t>({1, 2, 3}), {0});
+  EXPECT_EQ(lse.dtype(), DType::f32);
+  EXPECT_FLOAT_EQ(lse.item<float>(), 3.4076059f);
+  EXPECT_FLOAT_EQ(logsumexp(ones({2}, {.dtype = DType::boolean}), {0}).item<float>(), 1.0f + std::log(2.0f));
   EXPECT_EMBER_ERROR(norm(t, std::nan("")), "norm: p must be a number");
   EXPECT_EMBER_ERROR(sum(Tensor()), "sum: undefined");
 }
