@@ -475,7 +475,10 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 Tensor where(const Tensor& condition, const Tensor& a, const Scalar& b) {
   check_defined(a, "where");
   DType dtype = promote_with_scalar(a.dtype(), b);
-  check_scalar_fits("where", b, dtype);
+  // A floating number past the dtype's range selects inf, as torch.where gives
+  // (it selects, where masked_fill stores and PyTorch refuses); an integer
+  // one has no value to select.
+  if (!is_floating(dtype)) check_scalar_fits("where", b, dtype);
   return where(condition, a, operand_tensor(b, dtype, a.device()), dtype);
 }
 

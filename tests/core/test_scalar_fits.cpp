@@ -30,6 +30,10 @@ TEST(ScalarFits, StoringOpsRefuseANumberPastTheDtypesRange) {
   EXPECT_EMBER_ERROR(masked_fill(i32, mask, int64_t(-2147483649)), "masked_fill: value -2147483649");
   EXPECT_EMBER_ERROR(pad(i32, {1, 1}, int64_t(5000000000)), "pad: value 5000000000");
   EXPECT_EMBER_ERROR(where(mask, i32, int64_t(5000000000)), "where: value 5000000000 cannot be converted to int32");
+  // where selects: a float past f16's range is inf there, as torch.where gives.
+  // Mutation caught: the check made for every dtype again -> refused.
+  EXPECT_EQ(where(from_vector<bool>({true, false}), f16, 70000.0).to(DType::f32).to_vector<float>(),
+            (std::vector<float>{0.0f, float(kInf)}));
   EXPECT_EMBER_ERROR(clamp(i32, int64_t(5000000000), int64_t(6000000000)), "clamp: value 5000000000");
   EXPECT_EMBER_ERROR(clamp_max(i32, int64_t(-5000000000)), "clamp_max: value -5000000000");
   EXPECT_EMBER_ERROR(clamp_min(f16, 1e6), "clamp_min: value 1000000 cannot be converted to float16");
