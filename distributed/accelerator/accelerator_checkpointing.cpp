@@ -20,6 +20,7 @@
 //   optimizer_shard_<r>.safetensors, ...             every process, its pieces' optimizer state
 //   shards_<r>.json                                  every process, where each piece starts
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <span>
@@ -56,8 +57,32 @@ std::string numbered(const std::string& stem, size_t index, const std::string& e
   return index == 0 ? stem + extension : fmt::format("{}_{}{}", stem, index, extension);
 }
 
+// Where the first NaN or infinity in `value` is (a path of keys and
+// indices) and the number: JSON has no such numbers, and nlohmann writes
+// them as null, so a registered object's inf (a best loss so far) came back
+// null, found only at the resume.
+std::optional<std::pair<std::string, double>> non_finite_number(const json& value, const std::string& at) {
+  if (value.is_number_float()) {
+    const double number = value.get<double>();
+    return std::isfinite(number) ? std::nullopt : std::optional(std::pair{at, number});
+  }
+  if (value.is_object()) {
+    for (const auto& [key, item] : value.items())
+      if (auto found = non_finite_number(item, at + "/" + key)) return found;
+  } else if (value.is_array()) {
+    for (size_t i = 0; i < value.size(); ++i)
+      if (auto found = non_finite_number(value[i], at + "/" + std::to_string(i))) return found;
+  }
+  return std::nullopt;
+}
+
 // Through a new temporary file, never through a link planted in the staging directory (core/file_io.h).
 void write_json(const fs::path& path, const json& value) {
+  const auto found = non_finite_number(value, "");
+  EMBER_CHECK(!found, "save_state: {} would hold the number {} at '{}', which JSON cannot hold (it would be read "
+              "back as null); give the state_dict a string for it (\"inf\", \"nan\") and read it back in "
+              "load_state_dict",
+              path.filename().string(), found->second, shown_text(found->first));
   write_file_atomically("save_state", path, value.dump(2) + "\n");
 }
 

@@ -777,6 +777,30 @@ TEST(AcceleratorCheckpoints, AResumedLoadersWorkersDrawTheSavedRunsNumbersAfterA
   EXPECT_EQ(rest, std::vector<float>(straight.begin() + 2, straight.end()));
 }
 
+// JSON has no NaN or infinity: nlohmann wrote a registered object's inf as
+// null, the save succeeded, and the value was lost (the resume then failed,
+// or a lenient load_state_dict read null). Mutation caught: write_json
+// without the check -> save_state succeeds.
+TEST(AcceleratorCheckpoints, ANonFiniteNumberInJsonStateIsRefusedAtTheSave) {
+  testing::ScratchDirectory directory;
+  struct Best {
+    double loss = INFINITY;
+    nlohmann::json state_dict() const { return {{"history", {1.5, loss}}}; }
+    void load_state_dict(const nlohmann::json& state) { loss = state.at("history").at(1).get<double>(); }
+  } best;
+  Accelerator accelerator;
+  accelerator.register_for_checkpointing(best);
+  EXPECT_EMBER_ERROR(accelerator.save_state(directory.path() / "state"),
+                     "save_state: custom_checkpoint_0.json would hold the number inf at '/history/1', which JSON "
+                     "cannot hold");
+  EXPECT_FALSE(fs::exists(directory.path() / "state"));
+  best.loss = 0.25;
+  accelerator.save_state(directory.path() / "state");
+  best.loss = 1;
+  accelerator.load_state(directory.path() / "state");
+  EXPECT_EQ(best.loss, 0.25);
+}
+
 TEST(AcceleratorCheckpoints, SaveModelWritesShardsThatLoadStrictlyIntoAFreshModel) {
   testing::ScratchDirectory directory;
   Accelerator accelerator({.mixed_precision = "bf16"});
