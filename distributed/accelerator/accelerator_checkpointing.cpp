@@ -115,6 +115,30 @@ int64_t integer(const json& object, const char* key, const fs::path& file) {
 
 // --- Parameter names ----------------------------------------------------------
 
+// A parameter's name in checkpoints: its own in the first prepared model,
+// "model_<m>." before it in model m > 0.
+std::string qualified(size_t model, const std::string& name) {
+  return model == 0 ? name : fmt::format("model_{}.{}", model, name);
+}
+
+// Two parameters may not share a qualified name (model 0's submodule
+// "model_1" and model 1's own weight): their states overwrote each other in
+// the checkpoint, or the save failed naming neither. One parameter in two
+// models under two names is fine.
+void check_qualified_names_unique(const AcceleratorState& state) {
+  std::unordered_map<std::string, std::pair<const TensorImpl*, std::pair<size_t, std::string>>> owners;
+  for (size_t m = 0; m < state.models.size(); ++m)
+    for (const auto& [name, parameter] : state.models[m].module->named_parameters()) {
+      const auto [entry, added] = owners.try_emplace(qualified(m, name), parameter.impl(), std::pair{m, name});
+      const auto& [other_model, other_name] = entry->second.second;
+      EMBER_CHECK(added || entry->second.first == parameter.impl(),
+                  "save_state: parameter '{}' of prepared model {} and parameter '{}' of prepared model {} are both "
+                  "'{}' in checkpoints, where model m > 0's parameters are named 'model_<m>.<name>'; rename the "
+                  "submodule of model 0 whose name starts with 'model_'",
+                  other_name, other_model, name, m, entry->first);
+    }
+}
+
 // Optimizer state is keyed by parameter name (the checkpoint survives a change
 // of parameter order; a sharded one will address the same names). Parameters
 // of the first prepared model keep their names, of model i > 0 "model_<i>."
@@ -126,13 +150,13 @@ std::vector<std::string> optimizer_parameter_names(const AcceleratorState& state
     if (zero == nullptr || zero->optimizer() != &optimizer) continue;
     std::vector<std::string> result = zero->optimizer_parameter_names();
     if (m > 0)
-      for (std::string& name : result) name = fmt::format("model_{}.{}", m, name);
+      for (std::string& name : result) name = qualified(m, name);
     return result;
   }
   std::unordered_map<const TensorImpl*, std::string> names;
   for (size_t m = 0; m < state.models.size(); ++m)
     for (const auto& [name, parameter] : state.models[m].module->named_parameters())
-      names.emplace(parameter.impl(), m == 0 ? name : fmt::format("model_{}.{}", m, name));
+      names.emplace(parameter.impl(), qualified(m, name));
   std::vector<std::string> result;
   for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
     for (const Tensor& parameter : optimizer.params(g)) {
@@ -207,7 +231,7 @@ NamedTensors named_gradients(const AcceleratorState& state) {
   for (size_t m = 0; m < state.models.size(); ++m)
     for (const auto& [name, parameter] : state.models[m].module->named_parameters())
       if (parameter.grad().defined())
-        gradients.emplace_back(m == 0 ? name : fmt::format("model_{}.{}", m, name), parameter.grad());
+        gradients.emplace_back(qualified(m, name), parameter.grad());
   return gradients;
 }
 
@@ -272,11 +296,8 @@ struct SavedState {
   json ranges = json::object();            // sharded: qualified parameter name -> {begin, shape}
 };
 
-std::string qualified(size_t model, const std::string& name) {
-  return model == 0 ? name : fmt::format("model_{}.{}", model, name);
-}
-
 SavedState saved_state(const AcceleratorState& state) {
+  check_qualified_names_unique(state);
   SavedState saved;
   for (const detail::PreparedModel& model : state.models)
     saved.sharded = saved.sharded || (model.zero && !state.options.sharding.full_state_dict);
@@ -693,10 +714,6 @@ std::unordered_map<std::string, Tensor> gradients_by_name(const std::optional<Na
   return by_name;
 }
 
-std::string gradient_name(size_t model, const std::string& parameter) {
-  return model == 0 ? parameter : fmt::format("model_{}.{}", model, parameter);
-}
-
 // Note [Accelerator checkpoints]: load_state checks every object against
 // what it read before it changes any (the models were checked by
 // read_checkpoint), so a checkpoint that does not fit (another optimizer or
@@ -714,7 +731,7 @@ void check_objects(AcceleratorState& state, const LoadedCheckpoint& loaded, cons
   const std::unordered_map<std::string, Tensor> gradients = gradients_by_name(loaded.gradients);
   for (size_t m = 0; m < state.models.size(); ++m)
     for (const auto& [name, parameter] : state.models[m].module->named_parameters()) {
-      auto found = gradients.find(gradient_name(m, name));
+      auto found = gradients.find(qualified(m, name));
       EMBER_CHECK(found == gradients.end() || found->second.shape() == parameter.shape(),
                   "load_state: the gradient of {} in {} has shape {}, the parameter {}", name, directory.string(),
                   found->second.shape(), parameter.shape());
@@ -727,7 +744,7 @@ void apply_gradients(AcceleratorState& state, const std::optional<NamedTensors>&
   NoGradGuard no_grad;
   for (size_t m = 0; m < state.models.size(); ++m)
     for (const auto& [name, parameter] : state.models[m].module->named_parameters()) {
-      auto found = by_name.find(gradient_name(m, name));
+      auto found = by_name.find(qualified(m, name));
       if (found == by_name.end()) {
         parameter.set_grad(Tensor());
         continue;

@@ -801,6 +801,32 @@ TEST(AcceleratorCheckpoints, ANonFiniteNumberInJsonStateIsRefusedAtTheSave) {
   EXPECT_EQ(best.loss, 0.25);
 }
 
+// Model m > 0's parameters are "model_<m>.<name>" in checkpoints, so model
+// 0's submodule "model_1" met model 1's own weight: with SGD the optimizer
+// state of one overwrote the other's at the save and the load failed; with
+// Adam the save failed naming a tensor twice. Now the save says which two.
+// Mutation caught: the check_qualified_names_unique call removed from
+// saved_state -> "the name 'state.model_1.weight.exp_avg' is given twice".
+TEST(AcceleratorCheckpoints, ParametersOfTwoModelsWithOneCheckpointNameAreRefused) {
+  testing::ScratchDirectory directory;
+  struct Outer : nn::Module {
+    Outer() { inner = register_module("model_1", nn::Linear(3, 3)); }
+    Tensor forward(const Tensor& x) override { return (*inner)(x); }
+    std::shared_ptr<nn::Linear> inner;
+  };
+  Accelerator accelerator;
+  std::shared_ptr<nn::Module> a = std::make_shared<Outer>(), b = std::make_shared<nn::Linear>(3, 3);
+  std::vector<Tensor> parameters = a->parameters();
+  for (const Tensor& parameter : b->parameters()) parameters.push_back(parameter);
+  optim::Adam optimizer(parameters, {.lr = 0.1});
+  accelerator.prepare(a, b, optimizer);
+  accelerator.backward(sum((*b)((*a)(ones({1, 3})))));
+  optimizer.step();
+  EXPECT_EMBER_ERROR(accelerator.save_state(directory.path() / "state"),
+                     "save_state: parameter 'model_1.weight' of prepared model 0 and parameter 'weight' of prepared "
+                     "model 1 are both 'model_1.weight' in checkpoints");
+}
+
 TEST(AcceleratorCheckpoints, SaveModelWritesShardsThatLoadStrictlyIntoAFreshModel) {
   testing::ScratchDirectory directory;
   Accelerator accelerator({.mixed_precision = "bf16"});
