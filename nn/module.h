@@ -76,6 +76,15 @@ class Parameter : public Tensor {
 };
 
 // What load_state_dict found besides the keys it loaded (PyTorch's _IncompatibleKeys).
+// How Module::call keeps an argument while the hooks run: a non-const lvalue
+// of a type other than Tensor by reference (the caller's object), anything
+// else by value (a Tensor handle a pre-hook may replace).
+template <class Arg>
+using CallArgument = std::conditional_t<std::is_lvalue_reference_v<Arg> &&
+                                            !std::is_const_v<std::remove_reference_t<Arg>> &&
+                                            !std::is_same_v<std::decay_t<Arg>, Tensor>,
+                                        Arg, std::decay_t<Arg>>;
+
 struct LoadStateDictResult {
   std::vector<std::string> missing_keys;
   std::vector<std::string> unexpected_keys;
@@ -99,16 +108,20 @@ class Module {
   // module whose forward takes other arguments calls from its operator():
   //   std::pair<Tensor, Tensor> forward(const Tensor& idx, const Tensor& targets);
   //   auto operator()(const Tensor& idx, const Tensor& targets) { return call(*this, idx, targets); }
-  // Without hooks it is forward() plus five emptiness checks. With hooks the arguments
-  // are copied (so a pre-hook can replace a tensor without touching the
-  // caller's) and the tensors in both are collected into a ForwardCall.
+  // Without hooks it is forward() plus five emptiness checks. With hooks the
+  // tensor arguments are copied (so a pre-hook can replace a tensor without
+  // touching the caller's) and the tensors in both are collected into a
+  // ForwardCall. An argument passed as a non-const lvalue of another type (a
+  // KV cache `std::vector<Tensor>&`, an `int&` counter) stays the caller's
+  // object, so the forward's writes reach it, as a Python list argument is the
+  // caller's list; copying it lost them once any hook was registered.
   template <class Self, class... Args>
   static auto call(Self& self, Args&&... args) {
     using Result = decltype(self.forward(std::forward<Args>(args)...));
     static_assert(!std::is_reference_v<Result>, "nn::Module::call: forward must return by value");
     self.check_parameter_slots();
     if (!self.has_call_hooks()) return self.forward(std::forward<Args>(args)...);
-    std::tuple<std::decay_t<Args>...> arguments(std::forward<Args>(args)...);
+    std::tuple<CallArgument<Args>...> arguments(std::forward<Args>(args)...);
     ForwardCall record{self, {}, {}};
     auto add_input = [&record](Tensor& tensor) { record.inputs.push_back(&tensor); };
     std::apply([&](auto&... argument) { (visit_tensors<false>(argument, add_input), ...); }, arguments);
@@ -122,6 +135,11 @@ class Module {
         auto add_output = [&record](Tensor& tensor) { record.outputs.push_back(&tensor); };
         visit_tensors<true>(*result, add_output);
       });
+      // A wrapper that caught the forward's exception returned without a result.
+      EMBER_CHECK(result.has_value(),
+                  "{}: the call ended without the forward's result: a forward wrapper caught the forward's exception "
+                  "(or its hooks') and returned; a wrapper must let it propagate",
+                  self.type_name());
       return Result(std::move(*result));
     }
   }

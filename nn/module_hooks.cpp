@@ -151,6 +151,11 @@ void Module::arm_backward_hooks(const ForwardCall& call) {
   std::weak_ptr<BackwardState> weak = backward_state_;
   for (Tensor* output : call.outputs) {
     if (!output->requires_grad()) continue;
+    // A leaf output (a module returning its parameter, Identity on a leaf) is
+    // the same tensor at every call, so its hooks piled up and pass k ran the
+    // pre-hooks k times. The call returns a view of it instead, whose hook
+    // lives as long as this call's graph (PyTorch's BackwardHookFunction).
+    if (!output->grad_fn()) *output = output->view(output->shape());
     output->register_hook([weak, reached](const Tensor&) {
       std::shared_ptr<BackwardState> state = weak.lock();
       if (!state || *reached) return Tensor();

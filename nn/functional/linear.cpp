@@ -10,6 +10,8 @@
 namespace ember::nn::functional {
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  EMBER_CHECK(input.defined() && weight.defined(), "linear: the {} is undefined",
+              input.defined() ? "weight" : "input");
   EMBER_CHECK(weight.dim() == 2, "linear: weight must be 2-d [out_features, in_features], got shape {}",
               weight.shape().str());
   EMBER_CHECK(input.dim() >= 1 && input.size(-1) == weight.size(1),

@@ -150,5 +150,75 @@ TEST(ForwardWrappers, StateSetAroundTheCallIsRestoredWhenForwardThrows) {
   EXPECT_EQ(depth, 0);
 }
 
+// A forward writing through a non-const reference (a KV cache, a counter):
+// with any hook registered, call() copied the arguments and the writes were
+// lost. Mutation caught: CallArgument decaying every argument -> the cache
+// holds 1 tensor and the counter 1 after two calls.
+TEST(ForwardHooks, WritesThroughReferenceArgumentsReachTheCaller) {
+  struct CacheNet : nn::Module {
+    using nn::Module::forward;
+    Tensor forward(const Tensor& x, std::vector<Tensor>& cache, int& steps) {
+      cache.push_back(x * 2.0);
+      ++steps;
+      return x + 1.0;
+    }
+    auto operator()(const Tensor& x, std::vector<Tensor>& cache, int& steps) { return call(*this, x, cache, steps); }
+  } net;
+  std::vector<Tensor> cache;
+  int steps = 0;
+  net(ones({2}), cache, steps);
+  int seen = 0;
+  net.register_forward_hook([&](nn::ForwardCall& call) { seen = int(call.inputs.size()); });
+  Tensor x = ones({2});
+  net(x, cache, steps);
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(steps, 2);
+  EXPECT_EQ(seen, 2);  // x and the cache's one tensor before the forward appended
+  // A Tensor argument is still a copy: a pre-hook replacing it leaves the caller's.
+  net.register_forward_pre_hook([](nn::ForwardCall& call) { *call.inputs[0] = zeros({2}); });
+  net(x, cache, steps);
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 1}));
+}
+
+// A wrapper that caught the forward's exception left call() reading an empty
+// result (undefined tensors, or an assertion with _GLIBCXX_ASSERTIONS).
+// Mutation caught: the result check removed from Module::call -> no error.
+TEST(ForwardWrappers, AWrapperThatSwallowsTheForwardsErrorIsAnError) {
+  nn::Linear linear(3, 2);
+  linear.register_forward_wrapper([](nn::ForwardCall&, const std::function<void()>& proceed) {
+    try {
+      proceed();
+    } catch (const Error&) {
+    }
+  });
+  EXPECT_EMBER_ERROR(linear(ones({4, 5})), "Linear: the call ended without the forward's result");
+}
+
+// An undefined input (a pre-hook's Tensor()) crashed Linear's forward.
+TEST(ForwardHooks, AnUndefinedInputToLinearIsAnError) {
+  nn::Linear linear(3, 2);
+  EXPECT_EMBER_ERROR(linear.forward(Tensor()), "linear: the input is undefined");
+}
+
+// A module whose output is a leaf (its own parameter) registered a backward
+// hook on that same tensor at every call: pass k ran the pre-hooks k times.
+// Mutation caught: the view for leaf outputs removed from arm_backward_hooks
+// -> 1, 2, 3 pre-hook runs.
+TEST(BackwardHooks, ALeafOutputRunsThePreHooksOncePerPass) {
+  struct Queries : nn::Module {
+    Tensor& q;
+    Queries() : q(register_parameter("q", ones({2, 3}))) {}
+    Tensor forward(const Tensor&) override { return q; }
+  } module;
+  int runs = 0;
+  module.register_backward_pre_hook([&](nn::Module&) { ++runs; });
+  for (int pass = 1; pass <= 3; ++pass) {
+    runs = 0;
+    sum(module(ones({1})) * 3.0).backward();
+    EXPECT_EQ(runs, 1) << "pass " << pass;
+  }
+  EXPECT_EQ(module.q.grad().to_vector<float>(), std::vector<float>(6, 9.0f));
+}
+
 }  // namespace
 }  // namespace ember
