@@ -291,7 +291,7 @@ ProcessGroup& default_group() {
   return *state.world;
 }
 
-std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std::string& backend) {
+std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks, const std::string& backend) {
   Registry& state = registry();
   std::lock_guard lock(state.mutex);
   EMBER_CHECK(state.world != nullptr, "new_group: call init_process_group first");
@@ -304,6 +304,10 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std
                 world_size, fmt::join(ranks, ", "));
     EMBER_CHECK(seen.insert(r).second, "new_group: rank {} is listed twice (ranks {})", r, fmt::join(ranks, ", "));
   }
+  // Group ranks follow the global ones, as torch.distributed.new_group sorts
+  // its list: ranks passing the same set in different orders each took group
+  // rank 0, and the group waited out its timeout naming neither list.
+  std::sort(ranks.begin(), ranks.end());
   // Every rank takes the id, members or not, so ids agree across the job.
   const int id = state.next_group_id++;
   const int me = state.world->rank();

@@ -8,6 +8,7 @@
 // tests/cuda/test_cuda_nccl.cpp.
 #include "distributed/process_group.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <deque>
@@ -23,6 +24,7 @@
 #include "core/ops/elementwise_kernels.h"
 #include "core/profiler/profiler.h"
 #include "distributed/collective_debug.h"
+#include "distributed/store/wire.h"
 
 namespace ember::distributed {
 namespace {
@@ -35,10 +37,15 @@ std::string where(const BackendContext& context) {
                      global == context.rank ? "" : fmt::format(" (global rank {})", global), context.store_prefix);
 }
 
-void check_reduction(const char* op, const Tensor& tensor, ReduceOp reduce) {
+// The reduction the backends run: on bool, sum is "any" (max) and product
+// "all" (min), as ProcessGroupNCCL and Gloo compute them in PyTorch.
+ReduceOp checked_reduction(const char* op, const Tensor& tensor, ReduceOp reduce) {
+  if (tensor.dtype() == DType::boolean && reduce == ReduceOp::sum) reduce = ReduceOp::max;
+  if (tensor.dtype() == DType::boolean && reduce == ReduceOp::product) reduce = ReduceOp::min;
   EMBER_CHECK(host_reduction_supported(tensor.dtype(), reduce),
-              "{}: reduce op {} is not supported for {} (tensor {}); avg needs a floating dtype, bool takes only max and min",
+              "{}: reduce op {} is not supported for {} (tensor {}); avg needs a floating dtype",
               op, reduce_op_name(reduce), tensor.dtype(), tensor.shape());
+  return reduce;
 }
 
 void check_same_dtype(const char* op, const Tensor& output, const Tensor& input) {
@@ -214,7 +221,9 @@ void Work::wait() { wait(default_timeout_ + kWorkWaitGrace); }
 
 void Work::wait(milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  const bool done = done_cv_.wait_for(lock, timeout, [&] { return done_; });
+  // wait_for adds the timeout to now(): milliseconds::max() (the store's and
+  // init's "never") overflowed there and reported a timeout at once.
+  const bool done = done_cv_.wait_for(lock, std::min(timeout, wire::kLongestWait), [&] { return done_; });
   EMBER_CHECK(done,
               "{} on rank {}: Work::wait timed out after {} ms; the operation is still queued or running (did every "
               "rank of the group call it?)",
@@ -474,7 +483,7 @@ void ProcessGroup::run_queue() {
 std::shared_ptr<Work> ProcessGroup::allreduce(Tensor tensor, ReduceOp op) {
   check_tensor("allreduce", "input", tensor);
   check_no_internal_overlap(tensor, "allreduce");
-  check_reduction("allreduce", tensor, op);
+  op = checked_reduction("allreduce", tensor, op);
   Tensor buffer = staging_buffer(tensor);
   tensor.bump_version();
   return enqueue(fmt::format("allreduce({}, {}, {})", tensor.shape(), tensor.dtype(), reduce_op_name(op)),
@@ -493,7 +502,7 @@ std::shared_ptr<Work> ProcessGroup::allreduce(Tensor tensor, ReduceOp op) {
 std::shared_ptr<Work> ProcessGroup::allreduce_into(Tensor output, std::vector<Tensor> inputs, ReduceOp op) {
   check_tensor("allreduce_into", "output", output);
   check_no_internal_overlap(output, "allreduce_into");
-  check_reduction("allreduce_into", output, op);
+  op = checked_reduction("allreduce_into", output, op);
   EMBER_CHECK(output.is_contiguous(), "allreduce_into: the output ({}, {}) must be contiguous", output.shape(),
               output.dtype());
   int64_t total = 0;
@@ -589,7 +598,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, Tensor input, 
   check_tensor("reduce_scatter", "input", input);
   check_same_device("reduce_scatter", output, input);
   check_same_dtype("reduce_scatter", output, input);
-  check_reduction("reduce_scatter", input, op);
+  op = checked_reduction("reduce_scatter", input, op);
   EMBER_CHECK(input.numel() == size() * output.numel(),
               "reduce_scatter: input {} has {} elements, but {} ranks x output {} ({} elements) need {} ({}, {})",
               input.shape(), input.numel(), size(), output.shape(), output.numel(), size() * output.numel(),

@@ -192,12 +192,13 @@ struct InitOptions {
 ProcessGroup& init_process_group(InitOptions options = {});
 bool is_initialized();
 ProcessGroup& default_group();  // an error if init_process_group was not called
-// Every rank of the default group calls it with the same list (global ranks,
-// distinct, in range; their order gives the group ranks) at the same point;
+// Every rank of the default group calls it with the same set of ranks (global
+// ranks, distinct, in range, in any order: group ranks follow the global ones,
+// as in torch.distributed) at the same point;
 // members get the new group, others a null pointer. Backend "" keeps the
 // default group's. Each group has its own store connection and prefix
 // "pg/<id>/", ids counting groups made in this process (across re-inits too).
-std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std::string& backend = "");
+std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks, const std::string& backend = "");
 // Finishes queued work, drops the registry's groups and the store connection.
 // When rank 0 serves the store itself, it first waits for every rank to get
 // here, and keeps serving until the process ends so that a re-init finds it

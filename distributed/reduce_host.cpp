@@ -6,6 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/arithmetic.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "distributed/backend.h"
@@ -22,8 +23,10 @@ void reduce_typed(T* out, const T* a, const T* b, int64_t count) {
     C r;
     if constexpr (Op == ReduceOp::sum) r = x + y;
     else if constexpr (Op == ReduceOp::product) r = x * y;
-    else if constexpr (Op == ReduceOp::max) r = x < y ? y : x;
-    else r = y < x ? y : x;
+    // NaN from either side, as torch.max: a ring that combined `own < NaN ? NaN : own`
+    // dropped a partial's NaN, so the answer depended on the ranks' order.
+    else if constexpr (Op == ReduceOp::max) r = arith::maximum(x, y);
+    else r = arith::minimum(x, y);
     out[i] = T(r);
   }
 }

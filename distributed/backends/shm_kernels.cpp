@@ -13,6 +13,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/arithmetic.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "kernels/cpu/convert_run.h"
@@ -105,8 +106,8 @@ EMBER_SHM_INLINE void reduce_sources(T* out_a, T* out_b, const T* const* sources
     if constexpr (std::is_same_v<T, bool>) return Op == ReduceOp::max ? (x || y) : (x && y);
     else if constexpr (Op == ReduceOp::sum || Op == ReduceOp::avg) return x + y;
     else if constexpr (Op == ReduceOp::product) return x * y;
-    else if constexpr (Op == ReduceOp::max) return x < y ? y : x;
-    else return y < x ? y : x;
+    else if constexpr (Op == ReduceOp::max) return arith::maximum(x, y);  // NaN from either side
+    else return arith::minimum(x, y);
   };
   if constexpr (std::is_same_v<T, C> && !std::is_same_v<T, bool>) {
     if (num_sources == 2) {  // the common case, one pass: two reads, one or two writes

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "autograd/engine.h"
+#include "core/arithmetic.h"
 #include "core/error.h"
 #include "core/grad_hook.h"
 #include "core/ops/creation.h"
@@ -463,7 +464,8 @@ Tensor ShardedDataParallel::clip_gradients_(const std::vector<Tensor>& gradients
   double local = 0;
   for (const Tensor& gradient : gradients) {
     const double shard_norm = norm(gradient, infinity ? INFINITY : norm_type).to(DType::f64).item<double>();
-    local = infinity ? std::max(local, shard_norm) : local + std::pow(shard_norm, norm_type);
+    // arith::maximum keeps a NaN norm (std::max dropped one after the first shard).
+    local = infinity ? arith::maximum(local, shard_norm) : local + std::pow(shard_norm, norm_type);
   }
   // Over one copy of each shard: under hybrid the other nodes hold the same ones.
   Tensor total = scalar_tensor(local, {.dtype = DType::f64});

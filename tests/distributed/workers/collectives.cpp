@@ -17,6 +17,7 @@
 // Each rank prints what failed; the exit code is the number of failed checks (capped).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -386,6 +387,34 @@ void test_queued(ProcessGroup& group, Checker& check, Device device) {
   }
 }
 
+// max and min propagate a NaN from any rank, as torch.max: rank r holds
+// {5, NaN, 1}[r % 3] everywhere. The rings combined `own < partial ? partial
+// : own`, which dropped a partial's NaN, so the answer depended on the
+// element's block and the ranks' order (max over {5, NaN, 1} gave 1 on Gloo's
+// reduce-scatter; shm gave 5 everywhere). Host backends only: NCCL's own
+// kernels decide there. Mutation caught: reduce_typed's or shm's combine back
+// to the comparison -> a finite value where NaN is expected.
+void test_nan_extremes(ProcessGroup& group, Checker& check, Device device) {
+  if (device.type != DeviceType::cpu || group.size() < 2) return;
+  const float mine[] = {5.0f, std::nanf(""), 1.0f};
+  const float value = mine[group.rank() % 3];
+  for (ReduceOp op : {ReduceOp::max, ReduceOp::min}) {
+    Tensor t = full({6}, value);
+    group.allreduce(t, op)->wait();
+    for (float x : t.to_vector<float>())
+      check.expect(std::isnan(x), fmt::format("allreduce {} with a NaN on rank 1 gives NaN, got {}", reduce_op_name(op), x));
+    Tensor out = make_tensor({2}, DType::f32);
+    group.reduce_scatter(out, full({2 * int64_t(group.size())}, value), op)->wait();
+    for (float x : out.to_vector<float>())
+      check.expect(std::isnan(x), fmt::format("reduce_scatter {} with a NaN on rank 1 gives NaN, got {}", reduce_op_name(op), x));
+  }
+  // wait(milliseconds::max()), the "never" of init and the store, reported a
+  // timeout at once (the deadline overflowed).
+  Tensor one = full({1}, 1.0f);
+  group.allreduce(one, ReduceOp::sum)->wait(std::chrono::milliseconds::max());
+  check.expect(one.item<float>() == float(group.size()), "allreduce waited for with milliseconds::max()");
+}
+
 // Errors raised on the calling thread, before anything is queued (every rank
 // makes the same calls, so the groups stay in step).
 void test_validation(ProcessGroup& group, Checker& check, Device device) {
@@ -411,8 +440,13 @@ void test_validation(ProcessGroup& group, Checker& check, Device device) {
   group.reduce_scatter(scattered, make_values(DType::f16, {size}, [](int64_t) { return 65504; }).to(device), ReduceOp::avg)
       ->wait();
   check.expect_values("float16 reduce_scatter avg of 65504", scattered.to_vector<double>(), {65504});
-  check.expect_error("sum of bool", "reduce op sum is not supported for bool",
-                     [&] { group.allreduce(empty({4}, DType::boolean), ReduceOp::sum); });
+  // On bool, sum is "any" and product "all", as PyTorch's (they were refused).
+  // Mutation caught: checked_reduction without the bool mapping -> refused.
+  Tensor any = from_vector<bool>({group.rank() == 0, true}).to(device), all = any.clone();
+  group.allreduce(any, ReduceOp::sum)->wait();
+  group.allreduce(all, ReduceOp::product)->wait();
+  check.expect(any.to_vector<bool>() == std::vector<bool>{true, true}, "bool sum is any");
+  check.expect(all.to_vector<bool>() == std::vector<bool>{size == 1, true}, "bool product is all");
   check.expect_error("allgather size", "allgather: output [3] has 3 elements",
                      [&] { group.allgather(empty({3}, DType::f32), empty({size * 3 + 1}, DType::f32)); });
   check.expect_error("allgather dtypes", "output dtype float64 differs from input dtype float32",
@@ -449,8 +483,11 @@ void test_validation(ProcessGroup& group, Checker& check, Device device) {
                        [&] { group.allgather(empty({size}, DType::f32), make_tensor({1}, DType::f32)); });
 }
 
-// A subgroup: the last rank and rank 0, in that order (so group ranks differ
-// from global ranks); the other ranks get no group and keep using the world.
+// A subgroup: the last rank and rank 0, listed in that order (group ranks
+// follow the global ones whatever the order, as torch.distributed's: listed
+// as given, two ranks passing the set in different orders both took group
+// rank 0 and hung); the other ranks get no group and keep using the world.
+// Mutation caught: new_group without its sort -> "subgroup ranks".
 void test_new_group(ProcessGroup& world, Checker& check, Device device) {
   const int size = world.size(), rank = world.rank();
   if (size == 1) return;
@@ -459,13 +496,13 @@ void test_new_group(ProcessGroup& world, Checker& check, Device device) {
   const bool member = rank == 0 || rank == size - 1;
   check.expect((group != nullptr) == member, fmt::format("new_group membership of rank {}", rank));
   if (group) {
-    check.expect(group->size() == 2 && group->rank() == (rank == 0 ? 1 : 0) && group->global_rank(0) == size - 1,
+    check.expect(group->size() == 2 && group->rank() == (rank == 0 ? 0 : 1) && group->global_rank(1) == size - 1,
                  "subgroup ranks");
     Tensor t = make_values(DType::f32, {3}, [&](int64_t) { return rank + 1; }).to(device);
     group->allreduce(t, ReduceOp::sum)->wait();
     check.expect_values("subgroup allreduce", t.to_vector<double>(), std::vector<double>(3, double(size + 1)));
     Tensor b = make_values(DType::i64, {2}, [&](int64_t i) { return rank * 100 + i; }).to(device);
-    group->broadcast(b, 0)->wait();  // group rank 0 is global rank size - 1
+    group->broadcast(b, 1)->wait();  // group rank 1 is global rank size - 1
     check.expect_values("subgroup broadcast", b.to_vector<double>(), {double((size - 1) * 100), double((size - 1) * 100 + 1)});
   }
   Tensor t = make_values(DType::f32, {1}, [&](int64_t) { return 1; }).to(device);
@@ -527,6 +564,7 @@ EMBER_SCENARIO(collectives) {
     test_send_recv(group, check, device);
     test_non_contiguous(group, check, device);
     test_queued(group, check, device);
+    test_nan_extremes(group, check, device);
     test_validation(group, check, device);
     group.barrier()->wait();
     test_new_group(group, check, device);
