@@ -85,6 +85,17 @@ using CallArgument = std::conditional_t<std::is_lvalue_reference_v<Arg> &&
                                             !std::is_same_v<std::decay_t<Arg>, Tensor>,
                                         Arg, std::decay_t<Arg>>;
 
+// The arguments activation checkpointing keeps to run forward again in
+// backward: values, never references. The caller's objects (an operator()'s
+// own parameters among them) are gone by then, and a recomputation must not
+// write into the caller's cache a second time.
+template <class Arguments>
+struct ReplayArguments;
+template <class... Stored>
+struct ReplayArguments<std::tuple<Stored...>> {
+  using type = std::tuple<std::decay_t<Stored>...>;
+};
+
 struct LoadStateDictResult {
   std::vector<std::string> missing_keys;
   std::vector<std::string> unexpected_keys;
@@ -272,8 +283,9 @@ class Module {
   template <class Self, class Arguments, class Run>
   static void forward_step(Self& self, ForwardCall& record, const Arguments& arguments, const Run& run) {
     if (!self.activation_checkpointing_ || !grad_mode_enabled()) return run();
-    if constexpr (std::is_copy_constructible_v<Arguments>) {
-      auto replay = [&self, copy = std::make_shared<Arguments>(arguments)] {
+    using Replay = typename ReplayArguments<Arguments>::type;
+    if constexpr (std::is_constructible_v<Replay, const Arguments&>) {
+      auto replay = [&self, copy = std::make_shared<Replay>(arguments)] {
         std::apply([&](auto&... argument) { (void)self.forward(argument...); }, *copy);
       };
       detail::run_checkpointed(fmt::format("nn::checkpoint({})", self.type_name()), record.inputs, replay, run);
