@@ -75,7 +75,6 @@ class Parameter : public Tensor {
   explicit Parameter(const Tensor& data, bool requires_grad = true);
 };
 
-// What load_state_dict found besides the keys it loaded (PyTorch's _IncompatibleKeys).
 // How Module::call keeps an argument while the hooks run: a non-const lvalue
 // of a type other than Tensor by reference (the caller's object), anything
 // else by value (a Tensor handle a pre-hook may replace).
@@ -96,6 +95,7 @@ struct ReplayArguments<std::tuple<Stored...>> {
   using type = std::tuple<std::decay_t<Stored>...>;
 };
 
+// What load_state_dict found besides the keys it loaded (PyTorch's _IncompatibleKeys).
 struct LoadStateDictResult {
   std::vector<std::string> missing_keys;
   std::vector<std::string> unexpected_keys;
