@@ -409,8 +409,11 @@ void test_nan_extremes(ProcessGroup& group, Checker& check, Device device) {
       check.expect(std::isnan(x), fmt::format("reduce_scatter {} with a NaN on rank 1 gives NaN, got {}", reduce_op_name(op), x));
   }
   // wait(milliseconds::max()), the "never" of init and the store, reported a
-  // timeout at once (the deadline overflowed).
+  // timeout at once (the deadline overflowed) when the work was not done yet:
+  // rank 0 joins late, so the others wait. Mutation caught: Work::wait without
+  // the clamp -> "Work::wait timed out after 9223372036854775807 ms".
   Tensor one = full({1}, 1.0f);
+  if (group.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   group.allreduce(one, ReduceOp::sum)->wait(std::chrono::milliseconds::max());
   check.expect(one.item<float>() == float(group.size()), "allreduce waited for with milliseconds::max()");
 }
