@@ -46,6 +46,11 @@ using ForwardHook = std::function<void(ForwardCall& call)>;
 // sets around `proceed` with RAII is restored even when forward throws, which
 // a pre-hook/hook pair cannot promise (the Accelerator's autocast is one).
 using ForwardWrapper = std::function<void(ForwardCall& call, const std::function<void()>& proceed)>;
+// What a wrapper encloses: the whole call (its pre-hooks and hooks inside),
+// or forward() alone, between the pre-hooks and the hooks. The Accelerator's
+// autocast takes the second, as Accelerate wraps `model.forward`: the user's
+// hooks then run outside autocast and see the outputs already back in f32.
+enum class WrapperScope { call, forward };
 // Backward pre-hooks run once per call of the module, when the first gradient
 // reaches one of that call's outputs, before any gradient flows inside it.
 // Backward hooks run once per call when every parameter of the module (and
@@ -160,11 +165,11 @@ class Module {
   // Hooks run in registration order; pre-hooks see the inputs the one before
   // left. They fire when the module is called (operator(), call), not when
   // forward() is called directly: DDP and the Accelerator detect that path
-  // at backward instead of training on it. Wrappers enclose all of it, the
-  // first registered outermost.
+  // at backward instead of training on it. Wrappers of each scope nest in
+  // registration order, the first registered outermost.
   ModuleHookId register_forward_pre_hook(ForwardPreHook hook);
   ModuleHookId register_forward_hook(ForwardHook hook);
-  ModuleHookId register_forward_wrapper(ForwardWrapper wrapper);
+  ModuleHookId register_forward_wrapper(ForwardWrapper wrapper, WrapperScope scope = WrapperScope::call);
   ModuleHookId register_backward_pre_hook(BackwardHook hook);
   ModuleHookId register_backward_hook(BackwardHook hook);
   // Removes the hook or wrapper with this id; an unknown id is an error.
@@ -175,6 +180,7 @@ class Module {
   // trace nests kernels under the modules that ran them.
   bool has_call_hooks() const {
     return !forward_pre_hooks_.empty() || !forward_hooks_.empty() || !forward_wrappers_.empty() ||
+           !forward_step_wrappers_.empty() ||
            !backward_pre_hooks_.empty() || !backward_hooks_.empty() || activation_checkpointing_ ||
            profiler::recording(profiler::kRecordOps);
   }
@@ -294,11 +300,12 @@ class Module {
                   "again in backward, and these cannot be copied", self.type_name());
     }
   }
-  // The hooked path of call(): wrappers, pre-hooks, `forward` (which fills
-  // call.outputs), hooks, then the backward hooks' arming (module_hooks.cpp).
+  // The hooked path of call(): the call's wrappers, pre-hooks, the forward
+  // wrappers around `forward` (which fills call.outputs), hooks, then the
+  // backward hooks' arming (module_hooks.cpp).
   void run_call(ForwardCall& call, const std::function<void()>& forward);
-  void run_from_wrapper(ForwardCall& call, const std::function<void()>& forward,
-                        const std::vector<ForwardWrapper>& wrappers, size_t index);
+  void run_wrapped(ForwardCall& call, const std::vector<ForwardWrapper>& wrappers, size_t index,
+                   const std::function<void()>& body);
   void arm_backward_hooks(const ForwardCall& call);
   void fire_backward_hooks();
   struct BackwardState;
@@ -309,7 +316,8 @@ class Module {
   std::deque<Buffer> buffers_;
   HookList<ForwardPreHook> forward_pre_hooks_;
   HookList<ForwardHook> forward_hooks_;
-  HookList<ForwardWrapper> forward_wrappers_;
+  HookList<ForwardWrapper> forward_wrappers_;       // WrapperScope::call
+  HookList<ForwardWrapper> forward_step_wrappers_;  // WrapperScope::forward
   HookList<BackwardHook> backward_pre_hooks_;
   HookList<BackwardHook> backward_hooks_;
   std::shared_ptr<BackwardState> backward_state_;  // made when backward hooks first arm

@@ -76,6 +76,7 @@ Module::Module(Module&& other) noexcept
       forward_pre_hooks_(std::move(other.forward_pre_hooks_)),
       forward_hooks_(std::move(other.forward_hooks_)),
       forward_wrappers_(std::move(other.forward_wrappers_)),
+      forward_step_wrappers_(std::move(other.forward_step_wrappers_)),
       backward_pre_hooks_(std::move(other.backward_pre_hooks_)),
       backward_hooks_(std::move(other.backward_hooks_)),
       backward_state_(std::move(other.backward_state_)),
@@ -91,6 +92,7 @@ Module& Module::operator=(Module&& other) noexcept {
   forward_pre_hooks_ = std::move(other.forward_pre_hooks_);
   forward_hooks_ = std::move(other.forward_hooks_);
   forward_wrappers_ = std::move(other.forward_wrappers_);
+  forward_step_wrappers_ = std::move(other.forward_step_wrappers_);
   backward_pre_hooks_ = std::move(other.backward_pre_hooks_);
   backward_hooks_ = std::move(other.backward_hooks_);
   backward_state_ = std::move(other.backward_state_);
@@ -104,34 +106,34 @@ Module& Module::operator=(Module&& other) noexcept {
 void Module::run_call(ForwardCall& call, const std::function<void()>& forward) {
   const int64_t begin = profiler::recording(profiler::kRecordOps) ? profiler::now_ns() : -1;
   // Snapshots, so that a hook may remove itself (or another) while they run.
-  std::vector<ForwardWrapper> wrappers = forward_wrappers_.snapshot();
-  run_from_wrapper(call, forward, wrappers, 0);
+  const std::vector<ForwardWrapper> call_wrappers = forward_wrappers_.snapshot();
+  const std::vector<ForwardWrapper> step_wrappers = forward_step_wrappers_.snapshot();
+  run_wrapped(call, call_wrappers, 0, [&] {
+    for (const ForwardPreHook& hook : forward_pre_hooks_.snapshot()) hook(call);
+    run_wrapped(call, step_wrappers, 0, forward);
+    for (const ForwardHook& hook : forward_hooks_.snapshot()) hook(call);
+    arm_backward_hooks(call);
+  });
   if (begin >= 0)
     profiler::record_span(profiler::kRecordOps, profiler::Category::module, type_name(), begin, profiler::now_ns());
 }
 
-void Module::run_from_wrapper(ForwardCall& call, const std::function<void()>& forward,
-                              const std::vector<ForwardWrapper>& wrappers, size_t index) {
-  if (index < wrappers.size()) {
-    // The call's result exists only once the forward ran, so every wrapper
-    // must run the rest of the call exactly once.
-    int proceeded = 0;
-    wrappers[index](call, [&] {
-      EMBER_CHECK(proceeded++ == 0,
-                  "{}: forward wrapper {} called proceed() a second time; a wrapper runs the rest of the call once",
-                  type_name(), index);
-      run_from_wrapper(call, forward, wrappers, index + 1);
-    });
-    EMBER_CHECK(proceeded == 1,
-                "{}: forward wrapper {} returned without calling proceed(); a wrapper must run the rest of the call "
-                "(the forward and its hooks) exactly once, as the call's result comes from it",
+void Module::run_wrapped(ForwardCall& call, const std::vector<ForwardWrapper>& wrappers, size_t index,
+                         const std::function<void()>& body) {
+  if (index == wrappers.size()) return body();
+  // The call's result exists only once the forward ran, so every wrapper
+  // must run the rest of the call exactly once.
+  int proceeded = 0;
+  wrappers[index](call, [&] {
+    EMBER_CHECK(proceeded++ == 0,
+                "{}: forward wrapper {} called proceed() a second time; a wrapper runs the rest of the call once",
                 type_name(), index);
-    return;
-  }
-  for (const ForwardPreHook& hook : forward_pre_hooks_.snapshot()) hook(call);
-  forward();
-  for (const ForwardHook& hook : forward_hooks_.snapshot()) hook(call);
-  arm_backward_hooks(call);
+    run_wrapped(call, wrappers, index + 1, body);
+  });
+  EMBER_CHECK(proceeded == 1,
+              "{}: forward wrapper {} returned without calling proceed(); a wrapper must run the rest of the call "
+              "(the forward and its hooks) exactly once, as the call's result comes from it",
+              type_name(), index);
 }
 
 // Both kinds of backward hook start from a gradient hook on each output of
@@ -195,9 +197,9 @@ ModuleHookId Module::register_forward_hook(ForwardHook hook) {
   return forward_hooks_.add(std::move(hook));
 }
 
-ModuleHookId Module::register_forward_wrapper(ForwardWrapper wrapper) {
+ModuleHookId Module::register_forward_wrapper(ForwardWrapper wrapper, WrapperScope scope) {
   EMBER_CHECK(wrapper != nullptr, "{}.register_forward_wrapper: the wrapper is empty", type_name());
-  return forward_wrappers_.add(std::move(wrapper));
+  return (scope == WrapperScope::call ? forward_wrappers_ : forward_step_wrappers_).add(std::move(wrapper));
 }
 
 ModuleHookId Module::register_backward_pre_hook(BackwardHook hook) {
@@ -212,7 +214,7 @@ ModuleHookId Module::register_backward_hook(BackwardHook hook) {
 
 void Module::remove_hook(ModuleHookId id) {
   bool removed = forward_pre_hooks_.remove(id) || forward_hooks_.remove(id) || forward_wrappers_.remove(id) ||
-                 backward_pre_hooks_.remove(id) || backward_hooks_.remove(id);
+                 forward_step_wrappers_.remove(id) || backward_pre_hooks_.remove(id) || backward_hooks_.remove(id);
   EMBER_CHECK(removed, "{}.remove_hook: no hook with id {} (already removed?)", type_name(), id);
 }
 

@@ -337,7 +337,8 @@ void Accelerator::prepare_model(const std::shared_ptr<nn::Module>& model) {
           }
           for (Tensor* output : call.outputs)
             if (is_low_precision(output->dtype())) *output = output->to(DType::f32);
-        });
+        },
+        nn::WrapperScope::forward);
     if (!prepared.ddp && !prepared.zero) watch_for_unhooked_forwards(prepared, called);
   }
   // What each step will communicate, once, on the main process (accelerator_plan.h).

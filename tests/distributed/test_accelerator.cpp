@@ -275,6 +275,42 @@ TEST(Accelerator, AccumulatedGradientsEqualTheLargeBatchGradient) {
     EXPECT_TRUE(testing::all_close(model->parameters()[i], reference->parameters()[i], 1e-5, 1e-6));
 }
 
+// Accelerate wraps model.forward in autocast, so hooks on the model run
+// outside it: a forward hook sees the f32 outputs, and what it computes is
+// not autocast (hooks registered before or after prepare alike). Catches:
+// the autocast wrapper registered around the whole call (the hooks saw
+// autocast on and bf16 outputs), or the outputs converted after the hooks.
+TEST(Accelerator, ForwardHooksOnAModelRunOutsideAutocast) {
+  Accelerator accelerator({.mixed_precision = "bf16"});
+  auto model = make_model();
+  struct Seen {
+    bool autocast = true;
+    DType output = DType::bf16, product = DType::bf16;
+  };
+  Seen before_prepare, after_prepare;
+  auto watcher = [](Seen& seen) {
+    return [&seen](nn::ForwardCall& call) {
+      seen.autocast = is_autocast_enabled(DeviceType::cpu);
+      seen.output = call.outputs.at(0)->dtype();
+      seen.product = matmul(*call.outputs[0], call.outputs[0]->transpose(0, 1)).dtype();
+    };
+  };
+  model->register_forward_hook(watcher(before_prepare));
+  accelerator.prepare(model);
+  model->register_forward_hook(watcher(after_prepare));
+  bool pre_hook_autocast = true;
+  model->register_forward_pre_hook([&](nn::ForwardCall&) { pre_hook_autocast = is_autocast_enabled(DeviceType::cpu); });
+  KernelCallCounter counter;
+  (*model)(randn({5, 6}));
+  EXPECT_EQ(counter.calls("matmul", DeviceType::cpu, DType::bf16), 2);  // the forward still ran in bf16
+  for (const Seen* seen : {&before_prepare, &after_prepare}) {
+    EXPECT_FALSE(seen->autocast);
+    EXPECT_EQ(seen->output, DType::f32);
+    EXPECT_EQ(seen->product, DType::f32);
+  }
+  EXPECT_FALSE(pre_hook_autocast);
+}
+
 TEST(Accelerator, Bf16ModelRunsTheBf16GemmAndReturnsF32) {
   Accelerator accelerator({.mixed_precision = "bf16"});
   auto model = make_model();

@@ -103,6 +103,35 @@ TEST(ForwardWrappers, EncloseTheHooksFirstRegisteredOutermost) {
   EXPECT_EQ(calls, (std::vector<std::string>{"outer in", "pre", "post", "outer out"}));
 }
 
+// Catches: forward-scoped wrappers run around the hooks (as call-scoped
+// ones), or left out of remove_hook.
+TEST(ForwardWrappers, ForwardScopeRunsBetweenThePreHooksAndTheHooks) {
+  nn::Linear linear(3, 2);
+  std::vector<std::string> calls;
+  linear.register_forward_pre_hook([&](nn::ForwardCall&) { calls.push_back("pre"); });
+  linear.register_forward_hook([&](nn::ForwardCall& call) {
+    calls.push_back("post");
+    EXPECT_EQ(call.outputs.size(), 1u);
+  });
+  auto wrapper = [&](std::string name) {
+    return [&calls, name](nn::ForwardCall&, const std::function<void()>& proceed) {
+      calls.push_back(name + " in");
+      proceed();
+      calls.push_back(name + " out");
+    };
+  };
+  linear.register_forward_wrapper(wrapper("call"));
+  nn::ModuleHookId outer = linear.register_forward_wrapper(wrapper("forward 1"), nn::WrapperScope::forward);
+  linear.register_forward_wrapper(wrapper("forward 2"), nn::WrapperScope::forward);
+  linear(ones({1, 3}));
+  EXPECT_EQ(calls, (std::vector<std::string>{"call in", "pre", "forward 1 in", "forward 2 in", "forward 2 out",
+                                             "forward 1 out", "post", "call out"}));
+  linear.remove_hook(outer);
+  calls.clear();
+  linear(ones({1, 3}));
+  EXPECT_EQ(calls, (std::vector<std::string>{"call in", "pre", "forward 2 in", "forward 2 out", "post", "call out"}));
+}
+
 TEST(ForwardWrappers, ReplaceInputAndOutputWithGradientsFlowing) {
   nn::Linear linear(2, 1);
   linear.register_forward_wrapper([](nn::ForwardCall& call, const std::function<void()>& proceed) {
