@@ -803,12 +803,15 @@ fs::path Accelerator::save_state(const std::optional<fs::path>& directory) {
   profiler::Span span(profiler::kRecordSteps, profiler::Category::checkpoint, "Accelerator.save_state");
   AcceleratorState& state = *state_;
   forget_destroyed(state);
-  const fs::path final_directory = save_directory(state, directory);
-  const fs::path staging = checkpoint::staging_path(final_directory);
+  const fs::path named = save_directory(state, directory);
   detail::update_scaler_if_pending(state);  // the saved scale is the one the next iteration would use
   const bool main = state.process_index == 0;
   std::optional<checkpoint::SaveLock> directory_lock;  // an explicit directory's, for this save only
+  fs::path final_directory, staging;
   detail::run_on_every_process(state, "save_state", [&] {
+    // A directory given as a link saves where it leads; `latest` never names a link.
+    final_directory = state.options.automatic_checkpoint_naming ? named : checkpoint::save_target(named);
+    staging = checkpoint::staging_path(final_directory);
     if (!main) return;
     checkpoint::check_replaceable("Accelerator::save_state", final_directory);
     // Note [One job saves into a directory]: a second job is refused here, before it writes anything.
@@ -843,7 +846,7 @@ fs::path Accelerator::save_state(const std::optional<fs::path>& directory) {
         checkpoint::enforce_total_limit(checkpoints_directory(state), *state.options.total_limit);
     }
   });
-  return final_directory;
+  return named;
 }
 
 void Accelerator::load_state(const std::optional<fs::path>& directory) {

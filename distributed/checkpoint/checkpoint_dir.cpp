@@ -142,6 +142,19 @@ fs::path staging_path(const fs::path& final_dir) {
   return final_path.parent_path() / fmt::format(".{}{}", name, kStagingSuffix);
 }
 
+fs::path save_target(const fs::path& final_dir) {
+  const fs::path path = without_trailing_separator(final_dir);
+  std::error_code error;
+  if (fs::symlink_status(path, error).type() != fs::file_type::symlink) return final_dir;
+  const fs::path link = fs::read_symlink(path, error);
+  const fs::path target = fs::canonical(path, error);
+  EMBER_CHECK(!error, "checkpoint: '{}' is a symbolic link to '{}', which does not exist; create that directory or "
+              "remove the link", path.string(), link.string());
+  EMBER_CHECK(fs::is_directory(target, error), "checkpoint: '{}' is a symbolic link to '{}', which is not a directory",
+              path.string(), target.string());
+  return target;
+}
+
 fs::path lock_path(const fs::path& final_dir) {
   const fs::path staging = staging_path(final_dir);  // checks the name
   const std::string name = staging.filename().string();

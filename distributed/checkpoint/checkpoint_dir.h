@@ -24,6 +24,14 @@ namespace ember::distributed::checkpoint {
 // when `final_dir` does not end in a directory name ("/", "a/..").
 std::filesystem::path staging_path(const std::filesystem::path& final_dir);
 
+// Where a save into `final_dir` goes: `final_dir` itself, or, when it is a
+// symbolic link, the directory the link leads to (Accelerate's save_state
+// follows it too, through os.makedirs). Staging and lock then sit beside that
+// directory, on its file system, and the link names the saved checkpoint. A
+// link to nothing or to something else than a directory is an error naming
+// both paths.
+std::filesystem::path save_target(const std::filesystem::path& final_dir);
+
 // The lock file of a save into `final_dir` given by name: ".<name>.lock"
 // beside it (SaveLock below).
 std::filesystem::path lock_path(const std::filesystem::path& final_dir);

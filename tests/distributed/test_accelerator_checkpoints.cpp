@@ -294,6 +294,42 @@ TEST(AcceleratorCheckpoints, SaveStateRefusesToReplaceADirectoryThatIsNotACheckp
   EXPECT_TRUE(fs::exists(directory.path() / "empty" / "manifest.json"));
 }
 
+// Accelerate's save_state writes into a directory given as a link to one
+// (os.makedirs follows it); ember refused it as "exists and is not a
+// directory". Mutation caught: save_state without checkpoint::save_target
+// (refused), or a dangling link taken as a new directory (the link replaced).
+TEST(AcceleratorCheckpoints, SaveStateIntoALinkToADirectorySavesWhereItLeads) {
+  testing::ScratchDirectory directory;
+  Training training;
+  training.train(2);
+  const fs::path target = directory.path() / "disk" / "run";
+  fs::create_directories(target);
+  const fs::path link = directory.path() / "checkpoint";
+  fs::create_directory_symlink(target, link);
+  EXPECT_EQ(training.accelerator.save_state(link), link);
+  EXPECT_EQ(fs::symlink_status(link).type(), fs::file_type::symlink);
+  EXPECT_TRUE(fs::exists(target / "manifest.json"));
+  training.train(1);
+  training.accelerator.save_state(link);  // replaces the checkpoint it leads to
+  EXPECT_EQ(fs::symlink_status(link).type(), fs::file_type::symlink);
+  EXPECT_FALSE(fs::exists(directory.path() / "disk" / ".run.staging"));
+  const std::vector<Tensor> parameters = clones(training.model->parameters());
+  training.train(2);
+  training.accelerator.load_state(link);
+  expect_equal(training.model->parameters(), parameters);
+  // A link to nothing, or to a file, is refused naming both ends.
+  const fs::path dangling = directory.path() / "dangling", file = directory.path() / "file";
+  fs::create_directory_symlink(directory.path() / "missing", dangling);
+  EXPECT_EMBER_ERROR(training.accelerator.save_state(dangling),
+                     "'" + dangling.string() + "' is a symbolic link to '" + (directory.path() / "missing").string() +
+                         "', which does not exist");
+  EXPECT_EQ(fs::symlink_status(dangling).type(), fs::file_type::symlink);
+  std::ofstream(file) << "precious";
+  fs::create_symlink(file, directory.path() / "to_file");
+  EXPECT_EMBER_ERROR(training.accelerator.save_state(directory.path() / "to_file"), "which is not a directory");
+  EXPECT_EQ(read_bytes(file), "precious");
+}
+
 TEST(AcceleratorCheckpoints, AutomaticNamingKeepsTotalLimitAndLoadsTheLatest) {
   testing::ScratchDirectory directory;
   Training training({.project_dir = directory.path().string(), .automatic_checkpoint_naming = true, .total_limit = 2});
