@@ -134,11 +134,13 @@ void DistributedDataParallel::broadcast_from_rank0(const std::vector<Tensor>& te
 }
 
 void DistributedDataParallel::before_forward() {
-  // A forward with grad mode on needs the last reduction finished, under
-  // no_sync too (PyTorch's _rebuild_buckets checks it): its gradients would
-  // meet the pending reduction. An evaluation forward under NoGradGuard
-  // between a forward and its backward is fine.
-  if (grad_mode_enabled() && reducer_->reduction_pending()) {
+  // A forward with grad mode on needs a reduction that a backward began to
+  // have finished, under no_sync too (PyTorch's _rebuild_buckets checks its
+  // require_finalize_). One that no gradient reached yet is not in the way:
+  // a forward whose output is never backpropagated, or two forwards before
+  // one backward, work as in PyTorch (the next synced forward re-prepares).
+  // An evaluation forward under NoGradGuard never checks.
+  if (grad_mode_enabled() && reducer_->reduction_unfinished()) {
     // With find_unused_parameters on, the usual advice is wrong: the forward
     // did reach these parameters, but no gradient reached their accumulators
     // (a custom Function returning an undefined gradient for one, or a

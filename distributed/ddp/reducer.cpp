@@ -4,6 +4,7 @@
 #include "distributed/ddp/reducer.h"
 
 #include <algorithm>
+#include <utility>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -118,8 +119,15 @@ void Reducer::adopt_gradient(size_t index, bool zero_if_none) {
   parameter.set_grad(view);
 }
 
+bool Reducer::reduction_unfinished() const {
+  return expecting_ && std::find(ready_.begin(), ready_.end(), true) != ready_.end();
+}
+
 void Reducer::prepare_for_backward(const std::vector<size_t>& unused) {
-  EMBER_ASSERT(!expecting_, "prepare_for_backward while a reduction is pending");
+  EMBER_ASSERT(!reduction_unfinished(), "prepare_for_backward while a backward's reduction is unfinished");
+  // The replaced reduction launched nothing but, with find_unused_parameters,
+  // the used-map all-reduce, which every rank's forward launched alike.
+  if (used_work_) std::exchange(used_work_, nullptr)->wait();
   expecting_ = true;
   accumulating_ = false;
   ++iteration_;

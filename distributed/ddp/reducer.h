@@ -64,7 +64,10 @@ class Reducer {
   Reducer& operator=(const Reducer&) = delete;
 
   // A synced forward ran: the coming backward must make every parameter ready
-  // once. Those in `unused` (indices, found by walking the graph) are ready now.
+  // once. Those in `unused` (indices, found by walking the graph) are ready at
+  // its first gradient. A prepared reduction that no gradient reached (its
+  // forward's output was never backpropagated) is replaced, as PyTorch's
+  // reducer re-prepares; one that a backward began must have finished.
   void prepare_for_backward(const std::vector<size_t>& unused);
   // A forward ran under no_sync: its backward accumulates into .grad and
   // communicates nothing, until the next prepared backward.
@@ -78,8 +81,9 @@ class Reducer {
   // announced comes from a forward that skipped the module's hooks: an error
   // (Note [Forwards that skip the hooks]).
   void on_gradient(size_t index);
-  // Whether a prepared backward has not finished its reduction yet.
-  bool reduction_pending() const { return expecting_; }
+  // Whether a backward began the prepared reduction (a gradient arrived)
+  // and has not finished it: PyTorch's require_finalize_.
+  bool reduction_unfinished() const;
   // The names of the parameters a pending reduction is still waiting for.
   std::vector<std::string> unready_parameters() const;
 

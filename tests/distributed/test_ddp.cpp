@@ -82,6 +82,10 @@ TEST(DDP, UnusedParametersWithoutFindUnusedAreNamedInTheError) {
   expect_clean_success(run_ranks(2, "ddp_unused_parameters_error"));
 }
 
+TEST(DDP, ForwardsWithoutTheirBackwardAreAcceptedAsInPyTorch) {
+  expect_clean_success(run_ranks(2, "ddp_forwards_before_a_backward"));
+}
+
 TEST(DDP, BuffersAreBroadcastFromRankZero) { expect_clean_success(run_ranks(2, "ddp_broadcast_buffers")); }
 
 TEST(DDP, FrozenParametersStartFromRankZerosAndEvaluationForwardsAreAllowed) {

@@ -635,11 +635,8 @@ EMBER_SCENARIO(ddp_broadcast_buffers) {
 
 // Frozen parameters start from rank 0's too (PyTorch's _sync_module_states),
 // and an evaluation forward under NoGradGuard between a forward and its
-// backward is allowed, as in PyTorch, and one with grad mode on under
-// no_sync is not. Catches: only trainable parameters broadcast (the frozen
-// layer differed by rank, and so did the outputs), the unfinished-reduction
-// check made by every forward (an error naming every parameter as unused),
-// and that check skipped under no_sync.
+// backward is allowed, as in PyTorch. Catches: only trainable parameters
+// broadcast (the frozen layer differed by rank, and so did the outputs).
 EMBER_SCENARIO(ddp_frozen_parameters_and_evaluation_forwards) {
   ProcessGroup& group = init(args);
   int rank = group.rank(), world = group.size();
@@ -665,19 +662,57 @@ EMBER_SCENARIO(ddp_frozen_parameters_and_evaluation_forwards) {
     for (const auto& [name, parameter] : model->named_parameters())
       failures += check(rank0_copy(group, parameter).to_vector<float>() == parameter.to_vector<float>(), rank,
                         fmt::format("parameter {} equals rank 0's", name));
-    // A forward with grad mode on under no_sync, before the pending backward,
-    // is refused as PyTorch's is (its gradients would meet the reduction).
-    Batch local = slice(global_batch(9), rank, world);
-    Tensor pending = F::cross_entropy(ddp(local.inputs), local.targets);
-    bool refused = false;
-    try {
-      auto no_sync = ddp.no_sync();
-      (void)ddp(local.inputs);
-    } catch (const Error& error) {
-      refused = std::string(error.what()).find("Expected to have finished reduction") != std::string::npos;
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
+// Forwards that PyTorch's reducer accepts before a backward, because its
+// "prior reduction" check looks only at a reduction a gradient began: a
+// forward whose output is dropped (a metric), two forwards whose losses one
+// backward sums, and a no_sync forward between a forward and its backward
+// (that backward still synchronises, as the first forward prepared it).
+// Each step must still equal one process on the global batch, with and
+// without find_unused_parameters. Catches: the check refusing any prepared
+// reduction (every one of these was refused, with advice about unused
+// parameters).
+EMBER_SCENARIO(ddp_forwards_before_a_backward) {
+  ProcessGroup& group = init(args);
+  int rank = group.rank(), world = group.size();
+  int failures = 0;
+  for (bool find_unused : {false, true}) {
+    auto model = make_mlp(600 + uint64_t(rank));
+    auto reference = make_mlp(600);
+    DistributedDataParallel ddp(model, group, {.find_unused_parameters = find_unused});
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    optim::SGD reference_optimizer(reference->parameters(), {.lr = 0.1, .momentum = 0.9});
+    for (int64_t step = 0; step < 9; ++step) {
+      Batch global = global_batch(step);
+      Batch local = slice(global, rank, world);
+      optimizer.zero_grad();
+      if (step % 3 == 0) {
+        (void)ddp(local.inputs);  // never backpropagated
+        F::cross_entropy(ddp(local.inputs), local.targets).backward();
+      } else if (step % 3 == 1) {
+        Batch first = slice(local, 0, 2), second = slice(local, 1, 2);
+        Tensor first_loss = F::cross_entropy(ddp(first.inputs), first.targets);
+        Tensor second_loss = F::cross_entropy(ddp(second.inputs), second.targets);
+        ((first_loss + second_loss) * 0.5).backward();
+      } else {
+        Tensor loss = F::cross_entropy(ddp(local.inputs), local.targets);
+        {
+          auto no_sync = ddp.no_sync();
+          (void)ddp(local.inputs);
+        }
+        loss.backward();
+      }
+      optimizer.step();
+      sgd_step(*reference, reference_optimizer, global);
     }
-    failures += check(refused, rank, "a no_sync forward before the pending backward is refused");
-    pending.backward();
+    double difference = max_abs_difference(*model, *reference);
+    failures += check(difference <= kTolerance, rank,
+                      fmt::format("find_unused_parameters={}: max |ddp - single process| = {:.3g}", find_unused,
+                                  difference));
   }
   distributed::destroy_process_group();
   return failures;
