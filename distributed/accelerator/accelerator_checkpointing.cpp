@@ -19,6 +19,7 @@
 //   model_shard_<r>.safetensors, model_1_shard_<r>... every process, its pieces of each parameter
 //   optimizer_shard_<r>.safetensors, ...             every process, its pieces' optimizer state
 //   shards_<r>.json                                  every process, where each piece starts
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -523,8 +524,16 @@ NamedTensors assemble_pieces(const fs::path& directory, const checkpoint::Manife
       EMBER_CHECK(range.contains(parameter) && range[parameter].contains("begin") && range[parameter].contains("shape"),
                   "load_state: {}: {} has a piece of {}, which shards_{}.json does not place", directory.string(), file,
                   shown_text(parameter), process);
-      const std::vector<int64_t> dims = range[parameter]["shape"].get<std::vector<int64_t>>();
-      const int64_t begin = range[parameter]["begin"].get<int64_t>();
+      const json& place = range[parameter];
+      const bool well_typed = place["begin"].is_number_integer() && place["shape"].is_array() &&
+                              std::all_of(place["shape"].begin(), place["shape"].end(),
+                                          [](const json& dim) { return dim.is_number_integer() && dim >= 0; });
+      EMBER_CHECK(well_typed,
+                  "load_state: {}: shards_{}.json places {} at begin {} with shape {}; expected an integer and a list "
+                  "of sizes (not negative)",
+                  directory.string(), process, shown_text(parameter), place["begin"].dump(), place["shape"].dump());
+      const std::vector<int64_t> dims = place["shape"].get<std::vector<int64_t>>();
+      const int64_t begin = place["begin"].get<int64_t>();
       auto [at, fresh] = position.emplace(name, whole.size());
       if (fresh) whole.emplace_back(name, zeros(Shape(std::span<const int64_t>(dims)), {.dtype = piece.dtype()}));
       Tensor flat = whole[at->second].second.reshape({-1});

@@ -163,6 +163,40 @@ TEST(AcceleratorCheckpoints, ReshardsWhenTheWorldSizeChanges) {
   expect_nothing_left();
 }
 
+// A sharded checkpoint whose shards_<r>.json places a piece with a
+// mistyped begin or shape (a file edited and its manifest rewritten) got
+// past load_state's checks and threw nlohmann's type_error, not an
+// ember::Error naming the file. Mutation caught: assemble_pieces without its
+// type check (the resume dies on "type must be number").
+TEST(AcceleratorCheckpoints, AMistypedShardPlacementIsRefusedNamingTheFile) {
+  testing::ScratchDirectory directory;
+  const std::string dir = directory.path().string();
+  const std::vector<std::string> sharded{"EMBER_STRATEGY=zero3", "EMBER_WRAP_MIN_NUM_PARAMS=100",
+                                         "EMBER_STATE_DICT_TYPE=sharded"};
+  ProcessResult saved =
+      launch({"--nproc-per-node", "2"}, "accelerator_reshard", {"save", dir, "sharded", "4"}, seconds(120), sharded);
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  const fs::path saved_dir = directory.path() / "sharded", shards = saved_dir / "shards_0.json";
+  nlohmann::json placed = nlohmann::json::parse(read_bytes(shards));
+  ASSERT_FALSE(placed["ranges"].empty());
+  const std::string parameter = placed["ranges"].begin().key();
+  placed["ranges"][parameter]["begin"] = "0";
+  std::ofstream(shards) << placed.dump();
+  const distributed::checkpoint::Manifest manifest = distributed::checkpoint::read_manifest(saved_dir);
+  distributed::checkpoint::write_manifest(saved_dir, manifest.world_size, manifest.metadata,
+                                          [&](const std::string& file, const std::string& tensor) {
+                                            for (const auto& entry : manifest.tensors)
+                                              if (entry.file == file && entry.name == tensor) return entry.param;
+                                            return tensor;
+                                          });
+  ProcessResult resumed = launch({"--nproc-per-node", "2"}, "accelerator_reshard",
+                                 {"resume", dir, "sharded", "1", "resumed"}, seconds(120), sharded);
+  EXPECT_NE(resumed.exit_code, 0);
+  EXPECT_NE(resumed.output.find("shards_0.json places " + parameter + " at begin \"0\""), std::string::npos)
+      << resumed.output;
+  expect_nothing_left();
+}
+
 TEST(AcceleratorCheckpoints, AKillWhileSavingLeavesThePreviousCheckpointLoadable) {
   testing::ScratchDirectory directory;
   ProcessResult killed =
