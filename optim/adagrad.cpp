@@ -10,7 +10,7 @@
 namespace ember::optim {
 
 Adagrad::Adagrad(std::vector<Tensor> params, const AdagradOptions& options) : OptimizerWithOptions("Adagrad") {
-  add_param_group(std::move(params), options);
+  add_default_group(std::move(params), options);
   initialize_state(0, 0);
 }
 

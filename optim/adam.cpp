@@ -92,13 +92,13 @@ template class AdamFamily<AdamWOptions>;
 }  // namespace detail
 
 Adam::Adam(std::vector<Tensor> params, const AdamOptions& options) : AdamFamily("Adam", false) {
-  add_param_group(std::move(params), options);
+  add_default_group(std::move(params), options);
 }
 Adam::Adam(std::vector<ParamGroup<AdamOptions>> groups) : AdamFamily("Adam", false) {
   add_param_groups(std::move(groups));
 }
 AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options) : AdamFamily("AdamW", true) {
-  add_param_group(std::move(params), options);
+  add_default_group(std::move(params), options);
 }
 AdamW::AdamW(std::vector<ParamGroup<AdamWOptions>> groups) : AdamFamily("AdamW", true) {
   add_param_groups(std::move(groups));

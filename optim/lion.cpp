@@ -8,7 +8,7 @@
 namespace ember::optim {
 
 Lion::Lion(std::vector<Tensor> params, const LionOptions& options) : OptimizerWithOptions("Lion") {
-  add_param_group(std::move(params), options);
+  add_default_group(std::move(params), options);
 }
 
 Lion::Lion(std::vector<ParamGroup<LionOptions>> groups) : OptimizerWithOptions("Lion") {

@@ -172,21 +172,36 @@ class OptimizerWithOptions : public Optimizer {
   Options& options(size_t group) { return options_.at(group); }
   const Options& options(size_t group) const { return options_.at(group); }
 
-  // A new group, as PyTorch's add_param_group; the options are checked.
+  // A new group with these options, checked. Every field counts: a C++
+  // struct cannot leave one out, so `{.lr = 0.01}` means momentum 0 even
+  // when the constructor's was 0.9. PyTorch fills the keys a group leaves out
+  // from the optimizer's defaults; here start from them:
+  //   auto options = sgd.defaults(); options.lr = 0.01; sgd.add_param_group(params, options);
   void add_param_group(std::vector<Tensor> params, const Options& options) {
     EMBER_CHECK(options.lr >= 0, "{}: invalid learning rate {}", name(), options.lr);
     check_options(options);
     add_group_params(std::move(params));
     options_.push_back(options);
   }
+  // A new group with the defaults' options: PyTorch's
+  // add_param_group({"params": params}).
+  void add_param_group(std::vector<Tensor> params) { add_param_group(std::move(params), defaults_); }
+  // PyTorch's optimizer.defaults: the options the constructor was given
+  // (the struct's own values when it was given groups).
+  const Options& defaults() const { return defaults_; }
 
   double lr(size_t group) const override { return options(group).lr; }
   void set_lr(size_t group, double lr) override { options(group).lr = lr; }
 
  protected:
   using Optimizer::Optimizer;
-  // The constructor's groups; called by each optimizer's constructor (not
-  // here: check_options is virtual).
+  // The constructor's one group, whose options become defaults(); called by
+  // each optimizer's constructor (not here: check_options is virtual).
+  void add_default_group(std::vector<Tensor> params, const Options& options) {
+    add_param_group(std::move(params), options);
+    defaults_ = options;
+  }
+  // The constructor's groups; called by each optimizer's constructor.
   void add_param_groups(std::vector<ParamGroup<Options>> groups) {
     EMBER_CHECK(!groups.empty(), "{}: got no parameter groups", name());
     for (ParamGroup<Options>& group : groups) add_param_group(std::move(group.params), group.options);
@@ -208,6 +223,7 @@ class OptimizerWithOptions : public Optimizer {
 
  private:
   std::vector<Options> options_;
+  Options defaults_;
 };
 
 }  // namespace ember::optim

@@ -9,7 +9,7 @@
 namespace ember::optim {
 
 RMSprop::RMSprop(std::vector<Tensor> params, const RMSpropOptions& options) : OptimizerWithOptions("RMSprop") {
-  add_param_group(std::move(params), options);
+  add_default_group(std::move(params), options);
 }
 
 RMSprop::RMSprop(std::vector<ParamGroup<RMSpropOptions>> groups) : OptimizerWithOptions("RMSprop") {

@@ -9,7 +9,7 @@
 namespace ember::optim {
 
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& options) : OptimizerWithOptions("SGD") {
-  add_param_group(std::move(params), options);
+  add_default_group(std::move(params), options);
 }
 
 SGD::SGD(std::vector<ParamGroup<SGDOptions>> groups) : OptimizerWithOptions("SGD") {

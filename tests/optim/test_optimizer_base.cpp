@@ -58,6 +58,32 @@ TEST(Optimizer, RejectsBadParameters) {
                      "SGD: parameter 0 of the new group (shape [3, 2], strides [1, 3]) is not contiguous");
 }
 
+// PyTorch's add_param_group({"params": p}) takes the constructor's options;
+// ember's only overload took a whole options struct, so the habit of
+// passing `{}` trained the new group with lr 1e-3 and no momentum without a
+// word. Catches: add_param_group(params) using the struct's own values, or
+// defaults() not set by the constructor.
+TEST(Optimizer, AGroupAddedWithoutOptionsTakesTheConstructorsDefaults) {
+  Tensor a = leaf({2}), b = leaf({2}), c = leaf({2});
+  optim::SGD sgd({a}, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01});
+  sgd.add_param_group({b});
+  EXPECT_EQ(sgd.options(1).lr, 0.1);
+  EXPECT_EQ(sgd.options(1).momentum, 0.9);
+  EXPECT_EQ(sgd.options(1).weight_decay, 0.01);
+  optim::SGDOptions options = sgd.defaults();
+  options.lr = 0.5;
+  sgd.add_param_group({c}, options);
+  EXPECT_EQ(sgd.options(2).lr, 0.5);
+  EXPECT_EQ(sgd.options(2).momentum, 0.9);
+  optim::AdamW adamw({leaf({2})}, {.lr = 0.02, .weight_decay = 0.5});
+  adamw.add_param_group({leaf({2})});
+  EXPECT_EQ(adamw.options(1).lr, 0.02);
+  EXPECT_EQ(adamw.options(1).weight_decay, 0.5);
+  // Built from groups, the defaults are the struct's (PyTorch's signature defaults).
+  optim::SGD from_groups(std::vector<optim::ParamGroup<optim::SGDOptions>>{{{leaf({2})}, {.lr = 0.3}}});
+  EXPECT_EQ(from_groups.defaults().lr, optim::SGDOptions{}.lr);
+}
+
 TEST(Optimizer, RejectsBadOptions) {
   Tensor a = leaf({2});
   EXPECT_EMBER_ERROR(optim::SGD({a}, {.lr = -1}), "SGD: invalid learning rate -1");
