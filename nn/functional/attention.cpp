@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/autocast_ops.h"
 #include "core/error.h"
 #include "core/ops/attention.h"
 #include "core/ops/creation.h"
@@ -63,6 +64,16 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   EMBER_CHECK(value.dim() >= 2 && value.size(-2) == key.size(-2),
               "scaled_dot_product_attention: value {} must be [..., S, Ev] with S = {} as the key's",
               value.shape().str(), key.size(-2));
+  // A lower-precision op under autocast, as in PyTorch's CPU and CUDA lists,
+  // a floating mask included: on every path. Before, only the composite's
+  // matmuls were, so the result was bf16 with dropout and f32 without.
+  constexpr AutocastKind kLower = AutocastKind::lower_precision;
+  if (autocast_wants(kLower, {&query, &key, &value, &options.attn_mask})) [[unlikely]] {
+    ScaledDotProductAttentionOptions cast = options;
+    if (cast.attn_mask.defined()) cast.attn_mask = autocast_input(cast.attn_mask, kLower);
+    return scaled_dot_product_attention(autocast_input(query, kLower), autocast_input(key, kLower),
+                                        autocast_input(value, kLower), cast);
+  }
   if (options.dropout_p == 0) {
     EMBER_CHECK(!(options.is_causal && options.attn_mask.defined()),
                 "scaled_dot_product_attention: pass either attn_mask or is_causal, not both");

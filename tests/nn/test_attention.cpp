@@ -154,6 +154,28 @@ TEST(ScaledDotProductAttention, AMaskOfAnotherDtypeWorksOnEveryPath) {
   EXPECT_EQ(attention(unbatched, unbatched, unbatched, {.attn_mask = mask}).output.dtype(), DType::bf16);
 }
 
+// Under bf16 autocast SDPA is a lower-precision op (PyTorch's CPU list):
+// f32 inputs give a bf16 result on the fused path and on the composite one
+// (dropout), equal to the op on bf16 inputs. Catches: no autocast entry in
+// scaled_dot_product_attention (f32 without dropout, bf16 with it).
+TEST(ScaledDotProductAttention, RunsInBf16UnderAutocastOnEveryPath) {
+  Tensor q = randn({2, 4, 8}), k = randn({2, 4, 8}), v = randn({2, 4, 8});
+  Tensor mask = randn({4, 4});
+  Tensor expected = F::scaled_dot_product_attention(q.to(DType::bf16), k.to(DType::bf16), v.to(DType::bf16),
+                                                    {.attn_mask = mask.to(DType::bf16)});
+  AutocastGuard autocast(DeviceType::cpu, DType::bf16);
+  KernelCallCounter counter;
+  Tensor fused = F::scaled_dot_product_attention(q, k, v, {.attn_mask = mask});
+  EXPECT_EQ(counter.calls("attention", DeviceType::cpu, DType::bf16), 1);
+  EXPECT_EQ(fused.dtype(), DType::bf16);
+  EXPECT_TRUE(all_close(fused.to(DType::f32), expected.to(DType::f32), 0, 0));
+  Generator generator(3);
+  Tensor dropped = F::scaled_dot_product_attention(q, k, v, {.dropout_p = 0.5, .is_causal = true, .generator = &generator});
+  EXPECT_EQ(dropped.dtype(), DType::bf16);
+  Tensor causal = F::scaled_dot_product_attention(q, k, v, {.is_causal = true});
+  EXPECT_EQ(causal.dtype(), DType::bf16);
+}
+
 TEST(MultiheadAttention, AnIntegerMaskIsRefused) {
   nn::MultiheadAttention attention(4, 2);
   Tensor x = randn({3, 2, 4});
