@@ -103,12 +103,17 @@ ModelSize model_size(const EstimateMemoryOptions& options) {
   return {.num_params = params, .largest_unit_params = 0, .description = options.params + " parameters"};
 }
 
-// One row's cells: strategy, processes, parameters, gradients, optimizer state, unit, total.
+// One row's cells: strategy, processes, parameters, gradients, optimizer state,
+// autocast casts (with mixed precision), unit, total.
 std::vector<std::string> row(ShardingStrategy strategy, int processes, const distributed::MemoryEstimate& estimate,
-                             bool exact) {
+                             bool exact, bool casts) {
   auto cell = [exact](int64_t bytes) { return exact ? std::to_string(bytes) : human_bytes(bytes); };
-  return {std::string(distributed::to_string(strategy)), std::to_string(processes), cell(estimate.parameters),
-          cell(estimate.gradients), cell(estimate.optimizer_state), cell(estimate.transient), cell(estimate.total())};
+  std::vector<std::string> cells = {std::string(distributed::to_string(strategy)), std::to_string(processes),
+                                    cell(estimate.parameters), cell(estimate.gradients), cell(estimate.optimizer_state)};
+  if (casts) cells.push_back(cell(estimate.autocast_casts));
+  cells.push_back(cell(estimate.transient));
+  cells.push_back(cell(estimate.total()));
+  return cells;
 }
 
 // The cells as lines: the first two columns left-aligned, the numbers right-aligned.
@@ -140,7 +145,7 @@ std::vector<std::string> format_table(const std::vector<std::vector<std::string>
 std::vector<std::filesystem::path> model_files(const std::filesystem::path& directory) {
   namespace fs = std::filesystem;
   static const std::regex kModel(R"(model(_\d+)?\.safetensors)");
-  static const std::regex kShard(R"(model-\d+-of-(\d+)\.safetensors)");
+  static const std::regex kShard(R"(model-(\d+)-of-(\d+)\.safetensors)");
   std::error_code error;
   std::vector<std::string> names;
   for (const auto& entry : fs::directory_iterator(directory, error)) names.push_back(entry.path().filename().string());
@@ -152,13 +157,17 @@ std::vector<std::filesystem::path> model_files(const std::filesystem::path& dire
                 "parameters: pass its model file, --model {}",
                 directory.string(), name, (directory / "model.safetensors").string());
   std::vector<fs::path> files;
-  std::set<long long> shard_totals;  // the n of each model-<k>-of-<n> (-1: too large to read)
+  std::set<long long> shard_totals;            // the n of each model-<k>-of-<n> (-1: too large to read)
+  std::map<long long, std::string> shard_names;  // each k's file: model-1-of-2 and model-00001-of-00002 are one shard
   for (const std::string& name : names) {
     if (!name.ends_with(".safetensors")) continue;
     std::smatch shard;
-    if (std::regex_match(name, shard, kShard))
-      shard_totals.insert(parse_integer(shard[1].str()).value_or(-1));
-    else
+    if (std::regex_match(name, shard, kShard)) {
+      shard_totals.insert(parse_integer(shard[2].str()).value_or(-1));
+      const auto [first, fresh] = shard_names.emplace(parse_integer(shard[1].str()).value_or(-1), name);
+      EMBER_CHECK(fresh, "--model: '{}' holds shard {} twice ({} and {}); pass the files of one model",
+                  directory.string(), first->first, first->second, name);
+    } else
       EMBER_CHECK(std::regex_match(name, kModel),
                   "--model: {} in '{}' is not a model file (model.safetensors, model_<i>.safetensors or "
                   "model-<k>-of-<n>.safetensors): pass the file to count, --model {}",
@@ -171,6 +180,11 @@ std::vector<std::filesystem::path> model_files(const std::filesystem::path& dire
               "--model: '{}' holds {} .safetensors files, but its shards say there are {} (model-<k>-of-<n>): a "
               "shard missing, or files of two saves; pass the files of one model",
               directory.string(), files.size(), fmt::join(shard_totals, " and "));
+  for (const auto& [number, name] : shard_names)
+    EMBER_CHECK(number >= 1 && number <= (long long)(files.size()),
+                "--model: '{}' holds {}, shard {} of {}: a shard number from 1 to {} is missing; pass the files of "
+                "one model",
+                directory.string(), name, number, files.size(), files.size());
   return files;
 }
 
@@ -319,18 +333,26 @@ std::vector<std::string> memory_table(const EstimateMemoryOptions& options) {
                 with_commas(model.num_params));
   }
 
-  std::vector<std::vector<std::string>> rows = {
-      {"strategy", "processes", "parameters", "gradients", "optimizer state", "largest unit", "total"}};
+  // Mixed precision's lower dtype: autocast keeps a cast of each weight from the forward to the backward.
+  std::optional<DType> autocast_dtype;
+  if (options.mixed_precision != "no") autocast_dtype = options.mixed_precision == "bf16" ? DType::bf16 : DType::f16;
+  const bool casts = autocast_dtype && *autocast_dtype != dtype;
+  std::vector<std::string> header = {"strategy", "processes", "parameters", "gradients", "optimizer state"};
+  if (casts) header.push_back("autocast casts");
+  header.push_back("largest unit");
+  header.push_back("total");
+  std::vector<std::vector<std::string>> rows = {header};
   for (int processes : counts) {
     for (ShardingStrategy strategy :
          {ShardingStrategy::ddp, ShardingStrategy::zero1, ShardingStrategy::zero2, ShardingStrategy::zero3}) {
       distributed::MemoryEstimate estimate = distributed::estimate_memory({.num_params = model.num_params,
                                                                            .largest_unit_params = unit,
                                                                            .dtype = dtype,
+                                                                           .autocast_dtype = autocast_dtype,
                                                                            .optimizer_buffers = buffers,
                                                                            .strategy = strategy,
                                                                            .world_size = processes});
-      rows.push_back(row(strategy, processes, estimate, options.exact_bytes));
+      rows.push_back(row(strategy, processes, estimate, options.exact_bytes, casts));
     }
   }
   std::vector<std::string> lines = {
@@ -340,15 +362,21 @@ std::vector<std::string> memory_table(const EstimateMemoryOptions& options) {
       ""};
   for (std::string& line : format_table(rows)) lines.push_back(std::move(line));
   lines.push_back("");
-  lines.push_back(unit == 0 ? "largest unit: zero3's full parameters and gradients of the unit that runs, here the "
-                              "whole model (give --unit-params for a smaller one)"
-                            : fmt::format("largest unit: zero3's full parameters and gradients of its largest unit "
-                                          "({} parameters) while it runs",
-                                          with_commas(unit)));
-  lines.push_back(fmt::format(
-      "mixed precision {}: no extra copies; autocast casts per op, so parameters, gradients and optimizer state stay "
-      "{}",
-      options.mixed_precision, dtype_name(dtype)));
+  const std::string which = unit == 0 ? std::string("the whole model (give --unit-params for a smaller one)")
+                                      : fmt::format("{} parameters", with_commas(unit));
+  lines.push_back(fmt::format("largest unit: {}; while it runs and its gradients are reduced, zero1 holds its flat "
+                              "gradient buffer, zero2 its full and flat gradients, zero3 its full parameters and "
+                              "gradients",
+                              which));
+  if (casts) {
+    lines.push_back(fmt::format("mixed precision {}: autocast keeps a {} copy of each weight from its first use in the "
+                                "forward until the backward (autocast casts); parameters, gradients and optimizer "
+                                "state stay {}",
+                                options.mixed_precision, dtype_name(*autocast_dtype), dtype_name(dtype)));
+  } else {
+    lines.push_back(fmt::format("mixed precision {}: no casts; parameters, gradients and optimizer state are {}",
+                                options.mixed_precision, dtype_name(dtype)));
+  }
   lines.push_back("not counted: activations, communication buckets, and zero3's prefetched next unit");
   return lines;
 }

@@ -176,8 +176,10 @@ void print_memory_plan(const detail::AcceleratorState& state, const optim::Optim
       if (holds) largest_unit = std::max(largest_unit, std::min(flat->total_numel(), num_params));
     }
   }
+  const std::optional<DType> autocast_dtype =
+      state.low_precision == DType::f32 ? std::nullopt : std::optional<DType>(state.low_precision);
   for (const std::string& line : detail::memory_plan(optimizer, largest_unit, state.options.sharding.strategy,
-                                                     state.num_processes, processes_per_node))
+                                                     state.num_processes, processes_per_node, autocast_dtype))
     std::fprintf(stderr, "%s\n", line.c_str());
 }
 

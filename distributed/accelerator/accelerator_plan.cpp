@@ -87,7 +87,7 @@ std::vector<std::string> communication_plan(const PreparedModel& model, int num_
 
 std::vector<std::string> memory_plan(const optim::Optimizer& optimizer, int64_t largest_unit_params,
                                      distributed::ShardingStrategy strategy, int num_processes,
-                                     int processes_per_node) {
+                                     int processes_per_node, std::optional<DType> autocast_dtype) {
   int64_t num_params = 0;
   DType dtype = DType::f32;
   for (size_t group = 0; group < optimizer.num_param_groups(); ++group)
@@ -99,6 +99,7 @@ std::vector<std::string> memory_plan(const optim::Optimizer& optimizer, int64_t 
   distributed::MemoryEstimateOptions options{.num_params = num_params,
                                              .largest_unit_params = largest_unit_params,
                                              .dtype = dtype,
+                                             .autocast_dtype = autocast_dtype,
                                              .optimizer_buffers = buffers,
                                              .strategy = strategy,
                                              .world_size = num_processes,

@@ -9,6 +9,7 @@
 // ddp, zero1, zero2 and zero3 on 2 processes).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,10 +25,11 @@ std::vector<std::string> communication_plan(const PreparedModel& model, int num_
 // What each process holds of the training state of `optimizer`'s
 // parameters, `largest_unit_params` being the largest ZeRO unit (0: none),
 // under `strategy` (hybrid shards over `processes_per_node`), and in all
-// under each other strategy. Call it before the optimizer is attached to a
-// ZeRO engine (it then holds pieces).
+// under each other strategy, with autocast's casts of the weights to
+// `autocast_dtype` under mixed precision. Call it before the optimizer is
+// attached to a ZeRO engine (it then holds pieces).
 std::vector<std::string> memory_plan(const optim::Optimizer& optimizer, int64_t largest_unit_params,
                                      distributed::ShardingStrategy strategy, int num_processes,
-                                     int processes_per_node);
+                                     int processes_per_node, std::optional<DType> autocast_dtype);
 
 }  // namespace ember::detail

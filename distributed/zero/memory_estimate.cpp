@@ -43,12 +43,14 @@ MemoryEstimate estimate_memory(const MemoryEstimateOptions& options) {
     case ShardingStrategy::zero1:
       estimate = {.parameters = times(params, bytes),
                   .gradients = times(params, bytes),
-                  .optimizer_state = times(shard, state)};
+                  .optimizer_state = times(shard, state),
+                  .transient = times(unit, bytes)};
       break;
     case ShardingStrategy::zero2:
       estimate = {.parameters = times(params, bytes),
                   .gradients = times(shard, bytes),
-                  .optimizer_state = times(shard, state)};
+                  .optimizer_state = times(shard, state),
+                  .transient = times(unit, 2 * bytes)};
       break;
     case ShardingStrategy::zero3:
     case ShardingStrategy::hybrid:
@@ -58,8 +60,11 @@ MemoryEstimate estimate_memory(const MemoryEstimateOptions& options) {
                   .transient = group > 1 ? times(unit, 2 * bytes) : 0};  // one process gathers nothing
       break;
   }
+  if (options.autocast_dtype && *options.autocast_dtype != options.dtype)
+    estimate.autocast_casts = times(params, element_size(*options.autocast_dtype));
   int64_t total = 0;
-  for (int64_t part : {estimate.parameters, estimate.gradients, estimate.optimizer_state, estimate.transient})
+  for (int64_t part : {estimate.parameters, estimate.gradients, estimate.optimizer_state, estimate.autocast_casts,
+                       estimate.transient})
     EMBER_CHECK(!__builtin_add_overflow(total, part, &total),
                 "estimate_memory: {} parameters of {} take more bytes than 64 bits count", params,
                 dtype_name(options.dtype));

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "core/dtype.h"
 #include "distributed/zero/sharding_options.h"
@@ -23,8 +24,11 @@ struct MemoryEstimateOptions {
   int64_t largest_unit_params = 0;
   // The parameters' dtype, and so the gradients' and the optimizer state's (ember's
   // optimizers keep their buffers in the parameter's dtype, as PyTorch's do).
-  // Mixed precision does not change it: autocast casts per op, it keeps no copies.
   DType dtype = DType::f32;
+  // Mixed precision's lower dtype (bf16 or f16), or none. Autocast keeps its
+  // cast of each weight from the weight's first use in the forward until the
+  // backward has used it (Note [Autocast cast cache] in core/README.md).
+  std::optional<DType> autocast_dtype = std::nullopt;
   // k: optimizer buffers per parameter: Adam/AdamW 2 (3 with amsgrad), SGD with
   // momentum, Adagrad, RMSprop, Lion 1, plain SGD 0.
   int optimizer_buffers = 2;
@@ -37,22 +41,25 @@ struct MemoryEstimateOptions {
 // Bytes per process. With b = element_size(dtype) and s(x) = ceil(x / n), the
 // shard of x elements (flat parameters are padded to a multiple of n):
 //
-//   strategy  parameters  gradients  optimizer state  transient (while the largest unit runs)
+//   strategy  parameters  gradients  optimizer state  transient (while the largest unit's gradients are reduced)
 //   ddp       P·b         P·b        k·P·b            0
-//   zero1     P·b         P·b        k·s(P)·b         0
-//   zero2     P·b         s(P)·b     k·s(P)·b         0
+//   zero1     P·b         P·b        k·s(P)·b         U·b (the unit's flat gradient buffer, beside its gradients)
+//   zero2     P·b         s(P)·b     k·s(P)·b         U·b + U·b (the unit's full gradients and flat buffer)
 //   zero3     s(P)·b      s(P)·b     k·s(P)·b         U·b + U·b (its full parameters and gradients; 0 when n = 1)
 //   hybrid    zero3's with n = processes_per_node
 //
-// Not counted: activations (they depend on the batch), the communication
-// buckets, zero2's full gradients of one bucket during backward, and with
-// prefetching the next unit's parameters (up to another U·b) under zero3.
+// With mixed precision every strategy adds P·c for autocast's casts of the
+// weights (c = element_size(autocast_dtype); none when the parameters are
+// already in that dtype). Not counted: activations (they depend on the
+// batch), the communication buckets, and with prefetching the next unit's
+// parameters (up to another U·b) under zero3.
 struct MemoryEstimate {
   int64_t parameters = 0;
   int64_t gradients = 0;
   int64_t optimizer_state = 0;
+  int64_t autocast_casts = 0;
   int64_t transient = 0;
-  int64_t total() const { return parameters + gradients + optimizer_state + transient; }
+  int64_t total() const { return parameters + gradients + optimizer_state + autocast_casts + transient; }
 };
 
 // Throws ember::Error naming the option and its value when one is out of range.

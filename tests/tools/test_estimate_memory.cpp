@@ -104,18 +104,18 @@ TEST(EstimateMemory, TableWithExactBytes) {
       "",
       "strategy  processes  parameters  gradients  optimizer state  largest unit  total",
       "ddp       1                  40         40               80             0    160",
-      "zero1     1                  40         40               80             0    160",
-      "zero2     1                  40         40               80             0    160",
+      "zero1     1                  40         40               80            40    200",
+      "zero2     1                  40         40               80            80    240",
       "zero3     1                  40         40               80             0    160",
       "ddp       4                  40         40               80             0    160",
-      "zero1     4                  40         40               24             0    104",
-      "zero2     4                  40         12               24             0     76",
+      "zero1     4                  40         40               24            40    144",
+      "zero2     4                  40         12               24            80    156",
       "zero3     4                  12         12               24            80    128",
       "",
-      "largest unit: zero3's full parameters and gradients of the unit that runs, here the whole model (give "
-      "--unit-params for a smaller one)",
-      "mixed precision no: no extra copies; autocast casts per op, so parameters, gradients and optimizer state stay "
-      "float32",
+      "largest unit: the whole model (give --unit-params for a smaller one); while it runs and its gradients are "
+      "reduced, zero1 holds its flat gradient buffer, zero2 its full and flat gradients, zero3 its full parameters and "
+      "gradients",
+      "mixed precision no: no casts; parameters, gradients and optimizer state are float32",
       "not counted: activations, communication buckets, and zero3's prefetched next unit",
   };
   EXPECT_EQ(lines, expected);
@@ -124,8 +124,18 @@ TEST(EstimateMemory, TableWithExactBytes) {
   EXPECT_EQ(lines[0], "Memory per process for training 10 parameters: 10 parameters in bfloat16, sgd (0 state values "
                       "per parameter)");
   EXPECT_EQ(lines[6], "zero3     4                   6          6                0            16     28");
-  EXPECT_EQ(lines[8], "largest unit: zero3's full parameters and gradients of its largest unit (4 parameters) while "
-                      "it runs");
+  EXPECT_EQ(lines[8], "largest unit: 4 parameters; while it runs and its gradients are reduced, zero1 holds its flat "
+                      "gradient buffer, zero2 its full and flat gradients, zero3 its full parameters and gradients");
+  EXPECT_EQ(lines[9], "mixed precision bf16: no casts; parameters, gradients and optimizer state are bfloat16");
+  // f32 parameters under bf16: autocast's casts get a column, 2 bytes a parameter. Catches: mixed
+  // precision accepted and ignored (the footnote said no copies while autocast cached one per weight).
+  lines = launch::memory_table({.params = "10", .num_processes = "4", .mixed_precision = "bf16", .unit_params = "4",
+                                .exact_bytes = true});
+  EXPECT_EQ(lines[2], "strategy  processes  parameters  gradients  optimizer state  autocast casts  largest unit  total");
+  EXPECT_EQ(lines[6], "zero3     4                  12         12               24              20            32    100");
+  EXPECT_EQ(lines[9], "mixed precision bf16: autocast keeps a bfloat16 copy of each weight from its first use in the "
+                      "forward until the backward (autocast casts); parameters, gradients and optimizer state stay "
+                      "float32");
   // Without --bytes: binary units.
   lines = launch::memory_table({.gpt = "layers=12,d_model=768,vocab=50257,context=1024,heads=12", .num_processes = "8"});
   EXPECT_EQ(lines[0], "Memory per process for training GPT (layers=12,d_model=768,vocab=50257,context=1024,heads=12): "
@@ -225,6 +235,20 @@ TEST(EstimateMemory, ADirectoryCountsOnlyItsModelFiles) {
   EXPECT_EQ(size_error(shards), "--model: '" + shards.string() + "' holds 2 .safetensors files, but its shards say "
                                 "there are 3 (model-<k>-of-<n>): a shard missing, or files of two saves; pass "
                                 "the files of one model");
+  // One shard under two spellings and another missing: the count alone matched.
+  // Catches: only the number of files checked against n (shard 1 counted twice).
+  const std::filesystem::path twice = directory / "twice";
+  std::filesystem::create_directories(twice);
+  save_safetensors(twice / "model-00001-of-00002.safetensors", {{"a", zeros({3})}});
+  save_safetensors(twice / "model-1-of-2.safetensors", {{"a", zeros({3})}});
+  EXPECT_EQ(size_error(twice), "--model: '" + twice.string() + "' holds shard 1 twice (model-00001-of-00002.safetensors "
+                               "and model-1-of-2.safetensors); pass the files of one model");
+  const std::filesystem::path beyond = directory / "beyond";
+  std::filesystem::create_directories(beyond);
+  save_safetensors(beyond / "model-00001-of-00002.safetensors", {{"a", zeros({3})}});
+  save_safetensors(beyond / "model-00003-of-00002.safetensors", {{"b", zeros({3})}});
+  EXPECT_EQ(size_error(beyond), "--model: '" + beyond.string() + "' holds model-00003-of-00002.safetensors, shard 3 of "
+                                "2: a shard number from 1 to 2 is missing; pass the files of one model");
   std::filesystem::remove_all(directory);
 }
 
@@ -232,7 +256,7 @@ TEST(EstimateMemory, TheCommand) {
   ProcessResult result = run_process(
       clean_command({}, {EMBER_CLI, "estimate-memory", "--params", "10", "--num-processes", "4", "--bytes"}), 30s);
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_TRUE(contains(result.output, "zero2     4                  40         12               24             0     76\n"))
+  EXPECT_TRUE(contains(result.output, "zero2     4                  40         12               24            80    156\n"))
       << result.output;
   result = run_process(clean_command({}, {EMBER_CLI, "estimate-memory", "--params", "lots"}), 30s);
   EXPECT_EQ(result.exit_code, 1);
