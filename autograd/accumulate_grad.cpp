@@ -70,7 +70,10 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   Tensor grad = std::move(grad_outputs[0]);
   Tensor leaf(leaf_);
   AutogradMeta* meta = leaf_->autograd.get();
-  if (!grad.defined()) return {};
+  // A leaf frozen after the forward (requires_grad_(false) before backward)
+  // gets no gradient and runs no hook, as in PyTorch: DDP's hooks and the
+  // optimizer would otherwise train a parameter the user froze.
+  if (!grad.defined() || !leaf.requires_grad()) return {};
   if (meta && !meta->leaf_hooks.empty()) {
     // A hook may register more on this tensor (reallocating the list): they run from the next pass.
     const std::vector<TensorHook> hooks = meta->leaf_hooks;

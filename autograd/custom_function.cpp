@@ -162,7 +162,11 @@ std::vector<Tensor> finish_custom_function(const std::shared_ptr<FunctionCtx>& c
     // An output that already has a history of its own (an input returned as
     // it is, a tensor from outside) becomes a new tensor on the same
     // storage, so that recording this node does not rewrite that history.
-    if (out.requires_grad() || out.grad_fn()) out = out.detach();
+    // So does an input returned as it is that needs no gradient (a mask):
+    // recording made the caller's tensor a non-leaf of this call, and the
+    // next call chained onto the freed graph.
+    const bool is_input = std::ranges::any_of(inputs, [&](const Tensor* t) { return t && t->impl() == out.impl(); });
+    if (out.requires_grad() || out.grad_fn() || is_input) out = out.detach();
   }
   bool record = std::ranges::any_of(ctx->needs_input_grad_, [](bool needed) { return needed; });
   if (!record) {

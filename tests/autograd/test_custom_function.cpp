@@ -225,6 +225,33 @@ TEST(CustomFunction, AnInputReturnedAsItIsKeepsItsOwnHistory) {
   EXPECT_FALSE(direct.is_leaf());
 }
 
+// An input that needs no gradient (a mask), returned as it is beside a
+// differentiable output, stays the caller's leaf. Catches: only outputs with
+// a history detached (the mask became a non-leaf of the call, and the next
+// call with it failed on the first call's freed graph).
+TEST(CustomFunction, AnInputWithoutGradientReturnedAsItIsStaysALeaf) {
+  struct ScaleByMask : autograd::Function<ScaleByMask> {
+    static std::tuple<Tensor, Tensor> forward(autograd::FunctionCtx& ctx, const Tensor& a, const Tensor& mask) {
+      ctx.save_for_backward({mask});
+      return {a * mask, mask};
+    }
+    static std::vector<Tensor> backward(autograd::FunctionCtx& ctx, V grads) {
+      return {grads[0] * ctx.saved_tensors()[0], Tensor()};
+    }
+  };
+  Tensor a = leaf({3});
+  Tensor mask = from_vector<double>({1, 0, 1});
+  for (int step = 0; step < 2; ++step) {
+    a.set_grad(Tensor());
+    auto [y, returned] = ScaleByMask::apply(a, mask);
+    sum(y).backward();
+    EXPECT_TRUE(mask.is_leaf());
+    EXPECT_FALSE(mask.requires_grad());
+    EXPECT_FALSE(returned.is_same(mask));
+    EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{1, 0, 1}));
+  }
+}
+
 TEST(CustomFunction, InPlaceOnAnOutputThatViewsAnInputIsRefused) {
   struct FirstRow : autograd::Function<FirstRow> {
     static Tensor forward(autograd::FunctionCtx&, const Tensor& a) { return a.select(0, 0); }

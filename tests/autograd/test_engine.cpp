@@ -169,6 +169,26 @@ TEST(Engine, HooksCanReplaceGradientsAndPostAccumulateHooksFireInBackwardOrder) 
   EXPECT_NEAR(a.grad().item<double>(), 10 * 2 * (1 - std::pow(std::tanh(2.0), 2)) * 2, 1e-9);
 }
 
+// A leaf frozen between the forward and the backward gets no gradient and
+// runs none of its hooks, as in PyTorch (AccumulateGrad checks requires_grad).
+// Catches: AccumulateGrad ignoring the flag (the frozen leaf got [2, 2] and
+// its post-accumulate hook, DDP's, fired).
+TEST(Engine, ALeafFrozenAfterTheForwardGetsNoGradient) {
+  Tensor frozen = leaf({1, 2}), trained = leaf({3, 4});
+  bool hook_ran = false;
+  frozen.register_hook([&](const Tensor& g) {
+    hook_ran = true;
+    return g;
+  });
+  frozen.register_post_accumulate_grad_hook([&](const Tensor&) { hook_ran = true; });
+  Tensor loss = sum(frozen * 2 + trained * 3);
+  frozen.requires_grad_(false);
+  loss.backward();
+  EXPECT_FALSE(frozen.grad().defined());
+  EXPECT_FALSE(hook_ran);
+  EXPECT_EQ(trained.grad().to_vector<double>(), (std::vector<double>{3, 3}));
+}
+
 TEST(Engine, PostAccumulateHookCanBeRemoved) {
   Tensor w = randn({3}, {.requires_grad = true});
   int calls = 0;
