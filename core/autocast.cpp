@@ -31,6 +31,7 @@ struct CachedCast {
   Strides strides;
   DType dtype = DType::f32;  // the cast's
   uint64_t source_version = 0;
+  uint64_t source_generation = 0;  // ZeRO-3 refills released memory without a version bump
   Tensor cast;
   uint64_t cast_version = 0;  // an in-place write into a use of the cast bumps it
 
@@ -38,7 +39,10 @@ struct CachedCast {
     return dtype == to && offset == t.offset() && shape == t.shape() && strides == t.strides() &&
            source.lock() == t.storage();
   }
-  bool current(const Tensor& t) const { return source_version == t.version() && cast_version == cast.version(); }
+  bool current(const Tensor& t) const {
+    return source_version == t.version() && source_generation == t.storage()->generation() &&
+           cast_version == cast.version();
+  }
 };
 
 // Sources a sweep lets die between sweeps, at the least (see sweep_expired_casts).
@@ -111,7 +115,8 @@ Tensor cached_to(const Tensor& t, DType dtype) {
       NoGradGuard no_grad;
       cast = t.to(dtype);
     }
-    CachedCast entry{t.storage(), t.offset(), t.shape(), t.strides(), dtype, t.version(), cast, cast.version()};
+    CachedCast entry{t.storage(), t.offset(), t.shape(),  t.strides(),
+                     dtype,       t.version(), t.storage()->generation(), cast, cast.version()};
     if (found == entries.end()) {
       found = entries.insert(entries.end(), std::move(entry));
     } else {
@@ -152,7 +157,7 @@ bool is_autocast_enabled(DeviceType device) {
 
 DType autocast_dtype(DeviceType device) { return detail::t_autocast_state.dtype[int(device)]; }
 
-AutocastGuard::AutocastGuard(DeviceType device, DType dtype, bool enabled, bool cache_enabled)
+AutocastGuard::AutocastGuard(DeviceType device, DType dtype, bool enabled, std::optional<bool> cache_enabled)
     : device_(device),
       previous_enabled_(is_autocast_enabled(device)),
       previous_dtype_(autocast_dtype(device)),
@@ -162,7 +167,7 @@ AutocastGuard::AutocastGuard(DeviceType device, DType dtype, bool enabled, bool 
   detail::AutocastState& state = detail::t_autocast_state;
   state.dtype[int(device)] = dtype;
   state.enabled = enabled ? state.enabled | device_bit(device) : state.enabled & ~device_bit(device);
-  t_cast_cache.enabled = cache_enabled;
+  t_cast_cache.enabled = cache_enabled.value_or(t_cast_cache.enabled);
   ++t_cast_cache.depth;
 }
 

@@ -21,6 +21,8 @@
 // Tests: tests/core/test_autocast.cpp.
 #pragma once
 
+#include <optional>
+
 #include "core/device.h"
 #include "core/dtype.h"
 
@@ -36,10 +38,13 @@ DType autocast_dtype(DeviceType device);
 // cast of a leaf that requires grad (a parameter) is made once and reused
 // until the weight is written or the outermost guard on this thread is
 // destroyed, which empties the cache (Note [Autocast cast cache] in
-// core/README.md).
+// core/README.md). Left unset it keeps the enclosing guard's choice (on
+// outside any guard), as torch.autocast's None: a nested guard, the
+// Accelerator's around each forward among them, does not turn the cache on
+// again inside a guard that turned it off.
 class AutocastGuard {
  public:
-  AutocastGuard(DeviceType device, DType dtype, bool enabled = true, bool cache_enabled = true);
+  AutocastGuard(DeviceType device, DType dtype, bool enabled = true, std::optional<bool> cache_enabled = std::nullopt);
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;

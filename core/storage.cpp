@@ -28,6 +28,7 @@ void Storage::release() {
   allocator_->deallocate(data_, nbytes_);
   data_ = nullptr;
   released_ = true;
+  ++generation_;
 }
 
 void Storage::reallocate() {

@@ -40,6 +40,9 @@ class Storage {
   void release();
   void reallocate();  // the contents are undefined until written
   bool released() const { return released_; }
+  // How many times the memory was released: a refill (ZeRO-3's gather of new
+  // values) leaves the version alone, so caches of the contents check this too.
+  uint64_t generation() const { return generation_; }
 
  private:
   [[noreturn]] void throw_released() const;
@@ -50,6 +53,7 @@ class Storage {
   Allocator* allocator_ = nullptr;
   std::function<void(void*)> deleter_;
   uint64_t version_ = 0;
+  uint64_t generation_ = 0;
   bool released_ = false;
 };
 

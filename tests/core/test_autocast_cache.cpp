@@ -77,6 +77,50 @@ TEST(AutocastCache, AnInPlaceWriteToTheWeightMakesItCastAgain) {
   EXPECT_FALSE(all_close(before, after, 0, 0));
 }
 
+// ZeRO-3 frees a parameter's memory between uses and gathers the updated
+// values back through an alias of its own, leaving the version alone (for
+// autograd's saved-tensor checks). Catches: the cache keyed by the version
+// only (the stale cast came back, and under ZeRO-3 a loop inside one guard
+// trained on the first step's weights with a frozen loss).
+TEST(AutocastCache, MemoryReleasedAndRefilledIsCastAgain) {
+  Tensor w = parameter({6, 5}), x = random_tensor({4, 5}, DType::f32);
+  AutocastGuard guard(DeviceType::cpu, DType::bf16);
+  mm(x, t(w));
+  const uint64_t version = w.version();
+  w.storage()->release();
+  w.storage()->reallocate();
+  auto alias = std::make_shared<Storage>(w.data_ptr(), w.nbytes(), w.device(), [](void*) {});
+  copy_(Tensor::make(alias, DType::f32, w.shape(), w.strides(), 0), full(w.shape(), 0.5));
+  EXPECT_EQ(w.version(), version);
+  KernelCallCounter counter;
+  Tensor after = mm(x, t(w));
+  EXPECT_EQ(bf16_casts(counter), 2);  // x and w
+  Tensor expected = reference([&] { return mm(x.to(DType::bf16), t(full(w.shape(), 0.5).to(DType::bf16))); });
+  EXPECT_TRUE(all_close(after, expected, 0, 0));
+}
+
+// A guard that does not say keeps the enclosing guard's choice, as
+// torch.autocast(cache_enabled=None). Catches: the default turning the cache
+// on (the Accelerator's guard around each forward cached inside a loop guard
+// that had turned it off).
+TEST(AutocastCache, ANestedGuardKeepsTheEnclosingChoice) {
+  Tensor w = parameter({6, 5}), x = random_tensor({4, 5}, DType::f32);
+  KernelCallCounter counter;
+  AutocastGuard off(DeviceType::cpu, DType::bf16, true, false);
+  {
+    AutocastGuard inner(DeviceType::cpu, DType::bf16);
+    mm(x, t(w));
+    mm(x, t(w));
+  }
+  EXPECT_EQ(bf16_casts(counter), 4);  // nothing cached: x and w, twice
+  {
+    AutocastGuard on(DeviceType::cpu, DType::bf16, true, true);
+    mm(x, t(w));
+    mm(x, t(w));
+  }
+  EXPECT_EQ(bf16_casts(counter), 7);  // x twice, w once
+}
+
 // Catches a cache emptied by an inner guard (the third use would cast) or not
 // emptied by the outermost one (the last use would not).
 TEST(AutocastCache, TheOutermostGuardEmptiesIt) {
