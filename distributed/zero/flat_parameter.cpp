@@ -187,6 +187,12 @@ void FlatParameter::finish_reduction() {
   }
   std::vector<float> counts = used_.to(kCPU).to_vector<float>();
   for (size_t i = 0; i < counts.size(); ++i) ever_used_[i] = ever_used_[i] || counts[i] > 0;
+  // ZeRO-1 handed every parameter its slot of the reduced buffer. One that
+  // no rank used keeps no gradient, as under DDP's find_unused_parameters:
+  // a zero one would be decayed by an optimizer left out of prepare.
+  if (reduced_full_)
+    for (size_t i = 0; i < parameters_.size(); ++i)
+      if (!ever_used_[i]) parameters_[i].set_grad(Tensor());
 }
 
 void FlatParameter::publish_piece_gradients() {

@@ -402,6 +402,18 @@ void ShardedDataParallel::before_step() {
   EMBER_CHECK(!backward_expected_,
               "ShardedDataParallel: optimizer step between a forward and its backward; the gradients are not reduced "
               "yet");
+  if (optimizer_ != nullptr) {
+    // attach_optimizer gave the optimizer each parameter's piece; a group
+    // added later holds whole parameters, whose gradients ZeRO-2/3 drop after
+    // reducing them: it would never train.
+    size_t held = 0;
+    for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) held += optimizer_->params(g).size();
+    EMBER_CHECK(held == optimizer_slots_.size(),
+                "ShardedDataParallel: {} holds {} parameters, but {} were sharded when it was attached: a parameter "
+                "group added afterwards (add_param_group) is not sharded and would never train; add every group "
+                "before prepare (or attach_optimizer)",
+                optimizer_->name(), held, optimizer_slots_.size());
+  }
   if (!reduced_since_step_) {
     // Gradients accumulated under no_sync, never reduced: stepping on them
     // would let the ranks' shards drift apart silently.
@@ -460,7 +472,12 @@ Tensor ShardedDataParallel::clip_optimizer_grad_norm_(double max_norm) {
 }
 
 Tensor ShardedDataParallel::clip_gradients_(const std::vector<Tensor>& gradients, double max_norm, double norm_type) {
-  const bool infinity = std::isinf(norm_type) && norm_type > 0;
+  // The shards' norms combine as (sum of norm^p)^(1/p), which holds for p > 0
+  // only: with p = 0 it gave inf and zeroed every gradient, and a negative p
+  // takes the padding's zeros to infinity.
+  EMBER_CHECK(norm_type > 0, "ShardedDataParallel::clip_grad_norm_: norm_type must be positive (or inf) under "
+              "sharding, got {}", norm_type);
+  const bool infinity = std::isinf(norm_type);
   double local = 0;
   for (const Tensor& gradient : gradients) {
     const double shard_norm = norm(gradient, infinity ? INFINITY : norm_type).to(DType::f64).item<double>();

@@ -2,6 +2,7 @@
 // the model and optimizer state made whole from the shards for checkpoints
 // and save_model (Note [Flat shards]), cut back into shards on load, and
 // each rank's pieces for sharded checkpoints (Note [Sharded checkpoints]).
+#include <algorithm>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -22,8 +23,20 @@ NamedTensors ShardedDataParallel::full_state_dict() {
     was_gathered.push_back(flat->gathered());
     flat->gather();
   }
+  // One copy per tensor, shared by the names of a tie (a head sharing the
+  // embedding's weight), so that nn::without_aliases still sees the tie and
+  // save_model writes it once, as without sharding.
   NamedTensors state;
-  for (const auto& [name, tensor] : module_->state_dict()) state.emplace_back(name, tensor.detach().clone());
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (a tensor of the module, its copy)
+  for (const auto& [name, tensor] : module_->state_dict()) {
+    auto tie = std::find_if(copies.begin(), copies.end(), [&](const auto& copy) {
+      const Tensor& other = copy.first;
+      return other.storage() == tensor.storage() && other.offset() == tensor.offset() &&
+             other.shape() == tensor.shape() && other.strides() == tensor.strides() && other.dtype() == tensor.dtype();
+    });
+    if (tie == copies.end()) tie = copies.insert(copies.end(), {tensor, tensor.detach().clone()});
+    state.emplace_back(name, tie->second);
+  }
   for (size_t f = 0; f < flats_.size(); ++f)
     if (!was_gathered[f]) flats_[f]->release();
   return state;

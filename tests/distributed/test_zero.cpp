@@ -135,6 +135,10 @@ TEST(Zero, Fp16GradientsHeldAcrossAnUpdateAreRescaled) {
   }
 }
 
+TEST(Zero, TiesAndUnusedParametersLookAsWithoutSharding) {
+  expect_clean_success(launch({"--nproc-per-node", "2"}, "zero_keeps_ties_and_unused_gradients", {}, seconds(60)));
+}
+
 TEST(Zero, RefusedPathsSayWhatToDo) {
   expect_clean_success(launch({"--nproc-per-node", "2"}, "zero_errors", {}, seconds(60)));
 }

@@ -356,6 +356,40 @@ ResolvedShardingOptions options_for(ShardingStrategy strategy) {
 
 }  // namespace
 
+// What sharding must not change about the model's state as PyTorch users
+// see it, on each stage:
+// - a tie (head and embedding sharing a weight) is one tensor in the full
+//   state dict, so save_model writes it once, as without sharding. Catches:
+//   full_state_dict cloning each name alone (the tie written twice);
+// - ZeRO-1 leaves a parameter no rank used without a gradient, as DDP's
+//   find_unused_parameters does. Catches: the reduced buffer's zero slot
+//   handed to it (an optimizer left out of prepare then decayed it).
+EMBER_SCENARIO(zero_keeps_ties_and_unused_gradients) {
+  ProcessGroup& group = distributed::init_process_group({.backend = "auto"});
+  const int rank = group.rank();
+  int failures = 0;
+  const Tensor ids = randint(0, kVocab, {6}, {.dtype = DType::i64});
+  for (ShardingStrategy strategy : {ShardingStrategy::zero1, ShardingStrategy::zero2, ShardingStrategy::zero3}) {
+    const std::string name(distributed::to_string(strategy));
+    auto model = std::make_shared<TiedModel>(21);
+    const size_t whole = nn::without_aliases(model->state_dict()).size();
+    ShardedDataParallel zero(model, group, options_for(strategy));
+    optim::AdamW optimizer(model->parameters(), {.lr = 0.1});
+    zero.attach_optimizer(optimizer);
+    const size_t sharded = nn::without_aliases(zero.full_state_dict()).size();
+    failures += check(sharded == whole, rank,
+                      fmt::format("{}: the full state dict keeps the tie ({} tensors without aliases, {} unsharded)",
+                                  name, sharded, whole));
+    mean((*model)(ids)).backward();
+    if (strategy == ShardingStrategy::zero1)
+      failures += check(!model->unused->weight.grad().defined() && model->blocks->parameters().front().grad().defined(),
+                        rank, "zero1: the unused layer has no gradient, the used ones have theirs");
+    optimizer.step();
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
 // The paths that must be refused, each with an error that says what to do.
 EMBER_SCENARIO(zero_errors) {
   ProcessGroup& group = distributed::init_process_group({.backend = "auto"});
@@ -386,6 +420,9 @@ EMBER_SCENARIO(zero_errors) {
     }
     failures += expect_error(rank, "a step on gradients never reduced", "never reduced", [&] { optimizer.step(); });
     optimizer.zero_grad();
+    // p = 0 combined the shards' norms into inf and zeroed every gradient.
+    failures += expect_error(rank, "a clipping norm of order 0", "norm_type must be positive (or inf) under sharding, "
+                             "got 0", [&] { (void)zero.clip_grad_norm_(1.0, 0.0); });
     {
       const Tensor out = (*model)(inputs);
       failures += expect_error(rank, "a forward before the last one's backward", "before the backward",
@@ -407,6 +444,20 @@ EMBER_SCENARIO(zero_errors) {
     optim::SGD all(frozen_model->parameters(), {.lr = 0.1});
     failures += expect_error(rank, "an optimizer holding a frozen parameter", "holds a frozen parameter",
                              [&] { frozen.attach_optimizer(all); });
+  }
+  {
+    // A group added after the optimizer was attached holds whole parameters,
+    // whose gradients ZeRO-2 drops: it never trained. Catches: before_step
+    // without the count of the optimizer's parameters.
+    auto model = std::make_shared<nn::Sequential>(Block(kWidth), Block(kWidth));
+    ShardedDataParallel zero(model, group, options_for(ShardingStrategy::zero2));
+    optim::SGD optimizer(model->children()[0]->parameters(), {.lr = 0.1});
+    zero.attach_optimizer(optimizer);
+    optimizer.add_param_group(model->children()[1]->parameters());
+    const Tensor out = (*model)(inputs);
+    mean(out * out).backward();
+    failures += expect_error(rank, "a group added after attaching", "holds 8 parameters, but 4 were sharded when it "
+                             "was attached", [&] { optimizer.step(); });
   }
   {
     auto model = std::make_shared<nn::Sequential>(Block(kWidth));
