@@ -183,6 +183,14 @@ CsvTable read_csv(const std::string& path, CsvOptions options) {
   int64_t num_columns = int64_t(fields.size());
   int64_t first_line = line;
   std::vector<std::string> header;
+  // pandas writes unnamed columns' names as 0, 1, ..., n-1: read as data,
+  // that header was a row of made-up numbers, without a word.
+  bool counts_columns = fields.size() >= 2;
+  for (size_t i = 0; i < fields.size() && counts_columns; ++i) counts_columns = fields[i] == std::to_string(i);
+  EMBER_CHECK(options.header.has_value() || !counts_columns,
+              "read_csv: '{}': the first row is 0, 1, ..., {}, which pandas writes as the header of unnamed columns "
+              "and which could also be data; say which with CsvOptions::header (true: a header)",
+              path, fields.size() - 1);
   bool has_header = options.header.value_or(!all_numbers(fields));
   if (has_header) header = fields;
 

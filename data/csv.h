@@ -15,7 +15,9 @@ namespace ember::data {
 struct CsvOptions {
   char delimiter = ',';
   // Whether the first row names the columns. None: it does when any of its
-  // fields is not a number.
+  // fields is not a number. A first row of exactly 0, 1, ..., n-1 (n >= 2),
+  // pandas' names for unnamed columns (DataFrame(array).to_csv()), is
+  // refused unless this says which it is.
   std::optional<bool> header = std::nullopt;
   // The columns to read, by header name or by 0-based index (negative counts
   // from the end); at most one of the two. Empty: all columns. Only the

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <string>
 
 #include "core/error.h"
 #include "core/profiler/profiler.h"
@@ -31,9 +32,10 @@ struct LoaderCore {
   // set_state and once an epoch's last batch is out; false once begin() has
   // started `state.epoch`, so that an abandoned epoch is not resumed by accident.
   bool resume_at_state = true;
-  // The epoch the loader last gave its sampler (at first, the sampler's own):
-  // another value there at begin() is the user's set_epoch.
-  int64_t applied_epoch = 0;
+  // The sampler's count of set_epoch calls after the loader's own last one
+  // (at first, the sampler's count then): a higher count at begin() is the
+  // user's set_epoch, whatever epoch it named.
+  uint64_t applied_sets = 0;
   // The dataset's size when the loader made its own sampler (shuffle, or
   // neither sampler nor batch_sampler given); -1 when the sampler is the user's.
   int64_t sampled_size = -1;
@@ -81,15 +83,23 @@ class Iteration {
 
   bool done() const { return done_; }
   Example& current() {
-    EMBER_CHECK(!done_, "DataLoader: dereferencing an iterator that is at the end");
+    EMBER_CHECK(!done_, "DataLoader: dereferencing an iterator that is at the end{}", stopped_by());
     return current_;
   }
 
   // Hands out the next batch, or ends. A batch whose production (or a batch
   // hook) threw ends the iteration; the loader state still names that batch.
   void advance() {
-    EMBER_CHECK(!done_, "DataLoader: incrementing an iterator that is at the end");
-    if (next_ == int64_t(batches_.size())) return finish();
+    EMBER_CHECK(!done_, "DataLoader: incrementing an iterator that is at the end{}", stopped_by());
+    if (next_ == int64_t(batches_.size())) {
+      // An epoch of no batches (drop_last, an empty shard) is over too, as
+      // one whose last batch went out: a checkpoint between epochs says so.
+      if (batches_.empty() && !cancelled_by_) {
+        core_->state = {epoch_ + 1, 0};
+        core_->resume_at_state = true;
+      }
+      return finish();
+    }
     try {
       {
         // What the training loop waits here is the profile's data wait (Note [Step summary]).
@@ -106,7 +116,7 @@ class Iteration {
       throw;
     }
     ++next_;
-    if (cancelled_) return;
+    if (cancelled_by_) return;
     if (next_ == int64_t(batches_.size())) {
       core_->state = {epoch_ + 1, 0};
       core_->resume_at_state = true;
@@ -116,8 +126,8 @@ class Iteration {
   }
 
   // A newer begin() or set_state took over: stop, and stop touching the state.
-  void cancel() {
-    cancelled_ = true;
+  void cancel(const char* by) {
+    cancelled_by_ = by;
     finish();
   }
 
@@ -142,13 +152,22 @@ class Iteration {
     for (const IterationEndHook& hook : core_->end_hooks.snapshot()) hook();
   }
 
+  // Why an iterator of a stopped iteration is at its end: a loop over a
+  // loader that a nested loop (or set_state) took over ends there.
+  std::string stopped_by() const {
+    if (!cancelled_by_) return "";
+    return fmt::format(": its iteration was stopped by {} on the same loader, which runs one iteration at a time "
+                       "(a nested loop over one loader, or set_state inside its loop, ends the outer loop)",
+                       cancelled_by_);
+  }
+
   std::shared_ptr<LoaderCore> core_;
   int64_t epoch_;
   std::vector<std::vector<int64_t>> batches_;
   int64_t next_;  // the next batch to hand out
   Example current_;
   bool done_ = false;
-  bool cancelled_ = false;
+  const char* cancelled_by_ = nullptr;  // what stopped the iteration, if anything did
   std::unique_ptr<OrderedPrefetcher> prefetcher_;  // declared last: joined before batches_ goes
 };
 
@@ -230,7 +249,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   // each epoch; a resumed run's first epoch) starts there.
   if (const std::shared_ptr<Sampler>& sampler = core_->batch_sampler->sampler()) {
     core_->state = {sampler->epoch(), 0};
-    core_->applied_epoch = sampler->epoch();
+    core_->applied_sets = sampler->epoch_sets();
   }
 }
 
@@ -239,11 +258,11 @@ DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
 
 DataLoader::~DataLoader() {
   if (!core_) return;  // moved from
-  if (auto active = core_->active.lock()) active->cancel();
+  if (auto active = core_->active.lock()) active->cancel("the loader's destruction");
 }
 
 DataLoader::Iterator DataLoader::begin() {
-  if (auto active = core_->active.lock()) active->cancel();
+  if (auto active = core_->active.lock()) active->cancel("a newer begin()");
   // The loader's own sampler read the dataset's size when the loader was made.
   EMBER_CHECK(core_->sampled_size < 0 || core_->dataset->size() == core_->sampled_size,
               "DataLoader: the dataset has {} examples now, but the loader's sampler was made for {}; make a new "
@@ -253,7 +272,8 @@ DataLoader::Iterator DataLoader::begin() {
   adopt_epoch_set_by_user();
   core_->resume_at_state = false;
   core_->batch_sampler->set_epoch(core_->state.epoch);
-  core_->applied_epoch = core_->state.epoch;
+  if (const std::shared_ptr<Sampler>& sampler = core_->batch_sampler->sampler())
+    core_->applied_sets = sampler->epoch_sets();
   std::vector<std::vector<int64_t>> batches = core_->batch_sampler->batches();
   EMBER_CHECK(int64_t(batches.size()) == core_->batch_sampler->size(),
               "DataLoader: the batch sampler made {} batches but its size() says {}", batches.size(),
@@ -279,7 +299,7 @@ uint64_t DataLoader::worker_seed() const { return core_->worker_seed; }
 // first, as set_state stops it (load_state calls both), so that none of its
 // batches mixes the two seeds.
 void DataLoader::set_worker_seed(uint64_t seed) {
-  if (auto active = core_->active.lock()) active->cancel();
+  if (auto active = core_->active.lock()) active->cancel("set_worker_seed()");
   core_->worker_seed = seed;
 }
 
@@ -291,7 +311,7 @@ void DataLoader::set_worker_seed(uint64_t seed) {
 // its epoch is chosen through set_state (Note [Epoch order]).
 void DataLoader::adopt_epoch_set_by_user() {
   const std::shared_ptr<Sampler>& sampler = core_->batch_sampler->sampler();
-  if (!sampler || sampler->epoch() == core_->applied_epoch) return;
+  if (!sampler || sampler->epoch_sets() == core_->applied_sets) return;
   const int64_t wanted = sampler->epoch();
   if (wanted == core_->state.epoch) return;
   EMBER_CHECK(core_->state.batch == 0,
@@ -306,7 +326,7 @@ void DataLoader::set_state(DataLoaderState state) {
   EMBER_CHECK(state.epoch >= 0 && state.batch >= 0 && state.batch <= batches,
               "DataLoader::set_state: epoch {} batch {} is not a position in an epoch of {} batches", state.epoch,
               state.batch, batches);
-  if (auto active = core_->active.lock()) active->cancel();
+  if (auto active = core_->active.lock()) active->cancel("set_state()");
   core_->state = state.batch == batches ? DataLoaderState{state.epoch + 1, 0} : state;
   core_->resume_at_state = true;
 }
@@ -321,11 +341,14 @@ void DataLoader::set_batch_sampler(std::shared_ptr<BatchSampler> batch_sampler) 
               "DataLoader::set_batch_sampler: the loader is at batch {} of epoch {}; the batch sampler can only be "
               "replaced between epochs",
               core_->state.batch, core_->state.epoch);
-  if (auto active = core_->active.lock()) active->cancel();
+  if (auto active = core_->active.lock()) active->cancel("set_batch_sampler()");
   // The size check is the loader's own sampler's; a batch sampler that draws
   // from another sampler (not the Accelerator's shard of the same one) is
   // sized by its maker.
-  if (batch_sampler->sampler() != core_->batch_sampler->sampler()) core_->sampled_size = -1;
+  if (batch_sampler->sampler() != core_->batch_sampler->sampler()) {
+    core_->sampled_size = -1;
+    if (batch_sampler->sampler()) core_->applied_sets = batch_sampler->sampler()->epoch_sets();
+  }
   core_->batch_sampler = std::move(batch_sampler);
 }
 

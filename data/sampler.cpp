@@ -97,8 +97,8 @@ RandomSampler::RandomSampler(int64_t data_size, RandomSamplerOptions options, Ge
       replacement_(options.replacement),
       seed_(seed_or_draw(options.seed, generator)) {
   EMBER_CHECK(data_size >= 0, "RandomSampler: data_size must be non-negative, got {}", data_size);
-  EMBER_CHECK(options.num_samples >= -1, "RandomSampler: num_samples must be positive or -1, got {}",
-              options.num_samples);
+  EMBER_CHECK(options.num_samples == -1 || options.num_samples >= 1,
+              "RandomSampler: num_samples must be positive or -1 (the dataset's size), got {}", options.num_samples);
   EMBER_CHECK(num_samples_ == 0 || data_size > 0, "RandomSampler: {} samples requested from an empty dataset",
               num_samples_);
 }

@@ -35,9 +35,16 @@ class Sampler {
   virtual int64_t size() const = 0;
   // This epoch's indices, in order.
   virtual std::vector<int64_t> indices() const = 0;
-  // DataLoader calls this at the start of every epoch.
-  virtual void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  // DataLoader calls this at the start of every epoch. An override must
+  // call this one: the loader tells a set_epoch of the user's from its own
+  // by the count of calls, since the user's may repeat an epoch (the same
+  // order every pass, or an epoch run again after a break).
+  virtual void set_epoch(int64_t epoch) {
+    epoch_ = epoch;
+    ++epoch_sets_;
+  }
   int64_t epoch() const { return epoch_; }
+  uint64_t epoch_sets() const { return epoch_sets_; }
   // The seed of a sampler whose order is random, none for one whose order is
   // not; set_seed replaces it, so that processes that drew different seeds
   // agree on process 0's (the Accelerator's prepare broadcasts it).
@@ -46,6 +53,9 @@ class Sampler {
 
  protected:
   int64_t epoch_ = 0;
+
+ private:
+  uint64_t epoch_sets_ = 0;
 };
 
 // 0, 1, ..., size - 1 every epoch.

@@ -42,6 +42,21 @@ TEST(Csv, WithoutAHeaderEveryRowIsData) {
   EXPECT_EQ(values_of(named), (std::vector<double>{3, 4}));
 }
 
+// pandas' DataFrame(array).to_csv(index=False) names the columns 0, 1, 2:
+// detection read that header as a row of data. Catches: the row of column
+// numbers taken as data when the header is not said.
+TEST(Csv, PandasNumberedColumnsMustBeSaid) {
+  ScratchDirectory directory;
+  std::string path = directory.file("frame.csv");
+  write_file(path, "0,1,2\n1.5,2.5,3.5\n4,5,6\n");
+  EXPECT_EMBER_ERROR(read_csv(path), "the first row is 0, 1, ..., 2, which pandas writes as the header of unnamed "
+                                     "columns and which could also be data; say which with CsvOptions::header");
+  CsvTable named = read_csv(path, {.header = true});
+  EXPECT_EQ(named.column_names, (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(named.values.shape(), (Shape{2, 3}));
+  EXPECT_EQ(read_csv(path, {.header = false}).values.shape(), (Shape{3, 3}));
+}
+
 // Two files read_csv dropped rows of without a word: old Mac line ends (a lone \r:
 // one record of every value, taken as a header, so no rows) and Excel's "CSV UTF-8"
 // byte order mark (its first line of numbers became a header). pandas reads both as

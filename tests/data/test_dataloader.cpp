@@ -453,6 +453,48 @@ TEST(DataLoader, ASamplerEpochSetByTheUserPicksTheEpochItRuns) {
   EXPECT_EQ(epoch_targets(loader), Batches{order_of(3)[1]});
 }
 
+// set_epoch with the epoch the loader ran last (the same order every pass, or
+// an epoch run again after a break) looked like no call at all: the loader
+// ran the next epoch. Catches: the user's call told by its value instead of
+// by the sampler's count of calls.
+TEST(DataLoader, ASamplerEpochSetAgainToTheLastEpochRunsItAgain) {
+  CountingDataset dataset(12);
+  auto sampler = std::make_shared<RandomSampler>(12, RandomSamplerOptions{.seed = 4});
+  DataLoader loader(dataset, {.batch_size = 4, .sampler = sampler});
+  sampler->set_epoch(0);
+  const auto first = epoch_targets(loader);
+  sampler->set_epoch(0);
+  EXPECT_EQ(epoch_targets(loader), first);
+  for (auto& batch : loader) {  // epoch 1, abandoned after one batch, then run again
+    (void)batch;
+    break;
+  }
+  sampler->set_epoch(1);
+  const auto second = epoch_targets(loader);
+  EXPECT_NE(second, first);
+  EXPECT_EQ(loader.state().epoch, 2);
+  DataLoader fresh(dataset, {.batch_size = 4, .sampler = std::make_shared<RandomSampler>(12, RandomSamplerOptions{.seed = 4})});
+  fresh.set_state({.epoch = 2, .batch = 0});
+  EXPECT_EQ(epoch_targets(loader), epoch_targets(fresh));  // and the loader's count goes on from it
+}
+
+// A nested loop over one loader ends the outer loop (one iteration at a
+// time); the outer iterator says why instead of "at the end". And an epoch of
+// no batches is over, as one whose last batch went out. Catches: the
+// cancelled iteration's generic message; the state left at {e, 0} after an
+// empty epoch.
+TEST(DataLoader, ANestedLoopSaysItStoppedTheOuterAndAnEmptyEpochEnds) {
+  CountingDataset dataset(10);
+  DataLoader loader(dataset, {.batch_size = 5});
+  auto outer = loader.begin();
+  for (auto& batch : loader) (void)batch;
+  EXPECT_EMBER_ERROR(++outer, "its iteration was stopped by a newer begin() on the same loader");
+  DataLoader none(dataset, {.batch_size = 16, .drop_last = true});
+  EXPECT_EQ(none.size(), 0);
+  for (auto& batch : none) (void)batch;
+  EXPECT_EQ(none.state(), (DataLoaderState{1, 0}));
+}
+
 // PyTorch's loop: sampler->set_epoch(e), then a new loader for the epoch (or
 // one made after a resumed run set its first epoch). Catches: the loader
 // taking the sampler's epoch at construction as its own, then running epoch 0

@@ -8,6 +8,8 @@
 #include <numeric>
 #include <set>
 
+#include "support/test_support.h"
+
 namespace ember::data {
 namespace {
 
@@ -136,6 +138,9 @@ TEST(Sampler, RandomSamplerRejectsBadOptions) {
   EXPECT_THROW(RandomSampler(-1, {.seed = 1}), Error);
   EXPECT_THROW(RandomSampler(5, {.num_samples = -2, .seed = 1}), Error);
   EXPECT_THROW(RandomSampler(0, {.num_samples = 3, .seed = 1}), Error);
+  // Zero samples made every epoch empty without a word; torch refuses it too.
+  EXPECT_EMBER_ERROR(RandomSampler(5, {.num_samples = 0, .seed = 1}), "num_samples must be positive or -1");
+  EXPECT_EQ(RandomSampler(0, {.seed = 1}).size(), 0);  // an empty dataset's sampler still is one
 }
 
 TEST(Sampler, SubsetRandomSamplerPermutesTheGivenIndices) {
