@@ -91,6 +91,9 @@ FileDescriptor create_temporary(std::string_view op, const std::string& target, 
     if (const auto& names = temporary_names_for_testing()) temporary = names(target, attempt);
     FileDescriptor file(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666));
     if (file.get() >= 0) return file;
+    const std::string parent = std::filesystem::path(target).parent_path().string();
+    EMBER_CHECK(errno != ENOENT, "{}: cannot write '{}': the directory '{}' does not exist", op, target,
+                parent.empty() ? "." : parent);
     EMBER_CHECK(errno == EEXIST, "{}: cannot create '{}': {}", op, temporary, errno_text());
   }
   EMBER_CHECK(false, "{}: cannot create a temporary file beside '{}': {} random names were all taken", op, target,
@@ -108,7 +111,8 @@ void write_file_atomically(std::string_view op, const std::filesystem::path& pat
   // (the user meant its target), a device (a save to /dev/full "succeeded" and
   // replaced the device node as root), a FIFO. Only a regular file, or nothing, is replaced.
   struct stat existing {};
-  if (::lstat(target.c_str(), &existing) == 0) {
+  const bool replacing = ::lstat(target.c_str(), &existing) == 0;
+  if (replacing) {
     EMBER_CHECK(!S_ISLNK(existing.st_mode),
                 "{}: '{}' is a symbolic link; a file is never written through one nor replaced by a save: save to "
                 "its target, or remove the link first",
@@ -119,6 +123,10 @@ void write_file_atomically(std::string_view op, const std::filesystem::path& pat
   std::string temporary;
   FileDescriptor file = create_temporary(op, target, temporary);
   try {
+    // A replaced file keeps its permissions (a config file made 0600 stays
+    // so), as a file rewritten in place would.
+    EMBER_CHECK(!replacing || ::fchmod(file.get(), existing.st_mode & 07777) == 0,
+                "{}: cannot give '{}' the permissions of '{}': {}", op, temporary, target, errno_text());
     write(file.get(), temporary);
     // The bytes reach the disk before the name does, so a crash leaves the old file or the new one.
     EMBER_CHECK(::fsync(file.get()) == 0, "{}: cannot sync '{}': {}", op, temporary, errno_text());

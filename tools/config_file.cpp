@@ -409,11 +409,7 @@ void write_config_file(const std::string& path, const Settings& settings) {
   EMBER_CHECK(!error, "cannot write config file '{}': cannot create its directory: {}", path, error.message());
 
   // A new temporary beside it, renamed over it: never written through a link (core/file_io.h).
-  try {
-    write_file_atomically("ember config", target, text);
-  } catch (const Error& write_error) {
-    EMBER_CHECK(false, "cannot write config file '{}': {}", path, write_error.what());
-  }
+  write_file_atomically("writing the config file", target, text);
 }
 
 }  // namespace ember::launch

@@ -198,9 +198,12 @@ CLI::App* add_config_command(CLI::App& app, ConfigCommandOptions& options) {
 
 CLI::App* add_env_command(CLI::App& app, EnvCommandOptions& options) {
   CLI::App* env = app.add_subcommand("env", "Print the version, build, machine and config, for bug reports");
-  env->add_option("--config-file", options.config_file, "The config file to show instead of the default one")
-      ->check(kNonEmptyPath);
-  env->add_flag("--variables", options.variables, "List every EMBER_* environment variable ember reads, and what it does");
+  CLI::Option* config_file =
+      env->add_option("--config-file", options.config_file, "The config file to show instead of the default one")
+          ->check(kNonEmptyPath);
+  // The list reads no config file: one given beside it would be ignored.
+  env->add_flag("--variables", options.variables, "List every EMBER_* environment variable ember reads, and what it does")
+      ->excludes(config_file);
   return env;
 }
 
@@ -282,6 +285,17 @@ int main(int argc, char** argv) {
   CLI::App* estimate = ember::launch::add_estimate_memory_command(app, estimate_options);
   ember::launch::TraceMergeOptions trace_options;
   CLI::App* trace_merge = ember::launch::add_trace_command(app, trace_options);
+  // CLI11 reports a misspelt command as "A subcommand is required": name the word.
+  if (!ours.empty() && !ours.front().starts_with("-")) {
+    std::vector<std::string> names;
+    for (const CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
+      names.push_back(command->get_name());
+    if (std::find(names.begin(), names.end(), ours.front()) == names.end()) {
+      std::fprintf(stderr, "ember: unknown command '%s' (choose from %s)\nRun 'ember --help' for usage.\n",
+                   ours.front().c_str(), fmt::format("{}", fmt::join(names, ", ")).c_str());
+      return 2;
+    }
+  }
   try {
     std::reverse(ours.begin(), ours.end());  // CLI11 takes a vector in reverse order
     app.parse(ours);

@@ -74,7 +74,7 @@ nlohmann::json merge_traces(const std::string& directory) {
   for (const auto& [file_rank, path] : files) {
     nlohmann::json trace;
     try {
-      trace = nlohmann::json::parse(read_small_file("ember trace merge", path, kMaxTraceBytes));
+      trace = nlohmann::json::parse(read_small_file("reading a trace", path, kMaxTraceBytes));
     } catch (const nlohmann::json::exception& failure) {
       EMBER_CHECK(false, "{} is not JSON: {}", path.string(), failure.what());
     }
@@ -125,7 +125,7 @@ std::string run_trace_merge(const TraceMergeOptions& options) {
   const std::string output =
       options.output.empty() ? (std::filesystem::path(options.directory) / "merged.json").string() : options.output;
   const nlohmann::json merged = merge_traces(options.directory);
-  write_file_atomically("ember trace merge", output, merged.dump() + "\n");
+  write_file_atomically("writing the merged trace", output, merged.dump() + "\n");
   return output;
 }
 

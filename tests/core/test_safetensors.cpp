@@ -332,7 +332,9 @@ TEST_F(SafetensorsRoundTrip, SavingLeavesNoStagingFile) {
   EXPECT_FALSE(fs::exists(file("model.safetensors.tmp")));
 
   const fs::path missing = file("no_such_directory") / "model.safetensors";
-  EXPECT_EMBER_ERROR(save_safetensors(missing, build(model_cases())), "cannot create");
+  EXPECT_EMBER_ERROR(save_safetensors(missing, build(model_cases())),
+                     "cannot write '" + missing.string() + "': the directory '" + file("no_such_directory").string() +
+                         "' does not exist");
   EXPECT_FALSE(fs::exists(missing.string() + ".tmp"));
 }
 

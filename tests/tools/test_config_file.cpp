@@ -594,6 +594,13 @@ TEST_F(ConfigFileTest, WrittenFileReadsBackTheSame) {
   mode_t mask = umask(0);
   umask(mask);
   EXPECT_EQ(info.st_mode & 0777, 0666 & ~mask) << "as readable as a file written with open()";
+  // A file made private stays so when rewritten, as `accelerate config`'s
+  // open(path, "w") leaves it. Catches: the temporary's default mode renamed
+  // over it (0600 became 0644).
+  ASSERT_EQ(chmod(target.c_str(), 0600), 0);
+  launch::write_config_file(target.string(), {{"seed", "2"}});
+  ASSERT_EQ(stat(target.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 07777, 0600u);
 }
 
 TEST_F(ConfigFileTest, WriteWhereNoFileCanBeIsAnError) {
@@ -603,9 +610,8 @@ TEST_F(ConfigFileTest, WriteWhereNoFileCanBeIsAnError) {
   EXPECT_TRUE(contains(message, "cannot write config file '" + target + "': cannot create its directory")) << message;
   std::string into_directory = (directory).string();
   message = error_of([&] { launch::write_config_file(into_directory, {{"seed", "1"}}); });
-  EXPECT_TRUE(contains(message, "cannot write config file '" + into_directory + "': ember config: '" + into_directory +
-                                    "' exists and is not a regular file: it is a directory"))
-      << message;
+  EXPECT_EQ(message, "writing the config file: '" + into_directory + "' exists and is not a regular file: it is a "
+                     "directory");
   EXPECT_FALSE(contains(read_text(directory / "a_file"), "seed"));
 }
 

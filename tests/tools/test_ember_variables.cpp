@@ -99,6 +99,12 @@ TEST(EmberVariables, EmberEnvListsThemAndMarksAnUnknownOne) {
         << variable.name << " in:\n" << listing.output;
   }
 
+  // The list reads no config file, so one named beside it is refused, not ignored.
+  ProcessResult both = run_process(
+      clean_command({}, {EMBER_CLI, "env", "--variables", "--config-file", "/nonexistent.yaml"}), 30s);
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+  EXPECT_NE(both.output.find("ember: --config-file excludes --variables"), std::string::npos) << both.output;
+
   ProcessResult report =
       run_process(clean_command({"EMBER_SEED=3", "EMBER_SEDE=4"}, {EMBER_CLI, "env"}), 30s);
   ASSERT_EQ(report.exit_code, 0) << report.output;

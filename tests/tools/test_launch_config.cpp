@@ -139,6 +139,16 @@ TEST_F(LaunchConfigTest, AnEmptyConfigFilePathIsRefused) {
   EXPECT_EQ(leftover_workers(), std::vector<pid_t>{});
 }
 
+// A misspelt command was reported as "A subcommand is required", naming
+// neither the word nor the commands (accelerate's argparse names both).
+TEST(EmberCommand, AMisspeltCommandIsNamed) {
+  ProcessResult result = run_process(clean_command({}, {EMBER_CLI, "lanch", "--nproc-per-node", "2", "train"}), 30s);
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_TRUE(contains(result.output, "ember: unknown command 'lanch' (choose from launch, config, env, "
+                                      "estimate-memory, trace)"))
+      << result.output;
+}
+
 // CLI11 read a number flag's "010" as octal 8 (--master-port 077777 ran on
 // port 32767), "0x2" as 2 and "" as 0 (--grace-period "" stopped workers with
 // no grace at all); torchrun and accelerate launch read decimal text only.
