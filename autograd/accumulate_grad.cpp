@@ -66,6 +66,15 @@ void run_post_accumulate_hooks(AutogradMeta& meta, const Tensor& leaf) {
 
 }  // namespace
 
+Tensor apply_leaf_hooks(const TensorImpl& leaf, Tensor grad) {
+  const AutogradMeta* meta = leaf.autograd.get();
+  if (!meta || meta->leaf_hooks.empty() || !grad.defined()) return grad;
+  // A hook may register more on this tensor (reallocating the list): they run from the next pass.
+  const std::vector<TensorHook> hooks = meta->leaf_hooks;
+  for (const TensorHook& hook : hooks) grad = apply_tensor_hook(hook, grad);
+  return grad;
+}
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   Tensor grad = std::move(grad_outputs[0]);
   Tensor leaf(leaf_);
@@ -74,11 +83,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   // gets no gradient and runs no hook, as in PyTorch: DDP's hooks and the
   // optimizer would otherwise train a parameter the user froze.
   if (!grad.defined() || !leaf.requires_grad()) return {};
-  if (meta && !meta->leaf_hooks.empty()) {
-    // A hook may register more on this tensor (reallocating the list): they run from the next pass.
-    const std::vector<TensorHook> hooks = meta->leaf_hooks;
-    for (const TensorHook& hook : hooks) grad = apply_tensor_hook(hook, grad);
-  }
+  grad = apply_leaf_hooks(*leaf_, std::move(grad));
   // Backward threads that share a leaf take turns at its .grad.
   std::unique_lock lock(mutex_);
   if (leaf_->grad) {

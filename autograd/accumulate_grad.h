@@ -21,6 +21,11 @@ class AccumulateGrad final : public Node {
   std::mutex mutex_;  // held while .grad is written
 };
 
+// `grad` through the tensor hooks registered on `leaf` (register_hook on a
+// leaf), in order: what accumulates into its .grad, and what autograd::grad
+// returns for it.
+Tensor apply_leaf_hooks(const TensorImpl& leaf, Tensor grad);
+
 // The leaf's accumulator, made on first use and shared by all later uses.
 std::shared_ptr<Node> accumulator_for(const Tensor& leaf);
 

@@ -188,16 +188,26 @@ void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_root
     // the nodes that lead to them, and never writes any .grad.
     const auto captured = capture ? capture->at.find(node) : decltype(capture->at)::iterator();
     const bool skip = capture && !to_run.count(node);
-    if (!node->pre_hooks.empty() && (!skip || (capture && captured != capture->at.end()))) {
-      // A hook may register more on its tensor (reallocating the list): they run from the next pass.
-      const auto hooks = node->pre_hooks;
-      for (const auto& [output_nr, hook] : hooks) {
-        Tensor& grad = grads[size_t(output_nr)];
-        if (grad.defined()) grad = apply_tensor_hook(hook, grad);
+    const bool is_captured = capture && captured != capture->at.end();
+    if (!skip || is_captured) {
+      // A hook may register more on its tensor (reallocating the list): they
+      // run from the next pass. retain_grad's come last, whenever registered.
+      for (const auto* list : {&node->pre_hooks, &node->retain_grad_hooks}) {
+        if (list->empty()) continue;
+        const auto hooks = *list;
+        for (const auto& [output_nr, hook] : hooks) {
+          Tensor& grad = grads[size_t(output_nr)];
+          if (grad.defined()) grad = apply_tensor_hook(hook, grad);
+        }
       }
     }
-    if (capture && captured != capture->at.end())
+    if (is_captured) {
+      // A captured leaf's answer has been through its tensor hooks, as what
+      // backward would accumulate (PyTorch 2 runs them before capturing).
+      if (const auto* accumulator = dynamic_cast<const AccumulateGrad*>(node))
+        grads[0] = apply_leaf_hooks(*accumulator->leaf(), std::move(grads[0]));
       for (auto [output_nr, index] : captured->second) capture->answers[index] = grads[size_t(output_nr)];
+    }
 
     std::vector<Tensor> input_grads;
     if (!skip) {

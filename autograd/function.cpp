@@ -104,7 +104,7 @@ void retain_grad_at_history(const Tensor& t) {
   std::weak_ptr<TensorImpl> weak = t.impl_ptr();
   // The hook stays on the node after the tensor moves on to a newer history,
   // and then keeps nothing: only the latest history's hook writes .grad.
-  meta.grad_fn->pre_hooks.emplace_back(output_nr, [weak, node, output_nr](const Tensor& grad) {
+  meta.grad_fn->retain_grad_hooks.emplace_back(output_nr, [weak, node, output_nr](const Tensor& grad) {
     std::shared_ptr<TensorImpl> impl = weak.lock();
     if (!impl || !impl->autograd || impl->autograd->grad_fn.get() != node || impl->autograd->output_nr != output_nr) return Tensor();
     Tensor existing(impl->grad);

@@ -88,6 +88,9 @@ class Node : public std::enable_shared_from_this<Node> {
   // how to regenerate (a custom function's): in-place ops on them are refused.
   bool refuses_in_place = false;
   std::vector<std::pair<int, TensorHook>> pre_hooks;  // (output_nr, hook) from register_hook on non-leaves
+  // retain_grad's, run after every pre-hook whenever registered, so .grad is
+  // the gradient the hooks left (PyTorch 2's retains_grad_hooks).
+  std::vector<std::pair<int, TensorHook>> retain_grad_hooks;
 };
 
 }  // namespace ember::autograd

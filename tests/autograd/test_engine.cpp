@@ -211,6 +211,39 @@ TEST(Engine, RetainGradKeepsNonLeafGradients) {
   EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{6, 12}));
 }
 
+// PyTorch 2: retain_grad's hook runs after the tensor's other hooks, however
+// they were registered, so .grad is the gradient that flows on. Catches: the
+// retain hook among the pre-hooks in registration order (z.grad [1, 1, 1]
+// while x.grad showed the hook's 10x).
+TEST(Engine, RetainGradSeesTheGradientAfterTheHooks) {
+  for (bool retain_first : {true, false}) {
+    Tensor x = leaf({1, 2, 3});
+    Tensor z = x * 2.0;
+    if (retain_first) z.retain_grad();
+    z.register_hook([](const Tensor& g) { return g * 10.0; });
+    if (!retain_first) z.retain_grad();
+    sum(z).backward();
+    EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{10, 10, 10})) << retain_first;
+    EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{20, 20, 20})) << retain_first;
+  }
+}
+
+// PyTorch 2's autograd.grad runs a leaf input's tensor hooks before
+// capturing its gradient, as backward runs them before accumulating.
+// Catches: grad() capturing at the accumulator without the leaf's hooks
+// ([2, 4, 6] from grad(), [20, 40, 60] from backward, for the same leaf).
+TEST(Engine, GradOfALeafRunsItsHooksAsBackwardDoes) {
+  Tensor x = leaf({1, 2, 3});
+  x.register_hook([](const Tensor& g) { return g * 10.0; });
+  for (bool create_graph : {false, true}) {
+    std::vector<Tensor> grads = autograd::grad({sum(x * x)}, {x}, {}, std::nullopt, create_graph);
+    EXPECT_EQ(grads.at(0).to_vector<double>(), (std::vector<double>{20, 40, 60})) << create_graph;
+  }
+  EXPECT_FALSE(x.grad().defined());  // grad() never writes .grad
+  sum(x * x).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{20, 40, 60}));
+}
+
 // PyTorch's numbers (1.13): y.grad is the gradient of y's latest version, and
 // a view made before an in-place write to its base keeps its retained gradient.
 // Catches: the retain hook left on the history the tensor had when
