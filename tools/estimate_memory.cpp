@@ -377,7 +377,9 @@ std::vector<std::string> memory_table(const EstimateMemoryOptions& options) {
     lines.push_back(fmt::format("mixed precision {}: no casts; parameters, gradients and optimizer state are {}",
                                 options.mixed_precision, dtype_name(dtype)));
   }
-  lines.push_back("not counted: activations, communication buckets, and zero3's prefetched next unit");
+  lines.push_back("not counted: activations, communication buckets, and under zero3 the prefetched next unit and the "
+                  "root unit (the parameters outside every wrapped module), gathered all step beside the unit that "
+                  "runs");
   return lines;
 }
 

@@ -51,8 +51,10 @@ struct MemoryEstimateOptions {
 // With mixed precision every strategy adds P·c for autocast's casts of the
 // weights (c = element_size(autocast_dtype); none when the parameters are
 // already in that dtype). Not counted: activations (they depend on the
-// batch), the communication buckets, and with prefetching the next unit's
-// parameters (up to another U·b) under zero3.
+// batch), the communication buckets, with prefetching the next unit's
+// parameters (up to another U·b) under zero3, and zero3's root unit (the
+// parameters outside every wrapped module), which stays gathered from the
+// forward's start to the backward's end beside the unit that runs.
 struct MemoryEstimate {
   int64_t parameters = 0;
   int64_t gradients = 0;

@@ -116,7 +116,8 @@ TEST(EstimateMemory, TableWithExactBytes) {
       "reduced, zero1 holds its flat gradient buffer, zero2 its full and flat gradients, zero3 its full parameters and "
       "gradients",
       "mixed precision no: no casts; parameters, gradients and optimizer state are float32",
-      "not counted: activations, communication buckets, and zero3's prefetched next unit",
+      "not counted: activations, communication buckets, and under zero3 the prefetched next unit and the root unit "
+      "(the parameters outside every wrapped module), gathered all step beside the unit that runs",
   };
   EXPECT_EQ(lines, expected);
   lines = launch::memory_table({.params = "10", .num_processes = "4", .optimizer = "sgd", .dtype = "bf16",
