@@ -52,7 +52,7 @@ class Scalar {
     if (kind_ == Kind::floating) return convert<T>(d_);
     if constexpr (std::is_same_v<T, bool>) return i_ != 0;
     else if constexpr (std::is_integral_v<T>) return T(i_);
-    else return T(static_cast<ComputeType<T>>(double(i_)));
+    else return T(static_cast<ComputeType<T>>(i_));  // rounded once (through double, 2^60 + 2^36 + 1 lost 2^37)
   }
 
   // The dtype a tensor of this scalar alone would have (f32 for floats, i64 for ints).

@@ -79,6 +79,20 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   double count = std::ceil((hi - lo) / delta);
   EMBER_CHECK(count < 1e12, "arange: {} elements requested", count);
   int64_t n = int64_t(count);
+  if (is_integral(options.dtype)) {
+    // PyTorch 2: the length from the numbers given, the values from start
+    // and step truncated to integers first. Truncating each value instead
+    // gave arange(-0.5, 2, 1) as [0, 0, 1] where PyTorch gives [0, 1, 2].
+    EMBER_CHECK(std::abs(lo) < 9.2e18 && std::abs(delta) < 9.2e18,
+                "arange: start {} and step {} do not fit {}", lo, delta, options.dtype);
+    const int64_t first = int64_t(lo), stride = int64_t(delta);
+    EMBER_CHECK(stride != 0, "arange: step {} truncates to 0 for {}", delta, options.dtype);
+    if (n > 0) check_scalar_fits("arange", int64_t(__int128(first) + __int128(n - 1) * stride), options.dtype);
+    Tensor integers = make_tensor({n}, DType::i64);
+    int64_t* values = integers.data_ptr<int64_t>();
+    for (int64_t i = 0; i < n; ++i) values[i] = int64_t(__int128(first) + __int128(i) * stride);
+    return finish("arange", integers.to(options.dtype).to(options.device), options);
+  }
   Tensor host = make_tensor({n}, DType::f64);
   double* data = host.data_ptr<double>();
   for (int64_t i = 0; i < n; ++i) data[i] = lo + double(i) * delta;
@@ -90,8 +104,10 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
   Tensor host = make_tensor({steps}, DType::f64);
   double* data = host.data_ptr<double>();
   double delta = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
-  // Fill from both ends, as PyTorch does, so the last value is exactly `end`.
-  for (int64_t i = 0; i < steps; ++i) data[i] = i < steps / 2 ? start + delta * double(i) : end - delta * double(steps - 1 - i);
+  // Fill from both ends, as PyTorch does, so the last value is exactly `end`;
+  // a single step is `start` (the halfway rule alone gave `end`).
+  for (int64_t i = 0; i < steps; ++i)
+    data[i] = steps == 1 || i < steps / 2 ? start + delta * double(i) : end - delta * double(steps - 1 - i);
   return finish("linspace", host.to(options.dtype).to(options.device), options);
 }
 

@@ -187,6 +187,9 @@ std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, in
   int64_t total = 0;
   for (int64_t s : sizes) {
     EMBER_CHECK(s >= 0, "split: split sizes must be non-negative, got {}", s);
+    // Checked before adding: a sum past int64 wrapped back to the size and made views outside the storage.
+    EMBER_CHECK(s <= t.shape()[d] - total, "split: split sizes [{}] sum to more than dim {}'s size {} (shape {})",
+                fmt::join(sizes, ", "), d, t.shape()[d], t.shape());
     total += s;
   }
   EMBER_CHECK(total == t.shape()[d], "split: split sizes sum to {} but dim {} has size {} (shape {})", total, d,

@@ -285,6 +285,10 @@ TEST(Indexing, BadShapesAndArgumentsNameTheOp) {
   EXPECT_EMBER_ERROR(stack({zeros({2}), zeros({3})}), "stack: expects each tensor to be equal size, but got [2] at "
                                                        "position 0 and [3] at position 1");
   EXPECT_EMBER_ERROR(split(zeros({4}), std::vector<int64_t>{1, 2}), "split: split sizes sum to 3 but dim 0 has size 4");
+  // Sizes whose sum wraps past int64 back to the dim's size made views
+  // outside the storage (a read before it, then a segfault).
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EMBER_ERROR(split(zeros({5}), std::vector<int64_t>{kMax, kMax, 7}), "split: split sizes [");
   EXPECT_EMBER_ERROR(split(zeros({4}), 0), "split: split_size must be positive");
   EXPECT_EMBER_ERROR(chunk(zeros({4}), 0), "chunk: expects chunks to be greater than 0, got 0");
   EXPECT_EMBER_ERROR(index_select(zeros({3}), 0, zeros({1})),

@@ -136,6 +136,23 @@ TEST(Tensor, ArangeOfLargeIntegersIsExact) {
 // item<int>() saturated or wrapped without a word (NaN gave 0, 3e9 gave
 // INT32_MAX, int64 5e9 wrapped to 705032704); libtorch's checked conversion
 // throws. Mutation caught: item without its check_scalar_fits.
+// From the tensor-basics audit, each against PyTorch 2.15. Catches:
+// linspace's halfway rule giving `end` for one step; arange into an integer
+// dtype truncating each value (duplicates) instead of start and step; an
+// int64 scalar rounded to f32 through double (twice).
+TEST(Tensor, CreationMatchesPyTorchAtItsEdges) {
+  EXPECT_EQ(linspace(3, 5, 1).to_vector<float>(), std::vector<float>{3});
+  EXPECT_EQ(linspace(3, 5, 1, {.dtype = DType::f64}).to_vector<double>(), std::vector<double>{3});
+  EXPECT_EQ(arange(-0.5, 2, 1, {.dtype = DType::i64}).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(arange(0, 5, 1.5, {.dtype = DType::i64}).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EMBER_ERROR(arange(0, 2, 0.5, {.dtype = DType::i32}), "arange: step 0.5 truncates to 0");
+  const int64_t big = (int64_t(1) << 60) + (int64_t(1) << 36) + 1;
+  const float once = float(big);  // one rounding, as PyTorch's full and the tensor conversion
+  EXPECT_EQ(full({1}, big, {.dtype = DType::f32}).item<float>(), once);
+  EXPECT_EQ((zeros({1}) + big).item<float>(), once);
+  EXPECT_EQ(from_vector<int64_t>({big}).to(DType::f32).item<float>(), once);
+}
+
 TEST(Tensor, ItemIntoAnIntegerIsChecked) {
   EXPECT_EMBER_ERROR(full({}, NAN).item<int64_t>(), "item");
   EXPECT_EMBER_ERROR(full({}, 3e9).item<int32_t>(), "item");
