@@ -104,7 +104,9 @@ Module& Module::operator=(Module&& other) noexcept {
 }
 
 void Module::run_call(ForwardCall& call, const std::function<void()>& forward) {
-  const int64_t begin = profiler::recording(profiler::kRecordOps) ? profiler::now_ns() : -1;
+  // Closed by its destructor, so a call that throws still has its span
+  // around the kernels it ran (as PyTorch's record_function).
+  profiler::Span span(profiler::kRecordOps, profiler::Category::module, type_name());
   // Snapshots, so that a hook may remove itself (or another) while they run.
   const std::vector<ForwardWrapper> call_wrappers = forward_wrappers_.snapshot();
   const std::vector<ForwardWrapper> step_wrappers = forward_step_wrappers_.snapshot();
@@ -114,8 +116,6 @@ void Module::run_call(ForwardCall& call, const std::function<void()>& forward) {
     for (const ForwardHook& hook : forward_hooks_.snapshot()) hook(call);
     arm_backward_hooks(call);
   });
-  if (begin >= 0)
-    profiler::record_span(profiler::kRecordOps, profiler::Category::module, type_name(), begin, profiler::now_ns());
 }
 
 void Module::run_wrapped(ForwardCall& call, const std::vector<ForwardWrapper>& wrappers, size_t index,

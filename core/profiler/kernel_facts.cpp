@@ -33,7 +33,14 @@ void describe_kernel_call(KernelFacts& facts, const Tensor& first) {
 
 void describe_kernel_call(KernelFacts& facts, const ElementwiseLoop& loop) {
   int64_t bytes = 0;
-  for (int i = 0; i < loop.num_operands; ++i) bytes += loop.numel * element_size(loop.dtypes[i]);
+  for (int i = 0; i < loop.num_operands; ++i) {
+    // An operand broadcast along a dim (stride 0: a bias, a scalar) is read
+    // once there, not once per output element.
+    int64_t elements = 1;
+    for (int d = 0; d < loop.ndim; ++d)
+      if (loop.strides[i][d] != 0) elements *= loop.shape[d];
+    bytes += elements * element_size(loop.dtypes[i]);
+  }
   facts.bytes = bytes;
   // The loop's shape after merging dims, the same for every operand.
   set_shapes(facts, {Sizes(loop.shape, loop.shape + loop.ndim)});

@@ -20,6 +20,23 @@
 namespace ember::profiler {
 namespace {
 
+// The directory the program started in, read as the library loads: a
+// relative EMBER_PROFILE (or profile_dir) names a directory there, even when
+// the program changes directory before its first op or its Accelerator.
+const std::filesystem::path g_starting_directory = [] {
+  std::error_code error;
+  std::filesystem::path directory = std::filesystem::current_path(error);
+  return error ? std::filesystem::path() : directory;
+}();
+
+std::filesystem::path from_start(const std::filesystem::path& path) {
+  if (!path.is_absolute() && !g_starting_directory.empty()) return g_starting_directory / path;
+  std::error_code failure;
+  std::filesystem::path absolute = std::filesystem::absolute(path, failure);
+  EMBER_CHECK(!failure, "profiler: cannot make '{}' absolute: {}", path.string(), failure.message());
+  return absolute;
+}
+
 struct ProcessProfile {
   ProcessProfileOptions options;
   std::unique_ptr<Profile> profile;
@@ -66,11 +83,12 @@ bool start_process_profile(ProcessProfileOptions options) {
   // Absolute now, so a program that changes directory writes where it was
   // asked; checked now, so a run learns at its start (an ember::Error to the
   // Accelerator or DistributedDataParallel that asked) that it cannot write.
-  std::error_code failure;
-  const std::filesystem::path prefix = std::filesystem::absolute(options.path_prefix, failure);
-  EMBER_CHECK(!failure, "profiler: cannot make '{}' absolute: {}", options.path_prefix, failure.message());
+  const std::filesystem::path prefix = from_start(options.path_prefix);
   prepare_output_directory("profiler", prefix.parent_path());
   options.path_prefix = prefix.string();
+  // EMBER_PROFILE_SHAPES asks it of every process-wide profile: the
+  // Accelerator's too, which starts before the first op would read it.
+  options.record.record_shapes = options.record.record_shapes || flag_variable("EMBER_PROFILE_SHAPES").value_or(false);
   try {
     process.profile = std::make_unique<Profile>(options.record);
   } catch (const Error& error) {
@@ -89,9 +107,9 @@ void start_environment_profile() {
   static std::once_flag once;
   std::call_once(once, [] {
     if (const char* directory = environment("EMBER_PROFILE")) {
-      std::error_code error;
-      const std::filesystem::path absolute = std::filesystem::absolute(directory, error);
+      std::filesystem::path absolute;
       try {
+        absolute = from_start(directory);
         prepare_output_directory("EMBER_PROFILE", absolute);
       } catch (const Error& cannot) {
         std::fprintf(stderr, "[ember profiler] no profile will be written: %s\n", cannot.what());
@@ -103,8 +121,7 @@ void start_environment_profile() {
                      "[ember profiler] EMBER_DDP_TRACE=%s writes no trace of its own: its backward nodes and "
                      "communication are in EMBER_PROFILE's trace, %s\n",
                      prefix, (absolute / "rank<r>.json").c_str());
-      start_process_profile({.path_prefix = (absolute / "rank").string(),
-                             .record = {.record_shapes = flag_variable("EMBER_PROFILE_SHAPES").value_or(false)}});
+      start_process_profile({.path_prefix = (absolute / "rank").string(), .record = {}});
     } else if (const char* prefix = environment("EMBER_DDP_TRACE")) {
       // DDP's trace of old: backward nodes and communication only.
       try {

@@ -33,8 +33,9 @@
 
 namespace ember::distributed {
 
-// A logged value: a count, a measurement or a label.
-using TrackerValue = std::variant<int64_t, double, std::string>;
+// A logged value: a flag, a count, a measurement or a label. bool is its own
+// alternative: without it a logged `true` became the integer 1.
+using TrackerValue = std::variant<bool, int64_t, double, std::string>;
 using TrackerValues = std::map<std::string, TrackerValue>;
 
 struct TrackerOptions {

@@ -60,6 +60,24 @@ TEST(Profiler, RecordsEveryKernelWithDeviceDtypeAndShapes) {
   EXPECT_LE(matmuls[0]->end_ns, adds[0]->begin_ns);  // sorted by time
 }
 
+// A broadcast operand is read once per element it has, not once per output
+// element. Catches: every operand counted at the output's size (the GB/s of
+// x + bias and x * 2.0 came out 1.5 times too high).
+TEST(Profiler, ElementwiseBytesCountABroadcastOperandOnce) {
+  Tensor x = random_tensor({100, 10}, DType::f32), bias = random_tensor({10}, DType::f32);
+  Profile profile;
+  Tensor biased = x + bias;
+  Tensor scaled = x * 2.0;
+  profile.stop();
+  auto adds = named(profile.events(), "add");
+  ASSERT_EQ(adds.size(), 1u);
+  EXPECT_EQ(adds[0]->bytes, (1000 + 10 + 1000) * 4);
+  auto muls = named(profile.events(), "mul");
+  ASSERT_EQ(muls.size(), 1u);
+  EXPECT_LE(muls[0]->bytes, (1000 + 1 + 1000) * 8);  // the scalar operand counts once (at most f64)
+  EXPECT_GE(muls[0]->bytes, 2000 * 4);
+}
+
 // Catches (seen failing): a FLOP formula off by the factor 2 of the
 // multiply-add; also a missing batch factor or wrong operand bytes.
 TEST(Profiler, MatmulAndConvFlopsAreExact) {

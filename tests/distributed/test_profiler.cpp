@@ -202,6 +202,21 @@ TEST(Profiler, TracesOfWorkersWithoutAGroupAndBadProfileDirectories) {
     if (event["name"] == "thread_name") replaced |= event["args"]["name"].get<std::string>().find("\xef\xbf\xbd") != std::string::npos;
   EXPECT_TRUE(replaced) << trace.dump();
 
+  // Catches: a relative EMBER_PROFILE resolved where the program was at its
+  // first op or its Accelerator (the trace went under `elsewhere`), and
+  // EMBER_PROFILE_SHAPES dropped when the Accelerator started the profile.
+  ProcessResult moved = run_process({"/usr/bin/env", "-C", directory.path().string(), "EMBER_PROFILE=moved",
+                                     "EMBER_PROFILE_SHAPES=1", EMBER_WORKER, "profiled_after_a_chdir",
+                                     elsewhere.string()},
+                                    seconds(30));
+  ASSERT_EQ(moved.exit_code, 0) << moved.output;
+  EXPECT_FALSE(std::filesystem::exists(elsewhere / "moved"));
+  bool shaped = false;
+  const nlohmann::json moved_trace = read_json(directory.path() / "moved" / "rank0.json");
+  for (const auto& event : moved_trace["traceEvents"])
+    if (event["name"] == "matmul") shaped |= event["args"].contains("shapes");
+  EXPECT_TRUE(shaped) << "no matmul with its shapes in the trace";
+
   const std::filesystem::path profile = directory.path() / "launched";
   ProcessResult launched = launch({"--nproc-per-node", "2", "--profile", profile.string()}, "profiled_without_a_group",
                                   {elsewhere.string()}, seconds(30));

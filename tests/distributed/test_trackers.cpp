@@ -66,9 +66,16 @@ TEST(Trackers, JsonLinesWritesOneFlushedRecordPerLog) {
               "\n";
   EXPECT_EQ(read_file(tracker.path()), expected);
 
+  // A flag stays a flag (it was the integer 1), and text stays text beside it.
+  // Catches: TrackerValue without its bool alternative.
+  tracker.log({{"converged", true}, {"label", "x"}}, 11);
+  expected += R"({"step":11,"time":102.0,"converged":true,"label":"x"})"
+              "\n";
+  EXPECT_EQ(read_file(tracker.path()), expected);
+
   // Text that is not UTF-8 (a byte 0xff) is kept as U+FFFD, not lost.
   tracker.log({{"note", "bad \xff byte"}}, 12);
-  expected += "{\"step\":12,\"time\":102.0,\"note\":\"bad \xEF\xBF\xBD byte\"}\n";
+  expected += "{\"step\":12,\"time\":102.5,\"note\":\"bad \xEF\xBF\xBD byte\"}\n";
   EXPECT_EQ(read_file(tracker.path()), expected);
 
   tracker.finish();

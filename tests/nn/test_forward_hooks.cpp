@@ -179,6 +179,21 @@ TEST(ForwardWrappers, StateSetAroundTheCallIsRestoredWhenForwardThrows) {
   EXPECT_EQ(depth, 0);
 }
 
+// A profiled call that throws still has its module span around the kernels
+// it ran, as PyTorch's record_function. Catches: the span recorded after the
+// call returned (the throwing call's kernels had no module around them).
+TEST(ForwardHooks, AProfiledCallThatThrowsKeepsItsModuleSpan) {
+  nn::Linear linear(3, 2);
+  profiler::Profile profile;
+  linear(ones({1, 3}));
+  EXPECT_THROW(linear(ones({1, 4})), Error);
+  profile.stop();
+  int64_t spans = 0;
+  for (const profiler::Event& event : profile.events())
+    spans += event.category == profiler::Category::module && event.name == "Linear";
+  EXPECT_EQ(spans, 2);
+}
+
 // A forward writing through a non-const reference (a KV cache, a counter):
 // with any hook registered, call() copied the arguments and the writes were
 // lost. Mutation caught: CallArgument decaying every argument -> the cache

@@ -73,6 +73,16 @@ EMBER_SCENARIO(profiled_without_a_group) {
   return chdir(args.at(0).c_str()) == 0 ? 0 : 1;
 }
 
+// A program that changes directory to args[0] before anything else, then
+// makes its Accelerator (which starts EMBER_PROFILE's profile before any op
+// could) and runs one product.
+EMBER_SCENARIO(profiled_after_a_chdir) {
+  if (chdir(args.at(0).c_str()) != 0) return 1;
+  Accelerator accelerator;
+  (void)sum(matmul(ones({4, 8}), ones({8, 3}))).item<float>();
+  return 0;
+}
+
 // Two Accelerators one after the other (a program that trains twice) under
 // EMBER_PROFILE, each profiling its own run: the first takes 3 optimizer
 // steps, the second changes directory to args[0] after it starts and takes 5.
