@@ -46,11 +46,13 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
   }
   Tensor out = ember::embedding(input, weight);
   if (padding_idx && out.requires_grad()) {
-    // Zero the output gradient at padding positions before it reaches the
-    // weight: only this lookup's contribution to the row is blocked.
-    // where, not a product: 0 * inf made the padding row's gradient NaN.
+    // The padding positions read the weight without a gradient to it: only
+    // this lookup's contribution to the row is blocked, and the gradient
+    // with respect to the output (a saliency map, an embedding attack) is
+    // whole, as PyTorch's. A hook zeroing the output's gradient took it
+    // from those too. where, not a product: 0 * inf made the row's gradient NaN.
     Tensor keep = ne(input, *padding_idx).unsqueeze(-1);  // [..., 1]
-    out.register_hook([keep](const Tensor& grad) { return where(keep, grad, 0.0); });
+    out = where(keep, out, out.detach());
   }
   return out;
 }

@@ -107,6 +107,12 @@ TEST(Embedding, PaddingRowStartsAtZeroAndGetsNoGradient) {
   sum(embedding(indices) + embedding.weight.select(0, 4)).backward();
   EXPECT_TRUE(all_close(embedding.weight.grad().select(0, 4), full({2}, 4.0), 0, 0));
   EXPECT_EMBER_ERROR(nn::Embedding(6, 2, {.padding_idx = 6}), "padding_idx 6 must be within num_embeddings 6");
+  // The gradient with respect to the output is whole at padding positions
+  // too (a saliency map, an embedding attack): PyTorch blocks only the
+  // weight's. Catches: a hook zeroing the output's gradient there ([0, 0, 3,
+  // 3, 0, 0, 3, 3] from grad()).
+  Tensor looked_up = embedding(indices);
+  EXPECT_EQ(autograd::grad({sum(looked_up * 3.0)}, {looked_up})[0].to_vector<float>(), std::vector<float>(8, 3.0f));
   // An infinite gradient at a padding position made the row's gradient NaN
   // (0 * inf); PyTorch's is exactly 0. Mutation caught: the hook multiplying
   // by the mask instead of where().
