@@ -28,14 +28,15 @@ NamedTensors ShardedDataParallel::full_state_dict() {
   // save_model writes it once, as without sharding.
   NamedTensors state;
   std::vector<std::pair<Tensor, Tensor>> copies;  // (a tensor of the module, its copy)
-  for (const auto& [name, tensor] : module_->state_dict()) {
+  for (const auto& entry : module_->state_dict()) {
+    const Tensor& tensor = entry.second;  // not a structured binding: clang 14 cannot capture one
     auto tie = std::find_if(copies.begin(), copies.end(), [&](const auto& copy) {
       const Tensor& other = copy.first;
       return other.storage() == tensor.storage() && other.offset() == tensor.offset() &&
              other.shape() == tensor.shape() && other.strides() == tensor.strides() && other.dtype() == tensor.dtype();
     });
     if (tie == copies.end()) tie = copies.insert(copies.end(), {tensor, tensor.detach().clone()});
-    state.emplace_back(name, tie->second);
+    state.emplace_back(entry.first, tie->second);
   }
   for (size_t f = 0; f < flats_.size(); ++f)
     if (!was_gathered[f]) flats_[f]->release();

@@ -10,6 +10,7 @@
 
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/linalg.h"
 #include "core/ops/reduction.h"
 #include "core/stream.h"
 #include "distributed/accelerator/accelerator.h"
