@@ -3,6 +3,7 @@
 // module.cpp. Tests: tests/nn/test_forward_hooks.cpp, tests/nn/test_module_call.cpp.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "autograd/engine.h"
@@ -105,8 +106,10 @@ Module& Module::operator=(Module&& other) noexcept {
 
 void Module::run_call(ForwardCall& call, const std::function<void()>& forward) {
   // Closed by its destructor, so a call that throws still has its span
-  // around the kernels it ran (as PyTorch's record_function).
-  profiler::Span span(profiler::kRecordOps, profiler::Category::module, type_name());
+  // around the kernels it ran (as PyTorch's record_function). Made only while
+  // recording: type_name() demangles, and hooked calls (DDP, ZeRO units) are every step's.
+  std::optional<profiler::Span> span;
+  if (profiler::recording(profiler::kRecordOps)) span.emplace(profiler::kRecordOps, profiler::Category::module, type_name());
   // Snapshots, so that a hook may remove itself (or another) while they run.
   const std::vector<ForwardWrapper> call_wrappers = forward_wrappers_.snapshot();
   const std::vector<ForwardWrapper> step_wrappers = forward_step_wrappers_.snapshot();
