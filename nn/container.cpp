@@ -1,26 +1,17 @@
 // Containers (see container.h).
 #include "nn/container.h"
 
-#include <algorithm>
 
 namespace ember::nn {
 
 const std::shared_ptr<Module>& IndexedModules::operator[](int64_t index) const {
-  int64_t count = int64_t(items_.size());
+  int64_t count = int64_t(size());
   EMBER_CHECK(index >= -count && index < count, "{}: index {} is out of range for {} modules", type_name(), index,
               count);
-  return items_[size_t(index < 0 ? index + count : index)];
+  return registered_children()[size_t(index < 0 ? index + count : index)].second;
 }
 
 Tensor Sequential::forward(const Tensor& input) {
-  // register_module on a Sequential (PyTorch's add_module, which appends to
-  // the chain) registered a child the chain never ran: trained, saved, skipped.
-  if (named_children().size() != size())
-    for (const auto& [name, child] : named_children())
-      EMBER_CHECK(std::find(begin(), end(), child) != end(),
-                  "Sequential: module \"{}\" was registered with register_module, so it is not in the chain this "
-                  "forward runs (the {} added with push_back); add it with push_back",
-                  name, size());
   Tensor x = input;
   // Through operator(), so each child's forward hooks run (as PyTorch's).
   for (const std::shared_ptr<Module>& module : *this) x = (*module)(x);
@@ -50,14 +41,14 @@ std::string ModuleList::str() const {
 }
 
 bool ModuleDict::contains(const std::string& key) const {
-  for (const auto& entry : named_children())
+  for (const auto& entry : registered_children())
     if (entry.first == key) return true;
   return false;
 }
 
 std::vector<std::string> ModuleDict::keys() const {
   std::vector<std::string> out;
-  for (const auto& entry : named_children()) out.push_back(entry.first);
+  for (const auto& entry : registered_children()) out.push_back(entry.first);
   return out;
 }
 

@@ -5,6 +5,8 @@
 // Tests: tests/nn/test_module.cpp.
 #pragma once
 
+#include <cstddef>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -44,27 +46,48 @@ std::shared_ptr<M> cast_module(const std::shared_ptr<Module>& module, const std:
 }  // namespace detail
 
 // A module list with positional names, shared by Sequential and ModuleList.
+// Its modules are all its children in registration order, so a child added
+// with register_module (PyTorch's add_module) is in the list, counted by
+// size() and run by Sequential's forward, as PyTorch's containers walk _modules.
 class IndexedModules : public Module {
  public:
+  // Iterates the modules, leaving out their names.
+  class iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = std::shared_ptr<Module>;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const value_type*;
+    using reference = const value_type&;
+    iterator() = default;
+    explicit iterator(NamedModules::const_iterator at) : at_(at) {}
+    reference operator*() const { return at_->second; }
+    pointer operator->() const { return &at_->second; }
+    iterator& operator++() {
+      ++at_;
+      return *this;
+    }
+    iterator operator++(int) { return iterator(at_++); }
+    bool operator==(const iterator&) const = default;
+
+   private:
+    NamedModules::const_iterator at_;
+  };
+
   template <class M>
   void push_back(M&& module) {
-    std::shared_ptr<Module> shared = detail::share(std::forward<M>(module));
-    register_module(std::to_string(items_.size()), shared);
-    items_.push_back(std::move(shared));
+    register_module(std::to_string(size()), detail::share(std::forward<M>(module)));
   }
-  size_t size() const { return items_.size(); }
-  bool empty() const { return items_.empty(); }
+  size_t size() const { return registered_children().size(); }
+  bool empty() const { return registered_children().empty(); }
   // Negative indices count from the end, as in Python.
   const std::shared_ptr<Module>& operator[](int64_t index) const;
   template <class M>
   std::shared_ptr<M> at(int64_t index) const {
     return detail::cast_module<M>((*this)[index], fmt::format("{}[{}]", type_name(), index));
   }
-  auto begin() const { return items_.begin(); }
-  auto end() const { return items_.end(); }
-
- private:
-  std::vector<std::shared_ptr<Module>> items_;
+  iterator begin() const { return iterator(registered_children().begin()); }
+  iterator end() const { return iterator(registered_children().end()); }
 };
 
 class Sequential : public IndexedModules {
@@ -108,9 +131,9 @@ class ModuleDict : public Module {
     return detail::cast_module<M>(child(key), fmt::format("{}[\"{}\"]", type_name(), key));
   }
   std::vector<std::string> keys() const;
-  size_t size() const { return named_children().size(); }
-  auto begin() const { return named_children().begin(); }
-  auto end() const { return named_children().end(); }
+  size_t size() const { return registered_children().size(); }
+  auto begin() const { return registered_children().begin(); }
+  auto end() const { return registered_children().end(); }
 };
 
 }  // namespace ember::nn

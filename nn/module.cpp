@@ -209,9 +209,18 @@ std::vector<Tensor> Module::buffers(bool recurse) const {
   return out;
 }
 
+NamedModules Module::named_children() const {
+  NamedModules out;
+  for (const auto& entry : children_) {
+    auto same = [&](const auto& listed) { return listed.second == entry.second; };
+    if (std::find_if(out.begin(), out.end(), same) == out.end()) out.push_back(entry);
+  }
+  return out;
+}
+
 std::vector<std::shared_ptr<Module>> Module::children() const {
   std::vector<std::shared_ptr<Module>> out;
-  for (const auto& entry : children_) out.push_back(entry.second);
+  for (auto& entry : named_children()) out.push_back(std::move(entry.second));
   return out;
 }
 
@@ -277,12 +286,7 @@ void Module::zero_grad(bool set_to_none) {
 // children() lists it once (an initialiser that scales in place must not
 // run twice on it).
 Module& Module::apply(const std::function<void(Module&)>& fn) {
-  std::vector<const Module*> visited;
-  for (const auto& entry : children_) {
-    if (std::find(visited.begin(), visited.end(), entry.second.get()) != visited.end()) continue;
-    visited.push_back(entry.second.get());
-    entry.second->apply(fn);
-  }
+  for (const std::shared_ptr<Module>& child : children()) child->apply(fn);
   fn(*this);
   return *this;
 }

@@ -229,7 +229,9 @@ class Module {
   std::vector<Tensor> parameters(bool recurse = true) const;
   NamedTensors named_buffers(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
-  const NamedModules& named_children() const { return children_; }
+  // The direct submodules, each once under its first name, as PyTorch's
+  // named_children (a child registered under two names is one module).
+  NamedModules named_children() const;
   std::vector<std::shared_ptr<Module>> children() const;
   // This module first (named ""), then every descendant once, depth first.
   std::vector<std::pair<std::string, Module*>> named_modules();
@@ -259,6 +261,11 @@ class Module {
   // Nothing is copied unless every shape matches; the error lists every
   // missing, unexpected and mis-shaped key (mis-shaped ones even when !strict).
   LoadStateDictResult load_state_dict(const NamedTensors& state, bool strict = true);
+
+ protected:
+  // Every registration in order, a child under two names twice: what the
+  // containers hold by position or key, as PyTorch's _modules.
+  const NamedModules& registered_children() const { return children_; }
 
  private:
   struct Buffer {

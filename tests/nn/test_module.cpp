@@ -106,13 +106,27 @@ TEST(Module, RegistrationErrors) {
   EXPECT_EQ(a->state_dict().size(), 0u);
 }
 
-// register_module on a Sequential (PyTorch's add_module, which appends to the
-// chain) registered a child that forward skipped while it trained and saved.
-// Mutation caught: Sequential::forward without its check.
-TEST(Module, ASequentialRunsOnlyWhatItHoldsByPosition) {
+// register_module on a container (PyTorch's add_module) registered a child
+// that trained and saved while Sequential's forward, ModuleList's iteration,
+// size(), [] and printed tree skipped it. PyTorch's containers walk every
+// registered child. Mutation caught: IndexedModules iterating a list of its
+// own that only push_back fills (output [1, 2], size 1).
+TEST(Module, AContainerHoldsAChildAddedWithRegisterModule) {
   nn::Sequential chain(nn::Linear(2, 2));
   chain.register_module("extra", nn::Linear(2, 3));
-  EXPECT_EMBER_ERROR(chain(ones({1, 2})), "Sequential: module \"extra\" was registered with register_module");
+  EXPECT_EQ(chain(ones({1, 2})).shape(), (Shape{1, 3}));
+  EXPECT_EQ(chain.size(), 2u);
+
+  nn::ModuleList list{nn::Tanh()};
+  auto extra = list.register_module("extra", nn::ReLU());
+  list.push_back(nn::Sigmoid());
+  EXPECT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[1], extra);
+  std::vector<std::string> types;
+  for (const std::shared_ptr<nn::Module>& module : list) types.push_back(module->type_name());
+  EXPECT_EQ(types, (std::vector<std::string>{"Tanh", "ReLU", "Sigmoid"}));
+  EXPECT_EQ(list.named_children()[2].first, "2");
+  EXPECT_EQ(list.str(), "ModuleList(\n  (0): Tanh()\n  (1): ReLU()\n  (2): Sigmoid()\n)");
 }
 
 // PyTorch 2 fills a BatchNorm's missing num_batches_tracked with the module's
@@ -324,6 +338,12 @@ TEST(Module, ZeroGradAndApply) {
   int linears = 0;
   shared.apply([&](nn::Module& m) { linears += dynamic_cast<nn::Linear*>(&m) != nullptr; });
   EXPECT_EQ(linears, 1);
+  // children() and named_children() list it once, under its first name, as
+  // PyTorch's do; state_dict keeps both names. Catches: children() walking
+  // every registration (two children, an initialiser run twice).
+  ASSERT_EQ(shared.children().size(), 1u);
+  EXPECT_EQ(shared.named_children()[0].first, "a");
+  EXPECT_EQ(shared.state_dict().size(), 4u);
 }
 
 TEST(Module, PrintsLikePyTorch) {
