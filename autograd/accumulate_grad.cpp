@@ -70,8 +70,8 @@ Tensor apply_leaf_hooks(const TensorImpl& leaf, Tensor grad) {
   const AutogradMeta* meta = leaf.autograd.get();
   if (!meta || meta->leaf_hooks.empty() || !grad.defined()) return grad;
   // A hook may register more on this tensor (reallocating the list): they run from the next pass.
-  const std::vector<TensorHook> hooks = meta->leaf_hooks;
-  for (const TensorHook& hook : hooks) grad = apply_tensor_hook(hook, grad);
+  const auto hooks = meta->leaf_hooks;
+  for (const auto& entry : hooks) grad = apply_tensor_hook(entry.second, grad);
   return grad;
 }
 

@@ -195,9 +195,9 @@ void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_root
       for (const auto* list : {&node->pre_hooks, &node->retain_grad_hooks}) {
         if (list->empty()) continue;
         const auto hooks = *list;
-        for (const auto& [output_nr, hook] : hooks) {
-          Tensor& grad = grads[size_t(output_nr)];
-          if (grad.defined()) grad = apply_tensor_hook(hook, grad);
+        for (const OutputHook& entry : hooks) {
+          Tensor& grad = grads[size_t(entry.output_nr)];
+          if (grad.defined()) grad = apply_tensor_hook(entry.hook, grad);
         }
       }
     }

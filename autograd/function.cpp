@@ -104,13 +104,13 @@ void retain_grad_at_history(const Tensor& t) {
   std::weak_ptr<TensorImpl> weak = t.impl_ptr();
   // The hook stays on the node after the tensor moves on to a newer history,
   // and then keeps nothing: only the latest history's hook writes .grad.
-  meta.grad_fn->retain_grad_hooks.emplace_back(output_nr, [weak, node, output_nr](const Tensor& grad) {
+  meta.grad_fn->retain_grad_hooks.push_back({output_nr, [weak, node, output_nr](const Tensor& grad) {
     std::shared_ptr<TensorImpl> impl = weak.lock();
     if (!impl || !impl->autograd || impl->autograd->grad_fn.get() != node || impl->autograd->output_nr != output_nr) return Tensor();
     Tensor existing(impl->grad);
     impl->grad = existing.defined() ? (existing + grad).impl_ptr() : grad.clone().impl_ptr();
     return Tensor();
-  });
+  }});
 }
 
 void refresh_view_history(const Tensor& t) {

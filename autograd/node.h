@@ -69,6 +69,13 @@ class SavedTensor {
 
 using TensorHook = std::function<Tensor(const Tensor&)>;
 
+// A hook on one output of a node, under the id that removes it (0: none).
+struct OutputHook {
+  int output_nr = 0;
+  TensorHook hook;
+  uint64_t id = 0;
+};
+
 class Node : public std::enable_shared_from_this<Node> {
  public:
   virtual ~Node() = default;
@@ -87,10 +94,10 @@ class Node : public std::enable_shared_from_this<Node> {
   // Its outputs share an input's memory without being views autograd knows
   // how to regenerate (a custom function's): in-place ops on them are refused.
   bool refuses_in_place = false;
-  std::vector<std::pair<int, TensorHook>> pre_hooks;  // (output_nr, hook) from register_hook on non-leaves
+  std::vector<OutputHook> pre_hooks;  // from register_hook on non-leaves
   // retain_grad's, run after every pre-hook whenever registered, so .grad is
   // the gradient the hooks left (PyTorch 2's retains_grad_hooks).
-  std::vector<std::pair<int, TensorHook>> retain_grad_hooks;
+  std::vector<OutputHook> retain_grad_hooks;
 };
 
 }  // namespace ember::autograd
@@ -102,10 +109,14 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;   // null for leaves
   int output_nr = 0;                         // which output of grad_fn this tensor is
   std::weak_ptr<autograd::Node> accumulator;  // leaves: the AccumulateGrad node, shared by all uses
-  std::vector<autograd::TensorHook> leaf_hooks;                    // leaves: run before accumulation
+  // Leaves: run before accumulation, each with the id its registration returned.
+  std::vector<std::pair<uint64_t, autograd::TensorHook>> leaf_hooks;
+  // Non-leaves: every history register_hook put a hook on. An in-place op
+  // moves the tensor to a new history, and its older hooks stay where they
+  // were, as PyTorch's do; remove_hook finds them there.
+  std::vector<std::weak_ptr<autograd::Node>> hooked_histories;
   // Leaves: run after .grad is written, each with the id its registration returned.
   std::vector<std::pair<uint64_t, std::function<void(const Tensor&)>>> post_accumulate_hooks;
-  uint64_t next_hook_id = 1;
   bool retains_grad = false;
   // The storage's version when grad_fn was set. A view whose storage was
   // written since takes a fresh history from its base when next used

@@ -1,7 +1,10 @@
 // The autograd methods of Tensor (declared in core/tensor.h).
+#include <algorithm>
+
 #include "autograd/accumulate_grad.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
+#include "core/hook_list.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/views.h"
 
@@ -40,20 +43,38 @@ void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, 
   autograd::backward({*this}, {gradient}, retain_graph, create_graph);
 }
 
-void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
+uint64_t Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
   EMBER_CHECK(requires_grad(), "register_hook: cannot register a hook on a tensor that does not require grad");
+  const uint64_t id = next_hook_id();
   if (is_leaf()) {
-    meta_of(*this).leaf_hooks.push_back(std::move(hook));
-  } else {
-    grad_fn()->pre_hooks.emplace_back(impl()->autograd->output_nr, std::move(hook));
+    meta_of(*this).leaf_hooks.emplace_back(id, std::move(hook));
+    return id;
   }
+  const std::shared_ptr<autograd::Node>& history = grad_fn();
+  AutogradMeta& meta = meta_of(*this);
+  history->pre_hooks.push_back({meta.output_nr, std::move(hook), id});
+  auto same = [&](const std::weak_ptr<autograd::Node>& hooked) { return hooked.lock() == history; };
+  if (std::find_if(meta.hooked_histories.begin(), meta.hooked_histories.end(), same) == meta.hooked_histories.end())
+    meta.hooked_histories.push_back(history);
+  return id;
+}
+
+bool Tensor::remove_hook(uint64_t id) const {
+  AutogradMeta* meta = impl()->autograd.get();
+  if (!meta) return false;
+  if (std::erase_if(meta->leaf_hooks, [id](const auto& entry) { return entry.first == id; }) > 0) return true;
+  for (const std::weak_ptr<autograd::Node>& hooked : meta->hooked_histories)
+    if (std::shared_ptr<autograd::Node> history = hooked.lock())
+      if (std::erase_if(history->pre_hooks, [id](const autograd::OutputHook& entry) { return entry.id == id; }) > 0)
+        return true;
+  return false;
 }
 
 uint64_t Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
   EMBER_CHECK(is_leaf() && requires_grad(),
               "register_post_accumulate_grad_hook: only leaf tensors that require grad accumulate a gradient");
   AutogradMeta& meta = meta_of(*this);
-  uint64_t id = meta.next_hook_id++;
+  const uint64_t id = next_hook_id();
   meta.post_accumulate_hooks.emplace_back(id, std::move(hook));
   return id;
 }

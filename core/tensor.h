@@ -127,8 +127,10 @@ class Tensor {
   // defaults to create_graph, which records the backward pass itself.
   void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt,
                 bool create_graph = false) const;
-  // `hook(grad)` runs when this tensor's gradient is computed; a defined result replaces it.
-  void register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  // `hook(grad)` runs when this tensor's gradient is computed; a defined result
+  // replaces it. Returns an id for remove_hook (PyTorch's handle.remove()).
+  uint64_t register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  bool remove_hook(uint64_t id) const;  // whether a hook with that id was there
   // Leaves only: `hook(leaf)` runs right after the leaf's .grad was written.
   // Returns an id for remove_post_accumulate_grad_hook (DDP removes its hooks when destroyed).
   uint64_t register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;

@@ -203,6 +203,30 @@ TEST(Engine, PostAccumulateHookCanBeRemoved) {
   EXPECT_FALSE(randn({2}).remove_post_accumulate_grad_hook(1));  // no autograd state at all
 }
 
+// A tensor hook could not be removed: a hook registered for one step (a
+// gradient probe, a debugging print) ran in every later backward, changing
+// gradients for good. Mutation caught: remove_hook searching only the current
+// history (the hook on y's history before mul_ keeps doubling).
+TEST(Engine, TensorHooksCanBeRemoved) {
+  Tensor x = leaf({1, 2});
+  const uint64_t on_leaf = x.register_hook([](const Tensor& g) { return g * 10.0; });
+  Tensor y = x * 1.0;
+  const uint64_t on_y = y.register_hook([](const Tensor& g) { return g * 2.0; });
+  y *= 3.0;  // y moves to a new history; its hook stays on the old one
+  const uint64_t on_new_y = y.register_hook([](const Tensor& g) { return g * 5.0; });
+  auto grad_of_x = [&] { return autograd::grad({sum(y)}, {x}, {}, /*retain_graph=*/true)[0].to_vector<double>(); };
+  EXPECT_EQ(grad_of_x(), (std::vector<double>{300, 300}));
+  EXPECT_TRUE(x.remove_hook(on_leaf));
+  EXPECT_FALSE(x.remove_hook(on_leaf));  // already gone
+  EXPECT_TRUE(y.remove_hook(on_y));
+  EXPECT_EQ(grad_of_x(), (std::vector<double>{15, 15}));
+  EXPECT_TRUE(y.remove_hook(on_new_y));
+  sum(y).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{3, 3}));
+  EXPECT_FALSE(y.remove_hook(on_leaf));  // another tensor's id
+  EXPECT_FALSE(randn({2}).remove_hook(1));  // no autograd state at all
+}
+
 TEST(Engine, RetainGradKeepsNonLeafGradients) {
   Tensor x = leaf({1, 2});
   Tensor y = x * 3;
