@@ -197,9 +197,7 @@ std::vector<std::string> ShardedDataParallel::unit_names() const {
 // --- The hooks -------------------------------------------------------------------
 
 void ShardedDataParallel::before_root_forward() {
-  EMBER_CHECK(!backward_expected_,
-              "ShardedDataParallel: a new forward started before the backward of the previous one ran; under ZeRO "
-              "every forward that builds a graph needs its backward (run evaluation forwards under NoGradGuard)");
+  drop_unstarted_backward("a forward");
   iteration_syncs_ = sync_;
   if (!buffers_.empty() && group_.size() > 1) {
     std::vector<std::shared_ptr<Work>> works;
@@ -241,6 +239,7 @@ void ShardedDataParallel::after_unit_forward(size_t unit, const nn::ForwardCall&
     order_fixed_ = true;
   }
   backward_expected_ = true;
+  backward_started_ = false;
   ready_.assign(units_.size(), false);
   launched_.assign(units_.size(), false);
   next_launch_ = 0;
@@ -248,6 +247,7 @@ void ShardedDataParallel::after_unit_forward(size_t unit, const nn::ForwardCall&
 
 void ShardedDataParallel::before_unit_backward(size_t unit) {
   if (!backward_expected_) return;
+  backward_started_ = true;
   // ZeRO-2/3 keep only the reduced shards of the gradients, which only an
   // attached optimizer updates from: a step of an optimizer left out of
   // prepare would find no gradient and change nothing. Refused as the
@@ -284,6 +284,7 @@ void ShardedDataParallel::on_gradient(size_t flat, size_t member) {
               "hooks (model.forward(x) instead of model(x)?), so it would never be averaged across the {} ranks "
               "(Note [Forwards that skip the hooks] in distributed/README.md)",
               name, group_.size());
+  backward_started_ = true;
   EMBER_CHECK(!launched_[flat_unit_[flat]],
               "ShardedDataParallel: parameter {} got a gradient after the gradients of its unit '{}' were reduced in "
               "this backward (a second backward through the same forward?); under ZeRO each forward has one backward",
@@ -313,6 +314,23 @@ void ShardedDataParallel::end_of_backward() {
     for (auto& flat : flats_) flat->finish_reduction();
     reduced_since_step_ = true;
   }
+  backward_expected_ = false;
+  backward_started_ = false;
+  release_all();
+}
+
+// A forward with grad on whose output is dropped (a metric, a loss never
+// backpropagated) prepares a backward that never comes. PyTorch's FSDP and
+// DDP take the next forward or step regardless, and so does ember's DDP
+// (Note [Unused parameters]): nothing was reduced, so dropping it loses
+// nothing, the same on every rank. A backward that a gradient has reached
+// cannot be dropped: some of its reductions may have run.
+void ShardedDataParallel::drop_unstarted_backward(const char* before) {
+  if (!backward_expected_) return;
+  EMBER_CHECK(!backward_started_,
+              "ShardedDataParallel: {} came while the backward of the previous forward was under way (its gradients "
+              "partly reduced): let that backward finish (did it throw?) before the next forward or step",
+              before);
   backward_expected_ = false;
   release_all();
 }
@@ -399,9 +417,7 @@ void ShardedDataParallel::attach_optimizer(optim::Optimizer& optimizer, bool ins
 }
 
 void ShardedDataParallel::before_step() {
-  EMBER_CHECK(!backward_expected_,
-              "ShardedDataParallel: optimizer step between a forward and its backward; the gradients are not reduced "
-              "yet");
+  drop_unstarted_backward("an optimizer step");
   if (optimizer_ != nullptr) {
     // attach_optimizer gave the optimizer each parameter's piece; a group
     // added later holds whole parameters, whose gradients ZeRO-2/3 drop after

@@ -176,6 +176,9 @@ class ShardedDataParallel {
   void unit_gradients_ready(size_t unit);
   void on_gradient(size_t flat, size_t member);
   void end_of_backward();
+  // Drops the backward a forward prepared when no gradient has reached it
+  // (the forward's output was never backpropagated); refuses one under way.
+  void drop_unstarted_backward(const char* before);
   void launch_ready_in_order();
   void gather_unit(size_t unit);
   void prefetch_unit(size_t unit);
@@ -214,6 +217,7 @@ class ShardedDataParallel {
   bool sync_ = true;
   bool iteration_syncs_ = true;       // the last root forward ran with sync_
   bool backward_expected_ = false;    // a forward whose backward has not ended
+  bool backward_started_ = false;     // and that backward has begun
   bool reduced_since_step_ = false;   // a synced backward ended since the last step
   // Units (not the root) in the order the first forward called them, and
   // the reduction order derived from it: fixed then, the same on every rank.

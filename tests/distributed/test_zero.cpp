@@ -54,6 +54,14 @@ TEST_P(ZeroMatchesDdp, WithAnOptimizerOfSomeParametersAndMaxGradNorm) {
 // clearing with set_to_none = true whatever the call said.
 TEST_P(ZeroMatchesDdp, WhenZeroGradKeepsZeros) { expect_clean_success(run_ranks(2, {GetParam(), "auto", "keep"})); }
 
+// A forward whose output is never backpropagated (a metric computed with grad
+// on) was refused at the next forward or step, where DDP and PyTorch's FSDP
+// take it. Mutation caught: drop_unstarted_backward refusing whenever a
+// backward is expected (the scenario fails at its second forward).
+TEST_P(ZeroMatchesDdp, WithForwardsNeverBackpropagated) {
+  expect_clean_success(run_ranks(2, {GetParam(), "auto", "metric"}));
+}
+
 TEST_P(ZeroMatchesDdp, OverGloo) { expect_clean_success(run_ranks(2, {GetParam(), "gloo", "accumulate"})); }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, ZeroMatchesDdp, ::testing::Values("zero1", "zero2", "zero3"));
