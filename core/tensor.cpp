@@ -66,9 +66,10 @@ T Tensor::item() const {
               shape());
   if (!device().is_cpu()) check_implicit_device_copy("item", device());
   Tensor host = to(kCPU);
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    // Checked, as libtorch's item<int64_t>(): the saturating cast gave 0 for
-    // NaN and INT32_MAX for 3e9, and wrapped 5e9 from int64 into int32.
+  if constexpr (!std::is_same_v<T, bool> && !std::is_same_v<T, double>) {
+    // Checked, as libtorch's item<T>(): the saturating cast gave 0 for NaN
+    // and INT32_MAX for 3e9, wrapped 5e9 from int64 into int32, and turned
+    // an f64 1e300 into an f32 inf (inf and NaN themselves convert).
     const bool floating = is_floating(dtype());
     const Scalar value = floating ? Scalar(host.item<double>()) : Scalar(*host.to(DType::i64).data_ptr<int64_t>());
     check_scalar_fits("item", value, dtype_of<T>);

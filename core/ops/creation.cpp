@@ -74,6 +74,8 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   double lo = start.to_double(), hi = end.to_double(), delta = step.to_double();
   EMBER_CHECK(delta != 0, "arange: step must be nonzero");
   EMBER_CHECK(std::isfinite(lo) && std::isfinite(hi), "arange: bounds must be finite, got start={} end={}", lo, hi);
+  // An infinite step gave an empty tensor (the count came out 0 or NaN).
+  EMBER_CHECK(std::isfinite(delta), "arange: step must be finite, got {}", delta);
   EMBER_CHECK((delta > 0 && hi >= lo) || (delta < 0 && hi <= lo),
               "arange: upper bound and step sign are inconsistent (start={}, end={}, step={})", lo, hi, delta);
   double count = std::ceil((hi - lo) / delta);
@@ -108,6 +110,12 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
   // a single step is `start` (the halfway rule alone gave `end`).
   for (int64_t i = 0; i < steps; ++i)
     data[i] = steps == 1 || i < steps / 2 ? start + delta * double(i) : end - delta * double(steps - 1 - i);
+  // The bounds are the extremes: past the dtype's range they became inf (f16
+  // 70000), as PyTorch refuses them.
+  if (steps > 0) {
+    check_scalar_fits("linspace", start, options.dtype);
+    check_scalar_fits("linspace", end, options.dtype);
+  }
   return finish("linspace", host.to(options.dtype).to(options.device), options);
 }
 

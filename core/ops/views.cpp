@@ -183,7 +183,11 @@ Tensor squeeze(const Tensor& t, int64_t dim) {
 
 Tensor unsqueeze(const Tensor& t, int64_t dim) {
   check_defined(t, "unsqueeze");
-  int d = int(wrap_dim(dim, t.dim() + 1, "unsqueeze"));
+  // The new dim goes anywhere in the result, which has one dim more.
+  EMBER_CHECK(dim >= -(t.dim() + 1) && dim <= t.dim(),
+              "unsqueeze: dim {} out of range for inserting a dim into a tensor with {} dims (expected [{}, {}])", dim,
+              t.dim(), -(t.dim() + 1), t.dim());
+  int d = int(dim < 0 ? dim + t.dim() + 1 : dim);
   Shape shape = t.shape(), strides = t.strides();
   int64_t stride = d < t.dim() ? t.strides()[d] * t.shape()[d] : 1;
   shape.insert(d, 1);
@@ -274,7 +278,12 @@ Tensor select(const Tensor& t, int64_t dim, int64_t index) {
 
 Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) {
   check_defined(t, "flatten");
-  if (t.dim() == 0) return reshape(t, {1});
+  // A 0-d tensor takes dims 0 and -1 only, as PyTorch's (flatten(3) was accepted).
+  if (t.dim() == 0) {
+    wrap_dim(start_dim, 0, "flatten");
+    wrap_dim(end_dim, 0, "flatten");
+    return reshape(t, {1});
+  }
   int start = int(wrap_dim(start_dim, t.dim(), "flatten")), end = int(wrap_dim(end_dim, t.dim(), "flatten"));
   EMBER_CHECK(start <= end, "flatten: start_dim {} comes after end_dim {}", start_dim, end_dim);
   Shape shape;
@@ -289,6 +298,8 @@ Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) {
 Tensor unflatten(const Tensor& t, int64_t dim, const Shape& sizes) {
   check_defined(t, "unflatten");
   int d = int(wrap_dim(dim, t.dim(), "unflatten"));
+  // No sizes would drop a dim of size 1 without a word.
+  EMBER_CHECK(sizes.ndim() > 0, "unflatten: sizes must be non-empty (dim {} of shape {})", dim, t.shape());
   Shape inner = infer_shape(sizes, t.shape()[d], "unflatten");
   Shape shape;
   for (int i = 0; i < d; ++i) shape.push_back(t.shape()[i]);

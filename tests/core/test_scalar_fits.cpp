@@ -50,6 +50,18 @@ TEST(ScalarFits, StoringOpsRefuseANumberPastTheDtypesRange) {
   EXPECT_EQ(i32.to_vector<int32_t>(), (std::vector<int32_t>{0, 0}));
 }
 
+// item<float>() of an f64 1e300 gave inf, where the integer item<>s refuse
+// and libtorch's item<float>() throws "cannot be converted ... without
+// overflow". Mutation caught: item checking integral targets only.
+TEST(ScalarFits, ItemRefusesANumberPastTheTargetsRange) {
+  EXPECT_EMBER_ERROR(full({1}, 1e300, {.dtype = DType::f64}).item<float>(),
+                     "item: value 1e+300 cannot be converted to float32 without overflow");
+  EXPECT_EMBER_ERROR(full({1}, 1e6).item<Half>(), "item: value 1000000 cannot be converted to float16");
+  EXPECT_EMBER_ERROR(full({1}, int64_t(70000)).item<Half>(), "item: value 70000 cannot be converted to float16");
+  EXPECT_TRUE(std::isinf(full({1}, kInf, {.dtype = DType::f64}).item<float>()));
+  EXPECT_EQ(full({1}, 3e38, {.dtype = DType::f64}).item<BFloat16>(), BFloat16(3e38f));
+}
+
 TEST(ScalarFits, EveryNumberInsideTheRangeIsStored) {
   EXPECT_EQ(full({1}, int64_t(2147483647), {.dtype = DType::i32}).item<int32_t>(), 2147483647);
   EXPECT_EQ(full({1}, int64_t(-2147483648), {.dtype = DType::i32}).item<int32_t>(), -2147483647 - 1);

@@ -153,6 +153,25 @@ TEST(Tensor, CreationMatchesPyTorchAtItsEdges) {
   EXPECT_EQ(from_vector<int64_t>({big}).to(DType::f32).item<float>(), once);
 }
 
+// Each of these was accepted with a result PyTorch refuses: linspace into f16
+// past its range gave inf, arange with an infinite step an empty tensor, a
+// 0-d flatten(3) and unflatten(0, {}) (which dropped the dim) a shape. And
+// unsqueeze's error counted one dim too many. Mutations caught: each check
+// removed.
+TEST(Tensor, CreationAndViewsRefuseWhatPyTorchRefuses) {
+  EXPECT_EMBER_ERROR(linspace(0, 70000, 3, {.dtype = DType::f16}),
+                     "linspace: value 70000 cannot be converted to float16");
+  EXPECT_EQ(linspace(0, 60000, 2, {.dtype = DType::f16}).to_vector<float>(), (std::vector<float>{0, 60000}));
+  EXPECT_EMBER_ERROR(arange(0.0, 10.0, std::numeric_limits<double>::infinity()), "arange: step must be finite, got inf");
+  EXPECT_EMBER_ERROR(scalar_tensor(1.0, {}).flatten(3), "flatten: dim 3 out of range for a tensor with 0 dims");
+  EXPECT_EQ(scalar_tensor(1.0, {}).flatten(0, -1).shape(), (Shape{1}));
+  EXPECT_EMBER_ERROR(ones({1, 3}).unflatten(0, {}), "unflatten: sizes must be non-empty (dim 0 of shape [1, 3])");
+  EXPECT_EMBER_ERROR(ones({2, 3, 4}).unsqueeze(4),
+                     "unsqueeze: dim 4 out of range for inserting a dim into a tensor with 3 dims (expected [-4, 3])");
+  EXPECT_EQ(ones({2, 3, 4}).unsqueeze(-4).shape(), (Shape{1, 2, 3, 4}));
+  EXPECT_EQ(ones({2, 3, 4}).unsqueeze(3).shape(), (Shape{2, 3, 4, 1}));
+}
+
 TEST(Tensor, ItemIntoAnIntegerIsChecked) {
   EXPECT_EMBER_ERROR(full({}, NAN).item<int64_t>(), "item");
   EXPECT_EMBER_ERROR(full({}, 3e9).item<int32_t>(), "item");
