@@ -414,6 +414,11 @@ static Tensor compute_pad(const Tensor& t, const std::vector<int64_t>& pad, cons
     const __int128 size = __int128(t.shape()[d]) + pad[2 * pair] + pad[2 * pair + 1];
     EMBER_CHECK(size >= 0, "pad: dim {} of size {} padded by ({}, {}) would have negative size {}", d, t.shape()[d],
                 pad[2 * pair], pad[2 * pair + 1], size);
+    // A crop past the input's edge with a pad on the other side ((-6, 2) on 5
+    // elements) gave a tensor of the pad value alone; PyTorch refuses it.
+    const __int128 crop = std::max<__int128>(-__int128(pad[2 * pair]), 0) + std::max<__int128>(-__int128(pad[2 * pair + 1]), 0);
+    EMBER_CHECK(crop <= t.shape()[d], "pad: dim {} of size {} padded by ({}, {}) would crop {} elements, more than it has",
+                d, t.shape()[d], pad[2 * pair], pad[2 * pair + 1], crop);
     EMBER_CHECK(size <= std::numeric_limits<int64_t>::max(),
                 "pad: dim {} of size {} padded by ({}, {}) would have size {}, past int64", d, t.shape()[d],
                 pad[2 * pair], pad[2 * pair + 1], size);

@@ -82,7 +82,9 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions&
   Tensor rows = input.permute(classes_last).reshape({row_shape.numel(), classes});
   Tensor counted = ne(flat_target, options.ignore_index);
   Tensor safe_target = where(counted, flat_target, 0);  // an index gather can read for ignored rows
-  Tensor picked = gather(rows, 1, safe_target.unsqueeze(1)).squeeze(1);
+  // An ignored row reads class 0 and must add nothing, even where that is
+  // -inf or NaN (a masked class under log_softmax): 0 * -inf made the loss NaN.
+  Tensor picked = where(counted, gather(rows, 1, safe_target.unsqueeze(1)).squeeze(1), 0);
   Tensor target_weight = counted.to(input.dtype());
   if (options.weight.defined()) target_weight = target_weight * index_select(options.weight, 0, safe_target);
   Tensor loss = -(picked * target_weight);
@@ -121,7 +123,11 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
   EMBER_CHECK(beta >= 0, "smooth_l1_loss: beta must be non-negative, got {}", beta);
   if (beta == 0) return l1_loss(input, target, reduction);
   Tensor difference = input - target, magnitude = abs(difference);
-  Tensor loss = where(lt(magnitude, beta), difference * difference * (0.5 / beta), magnitude - 0.5 * beta);
+  // Both branches are differentiated: the square is of the difference clamped
+  // to the quadratic zone, so an infinite difference's gradient is +-1, not
+  // 0 * inf = NaN from the branch not taken.
+  Tensor inside = clamp(difference, -beta, beta);
+  Tensor loss = where(lt(magnitude, beta), inside * inside * (0.5 / beta), magnitude - 0.5 * beta);
   return reduce(loss, reduction);
 }
 

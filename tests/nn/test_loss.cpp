@@ -211,5 +211,28 @@ TEST(Loss, NllLossWithEveryTargetIgnoredHasZeroGradient) {
                      "of float64 on cpu");
 }
 
+// An ignored row still read class 0 and multiplied it by a zero weight: a
+// masked class (-inf under log_softmax) made the loss NaN, where PyTorch and
+// cross_entropy skip the row. Mutation caught: picked without the where.
+TEST(Loss, NllLossIgnoresARowWhoseClassZeroIsMinusInfinity) {
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  Tensor logits = from_vector<float>({kMinusInf, 1.0f, 2.0f, 0.5f, kMinusInf, 0.3f, -1.0f, 2.5f, kMinusInf, 0.7f, 0.1f,
+                                      -0.4f}, {3, 4});
+  Tensor targets = from_vector<int64_t>({2, 1, -100});
+  Tensor none = F::nll_loss(log_softmax(logits, 1), targets, {.reduction = Reduction::none});
+  EXPECT_EQ(none.to_vector<float>()[2], 0.0f);
+  EXPECT_NEAR(F::nll_loss(log_softmax(logits, 1), targets).item<float>(), 1.3981372f, 1e-6);
+  EXPECT_NEAR(F::cross_entropy(logits, targets).item<float>(), 1.3981372f, 1e-6);
+}
+
+// Both branches of smooth_l1's where are differentiated: an infinite
+// difference sent 0 * inf = NaN back from the quadratic branch; PyTorch
+// gives +-1. Mutation caught: squaring the unclamped difference.
+TEST(Loss, SmoothL1GradientOfAnInfiniteDifferenceIsItsSign) {
+  Tensor x = from_vector<float>({std::numeric_limits<float>::infinity(), 1e30f, -1e30f, 0.25f}).requires_grad_(true);
+  F::smooth_l1_loss(x, zeros({4}), Reduction::sum, 1.0).backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{1, 1, -1, 0.25f}));
+}
+
 }  // namespace
 }  // namespace ember::testing
