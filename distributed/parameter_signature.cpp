@@ -69,10 +69,15 @@ uint64_t fingerprint(std::string_view text) {
 }
 
 // Note [Same parameters on every rank].
-void check_same_parameters_on_every_rank(ProcessGroup& group, const NamedTensors& parameters,
-                                         std::string_view op) {
+void check_same_parameters_on_every_rank(ProcessGroup& group, const NamedTensors& parameters, std::string_view op,
+                                         const NamedTensors& buffers) {
   if (group.size() == 1) return;
-  const std::string mine = describe_parameters(parameters);
+  // Buffers too: rank 0's are broadcast over every rank's, and differing
+  // ones failed inside that broadcast, naming neither the engine nor the buffer.
+  std::string mine = describe_parameters(parameters);
+  for (const auto& [name, buffer] : buffers)
+    mine += fmt::format("buffer {} {} {} {}\n", name, buffer.shape(), buffer.dtype(),
+                        buffer.device().is_cpu() ? "cpu" : "cuda");
   Tensor local = from_vector(std::vector<int64_t>{int64_t(fingerprint(mine))}, {1});
   Tensor all = zeros({group.size()}, {.dtype = DType::i64});
   group.allgather(all, local)->wait();
@@ -92,8 +97,8 @@ void check_same_parameters_on_every_rank(ProcessGroup& group, const NamedTensors
     return index < lines.size() ? "'" + lines[index] + "'" : std::string("nothing");
   };
   throw Error(fmt::format(
-              "{}: every rank must build the same model, but parameter {} (name shape dtype device, frozen if it is) is "
-              "{} on rank {} and {} on rank 0 (rank {} has {} parameters, rank 0 has {})",
+              "{}: every rank must build the same model, but parameter or buffer {} (name shape dtype device, frozen "
+              "if it is) is {} on rank {} and {} on rank 0 (rank {} has {} parameters and buffers, rank 0 has {})",
               op, index, at(theirs), rank, at(first), rank, theirs.size(), first.size()));
 }
 

@@ -23,11 +23,10 @@ std::string describe_parameters(const NamedTensors& parameters);
 uint64_t fingerprint(std::string_view text);
 
 // Throws ember::Error on every rank, naming `op`, the first differing
-// parameter and what each of the two ranks holds, when some rank's
-// parameters differ from rank 0's. One all-gather of an 8-byte fingerprint
-// when they agree; two more (lengths, then descriptions) only to write the
-// error.
-void check_same_parameters_on_every_rank(ProcessGroup& group, const NamedTensors& parameters,
-                                         std::string_view op);
+// parameter or buffer and what each of the two ranks holds, when some rank's
+// differ from rank 0's. One all-gather of an 8-byte fingerprint when they
+// agree; two more (lengths, then descriptions) only to write the error.
+void check_same_parameters_on_every_rank(ProcessGroup& group, const NamedTensors& parameters, std::string_view op,
+                                         const NamedTensors& buffers = {});
 
 }  // namespace ember::distributed

@@ -123,7 +123,8 @@ std::string DistributedDataParallel::trace_path() const { return profiler::proce
 // Note [Same parameters on every rank]: a rank built with another model would
 // otherwise hang in the broadcast, or train on buffers of the wrong meaning.
 void DistributedDataParallel::check_same_parameters_on_every_rank() const {
-  distributed::check_same_parameters_on_every_rank(group_, module_->named_parameters(), "DistributedDataParallel");
+  distributed::check_same_parameters_on_every_rank(group_, module_->named_parameters(), "DistributedDataParallel",
+                                                   module_->named_buffers());
 }
 
 void DistributedDataParallel::broadcast_from_rank0(const std::vector<Tensor>& tensors) const {
@@ -159,6 +160,29 @@ void DistributedDataParallel::before_forward() {
                 advice, group_.rank(), joined(reducer_->unready_parameters()));
   }
   if (options_.broadcast_buffers) broadcast_from_rank0(buffers_);
+  if (grad_mode_enabled()) check_no_parameter_joined();
+}
+
+// The reducer's buckets hold the parameters that required grad when DDP was
+// built. One unfrozen afterwards (gradual unfreezing) or added got its own
+// gradient on each rank, never averaged: the replicas drifted apart without
+// a word (PyTorch's DDP does the same). A parameter frozen afterwards is
+// fine: its slot is filled as unused, or refused as such.
+void DistributedDataParallel::check_no_parameter_joined() const {
+  size_t next = 0;
+  for (const auto& [name, parameter] : module_->named_parameters()) {
+    if (next < parameters_.size() && parameter.impl() == parameters_[next].second.impl()) {
+      ++next;
+      continue;
+    }
+    EMBER_CHECK(!parameter.requires_grad(),
+                "DistributedDataParallel: parameter \"{}\" requires grad but did not when DistributedDataParallel was "
+                "built (unfrozen or added afterwards), so its gradient would never be averaged across the {} ranks "
+                "and the replicas would drift apart; build DistributedDataParallel again after changing which "
+                "parameters train, or leave the parameter trainable from the start and add it to the optimizer "
+                "(add_param_group) when it should train",
+                name, group_.size());
+  }
 }
 
 void DistributedDataParallel::after_forward(const std::vector<Tensor*>& outputs) {

@@ -122,6 +122,7 @@ class DistributedDataParallel {
   void check_same_parameters_on_every_rank() const;
   void broadcast_from_rank0(const std::vector<Tensor>& tensors) const;
   void before_forward();
+  void check_no_parameter_joined() const;
   void after_forward(const std::vector<Tensor*>& outputs);
   // Indices of the parameters the graphs of `outputs` do not reach.
   std::vector<size_t> unused_parameters(const std::vector<Tensor*>& outputs) const;

@@ -200,9 +200,20 @@ void Reducer::mark_ready(size_t index) {
   ready_[index] = true;
   const Location& at = locations_[index];
   Bucket& bucket = buckets_[at.bucket];
-  const Tensor& grad = parameters_[index].second.grad();
+  const Tensor& parameter = parameters_[index].second;
+  const Tensor& grad = parameter.grad();
   EMBER_ASSERT(grad.defined() && grad.numel() == bucket.lengths[at.slot], "parameter {}'s gradient does not fit its slot",
                parameters_[index].first);
+  // Module::to after wrapping converts each .grad in place, so the bucket's
+  // views stop aliasing the bucket: with a comm hook the step then took the
+  // gradient frozen at the conversion, every step after, without a word.
+  EMBER_CHECK(parameter.dtype() == bucket.buffer.dtype() && grad.dtype() == bucket.buffer.dtype() &&
+                  parameter.device() == bucket.buffer.device(),
+              "DistributedDataParallel: parameter \"{}\" is {} on {} (gradient {}), but was {} on {} when "
+              "DistributedDataParallel was built (Module::to after wrapping?); convert the model before wrapping it, "
+              "or build DistributedDataParallel again",
+              parameters_[index].first, parameter.dtype(), parameter.device(), grad.dtype(), bucket.buffer.dtype(),
+              bucket.buffer.device());
   bucket.inputs[at.slot] = grad;
   EMBER_ASSERT(bucket.pending > 0, "bucket {} has no pending parameter", at.bucket);
   if (--bucket.pending > 0) return;

@@ -77,7 +77,7 @@ ShardedDataParallel::~ShardedDataParallel() {
 
 // Note [Same parameters on every rank].
 void ShardedDataParallel::check_same_parameters_on_every_rank(const NamedTensors& parameters) const {
-  distributed::check_same_parameters_on_every_rank(group_, parameters, "ShardedDataParallel");
+  distributed::check_same_parameters_on_every_rank(group_, parameters, "ShardedDataParallel", module_->named_buffers());
 }
 
 // HYBRID_SHARD: ranks are laid out node by node (ember launch, torchrun), so

@@ -86,6 +86,10 @@ TEST(DDP, ForwardsWithoutTheirBackwardAreAcceptedAsInPyTorch) {
   expect_clean_success(run_ranks(2, "ddp_forwards_before_a_backward"));
 }
 
+TEST(DDP, AModelChangedAfterWrappingIsRefused) {
+  expect_clean_success(run_ranks(2, "ddp_model_changed_after_wrapping"));
+}
+
 TEST(DDP, BuffersAreBroadcastFromRankZero) { expect_clean_success(run_ranks(2, "ddp_broadcast_buffers")); }
 
 TEST(DDP, FrozenParametersStartFromRankZerosAndEvaluationForwardsAreAllowed) {
@@ -100,6 +104,11 @@ TEST(DDP, RanksWithOtherParameterDtypesAreRefusedNamingTheParameter) {
 TEST(DDP, RanksWithOtherFrozenParametersAreRefusedNamingTheParameter) {
   for (const char* engine : {"ddp", "zero3"})
     expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_mismatched_parameters", {"frozen", engine}, seconds(60)));
+}
+
+TEST(DDP, RanksWithOtherBufferShapesAreRefusedNamingTheBuffer) {
+  for (const char* engine : {"ddp", "zero3"})
+    expect_clean_success(launch({"--nproc-per-node", "2"}, "ddp_mismatched_parameters", {"buffer", engine}, seconds(60)));
 }
 
 TEST(DDP, RanksWithOtherParameterShapesAreRefusedNamingTheParameter) {

@@ -667,6 +667,50 @@ EMBER_SCENARIO(ddp_frozen_parameters_and_evaluation_forwards) {
   return failures;
 }
 
+// Changes to the model after DDP was built, each refused on every rank at
+// once: a parameter unfrozen afterwards was never averaged (the replicas
+// drifted apart), and after model->to(f64) with a comm hook every step took
+// the gradient frozen at the conversion. Mutations caught: before_forward
+// without check_no_parameter_joined, mark_ready without its dtype check.
+EMBER_SCENARIO(ddp_model_changed_after_wrapping) {
+  ProcessGroup& group = init(args);
+  const int rank = group.rank(), world = group.size();
+  int failures = 0;
+  auto refusal = [](const std::function<void()>& run) {
+    try {
+      run();
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("(no error)");
+  };
+  Batch local = slice(global_batch(0), rank, world);
+  {
+    auto model = make_mlp(700);
+    for (auto& [name, parameter] : model->named_parameters())
+      if (name.starts_with("0.")) parameter.requires_grad_(false);
+    DistributedDataParallel ddp(model, group);
+    for (auto& [name, parameter] : model->named_parameters()) parameter.requires_grad_(true);
+    const std::string message = refusal([&] { (void)ddp(local.inputs); });
+    failures += check(message.find("parameter \"0.weight\" requires grad but did not when DistributedDataParallel "
+                                   "was built") != std::string::npos,
+                      rank, "a parameter unfrozen after wrapping is refused: " + message);
+  }
+  for (const char* hook : {"fp16", "no"}) {
+    auto model = make_mlp(710);
+    DistributedDataParallel ddp(model, group, {.comm_hook = hook});
+    F::cross_entropy(ddp(local.inputs), local.targets).backward();
+    model->to(DType::f64);
+    const std::string message =
+        refusal([&] { F::cross_entropy(ddp(local.inputs.to(DType::f64)), local.targets).backward(); });
+    failures += check(message.find("is float64 on cpu (gradient float64), but was float32 on cpu when "
+                                   "DistributedDataParallel was built") != std::string::npos,
+                      rank, fmt::format("comm_hook {}: a model converted after wrapping is refused: {}", hook, message));
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
 // Forwards that PyTorch's reducer accepts before a backward, because its
 // "prior reduction" check looks only at a reduction a gradient began: a
 // forward whose output is dropped (a metric), two forwards whose losses one
@@ -764,6 +808,17 @@ EMBER_SCENARIO(ddp_mismatched_parameters) {
     // the ranks summed different parameters' gradients slot by slot (equal
     // sizes hid it). Mutation caught: describe_parameters without the mark.
     if (rank == 1 && kind == "frozen") model->named_parameters()[1].second.requires_grad_(false);
+  } else if (kind == "buffer") {
+    // A buffer of another shape on rank 1: the broadcast of rank 0's buffers
+    // failed, naming neither the engine nor the buffer. Mutation caught: the
+    // check describing parameters only.
+    struct WithTable : nn::Module {
+      explicit WithTable(int64_t n) {
+        register_parameter("weight", ones({3}));
+        register_buffer("table", zeros({n}));
+      }
+    };
+    model = std::make_shared<WithTable>(rank == 0 ? 5 : 7);
   } else {
     const int64_t in = rank == 0 ? 4 : 6, out = rank == 0 ? 6 : 4;
     model = std::make_shared<nn::Sequential>(nn::Linear(in, out, {.bias = false}));
@@ -785,6 +840,7 @@ EMBER_SCENARIO(ddp_mismatched_parameters) {
   const std::string op = engine == "ddp" ? "DistributedDataParallel:" : "ShardedDataParallel:";
   bool named = kind == "dtype"    ? says("'0.weight [16, 8] float64 cpu' on rank 1 and '0.weight [16, 8] float32 cpu' on rank 0")
                : kind == "frozen" ? says("'0.bias [16] float32 cpu frozen' on rank 1 and '0.bias [16] float32 cpu' on rank 0")
+               : kind == "buffer" ? says("'buffer table [7] float32 cpu' on rank 1 and 'buffer table [5] float32 cpu' on rank 0")
                                   : says("'0.weight [4, 6] float32 cpu' on rank 1 and '0.weight [6, 4] float32 cpu' on rank 0");
   int failures = check(says(op) && named, rank, "the error names the first differing parameter on both ranks");
   distributed::destroy_process_group();
