@@ -350,13 +350,35 @@ void Accelerator::prepare_model(const std::shared_ptr<nn::Module>& model) {
   state.models.push_back(std::move(prepared));
 }
 
+namespace {
+
+// A model's call counts until an optimizer that updates it steps: a GAN
+// steps D between G's forward and the backward into G, which must still
+// find G called (a step of any optimizer reset every model before).
+void forget_calls_of_models_updated_by(detail::AcceleratorState& state, const optim::Optimizer& optimizer) {
+  std::unordered_set<const TensorImpl*> updated;
+  for (detail::PreparedModel& model : state.models) {
+    if (!model.called_since_step) continue;
+    if (updated.empty())
+      for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+        for (const Tensor& parameter : optimizer.params(g)) updated.insert(parameter.impl());
+    for (const auto& entry : model.gradient_hooks)
+      if (updated.contains(entry.first.impl())) {
+        *model.called_since_step = false;
+        break;
+      }
+  }
+}
+
+}  // namespace
+
 // Note [Forwards that skip the hooks]: model.forward(...) called directly
 // runs without autocast. DDP's reducer refuses such a backward; without DDP
 // the Accelerator does: each parameter's gradient checks that the model was
 // called through its hooks since the last optimizer step.
 void Accelerator::watch_for_unhooked_forwards(detail::PreparedModel& prepared, const std::shared_ptr<bool>& called) {
   prepared.called_since_step = called;
-  std::string model_name = prepared.module->type_name();
+  const std::string model_name = fmt::format("model {} ({})", state_->models.size(), prepared.module->type_name());
   std::string precision = state_->options.mixed_precision;
   for (const auto& entry : prepared.module->named_parameters()) {
     const Tensor& parameter = entry.second;
@@ -364,7 +386,7 @@ void Accelerator::watch_for_unhooked_forwards(detail::PreparedModel& prepared, c
     uint64_t id = parameter.register_post_accumulate_grad_hook([called, name = entry.first, model_name,
                                                                 precision](const Tensor&) {
       EMBER_CHECK(*called,
-                  "Accelerator: parameter \"{}\" of the prepared {} got a gradient from a forward that ran without "
+                  "Accelerator: parameter \"{}\" of prepared {} got a gradient from a forward that ran without "
                   "the model's hooks, so without the {} autocast it was prepared with. Call the model as model(...) "
                   "instead of model.forward(...); a module whose forward takes other arguments gets a call operator "
                   "from nn::Module::call (nn/README.md, Note [Module calls])",
@@ -395,8 +417,7 @@ void Accelerator::prepare_optimizer(optim::Optimizer& optimizer) {
     if (!state) return true;
     distributed::GradScaler* scaler = active_scaler(*state);
     if (scaler && state->gradient.sync_gradients) check_gradients_are_scaled(*record, *scaler);
-    for (const detail::PreparedModel& model : state->models)
-      if (model.called_since_step) *model.called_since_step = false;
+    forget_calls_of_models_updated_by(*state, o);
     if (!state->gradient.sync_gradients) return false;
     record->step_was_skipped = false;
     // Note [One scaler update per iteration]: this optimizer's next iteration
@@ -446,20 +467,21 @@ void Accelerator::prepare_scheduler(optim::LRScheduler& scheduler) {
                 scheduler.name());
   auto prepared = std::make_unique<detail::PreparedScheduler>();
   prepared->scheduler = &scheduler;
-  prepared->seen_optimizer_steps = scheduler.optimizer().steps_taken();
   HookToken token;
   prepared->alive = token.alive;
   std::weak_ptr<AcceleratorState> weak = state_;
-  detail::PreparedScheduler* record = prepared.get();
-  // One scheduler step per optimizer step that really happened: none on
-  // accumulation steps or skipped fp16 steps, one (not num_processes) per
-  // synchronised step, so a schedule's length counts optimizer steps.
-  prepared->hook = scheduler.register_step_pre_hook([weak, record, keepalive = token.token](optim::LRScheduler& s) {
-    if (weak.expired()) return true;
-    const int64_t taken = s.optimizer().steps_taken();
-    const bool stepped = taken != record->seen_optimizer_steps;
-    record->seen_optimizer_steps = taken;
-    return stepped;
+  // Accelerate's AcceleratedScheduler: a step on an accumulation step, or
+  // after its optimizer's fp16 step was skipped, does nothing; any other
+  // call steps once (not num_processes times, so that a schedule's length
+  // counts optimizer steps). A rule of "only after an optimizer step" also
+  // dropped a second call per iteration and an epoch-start call, silently.
+  prepared->hook = scheduler.register_step_pre_hook([weak, keepalive = token.token](optim::LRScheduler& s) {
+    std::shared_ptr<AcceleratorState> state = weak.lock();
+    if (!state) return true;
+    if (!state->gradient.sync_gradients) return false;
+    for (const auto& optimizer : state->optimizers)
+      if (optimizer->optimizer == &s.optimizer() && optimizer->step_was_skipped) return false;
+    return true;
   });
   state.schedulers.push_back(std::move(prepared));
 }

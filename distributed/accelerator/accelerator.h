@@ -237,14 +237,15 @@ class Accelerator {
   }
   // This process's contiguous share of `items` (the first `size % n`
   // processes get one more); with apply_padding every share has the largest
-  // size, short ones repeating their last item (an empty list stays empty).
+  // size, short ones repeating the input's last item, as Accelerate's (an
+  // empty list stays empty).
   template <class T>
   std::vector<T> split_between_processes(const std::vector<T>& items, bool apply_padding = false) const {
     auto [begin, end] = share_of(int64_t(items.size()));
     std::vector<T> share(items.begin() + begin, items.begin() + end);
     const int64_t largest = (int64_t(items.size()) + num_processes() - 1) / num_processes();
     if (apply_padding && !items.empty())
-      while (int64_t(share.size()) < largest) share.push_back(share.empty() ? items.back() : share.back());
+      while (int64_t(share.size()) < largest) share.push_back(items.back());
     return share;
   }
   // Seeds the default generator with `seed` (plus the process index when per_rank).

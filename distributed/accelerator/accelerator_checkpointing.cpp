@@ -906,11 +906,7 @@ void Accelerator::load_state(const std::optional<fs::path>& directory) {
     else
       prepared.optimizer->load_state_dict(loaded.optimizers[i]);
   }
-  for (size_t i = 0; i < state.schedulers.size(); ++i) {
-    detail::PreparedScheduler& prepared = *state.schedulers[i];
-    prepared.scheduler->load_state_dict(loaded.schedulers[i]);
-    prepared.seen_optimizer_steps = prepared.scheduler->optimizer().steps_taken();
-  }
+  for (size_t i = 0; i < state.schedulers.size(); ++i) state.schedulers[i]->scheduler->load_state_dict(loaded.schedulers[i]);
   if (loaded.scaler) state.scaler->load_state_dict(*loaded.scaler);
   // The loaded scale replaces the iteration's steps: no update is pending.
   for (const auto& prepared : state.optimizers) prepared->stepped_since_scaler_update = false;

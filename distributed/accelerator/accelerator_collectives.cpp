@@ -134,6 +134,10 @@ Tensor Accelerator::gather_for_metrics(const Tensor& tensor) {
 Tensor Accelerator::reduce(const Tensor& tensor, std::string_view reduction) {
   EMBER_CHECK(tensor.defined(), "Accelerator::reduce: the tensor is undefined");
   const distributed::ReduceOp op = reduce_op(reduction);
+  // Checked on one process too, so that a script fails where it is written.
+  EMBER_CHECK(op != distributed::ReduceOp::avg || is_floating(tensor.dtype()),
+              "Accelerator::reduce: \"mean\" needs a floating tensor, got {} {}; reduce with \"sum\" and divide",
+              tensor.dtype(), tensor.shape());
   distributed::ProcessGroup* group = state_->group;
   if (!group) return tensor.clone();
   check_agreement(describe_all(*group, tensor), "reduce", "the same shape and dtype",

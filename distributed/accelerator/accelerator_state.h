@@ -69,7 +69,6 @@ struct PreparedScheduler {
   optim::LRScheduler* scheduler = nullptr;
   std::weak_ptr<int> alive;
   HookId hook = 0;
-  int64_t seen_optimizer_steps = 0;  // the optimizer's steps_taken() at the scheduler's last step
 };
 
 struct PreparedLoader {

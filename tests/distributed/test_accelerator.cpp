@@ -153,6 +153,33 @@ TEST(Accelerator, DirectForwardWithoutAutocastIsRefusedInOneProcess) {
   accelerator.backward(loss_of((*model)(inputs)));  // through the call again: accepted
 }
 
+// A GAN's order: G's forward, D's step, then the backward into G. Any
+// optimizer's step reset every model's call, so one bf16 process refused
+// this loop (two processes and Accelerate take it). Mutation caught:
+// forget_calls_of_models_updated_by resetting every model.
+TEST(Accelerator, AnotherModelsStepKeepsAModelsCall) {
+  Accelerator accelerator({.mixed_precision = "bf16"});
+  manual_seed(4);
+  auto generator = std::make_shared<nn::Linear>(3, 3);
+  auto discriminator = std::make_shared<nn::Linear>(3, 1);
+  optim::SGD generator_optimizer(generator->parameters(), {.lr = 0.1});
+  optim::SGD discriminator_optimizer(discriminator->parameters(), {.lr = 0.1});
+  accelerator.prepare(generator, discriminator, generator_optimizer, discriminator_optimizer);
+  Tensor real = randn({4, 3}), noise = randn({4, 3});
+  discriminator_optimizer.zero_grad();
+  Tensor fake = (*generator)(noise);
+  accelerator.backward(mean((*discriminator)(real)) - mean((*discriminator)(fake.detach())));
+  discriminator_optimizer.step();
+  generator_optimizer.zero_grad();
+  accelerator.backward(-mean((*discriminator)(fake)));
+  EXPECT_TRUE(generator->weight.grad().defined());
+  generator_optimizer.step();
+  // The message names the model by its place among the prepared ones.
+  generator_optimizer.zero_grad();
+  EXPECT_EMBER_ERROR(accelerator.backward(mean(generator->forward(noise))),
+                     "of prepared model 0 (Linear) got a gradient");
+}
+
 TEST(Accelerator, OneProcessWithoutALauncher) {
   Accelerator accelerator;
   EXPECT_EQ(accelerator.num_processes(), 1);
@@ -172,6 +199,10 @@ TEST(Accelerator, OneProcessWithoutALauncher) {
   EXPECT_EQ(accelerator.gather(scalar_tensor(4.0, {})).shape(), Shape{1});
   EXPECT_EQ(accelerator.split_between_processes(std::vector<int>{1, 2, 3}), (std::vector<int>{1, 2, 3}));
   EXPECT_EMBER_ERROR(accelerator.reduce(t, "median"), "unknown reduction 'median'");
+  // The mean of integers failed on several processes only, inside the
+  // collective; it is refused here too, naming reduce and what to do.
+  EXPECT_EMBER_ERROR(accelerator.reduce(from_vector<int64_t>({1}), "mean"),
+                     "Accelerator::reduce: \"mean\" needs a floating tensor, got int64 [1]; reduce with \"sum\"");
   EXPECT_EMBER_ERROR(accelerator.broadcast(t, 1), "from_process 1 is not a process index");
   EXPECT_EMBER_ERROR(accelerator.pad_across_processes(t, 2), "dim 2 is out of range");
   accelerator.wait_for_everyone();
@@ -202,6 +233,35 @@ TEST(Accelerator, AccumulationGatesTheOptimizerAndTheScheduler) {
   EXPECT_EQ(optimizer.steps_taken(), 3);
   EXPECT_EQ(scheduler.last_epoch(), 3);
   EXPECT_DOUBLE_EQ(optimizer.lr(0), 0.1 / 8);
+}
+
+// The scheduler stepped only when its optimizer had stepped since its last
+// step, so a second call per iteration and a call at each epoch's start
+// (before the optimizer's first step) did nothing, silently; Accelerate
+// steps both. Mutation caught: the hook gating on steps_taken() (lr 0.5 and
+// 1 - 0.5 - 0.25 instead of 0.25 and 0.5 - 0.25 - 0.125).
+TEST(Accelerator, ASchedulerStepsOnEveryCallOutsideAccumulation) {
+  Accelerator accelerator;
+  auto model = make_model();
+  optim::SGD optimizer(model->parameters(), {.lr = 1.0});
+  optim::StepLR twice(optimizer, 1, 0.5);
+  accelerator.prepare(model, optimizer, twice);
+  optimizer.step();
+  twice.step();
+  twice.step();
+  EXPECT_DOUBLE_EQ(optimizer.lr(0), 0.25);
+
+  auto other = make_model();
+  optim::SGD epochs_optimizer(other->parameters(), {.lr = 1.0});
+  optim::StepLR at_epoch_start(epochs_optimizer, 1, 0.5);
+  accelerator.prepare(other, epochs_optimizer, at_epoch_start);
+  std::vector<double> lrs;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    at_epoch_start.step();
+    lrs.push_back(epochs_optimizer.lr(0));
+    epochs_optimizer.step();
+  }
+  EXPECT_EQ(lrs, (std::vector<double>{0.5, 0.25, 0.125}));
 }
 
 // An evaluation loop inside a training loop: once it ends, the training

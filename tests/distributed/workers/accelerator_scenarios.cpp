@@ -299,8 +299,14 @@ EMBER_SCENARIO(accelerator_collectives) {
     for (int64_t v : values.to_vector<int64_t>()) all.push_back(int(v));
   }
   failures += check(all == items, rank, fmt::format("split_between_processes shares: {}", fmt::join(all, " ")));
+  // Padding repeats the input's last item, as Accelerate's: on three
+  // processes the shares are 0-3, 4 5 6 9, 7 8 9 9. Mutation caught: a
+  // share padded with its own last item (4 5 6 6).
   std::vector<int> padded_share = accelerator.split_between_processes(items, /*apply_padding=*/true);
-  failures += check(int64_t(padded_share.size()) == (10 + world - 1) / world, rank, "padded shares are equal");
+  std::vector<int> expected_padded = share;
+  expected_padded.resize(size_t((10 + world - 1) / world), items.back());
+  failures += check(padded_share == expected_padded, rank,
+                    fmt::format("padded share: {}", fmt::join(padded_share, " ")));
 
   // main_process_first: process 0 writes a marker; the others must see it.
   std::filesystem::path marker = std::filesystem::temp_directory_path() /
