@@ -139,7 +139,7 @@ int run(const Settings& settings) {
 int main(int argc, char** argv) try {
   Settings settings;
   CLI::App app("Train the Fashion-MNIST MLP data-parallel (run it under `ember launch`)");
-  app.add_option("--epochs", settings.epochs, "passes over the training set");
+  app.add_option("--epochs", settings.epochs, "passes over the training set")->check(CLI::Range(1, 1'000'000));
   app.add_option("--batch-size", settings.batch_size, "global batch size, split across ranks")
       ->check(CLI::PositiveNumber);
   app.add_option("--lr", settings.lr, "peak AdamW learning rate");

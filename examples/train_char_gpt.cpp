@@ -239,7 +239,7 @@ int main(int argc, char** argv) try {
   app.add_option("--layers", settings.num_layers, "transformer blocks")->check(CLI::PositiveNumber);
   app.add_option("--heads", settings.num_heads, "attention heads")->check(CLI::PositiveNumber);
   app.add_option("--lr", settings.lr, "peak AdamW learning rate");
-  app.add_option("--warmup-steps", settings.warmup_steps, "linear warmup steps");
+  app.add_option("--warmup-steps", settings.warmup_steps, "linear warmup steps")->check(CLI::NonNegativeNumber);
   app.add_option("--weight-decay", settings.weight_decay, "AdamW weight decay");
   app.add_option("--clip-norm", settings.clip_norm, "gradient norm clipping threshold");
   app.add_option("--eval-interval", settings.eval_interval, "steps between validation passes")

@@ -5,6 +5,7 @@
 // f32 outputs, so this is step 5 with the by-hand lines replaced by the
 // Accelerator's. At start-up it prints what each step communicates. Run
 //   build/bin/ember launch --nproc-per-node 2 -- build/examples/ladder_6
+// or alone, as one process.
 #include "distributed/accelerator/accelerator.h"
 #include "ladder/ladder.h"
 
@@ -13,8 +14,8 @@ namespace F = ember::nn::functional;
 
 int main() try {
   Accelerator accelerator({.mixed_precision = "bf16", .sharding = {.strategy = "zero1"}});
-  distributed::ProcessGroup& group = distributed::default_group();
-  const int rank = group.rank(), world_size = group.size();
+  // The Accelerator knows the ranks, so this also runs alone (one process).
+  const int rank = accelerator.process_index(), world_size = accelerator.num_processes();
   ladder::Data data = ladder::make_data();
   std::shared_ptr<nn::Sequential> model = ladder::make_model();
   optim::AdamW optimizer(model->parameters(), {.lr = ladder::kLearningRate});
@@ -26,7 +27,8 @@ int main() try {
     accelerator.backward(loss);
     optimizer.step();
     optimizer.zero_grad();
-    ladder::print_loss(step, loss, group);
+    const double global_loss = accelerator.reduce(loss.detach(), "mean").item<double>();
+    if (accelerator.is_main_process()) ladder::print_loss(step, global_loss);
   }
   return 0;
 } catch (const ember::Error& error) {
