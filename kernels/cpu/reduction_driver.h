@@ -25,6 +25,7 @@
 #pragma once
 
 #include <algorithm>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -206,22 +207,81 @@ void column_outputs(const Reducer& reducer, const ReductionLoop& loop, int64_t b
   }
 }
 
-// Fewer outputs than threads: each output's reduced range is split instead.
+// The subtrees of reduce_run's pairwise tree over [begin, begin + n), `depth`
+// levels down: each is folded whole by reduce_run(begin, n).
+inline void tree_leaves(int64_t begin, int64_t n, int depth, std::vector<std::pair<int64_t, int64_t>>& leaves) {
+  if (depth == 0 || n <= kDenseBlock) {
+    leaves.emplace_back(begin, n);
+    return;
+  }
+  const int64_t half = (n / 2 + kLanes - 1) / kLanes * kLanes;
+  tree_leaves(begin, half, depth - 1, leaves);
+  tree_leaves(begin + half, n - half, depth - 1, leaves);
+}
+
+// Merges the leaves' folds as reduce_run merges its halves.
+template <class Reducer>
+typename Reducer::Acc merge_tree(const Reducer& reducer, int64_t n, int depth, const typename Reducer::Acc* folds,
+                                 size_t& next) {
+  if (depth == 0 || n <= kDenseBlock) return folds[next++];
+  const int64_t half = (n / 2 + kLanes - 1) / kLanes * kLanes;
+  const typename Reducer::Acc left = merge_tree(reducer, half, depth - 1, folds, next);
+  return reducer.merge(left, merge_tree(reducer, n - half, depth - 1, folds, next));
+}
+
+// Fewer outputs than threads: each output's reduced range is split instead,
+// along the serial fold's own tree (one run: the top levels of reduce_run's
+// pairwise tree; several runs: the runs, folded left to right), so that the
+// result is the same bits whatever the thread count. Chunks of the range
+// merged per thread made sum(x, 1) of [5, 300001] change with the count.
 template <class In, class Reducer>
-void split_reduced(const Reducer& reducer, const ReductionLoop& loop, int threads) {
+void split_reduced(const Reducer& reducer, const ReductionLoop& loop) {
   using Acc = typename Reducer::Acc;
+  constexpr int kDepth = 6;  // up to 64 pieces an output
+  constexpr size_t kMostRuns = size_t(1) << 16;
   const In* input = reinterpret_cast<const In*>(loop.input);
   const int64_t reduced = loop.reduced_numel;
-  const int64_t chunks = std::min<int64_t>(threads, std::max<int64_t>(1, reduced / 4096));
-  std::vector<Acc> partial(size_t(chunks), reducer.identity());
+  struct Run {
+    int64_t offset, stride, n, r;
+  };
+  std::vector<std::pair<int64_t, int64_t>> leaves;
+  std::vector<Run> runs;
+  if (loop.reduced_ndim == 1) {
+    tree_leaves(0, reduced, kDepth, leaves);
+  } else {
+    for_each_reduced_run(loop, 0, reduced, [&](int64_t offset, int64_t stride, int64_t n, int64_t r) {
+      if (runs.size() <= kMostRuns) runs.push_back({offset, stride, n, r});
+    });
+  }
+  const size_t pieces = loop.reduced_ndim == 1 ? leaves.size() : runs.size();
+  // Not a vector: vector<bool> (any, all) packs the folds into shared words.
+  const std::unique_ptr<Acc[]> folds = std::make_unique<Acc[]>(pieces);
   for (int64_t o = 0; o < loop.kept_numel; ++o) {
     const In* base = input + loop.kept_offset(o);
-    parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
-      for (int64_t c = first; c < last; ++c)
-        partial[size_t(c)] = reduce_range(reducer, loop, base, reduced * c / chunks, reduced * (c + 1) / chunks);
+    if (runs.size() > kMostRuns) {  // short runs: not worth splitting
+      reducer.store(loop, o, reduce_range(reducer, loop, base, 0, reduced), reduced);
+      continue;
+    }
+    parallel_for(0, int64_t(pieces), 1, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) {
+        if (loop.reduced_ndim == 1) {
+          const auto [begin, n] = leaves[size_t(i)];
+          folds[size_t(i)] = reduce_range(reducer, loop, base, begin, begin + n);
+        } else {
+          const Run& run = runs[size_t(i)];
+          folds[size_t(i)] = run.stride == 1 ? reduce_run<true>(reducer, base + run.offset, 1, run.n, run.r)
+                                             : reduce_run<false>(reducer, base + run.offset, run.stride, run.n, run.r);
+        }
+      }
     });
-    Acc total = partial[0];
-    for (int64_t c = 1; c < chunks; ++c) total = reducer.merge(total, partial[size_t(c)]);
+    Acc total;
+    if (loop.reduced_ndim == 1) {
+      size_t next = 0;
+      total = merge_tree(reducer, reduced, kDepth, folds.get(), next);
+    } else {
+      total = reducer.identity();
+      for (size_t i = 0; i < pieces; ++i) total = reducer.merge(total, folds[i]);
+    }
     reducer.store(loop, o, total, reduced);
   }
 }
@@ -233,12 +293,12 @@ void run_reduction(const ReductionLoop& loop, const Reducer& reducer) {
     for (int64_t o = 0; o < outputs; ++o) reducer.store(loop, o, reducer.identity(), 0);
     return;
   }
-  const int threads = get_num_threads();
-  if (outputs < threads && outputs * reduced > kParallelGrain && !in_parallel_region()) {
-    split_reduced<In>(reducer, loop, threads);
+  const bool by_columns = loop.inner_kept_stride() == 1 && loop.inner_kept_size() > 1 && reduced > 1;
+  // Columns fold along a tree of their own, which split_reduced does not follow.
+  if (!by_columns && outputs < get_num_threads() && outputs * reduced > kParallelGrain && !in_parallel_region()) {
+    split_reduced<In>(reducer, loop);
     return;
   }
-  const bool by_columns = loop.inner_kept_stride() == 1 && loop.inner_kept_size() > 1 && reduced > 1;
   const In* input = reinterpret_cast<const In*>(loop.input);
   parallel_for(0, outputs, std::max<int64_t>(1, kParallelGrain / reduced), [&](int64_t begin, int64_t end) {
     if (by_columns) {

@@ -24,6 +24,7 @@ namespace {
 
 constexpr int64_t kColumnWidth = 256;  // columns per tile of a non-last-dim softmax
 constexpr int64_t kMaxChunks = 64;     // pieces one long line is split into
+constexpr int64_t kExpBlock = 2048;    // elements whose exp sum is one double
 
 template <class V>
 using Array = Eigen::Array<V, Eigen::Dynamic, 1>;
@@ -41,11 +42,10 @@ V line_max(const V* x, int64_t n) {
 // stays accurate. Floats use the SIMD exp of vector_exp.cpp; doubles Eigen's,
 // whose clamped input makes exp(-inf) the smallest double instead of 0.
 template <class V>
-V exp_and_sum(const V* x, V* y, int64_t n, V m) {
-  constexpr int64_t kBlock = 2048;
+double exp_and_sum(const V* x, V* y, int64_t n, V m) {
   double total = 0;
-  for (int64_t begin = 0; begin < n; begin += kBlock) {
-    const int64_t count = std::min(kBlock, n - begin);
+  for (int64_t begin = 0; begin < n; begin += kExpBlock) {
+    const int64_t count = std::min(kExpBlock, n - begin);
     if constexpr (std::is_same_v<V, float>) {
       total += exp_shifted_sum(x + begin, y + begin, count, m);
     } else {
@@ -55,7 +55,7 @@ V exp_and_sum(const V* x, V* y, int64_t n, V m) {
       total += double(out.sum());
     }
   }
-  return V(total);
+  return total;
 }
 
 // out = softmax or log_softmax of a dense line, given its max m and sum s of
@@ -68,24 +68,41 @@ void finish_line(const V* x, V* y, int64_t n, V m, V s) {
   else out *= V(1) / s;
 }
 
-// One dense line of float or double, split across threads when it alone is large.
+// One dense line of float or double, split across threads when it alone is
+// large. The pieces are whole exp blocks, and the blocks' sums are added in
+// order, as one thread adds them: the result is the same bits whatever the
+// thread count, as PyTorch's (per-thread partial sums added in V were not).
 template <bool kLog, class V>
 void dense_line(const V* x, V* y, int64_t n) {
   const int64_t threads = in_parallel_region() ? 1 : std::min<int64_t>(get_num_threads(), kMaxChunks);
-  const int64_t chunks = std::min(threads, n / kParallelGrain + 1);
-  V partial[kMaxChunks];
+  const int64_t blocks = (n + kExpBlock - 1) / kExpBlock;
+  const int64_t chunks = std::min({threads, n / kParallelGrain + 1, std::max<int64_t>(blocks, 1)});
+  if (chunks == 1) {
+    const V m = line_max(x, n);
+    finish_line<kLog>(x, y, n, m, V(exp_and_sum(x, y, n, m)));
+    return;
+  }
   auto each_chunk = [&](auto&& body) {
     parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
-      for (int64_t c = first; c < last; ++c) body(n * c / chunks, n * (c + 1) / chunks, partial[c]);
+      for (int64_t c = first; c < last; ++c) {
+        const int64_t begin = blocks * c / chunks * kExpBlock, end = std::min(n, blocks * (c + 1) / chunks * kExpBlock);
+        body(c, begin, end);
+      }
     });
   };
-  each_chunk([&](int64_t begin, int64_t end, V& result) { result = line_max(x + begin, end - begin); });
+  V maxima[kMaxChunks];
+  each_chunk([&](int64_t c, int64_t begin, int64_t end) { maxima[c] = line_max(x + begin, end - begin); });
   V m = -kInfinity<V>;
-  for (int64_t c = 0; c < chunks; ++c) m = partial[c] > m ? partial[c] : m;
-  each_chunk([&](int64_t begin, int64_t end, V& result) { result = exp_and_sum(x + begin, y + begin, end - begin, m); });
-  V s = 0;
-  for (int64_t c = 0; c < chunks; ++c) s += partial[c];
-  each_chunk([&](int64_t begin, int64_t end, V&) { finish_line<kLog>(x + begin, y + begin, end - begin, m, s); });
+  for (int64_t c = 0; c < chunks; ++c) m = maxima[c] > m ? maxima[c] : m;
+  std::vector<double> sums(static_cast<size_t>(blocks));
+  each_chunk([&](int64_t, int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; b += kExpBlock)
+      sums[size_t(b / kExpBlock)] = exp_and_sum(x + b, y + b, std::min(kExpBlock, end - b), m);
+  });
+  double total = 0;
+  for (double sum : sums) total += sum;
+  const V s = V(total);
+  each_chunk([&](int64_t, int64_t begin, int64_t end) { finish_line<kLog>(x + begin, y + begin, end - begin, m, s); });
 }
 
 // Lines along the last dim; 16-bit types go through a float copy of each line.

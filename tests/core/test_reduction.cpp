@@ -122,6 +122,29 @@ TEST(Reduction, LargeInputsOnTwoThreadsMatchReference) {
 // rows, columns and strided runs, with nans and infinities in some rows.
 // Mutations run once: the dense loop widening one element short of its block
 // failed here, as did the column loop widening its first row for every row.
+// Fewer outputs than threads split each output's range in as many pieces as
+// threads: sum(x, 1) of [5, 300001] changed with the count (PyTorch's does
+// not). The pieces now follow the serial fold's own tree, so every count
+// gives the serial bits, sums of everything included. Mutation caught:
+// split_reduced cutting the range by the thread count again.
+TEST(Reduction, FewOutputsAreTheSameBitsOnAnyNumberOfThreads) {
+  const Tensor t = random_tensor({5, 300001}, DType::f32, -2.0, 2.0);
+  const Tensor spread = random_tensor({300, 3, 1001}, DType::f32, -2.0, 2.0).permute({1, 0, 2});
+  auto results = [&] {
+    return std::vector<Tensor>{sum(t, {1}), mean(t, {1}), var(t, {1}), logsumexp(t, {1}), sum(t), norm(t, 2.0, {1}),
+                               sum(spread, {1, 2}), amax(t, {1})};
+  };
+  set_num_threads(1);
+  const std::vector<Tensor> serial = results();
+  for (int threads : {2, 3, 6, 7}) {
+    set_num_threads(threads);
+    const std::vector<Tensor> parallel = results();
+    for (size_t i = 0; i < serial.size(); ++i)
+      EXPECT_TRUE(bitwise_equal(parallel[i], serial[i])) << "result " << i << " on " << threads << " threads";
+  }
+  set_num_threads(1);
+}
+
 TEST(Reduction, HalfResultsAreTheF32ResultsRounded) {
   auto same = [](const Tensor& got, const Tensor& want, const std::string& what) {
     const std::vector<float> g = got.to(DType::f32).to_vector<float>(), w = want.to(DType::f32).to_vector<float>();

@@ -58,6 +58,25 @@ TEST(Softmax, LargeInputsOnTwoThreadsMatchReference) {
   set_num_threads(1);
 }
 
+// One long line was cut into as many pieces as there were threads and their
+// sums added in the line's dtype: the result changed with the thread count
+// (PyTorch's does not). Mutation caught: dense_line's pieces from the thread
+// count with per-piece float sums (65537 of f32 differed at 2 threads).
+TEST(Softmax, ALongLineIsTheSameBitsOnAnyNumberOfThreads) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const Tensor t = random_tensor({2, 200003}, dtype, -40.0, 40.0);
+    const Tensor row = t.narrow(0, 0, 1);
+    set_num_threads(1);
+    const Tensor one = softmax(row, 1), log_one = log_softmax(t, 1);
+    for (int threads : {2, 3, 5}) {
+      set_num_threads(threads);
+      EXPECT_TRUE(bitwise_equal(softmax(row, 1), one)) << dtype_name(dtype) << " on " << threads << " threads";
+      EXPECT_TRUE(bitwise_equal(log_softmax(t, 1), log_one)) << dtype_name(dtype) << " on " << threads << " threads";
+    }
+  }
+  set_num_threads(1);
+}
+
 TEST(Softmax, ExactHandValues) {
   Tensor t = from_vector<double>({0, std::log(3.0)});
   EXPECT_TRUE(all_close(softmax(t, 0), from_vector<double>({0.25, 0.75})));
