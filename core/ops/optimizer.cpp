@@ -7,7 +7,9 @@
 #include <initializer_list>
 
 #include "core/grad_hook.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/optimizer_kernels.h"
+#include "core/ops/reduction.h"
 #include "core/ops/views.h"
 
 namespace ember {
@@ -66,6 +68,20 @@ void bump_versions(std::initializer_list<const Tensor*> written) {
     if (t->defined()) t->bump_version();
 }
 
+// In float16 a squared gradient below about 5e-3 underflows, so a second
+// moment can be 0 where the step's numerator is not: the update divides by
+// eps alone and moves those elements 10^4 to 10^5 times too far. PyTorch
+// gives inf there; this says why, on the step that did it.
+void check_second_moment(const char* op, const char* moment, const Tensor& second, const Tensor& numerator) {
+  if (second.dtype() != DType::f16 || second.numel() == 0) return;
+  const int64_t stuck = sum(logical_and(eq(second, 0), ne(numerator, 0))).item<int64_t>();
+  EMBER_CHECK(stuck == 0,
+              "{}: {} of {} float16 elements underflowed to 0 in {} where the step's numerator is not, so this step "
+              "divided by eps alone and moved them about lr / eps times too far; keep the parameters in float32 and "
+              "run the forward under autocast (or use a float32 copy of the parameters for the optimizer)",
+              op, stuck, second.numel(), moment);
+}
+
 }  // namespace
 
 void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdUpdate& hyper) {
@@ -85,6 +101,8 @@ void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg
   if (param.numel() > 0)
     adam_update_op(param.device().type, param.dtype(), param, dense_grad, exp_avg, exp_avg_sq, max_exp_avg_sq, hyper);
   bump_versions({&param, &exp_avg, &exp_avg_sq, &max_exp_avg_sq});
+  check_second_moment("adam_update_", hyper.amsgrad ? "max_exp_avg_sq" : "exp_avg_sq",
+                      hyper.amsgrad ? max_exp_avg_sq : exp_avg_sq, exp_avg);
 }
 
 void rmsprop_update_(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
@@ -104,6 +122,7 @@ void adagrad_update_(const Tensor& param, const Tensor& grad, const Tensor& sum,
   Tensor dense_grad = check_operands("adagrad_update_", param, grad, {{"sum", &sum, true}});
   if (param.numel() > 0) adagrad_update_op(param.device().type, param.dtype(), param, dense_grad, sum, hyper);
   bump_versions({&param, &sum});
+  check_second_moment("adagrad_update_", "sum", sum, dense_grad);
 }
 
 void lion_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const LionUpdate& hyper) {

@@ -74,6 +74,11 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     return scaled_dot_product_attention(autocast_input(query, kLower), autocast_input(key, kLower),
                                         autocast_input(value, kLower), cast);
   }
+  // After autocast, which makes them one dtype; else the composite's matmul
+  // refused them, naming matmul.
+  EMBER_CHECK(query.dtype() == key.dtype() && key.dtype() == value.dtype(),
+              "scaled_dot_product_attention: expected query, key and value of one dtype, got {}, {} and {}",
+              query.dtype(), key.dtype(), value.dtype());
   if (options.dropout_p == 0) {
     EMBER_CHECK(!(options.is_causal && options.attn_mask.defined()),
                 "scaled_dot_product_attention: pass either attn_mask or is_causal, not both");

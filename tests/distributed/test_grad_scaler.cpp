@@ -100,6 +100,24 @@ TEST(GradScaler, ScalesLowPrecisionLossesInF32) {
   EXPECT_EQ(scaler.scale(full({}, 2, {.dtype = DType::f64})).dtype(), DType::f64);
 }
 
+// An f16 gradient was unscaled in f16: a gradient of 2^-26 came back 0 and
+// the step went ahead, as if scaling had protected it. Refused, as PyTorch
+// refuses it, before any gradient is touched. Mutation caught: unscale_
+// without the f16 check (no error, the gradient 0).
+TEST(GradScaler, Float16GradientsAreRefused) {
+  Tensor kept = from_vector<float>({1}).requires_grad_();
+  Tensor w = full({4}, 1.0, {.dtype = DType::f16}).requires_grad_();
+  optim::SGD optimizer(std::vector<Tensor>{kept, w}, {.lr = 1});
+  GradScaler scaler;
+  scaler.scale(sum(kept) + sum(w * full({4}, std::ldexp(1.0, -20), {.dtype = DType::f16})).to(DType::f32) *
+                               std::ldexp(1.0, -6))
+      .backward();
+  const float scaled = kept.grad().item<float>();
+  EXPECT_EMBER_ERROR(scaler.unscale_(optimizer),
+                     "GradScaler::unscale_: parameter 1 of param group 0 of SGD has a float16 gradient");
+  EXPECT_EQ(kept.grad().item<float>(), scaled);  // untouched
+}
+
 TEST(GradScaler, ParametersWithoutGradientsAreSkipped) {
   Tensor used = from_vector<float>({1}).requires_grad_(), unused = from_vector<float>({5}).requires_grad_();
   optim::SGD optimizer(std::vector<Tensor>{used, unused}, {.lr = 1});

@@ -190,6 +190,10 @@ TEST(MultiheadAttention, AnIntegerMaskIsRefused) {
   Tensor q = randn({3, 4});
   EXPECT_EMBER_ERROR(F::scaled_dot_product_attention(q, q, q, {.attn_mask = ones({3, 3}, {.dtype = DType::i64})}),
                      "scaled_dot_product_attention: attn_mask must be bool (true = takes part) or floating");
+  // The composite's matmul refused mixed dtypes, naming matmul.
+  EXPECT_EMBER_ERROR(F::scaled_dot_product_attention(q.to(DType::bf16), q, q),
+                     "scaled_dot_product_attention: expected query, key and value of one dtype, got bfloat16, float32 "
+                     "and float32");
 }
 
 TEST(ScaledDotProductAttention, AFullyMaskedRowGivesZerosOnBothPaths) {

@@ -238,6 +238,23 @@ TEST(UpdateKernels, FirstAdamStepMovesByTheLearningRate) {
   EXPECT_FLOAT_EQ(exp_avg.to_vector<float>()[1], -0.2f);
 }
 
+// f16 Adam and Adagrad: a gradient of 1e-3 squares to 0 in f16, so the
+// second moment was 0 under a nonzero first moment and 0.5 stepped to -99.5
+// without a word (PyTorch: -inf). Refused, naming the state. Mutation
+// caught: the updates without check_second_moment.
+TEST(UpdateKernels, Float16SecondMomentsThatUnderflowAreRefused) {
+  auto f16 = [](double value) { return full({2}, value, {.dtype = DType::f16}); };
+  Tensor param = f16(0.5), exp_avg = f16(0), exp_avg_sq = f16(0);
+  EXPECT_EMBER_ERROR(adam_update_(param, f16(1e-3), exp_avg, exp_avg_sq, Tensor(), {.lr = 1e-3}),
+                     "adam_update_: 2 of 2 float16 elements underflowed to 0 in exp_avg_sq");
+  Tensor sum = f16(0);
+  EXPECT_EMBER_ERROR(adagrad_update_(f16(0.5), f16(1e-4), sum, {.lr = 1e-2}),
+                     "adagrad_update_: 2 of 2 float16 elements underflowed to 0 in sum");
+  Tensor healthy = f16(0.5), m = f16(0), v = f16(0);
+  adam_update_(healthy, f16(1e-2), m, v, Tensor(), {.lr = 1e-3});
+  EXPECT_NEAR(healthy.to_vector<float>()[0], 0.499, 1e-3);
+}
+
 // With weight_decay 0 the decay term was computed all the same: 0 * inf made
 // an infinite parameter NaN, and Adam's moments with it; PyTorch leaves the
 // term out. Mutation caught: GradientTerms without its `decay` test.
