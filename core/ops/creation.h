@@ -30,7 +30,15 @@ Tensor eye(int64_t n, int64_t m = -1, TensorOptions options = {});
 // Random tensors from `generator` (the default generator when null).
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* generator = nullptr);
 Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* generator = nullptr);
-Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = {.dtype = DType::i64},
+// randint's options default to int64, as torch.randint's: written `{}` to
+// reach the generator argument, TensorOptions meant float32, whose integers
+// past 2^24 are not all there (randint(0, 5, {4}, {}, &generator)).
+struct RandintOptions {
+  DType dtype = DType::i64;
+  Device device = kCPU;
+  bool requires_grad = false;
+};
+Tensor randint(int64_t low, int64_t high, const Shape& shape, RandintOptions options = {},
                Generator* generator = nullptr);
 
 // Wraps memory owned by the caller (no copy); the caller keeps it alive.

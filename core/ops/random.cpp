@@ -76,7 +76,7 @@ Tensor randn(const Shape& shape, TensorOptions options, Generator* generator) {
   return floating_random(normal_op, "randn", shape, options, generator);
 }
 
-Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options, Generator* generator) {
+Tensor randint(int64_t low, int64_t high, const Shape& shape, RandintOptions options, Generator* generator) {
   EMBER_CHECK(low < high, "randint: expected low < high, got low={} high={}", low, high);
   // Every dtype: f16 and bf16 took [0, 2^40) and filled the tensor with inf.
   const bool fits = options.dtype == DType::boolean
@@ -84,6 +84,18 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
                         : scalar_range(low, options.dtype) == ScalarRange::inside &&
                               scalar_range(high - 1, options.dtype) == ScalarRange::inside;
   EMBER_CHECK(fits, "randint: range [{}, {}) does not fit dtype {}", low, high, options.dtype);
+  // Past 2^digits a floating dtype skips integers: high - 1 rounded up to
+  // high (f16 [0, 2052) gave 2052), and the values were not uniform. PyTorch
+  // warns; a draw outside [low, high) is refused here.
+  if (is_floating(options.dtype)) {
+    const int digits = options.dtype == DType::f16 ? 11 : options.dtype == DType::bf16 ? 8
+                       : options.dtype == DType::f32 ? 24 : 53;
+    const int64_t exact = int64_t(1) << digits;
+    EMBER_CHECK(low >= -exact && high - 1 <= exact,
+                "randint: range [{}, {}) has integers {} cannot hold exactly (it holds every integer in [-2^{}, 2^{}]); "
+                "draw int64 values and convert them",
+                low, high, options.dtype, digits, digits);
+  }
   EMBER_CHECK(!options.requires_grad || is_floating(options.dtype),
               "randint: only floating tensors can require gradients, got {}", options.dtype);
   Tensor out = make_tensor(shape, options.dtype, options.device);

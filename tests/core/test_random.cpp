@@ -183,7 +183,15 @@ TEST(Random, BadArgumentsNameTheOp) {
   // Mutation caught: the range check for i32 and bool only.
   EXPECT_EMBER_ERROR(randint(0, int64_t(1) << 40, {4}, {.dtype = DType::f16}),
                      "randint: range [0, 1099511627776) does not fit dtype float16");
-  EXPECT_EQ(randint(-65504, 65505, {4}, {.dtype = DType::f16}).numel(), 4);
+  // Past 2^11 f16 skips integers: [0, 2052) drew 2052 (high - 1 rounded up),
+  // bf16 [0, 1000) drew 1000. Mutation caught: randint without the exactness check.
+  EXPECT_EMBER_ERROR(randint(0, 2052, {4}, {.dtype = DType::f16}),
+                     "randint: range [0, 2052) has integers float16 cannot hold exactly");
+  EXPECT_EMBER_ERROR(randint(0, 1000, {4}, {.dtype = DType::bf16}), "(it holds every integer in [-2^8, 2^8])");
+  EXPECT_EQ(randint(-2048, 2049, {4}, {.dtype = DType::f16}).numel(), 4);
+  // `{}` written to reach the generator gave float32; int64, as torch.randint.
+  Generator generator(3);
+  EXPECT_EQ(randint(0, 5, {4}, {}, &generator).dtype(), DType::i64);
 }
 
 // One 32-bit word modulo a range of 3e9 drew values below 2^32 mod 3e9 twice

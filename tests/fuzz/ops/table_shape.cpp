@@ -290,7 +290,11 @@ OpEntry creation() {
                             case 3: return Outputs{linspace(double(a), double(b), b, options)};
                             case 4: return Outputs{rand(shape, options, &generator)};
                             case 5: return Outputs{randn(shape, options, &generator)};
-                            default: return Outputs{randint(a, b, shape, options, &generator)};
+                            default: {
+                            const RandintOptions integer{.dtype = options.dtype, .device = options.device,
+                                                         .requires_grad = options.requires_grad};
+                            return Outputs{randint(a, b, shape, integer, &generator)};
+                          }
                           }
                         }, which == 5 || which == 3 ? Accuracy::rounding : kExact};
           }};
