@@ -33,6 +33,9 @@ thread_local GeneratorUseRecorder* t_innermost_recorder = nullptr;
 GeneratorUseRecorder::GeneratorUseRecorder() : outer_(t_innermost_recorder) { t_innermost_recorder = this; }
 GeneratorUseRecorder::~GeneratorUseRecorder() { t_innermost_recorder = outer_; }
 
+GeneratorUsesHidden::GeneratorUsesHidden() : hidden_(t_innermost_recorder) { t_innermost_recorder = nullptr; }
+GeneratorUsesHidden::~GeneratorUsesHidden() { t_innermost_recorder = hidden_; }
+
 void GeneratorUseRecorder::note(Generator* generator, GeneratorState before) {
   for (const GeneratorUse& use : uses_)
     if (use.generator == generator) return;

@@ -31,9 +31,26 @@ class GeneratorUseRecorder {
 
  private:
   friend class Generator;
+  friend class GeneratorUsesHidden;
   void note(Generator* generator, GeneratorState before);
   GeneratorUseRecorder* outer_;
   std::vector<GeneratorUse> uses_;
+};
+
+// While it lives, the recorders around it see no draw made on this thread
+// (recorders made inside it see theirs). Checkpointing's recomputation runs
+// under one: it restores the generators, draws, and restores them back, so
+// its draws belong to no region's forward; an outer region's recorder took
+// the restored state for its own, and its recomputation drew other numbers.
+class GeneratorUsesHidden {
+ public:
+  GeneratorUsesHidden();
+  ~GeneratorUsesHidden();
+  GeneratorUsesHidden(const GeneratorUsesHidden&) = delete;
+  GeneratorUsesHidden& operator=(const GeneratorUsesHidden&) = delete;
+
+ private:
+  GeneratorUseRecorder* hidden_;
 };
 
 }  // namespace ember

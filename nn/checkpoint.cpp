@@ -28,6 +28,7 @@ class Placeholder final : public autograd::PackedTensor {
   Tensor unpack() override;
   // Called by the recomputation with the tensor its run saved in this place.
   void fill(const Tensor& saved, const std::string& name);
+  void release() { values_ = Tensor(); }
 
  private:
   std::shared_ptr<Frame> frame_;
@@ -63,6 +64,8 @@ class Frame {
   // second run from other values.
   void finish_forward(std::vector<GeneratorUse> generators) {
     generators_ = std::move(generators);
+    for (const std::weak_ptr<Placeholder>& held : placeholders_)
+      if (std::shared_ptr<Placeholder> placeholder = held.lock()) placeholder->release();
     for (size_t i = 0; i < inputs_.size(); ++i)
       EMBER_CHECK(inputs_[i].version() == versions_[i],
                   "{}: the function modified its argument tensor {} (shape {}) in place, so running it again in "
@@ -73,6 +76,11 @@ class Frame {
   // The pack hook of the forward: a new placeholder per saved tensor.
   std::shared_ptr<autograd::PackedTensor> pack(const std::shared_ptr<Frame>& self, const Tensor& saved) {
     auto placeholder = std::make_shared<Placeholder>(self, placeholders_.size(), saved);
+    // Until the region's forward ends, a backward inside it (autograd::grad
+    // of its own outputs: a gradient penalty) reads the saved tensors
+    // themselves, as PyTorch 2's checkpoint does; finish_forward drops them.
+    // It recomputed instead, from a region only partly run, and failed.
+    placeholder->fill(saved, name_);
     placeholders_.push_back(placeholder);
     return placeholder;
   }
@@ -103,6 +111,7 @@ class Frame {
       use.generator->set_state(use.before);
     }
     recomputing_ = true;
+    GeneratorUsesHidden hidden;
     EnableGradGuard grad_mode;  // the engine runs formulas without recording; this run must record
     // The engine turned autocast off; the forward's policy comes back, device by device.
     std::array<std::optional<AutocastGuard>, kNumDeviceTypes> autocast;
@@ -120,7 +129,7 @@ class Frame {
     EMBER_CHECK(count == placeholders_.size(),
                 "{}: running the function again in backward saved {} tensors for backward where the forward saved "
                 "{}: it must run the same operations both times (same control flow, the same arguments requiring "
-                "grad, random numbers from the default generator only)",
+                "grad)",
                 name_, count, placeholders_.size());
   }
 

@@ -264,6 +264,54 @@ TEST(Checkpoint, NestedCheckpointsAreBitExact) {
   expect_all_bitwise_equal(gradients_of(sum(y), tensors), plain);
 }
 
+// Region B takes a gradient through region A's output (A recomputes inside
+// B's forward) before B's own first draw: B's recorder took A's restored
+// generator state for its own, and B's recomputation drew A's dropout mask.
+// Mutation caught: Frame::recompute without GeneratorUsesHidden (l2's
+// weight gradient differs).
+TEST(Checkpoint, ARecomputationInsideAnotherRegionLeavesItsRandomNumbers) {
+  manual_seed(1);
+  nn::Linear l1(16, 32), l2(32, 16);
+  Tensor x = testing::random_tensor({8, 16}, DType::f32).requires_grad_();
+  std::vector<Tensor> tensors = with(l1.parameters(), x);
+  for (const Tensor& p : l2.parameters()) tensors.push_back(p);
+  auto region_a = [&](const Tensor& in) { return l2(dropout(gelu(l1(in)), 0.5)); };
+  std::vector<std::vector<Tensor>> grads;
+  for (bool checkpointed : {false, true}) {
+    clear_grads(tensors);
+    manual_seed(21);
+    Tensor a = checkpointed ? nn::checkpoint(region_a, x) : region_a(x);
+    Tensor s = sum(a * a);
+    auto region_b = [&](const Tensor& h) {
+      Tensor saliency = autograd::grad({s}, {x}, {}, /*retain_graph=*/true)[0];
+      return sum(l2(dropout(gelu(l1(h)), 0.5))) * mean(saliency).item<double>();
+    };
+    Tensor b = checkpointed ? nn::checkpoint(region_b, x * 1.0) : region_b(x * 1.0);
+    grads.push_back(gradients_of(b + sum(a), tensors));
+  }
+  expect_all_bitwise_equal(grads[1], grads[0]);
+}
+
+// A backward inside the region through its own saved tensors (a gradient
+// penalty: the gradient of the region's output with respect to its input,
+// with create_graph) recomputed the region from its partly run forward and
+// failed, blaming control flow. PyTorch 2 reads the saved tensors there;
+// so does ember now. Mutation caught: pack without the placeholder's fill.
+TEST(Checkpoint, AGradientTakenInsideTheRegionWorks) {
+  manual_seed(2);
+  nn::Linear l1(4, 8);
+  Tensor x = testing::random_tensor({3, 4}, DType::f32).requires_grad_();
+  std::vector<Tensor> tensors = with(l1.parameters(), x);
+  auto penalty = [&](const Tensor& h) {
+    Tensor y = sum(tanh(l1(h)));
+    Tensor g = autograd::grad({y}, {h}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+    return sum(g * g);
+  };
+  std::vector<Tensor> plain = gradients_of(penalty(x), tensors);
+  clear_grads(tensors);
+  expect_all_bitwise_equal(gradients_of(nn::checkpoint(penalty, x), tensors), plain);
+}
+
 // Which hooks run again (nn/checkpoint.h): the module's own forward
 // wrappers, pre-hooks and hooks once; a submodule's forward hook twice;
 // backward pre-hooks and backward hooks once. The pre-hook "frees" the
