@@ -732,6 +732,12 @@ NamedTensors Accelerator::get_state_dict(const nn::Module& model) const {
 
 void Accelerator::free_memory() { release_prepared(*state_, /*gather_sharded_parameters=*/true); }
 
+void Accelerator::register_for_checkpointing(Generator& generator) {
+  for (const Generator* registered : state_->generators)
+    EMBER_CHECK(registered != &generator, "Accelerator::register_for_checkpointing: this generator is registered already");
+  state_->generators.push_back(&generator);
+}
+
 void Accelerator::register_checkpointable(detail::Checkpointable checkpointable) {
   state_->checkpointables.push_back(std::move(checkpointable));
 }

@@ -59,6 +59,8 @@
 
 namespace ember {
 
+class Generator;
+
 namespace distributed {
 class ProcessGroup;
 class GradScaler;
@@ -286,6 +288,10 @@ class Accelerator {
   // Adds an object to what save_state/load_state carry: anything with
   // state_dict()/load_state_dict() over nlohmann::json or NamedTensors. It must
   // live as long as the accelerator saves or loads.
+  // A Generator of one's own (a module's: nn::Dropout(p, &generator)) is
+  // saved by every process beside the default generator's state, and
+  // restored as that is; unregistered, a resumed run drew other numbers.
+  void register_for_checkpointing(Generator& generator);
   template <class T>
   void register_for_checkpointing(T& object) {
     if constexpr (TensorStateful<T>) {  // nn::Module among them

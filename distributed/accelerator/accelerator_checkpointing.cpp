@@ -11,7 +11,8 @@
 //   scheduler.json, scheduler_1.json, ...            main process
 //   scaler.json                                      main process, with fp16
 //   custom_checkpoint_0.json | .safetensors, ...     main process, register_for_checkpointing
-//   process_<r>.json                                 every process: its RNG state and loader positions
+//   process_<r>.json                                 every process: its RNG states (the default generator's and
+//                                                    the registered ones') and loader positions
 //   gradients_<r>.safetensors                        every process, only mid-accumulation
 // and with state_dict_type "sharded" under ZeRO (Note [Sharded checkpoints]),
 // instead of the sharded parameters in model*.safetensors and the ZeRO
@@ -387,8 +388,15 @@ void write_process_files(const AcceleratorState& state, const fs::path& staging)
     saved["worker_seed"] = prepared->loader->worker_seed();
     loaders.push_back(std::move(saved));
   }
+  json generators = json::array();
+  for (const Generator* generator : state.generators) {
+    const GeneratorState saved = generator->state();
+    generators.push_back({{"seed", saved.seed}, {"offset", saved.offset}});
+  }
   write_json(staging / fmt::format("process_{}.json", state.process_index),
-             {{"random_state", {{"seed", random.seed}, {"offset", random.offset}}}, {"dataloaders", loaders}});
+             {{"random_state", {{"seed", random.seed}, {"offset", random.offset}}},
+              {"generators", std::move(generators)},
+              {"dataloaders", loaders}});
   // Mid-accumulation the gradients are partial sums that the next steps add to.
   if (state.gradient.step != 0)
     save_safetensors(staging / fmt::format("gradients_{}.safetensors", state.process_index), named_gradients(state));
@@ -451,6 +459,7 @@ struct LoadedCheckpoint {
   bool saved_scaler = false;  // the checkpoint holds a loss scale (an fp16 job's)
   std::vector<std::variant<json, NamedTensors>> custom;
   GeneratorState random;
+  std::vector<GeneratorState> generators;  // the registered ones
   std::vector<data::DataLoaderState> loaders;
   std::vector<std::optional<uint64_t>> loader_seeds;  // none where the checkpoint holds none
   std::vector<std::optional<uint64_t>> worker_seeds;  // the same
@@ -680,12 +689,21 @@ LoadedCheckpoint read_checkpoint(const AcceleratorState& state, const fs::path& 
 
   const fs::path process_file = directory / fmt::format("process_{}.json", state.process_index % saved_world);
   const json process = read_json(directory, manifest, process_file.filename().string());
-  const json& random = field(process, "random_state", process_file);
-  EMBER_CHECK(field(random, "seed", process_file).is_number_unsigned() &&
-                  field(random, "offset", process_file).is_number_unsigned(),
-              "load_state: the random state in {} is not two unsigned integers", process_file.string());
   const uint64_t stream = uint64_t(state.process_index / saved_world);
-  loaded.random = {seed_of_stream(random["seed"].get<uint64_t>(), stream), random["offset"].get<uint64_t>()};
+  auto generator_state = [&](const json& random, const std::string& what) {
+    EMBER_CHECK(field(random, "seed", process_file).is_number_unsigned() &&
+                    field(random, "offset", process_file).is_number_unsigned(),
+                "load_state: {} in {} is not two unsigned integers", what, process_file.string());
+    return GeneratorState{seed_of_stream(random["seed"].get<uint64_t>(), stream), random["offset"].get<uint64_t>()};
+  };
+  loaded.random = generator_state(field(process, "random_state", process_file), "the random state");
+  // Checkpoints written before generators could be registered hold none.
+  const json generators = process.contains("generators") ? process["generators"] : json::array();
+  EMBER_CHECK(generators.is_array() && generators.size() == state.generators.size(),
+              "load_state: {} holds {} registered generators, but {} were registered for checkpointing",
+              process_file.string(), generators.is_array() ? generators.size() : 0, state.generators.size());
+  for (size_t i = 0; i < generators.size(); ++i)
+    loaded.generators.push_back(generator_state(generators[i], fmt::format("registered generator {}", i)));
   const json& loaders = field(process, "dataloaders", process_file);
   EMBER_CHECK(loaders.is_array() && loaders.size() == state.loaders.size(),
               "load_state: {} holds {} data loader positions, but {} loaders were prepared", process_file.string(),
@@ -911,6 +929,7 @@ void Accelerator::load_state(const std::optional<fs::path>& directory) {
   // The loaded scale replaces the iteration's steps: no update is pending.
   for (const auto& prepared : state.optimizers) prepared->stepped_since_scaler_update = false;
   default_generator().set_state(loaded.random);
+  for (size_t i = 0; i < state.generators.size(); ++i) state.generators[i]->set_state(loaded.generators[i]);
   for (size_t i = 0; i < state.loaders.size(); ++i) {
     if (loaded.loader_seeds[i]) state.loaders[i]->original->sampler()->set_seed(*loaded.loader_seeds[i]);
     if (loaded.worker_seeds[i]) state.loaders[i]->loader->set_worker_seed(*loaded.worker_seeds[i]);

@@ -111,6 +111,7 @@ struct AcceleratorState {
   std::vector<std::unique_ptr<PreparedScheduler>> schedulers;
   std::vector<std::unique_ptr<PreparedLoader>> loaders;
   std::vector<Checkpointable> checkpointables;
+  std::vector<Generator*> generators;  // registered for checkpointing; each process saves its own state
   std::vector<std::unique_ptr<distributed::Tracker>> trackers;
   // With automatic checkpoint naming, the main process's lock on the
   // checkpoints directory, from its first save_state to the end

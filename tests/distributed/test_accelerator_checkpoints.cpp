@@ -420,6 +420,29 @@ TEST(AcceleratorCheckpoints, RegisteredObjectsTravelWithTheCheckpoint) {
   EXPECT_EQ(counter.value, 7);
 }
 
+// A module's own generator (nn::Dropout(p, &generator)) was in no
+// checkpoint: a resumed run's dropout drew other masks, without a word.
+// Registered, it is saved by each process and restored. Mutation caught:
+// load_state not setting the registered generators (other masks).
+TEST(AcceleratorCheckpoints, ARegisteredGeneratorResumesItsStream) {
+  testing::ScratchDirectory directory;
+  Generator generator(11);
+  nn::Dropout dropout(0.5, &generator);
+  Training training;
+  training.accelerator.register_for_checkpointing(generator);
+  (void)dropout(ones({64}));
+  training.accelerator.save_state(directory.path() / "state");
+  const Tensor expected = dropout(ones({64}));
+  (void)dropout(ones({64}));
+  training.accelerator.load_state(directory.path() / "state");
+  EXPECT_TRUE(testing::bitwise_equal(dropout(ones({64})), expected));
+  EXPECT_EMBER_ERROR(training.accelerator.register_for_checkpointing(generator), "this generator is registered already");
+
+  Training other;  // registers none: the checkpoint's one generator has no place
+  EXPECT_EMBER_ERROR(other.accelerator.load_state(directory.path() / "state"),
+                     "holds 1 registered generators, but 0 were registered for checkpointing");
+}
+
 // The model's parameters and every other byte a refused load_state must not touch.
 std::vector<std::string> parameter_bytes(const nn::Module& model) {
   std::vector<std::string> bytes;
