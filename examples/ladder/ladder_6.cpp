@@ -14,7 +14,6 @@ namespace F = ember::nn::functional;
 
 int main() try {
   Accelerator accelerator({.mixed_precision = "bf16", .sharding = {.strategy = "zero1"}});
-  // The Accelerator knows the ranks, so this also runs alone (one process).
   const int rank = accelerator.process_index(), world_size = accelerator.num_processes();
   ladder::Data data = ladder::make_data();
   std::shared_ptr<nn::Sequential> model = ladder::make_model();
