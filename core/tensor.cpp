@@ -2,6 +2,7 @@
 #include "core/tensor.h"
 
 #include <algorithm>
+#include <ostream>
 #include <type_traits>
 
 #include "core/device_runtime.h"
@@ -23,19 +24,21 @@ Tensor Tensor::make(std::shared_ptr<Storage> storage, DType dtype, const Shape& 
   return Tensor(std::move(impl));
 }
 
-Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
-  for (int64_t d : shape) EMBER_CHECK(d >= 0, "empty: negative dimension in shape {}", shape);
-  Strides strides = contiguous_strides(shape, "empty");
+Tensor make_tensor(const Shape& shape, DType dtype, Device device, std::string_view op) {
+  for (int64_t d : shape) EMBER_CHECK(d >= 0, "{}: negative dimension in shape {}", op, shape);
+  Strides strides = contiguous_strides(shape, op);
   // The bytes, multiplied with overflow checks unless a zero makes them 0
   // (the strides check bounded every dim but the first).
   const bool no_elements = std::find(shape.begin(), shape.end(), 0) != shape.end();
   int64_t nbytes = no_elements ? 0 : element_size(dtype);
   for (int64_t d : shape)
     EMBER_CHECK(no_elements || !__builtin_mul_overflow(nbytes, d, &nbytes),
-                "empty: shape {} of {} is more bytes than 64 bits hold", shape, dtype);
+                "{}: shape {} of {} is more bytes than 64 bits hold", op, shape, dtype);
   auto storage = std::make_shared<Storage>(size_t(nbytes), device);
   return Tensor::make(std::move(storage), dtype, shape, strides, 0);
 }
+
+std::ostream& operator<<(std::ostream& out, const Tensor& t) { return out << t.str(); }
 
 int64_t Tensor::size(int64_t dim) const { return shape()[int(wrap_dim(dim, this->dim(), "size"))]; }
 int64_t Tensor::stride(int64_t dim) const { return strides()[int(wrap_dim(dim, this->dim(), "stride"))]; }

@@ -7,9 +7,11 @@
 #pragma once
 
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/device.h"
@@ -175,8 +177,12 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
-// A fresh contiguous tensor on `device`; contents uninitialised.
-Tensor make_tensor(const Shape& shape, DType dtype, Device device = kCPU);
+// A fresh contiguous tensor on `device`; contents uninitialised. `op` names
+// the creating op in the errors about the shape.
+Tensor make_tensor(const Shape& shape, DType dtype, Device device = kCPU, std::string_view op = "empty");
+
+// Prints str(), as `print(tensor)` does in PyTorch (and gtest's failures).
+std::ostream& operator<<(std::ostream& out, const Tensor& t);
 
 }  // namespace ember
 

@@ -18,6 +18,14 @@ Tensor finish(std::string_view op, Tensor t, const TensorOptions& options) {
   t.impl()->requires_grad = options.requires_grad;
   return t;
 }
+
+// full under the name of the op the user called (zeros({-1}) said "empty").
+Tensor filled(std::string_view op, const Shape& shape, const Scalar& value, TensorOptions options) {
+  check_scalar_fits(op, value, options.dtype);
+  Tensor t = make_tensor(shape, options.dtype, options.device, op);
+  t.fill_(value);
+  return finish(op, t, options);
+}
 }  // namespace
 
 Tensor empty(const Shape& shape, TensorOptions options) {
@@ -25,14 +33,10 @@ Tensor empty(const Shape& shape, TensorOptions options) {
 }
 
 Tensor full(const Shape& shape, const Scalar& value, TensorOptions options) {
-  check_scalar_fits("full", value, options.dtype);
-  Tensor t = make_tensor(shape, options.dtype, options.device);
-  t.fill_(value);
-  return finish("full", t, options);
+  return filled("full", shape, value, options);
 }
-
-Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0, options); }
-Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1, options); }
+Tensor zeros(const Shape& shape, TensorOptions options) { return filled("zeros", shape, 0, options); }
+Tensor ones(const Shape& shape, TensorOptions options) { return filled("ones", shape, 1, options); }
 Tensor scalar_tensor(const Scalar& value, TensorOptions options) { return full({}, value, options); }
 
 Tensor arange(const Scalar& end) { return arange(0, end, 1); }

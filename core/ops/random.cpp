@@ -59,7 +59,7 @@ int uniforms_per_block(DType dtype) { return dtype == DType::f64 ? 2 : 4; }
 Tensor floating_random(const Op<void(const Tensor&, GeneratorState)>& op, std::string_view name, const Shape& shape,
                        TensorOptions options, Generator* generator) {
   EMBER_CHECK(is_floating(options.dtype), "{}: expected a floating dtype, got {}", name, options.dtype);
-  Tensor out = make_tensor(shape, options.dtype, options.device);
+  Tensor out = make_tensor(shape, options.dtype, options.device, name);
   if (out.numel() > 0)
     op(options.device.type, options.dtype, out, reserve(generator, out.numel(), uniforms_per_block(options.dtype)));
   out.impl()->requires_grad = options.requires_grad;
@@ -98,7 +98,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, RandintOptions opt
   }
   EMBER_CHECK(!options.requires_grad || is_floating(options.dtype),
               "randint: only floating tensors can require gradients, got {}", options.dtype);
-  Tensor out = make_tensor(shape, options.dtype, options.device);
+  Tensor out = make_tensor(shape, options.dtype, options.device, "randint");
   if (out.numel() > 0) {
     uint64_t range = uint64_t(high) - uint64_t(low);
     GeneratorState stream = reserve(generator, out.numel(), random_detail::randint_per_block(range));

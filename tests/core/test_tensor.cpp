@@ -1,5 +1,6 @@
 // Tensor basics: metadata, views sharing storage, copies, printing, dtypes.
 #include <limits>
+#include <sstream>
 
 #include "support/test_support.h"
 
@@ -189,7 +190,7 @@ TEST(Tensor, ItemIntoAnIntegerIsChecked) {
 // setting the flag without the check (these EXPECTs then see no error).
 TEST(Tensor, CreationOpsRefuseGradientsOnIntegerTensors) {
   const TensorOptions i64_grad{.dtype = DType::i64, .requires_grad = true};
-  EXPECT_EMBER_ERROR(zeros({2}, i64_grad), "full: only floating point tensors can require gradients, got int64");
+  EXPECT_EMBER_ERROR(zeros({2}, i64_grad), "zeros: only floating point tensors can require gradients, got int64");
   EXPECT_EMBER_ERROR(ones({2}, {.dtype = DType::boolean, .requires_grad = true}), "got bool");
   EXPECT_EMBER_ERROR(empty({2}, i64_grad), "empty: only floating point");
   EXPECT_EMBER_ERROR(scalar_tensor(3, {.dtype = DType::i32, .requires_grad = true}), "got int32");
@@ -216,10 +217,16 @@ TEST(Tensor, EyeRefusesANegativeColumnCount) {
 // by UBSan). Too large a shape is an error, never a wrapped size.
 TEST(Tensor, ShapesWhoseSizesOverflowAreErrors) {
   const int64_t huge = int64_t(1) << 40;
-  EXPECT_EMBER_ERROR(zeros({0, huge, huge}), "empty: shape [0, 1099511627776, 1099511627776] is too large: its strides "
+  EXPECT_EMBER_ERROR(zeros({0, huge, huge}), "zeros: shape [0, 1099511627776, 1099511627776] is too large: its strides "
                                              "overflow 64 bits");
-  EXPECT_EMBER_ERROR(zeros({int64_t(1) << 32, int64_t(1) << 32}), "empty: shape [4294967296, 4294967296] of float32 is "
+  EXPECT_EMBER_ERROR(zeros({int64_t(1) << 32, int64_t(1) << 32}), "zeros: shape [4294967296, 4294967296] of float32 is "
                                                                   "more bytes than 64 bits hold");
+  // Each creating op names itself (zeros({-1}) said "empty"). Mutation
+  // caught: make_tensor's op left at its default in filled and the random ops.
+  EXPECT_EMBER_ERROR(zeros({-1}), "zeros: negative dimension in shape [-1]");
+  EXPECT_EMBER_ERROR(ones({2, -3}), "ones: negative dimension in shape [2, -3]");
+  EXPECT_EMBER_ERROR(rand({-2}), "rand: negative dimension in shape [-2]");
+  EXPECT_EMBER_ERROR(randint(0, 3, {-2}), "randint: negative dimension in shape [-2]");
   EXPECT_EMBER_ERROR(zeros({int64_t(1) << 61}, {.dtype = DType::f64}), "more bytes than 64 bits hold");
   EXPECT_EMBER_ERROR(zeros({0}).reshape({0, huge, huge}), "view: shape [0, 1099511627776, 1099511627776] is too large");
   float data[1] = {};
@@ -273,6 +280,14 @@ TEST(Tensor, ViewsOfEmptyTensorsWithHugeSizesDoNotOverflow) {
   // (corpus/ops/permute_empty_huge_sizes).
   EXPECT_EQ(t.permute({2, 0, 1}).shape(), (Shape{0, 7, max}));
   EXPECT_TRUE(t.permute({2, 0, 1}).is_contiguous());
+}
+
+// operator<< prints what str() gives, as PyTorch's print does.
+TEST(Tensor, StreamsAsItPrints) {
+  const Tensor t = from_vector<float>({1.5f, -2.0f});
+  std::ostringstream out;
+  out << t;
+  EXPECT_EQ(out.str(), t.str());
 }
 
 TEST(Tensor, ItemAndErrors) {
