@@ -68,7 +68,7 @@ TEST(Softmax, ALongLineIsTheSameBitsOnAnyNumberOfThreads) {
     const Tensor row = t.narrow(0, 0, 1);
     set_num_threads(1);
     const Tensor one = softmax(row, 1), log_one = log_softmax(t, 1);
-    for (int threads : {2, 3, 5}) {
+    for (int threads : {2, 3}) {
       set_num_threads(threads);
       EXPECT_TRUE(bitwise_equal(softmax(row, 1), one)) << dtype_name(dtype) << " on " << threads << " threads";
       EXPECT_TRUE(bitwise_equal(log_softmax(t, 1), log_one)) << dtype_name(dtype) << " on " << threads << " threads";
