@@ -79,13 +79,15 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   // the small gradients loss scaling protects flush to 0 again, and the step
   // went ahead as if scaling had worked. PyTorch refuses them as well.
   for (size_t group = 0; group < optimizer.num_param_groups(); ++group)
-    for (size_t i = 0; i < optimizer.params(group).size(); ++i)
-      EMBER_CHECK(!optimizer.params(group)[i].grad().defined() || optimizer.params(group)[i].grad().dtype() != DType::f16,
+    for (size_t i = 0; i < optimizer.params(group).size(); ++i) {
+      const Tensor grad = optimizer.params(group)[i].grad();
+      EMBER_CHECK(!grad.defined() || grad.dtype() != DType::f16,
                   "GradScaler::unscale_: parameter {} of param group {} of {} has a float16 gradient, which unscaling "
                   "in float16 would flush to 0 where it is small (PyTorch: \"Attempting to unscale FP16 "
                   "gradients\"); keep the parameters in float32 and run the forward under autocast (the "
                   "Accelerator's mixed_precision \"fp16\" does)",
                   i, group, optimizer.name());
+    }
   const double inv_scale = 1.0 / scale_;
   Tensor found_inf;
   for (size_t group = 0; group < optimizer.num_param_groups(); ++group) {

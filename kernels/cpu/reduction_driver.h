@@ -75,12 +75,16 @@ EMBER_TARGET_AVX2 typename Reducer::Acc fold_dense_avx2(const Reducer& reducer, 
   return fold_lanes<true>(reducer, p, 1, n, r);
 }
 
+// Where the pairwise tree splits n elements: the left half, in whole lanes.
+// reduce_run and split_reduced's tree must split alike.
+inline int64_t pairwise_half(int64_t n) { return (n / 2 + kLanes - 1) / kLanes * kLanes; }
+
 // Folds n elements `stride` apart, pairwise above kDenseBlock so that rounding
 // error grows with log(n), not n. The first element has flat reduced index r.
 template <bool kDense, class In, class Reducer>
 typename Reducer::Acc reduce_run(const Reducer& reducer, const In* p, int64_t stride, int64_t n, int64_t r) {
   if (n > kDenseBlock) {
-    int64_t half = (n / 2 + kLanes - 1) / kLanes * kLanes;
+    const int64_t half = pairwise_half(n);
     auto left = reduce_run<kDense>(reducer, p, stride, half, r);
     return reducer.merge(left, reduce_run<kDense>(reducer, p + half * stride, stride, n - half, r + half));
   }
@@ -98,19 +102,23 @@ typename Reducer::Acc reduce_run(const Reducer& reducer, const In* p, int64_t st
   }
 }
 
+// reduce_run at any stride: a dense run folds on SIMD lanes.
+template <class In, class Reducer>
+typename Reducer::Acc fold_run(const Reducer& reducer, const In* p, int64_t stride, int64_t n, int64_t r) {
+  return stride == 1 ? reduce_run<true>(reducer, p, 1, n, r) : reduce_run<false>(reducer, p, stride, n, r);
+}
+
 // Folds the flat reduced range [begin, end) of the output whose input starts at `base`.
 template <class In, class Reducer>
 typename Reducer::Acc reduce_range(const Reducer& reducer, const ReductionLoop& loop, const In* base, int64_t begin,
                                    int64_t end) {
   if (loop.reduced_ndim == 1) {  // one run: skip the cursor
     const int64_t stride = loop.inner_reduced_stride();
-    return stride == 1 ? reduce_run<true>(reducer, base + begin, 1, end - begin, begin)
-                       : reduce_run<false>(reducer, base + begin * stride, stride, end - begin, begin);
+    return fold_run(reducer, base + begin * stride, stride, end - begin, begin);
   }
   typename Reducer::Acc acc = reducer.identity();
   for_each_reduced_run(loop, begin, end, [&](int64_t offset, int64_t stride, int64_t n, int64_t r) {
-    acc = reducer.merge(acc, stride == 1 ? reduce_run<true>(reducer, base + offset, 1, n, r)
-                                         : reduce_run<false>(reducer, base + offset, stride, n, r));
+    acc = reducer.merge(acc, fold_run(reducer, base + offset, stride, n, r));
   });
   return acc;
 }
@@ -214,7 +222,7 @@ inline void tree_leaves(int64_t begin, int64_t n, int depth, std::vector<std::pa
     leaves.emplace_back(begin, n);
     return;
   }
-  const int64_t half = (n / 2 + kLanes - 1) / kLanes * kLanes;
+  const int64_t half = pairwise_half(n);
   tree_leaves(begin, half, depth - 1, leaves);
   tree_leaves(begin + half, n - half, depth - 1, leaves);
 }
@@ -224,7 +232,7 @@ template <class Reducer>
 typename Reducer::Acc merge_tree(const Reducer& reducer, int64_t n, int depth, const typename Reducer::Acc* folds,
                                  size_t& next) {
   if (depth == 0 || n <= kDenseBlock) return folds[next++];
-  const int64_t half = (n / 2 + kLanes - 1) / kLanes * kLanes;
+  const int64_t half = pairwise_half(n);
   const typename Reducer::Acc left = merge_tree(reducer, half, depth - 1, folds, next);
   return reducer.merge(left, merge_tree(reducer, n - half, depth - 1, folds, next));
 }
@@ -269,8 +277,7 @@ void split_reduced(const Reducer& reducer, const ReductionLoop& loop) {
           folds[size_t(i)] = reduce_range(reducer, loop, base, begin, begin + n);
         } else {
           const Run& run = runs[size_t(i)];
-          folds[size_t(i)] = run.stride == 1 ? reduce_run<true>(reducer, base + run.offset, 1, run.n, run.r)
-                                             : reduce_run<false>(reducer, base + run.offset, run.stride, run.n, run.r);
+          folds[size_t(i)] = fold_run(reducer, base + run.offset, run.stride, run.n, run.r);
         }
       }
     });
