@@ -26,13 +26,28 @@ Pair checked_kernel(const Pair& kernel_size) {
   return kernel_size;
 }
 
-int64_t checked_groups(int64_t in_channels, int64_t out_channels, int64_t groups) {
-  EMBER_CHECK(in_channels >= 0 && out_channels >= 0, "Conv2d: in_channels {} and out_channels {} must not be negative",
-              in_channels, out_channels);
+int64_t checked_kernel(int64_t kernel_size) {
+  EMBER_CHECK(kernel_size > 0, "Conv1d: kernel_size must be positive, got {}", kernel_size);
+  return kernel_size;
+}
+
+int64_t checked_groups(int64_t in_channels, int64_t out_channels, int64_t groups, std::string_view layer) {
+  EMBER_CHECK(in_channels >= 0 && out_channels >= 0, "{}: in_channels {} and out_channels {} must not be negative",
+              layer, in_channels, out_channels);
   EMBER_CHECK(groups > 0 && in_channels % groups == 0 && out_channels % groups == 0,
-              "Conv2d: in_channels {} and out_channels {} must be divisible by groups {}", in_channels, out_channels,
-              groups);
+              "{}: in_channels {} and out_channels {} must be divisible by groups {}", layer, in_channels,
+              out_channels, groups);
   return groups;
+}
+
+// PyTorch's _ConvNd.reset_parameters: weight kaiming_uniform_(a = sqrt(5)); bias U(+-1/sqrt(fan_in)).
+void reset_conv_parameters(Tensor& weight, Tensor& bias, Generator* generator) {
+  init::kaiming_uniform_(weight, {.a = std::sqrt(5.0), .generator = generator});
+  if (bias.defined()) {
+    int64_t fan_in = init::calculate_fan_in_and_fan_out(weight).fan_in;
+    double bound = fan_in > 0 ? 1.0 / std::sqrt(double(fan_in)) : 0.0;
+    init::uniform_(bias, -bound, bound, generator);
+  }
 }
 
 }  // namespace
@@ -42,7 +57,7 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, cons
       out_channels(out_channels),
       kernel_size(checked_kernel(kernel_size)),
       conv{.stride = options.stride, .padding = options.padding, .dilation = options.dilation,
-           .groups = checked_groups(in_channels, out_channels, options.groups)},
+           .groups = checked_groups(in_channels, out_channels, options.groups, "Conv2d")},
       weight(register_parameter("weight", empty({out_channels, in_channels / options.groups, kernel_size[0],
                                                  kernel_size[1]},
                                                 {.dtype = options.dtype}))),
@@ -50,14 +65,7 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, cons
   reset_parameters(options.generator);
 }
 
-void Conv2d::reset_parameters(Generator* generator) {
-  init::kaiming_uniform_(weight, {.a = std::sqrt(5.0), .generator = generator});
-  if (bias.defined()) {
-    int64_t fan_in = init::calculate_fan_in_and_fan_out(weight).fan_in;
-    double bound = fan_in > 0 ? 1.0 / std::sqrt(double(fan_in)) : 0.0;
-    init::uniform_(bias, -bound, bound, generator);
-  }
-}
+void Conv2d::reset_parameters(Generator* generator) { reset_conv_parameters(weight, bias, generator); }
 
 Tensor Conv2d::forward(const Tensor& input) { return conv2d(input, weight, bias, conv); }
 
@@ -67,6 +75,32 @@ std::string Conv2d::extra_repr() const {
                                 python_tuple(kernel_size), python_tuple(conv.stride));
   if (conv.padding != Pair{0, 0}) out += ", padding=" + python_tuple(conv.padding);
   if (conv.dilation != Pair{1, 1}) out += ", dilation=" + python_tuple(conv.dilation);
+  if (conv.groups != 1) out += fmt::format(", groups={}", conv.groups);
+  if (!bias.defined()) out += ", bias=False";
+  return out;
+}
+
+Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv1dOptions& options)
+    : in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(checked_kernel(kernel_size)),
+      conv{.stride = options.stride, .padding = options.padding, .dilation = options.dilation,
+           .groups = checked_groups(in_channels, out_channels, options.groups, "Conv1d")},
+      weight(register_parameter("weight", empty({out_channels, in_channels / options.groups, kernel_size},
+                                                {.dtype = options.dtype}))),
+      bias(register_parameter("bias", options.bias ? empty({out_channels}, {.dtype = options.dtype}) : Tensor())) {
+  reset_parameters(options.generator);
+}
+
+void Conv1d::reset_parameters(Generator* generator) { reset_conv_parameters(weight, bias, generator); }
+
+Tensor Conv1d::forward(const Tensor& input) { return functional::conv1d(input, weight, bias, conv); }
+
+std::string Conv1d::extra_repr() const {
+  std::string out = fmt::format("{}, {}, kernel_size=({},), stride=({},)", in_channels, out_channels, kernel_size,
+                                conv.stride);
+  if (conv.padding != 0) out += fmt::format(", padding=({},)", conv.padding);
+  if (conv.dilation != 1) out += fmt::format(", dilation=({},)", conv.dilation);
   if (conv.groups != 1) out += fmt::format(", groups={}", conv.groups);
   if (!bias.defined()) out += ", bias=False";
   return out;

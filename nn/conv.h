@@ -1,9 +1,10 @@
-// nn::Conv2d, nn::MaxPool2d and nn::AvgPool2d over NCHW inputs, on core's
-// oneDNN-backed ops. Tests: tests/nn/test_layers.cpp.
+// nn::Conv1d, nn::Conv2d, nn::MaxPool2d and nn::AvgPool2d over NCL and NCHW
+// inputs, on core's oneDNN-backed ops. Tests: tests/nn/test_layers.cpp.
 #pragma once
 
 #include "core/ops/conv.h"
 #include "core/random.h"
+#include "nn/functional/conv.h"
 #include "nn/module.h"
 
 namespace ember::nn {
@@ -35,6 +36,34 @@ class Conv2d : public Module {
   ember::Conv2dOptions conv;  // stride, padding, dilation, groups
   // Registered slots (Note [Parameter slots]).
   Tensor& weight;  // [out_channels, in_channels / groups, kH, kW]
+  Tensor& bias;    // [out_channels] or undefined
+};
+
+struct Conv1dOptions {
+  int64_t stride = 1;
+  int64_t padding = 0;
+  int64_t dilation = 1;
+  int64_t groups = 1;
+  bool bias = true;
+  DType dtype = DType::f32;
+  Generator* generator = nullptr;  // for the default initialisation
+};
+
+// nn::functional::conv1d; PyTorch's parameter shapes and initialisation, so
+// state dicts move between the two.
+class Conv1d : public Module {
+ public:
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv1dOptions& options = {});
+  // [N, in_channels, L] -> [N, out_channels, L']
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  void reset_parameters(Generator* generator = nullptr);
+
+  int64_t in_channels;
+  int64_t out_channels;
+  int64_t kernel_size;
+  functional::Conv1dOptions conv;  // stride, padding, dilation, groups
+  Tensor& weight;  // [out_channels, in_channels / groups, kernel_size]
   Tensor& bias;    // [out_channels] or undefined
 };
 

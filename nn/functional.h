@@ -6,6 +6,7 @@
 #include "nn/functional/activation.h"
 #include "nn/functional/attention.h"
 #include "nn/functional/conv.h"
+#include "nn/functional/distance.h"
 #include "nn/functional/linear.h"
 #include "nn/functional/loss.h"
 #include "nn/functional/normalization.h"

@@ -131,6 +131,61 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
   return reduce(loss, reduction);
 }
 
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  if (autocast_wants(kF32, {&input, &target})) [[unlikely]]
+    return huber_loss(f32(input), f32(target), reduction, delta);
+  check_same_shape(input, target, "huber_loss");
+  EMBER_CHECK(delta > 0, "huber_loss: delta must be positive, got {}", delta);
+  Tensor difference = input - target, magnitude = abs(difference);
+  Tensor inside = clamp(difference, -delta, delta);  // as in smooth_l1_loss: finite in both branches
+  Tensor loss = where(lt(magnitude, delta), inside * inside * 0.5, (magnitude - 0.5 * delta) * delta);
+  return reduce(loss, reduction);
+}
+
+Tensor kl_div(const Tensor& input, const Tensor& target, const KlDivOptions& options) {
+  if (autocast_wants(kF32, {&input, &target})) [[unlikely]]
+    return kl_div(f32(input), f32(target), options);
+  check_same_shape(input, target, "kl_div");
+  Tensor loss;
+  if (options.log_target) {
+    loss = exp(target) * (target - input);
+  } else {
+    // PyTorch's xlogy(t, t) - t x: a zero target adds 0. The log reads 1
+    // there, so that its gradient stays finite (PyTorch's target gradient is
+    // NaN at 0); a negative target still gives NaN, as PyTorch's.
+    Tensor log_target = log(where(ne(target, 0), target, 1.0));
+    loss = target * (log_target - input);
+  }
+  switch (options.reduction) {
+    case KlDivReduction::none: return loss;
+    case KlDivReduction::sum: return sum(loss);
+    case KlDivReduction::mean: return mean(loss);
+    case KlDivReduction::batchmean:
+      return input.dim() == 0 ? sum(loss) : sum(loss) / static_cast<double>(input.size(0));
+  }
+  return loss;
+}
+
+// The gradient is -w (t / x - (1 - t) / (1 - x)) = w (x - t) / (x (1 - x)),
+// PyTorch's, except where a log is clamped (x within 1e-44 of 0, or exactly 1
+// in f32): there that term's gradient is 0, where PyTorch divides by
+// max(x (1 - x), 1e-12).
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BceOptions& options) {
+  check_same_shape(input, target, "binary_cross_entropy");
+  EMBER_CHECK(!is_autocast_enabled(input.device().type),
+              "binary_cross_entropy: unsafe under autocast, where probabilities are rounded to a low precision "
+              "dtype; take binary_cross_entropy_with_logits of the logits instead (it fuses the sigmoid)");
+  // NaN is outside too, as PyTorch's check counts it.
+  const int64_t outside = sum(logical_not(logical_and(ge(input, 0), le(input, 1)))).item<int64_t>();
+  EMBER_CHECK(outside == 0, "binary_cross_entropy: every element of the input must be a probability in [0, 1]; "
+              "{} of the {} elements of the {} {} input are not", outside, input.numel(), input.shape(), input.dtype());
+  Tensor loss = -(target * clamp_min(log(input), -100.0) + (1.0 - target) * clamp_min(log1p(-input), -100.0));
+  if (options.weight.defined()) loss = loss * options.weight;
+  EMBER_CHECK(loss.shape() == input.shape(), "binary_cross_entropy: weight {} does not broadcast to the input {}",
+              options.weight.shape(), input.shape());
+  return reduce(loss, options.reduction);
+}
+
 // log(1 + e^-x) = log1p(e^-|x|) + max(-x, 0) never overflows; PyTorch's form,
 // with max(-x, 0) from `maximum`, which splits a tie's gradient, so that the
 // composite's gradient is -sigmoid(-x) at x = 0 too (-1/2; clamp_min's

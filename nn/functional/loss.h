@@ -28,6 +28,33 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
                       double beta = 1.0);
 
+// 0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere: smooth_l1_loss times delta. delta > 0.
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
+                  double delta = 1.0);
+
+// Kullback-Leibler divergence, pointwise target (log target - input), with input
+// log-probabilities and target probabilities (log-probabilities when
+// log_target). A zero target adds 0. PyTorch's reductions: mean divides by the
+// number of elements (its default, though the true KL divergence is
+// batchmean's, the sum divided by the batch size).
+enum class KlDivReduction { none, batchmean, sum, mean };
+struct KlDivOptions {
+  KlDivReduction reduction = KlDivReduction::mean;
+  bool log_target = false;
+};
+Tensor kl_div(const Tensor& input, const Tensor& target, const KlDivOptions& options = {});
+
+// -w (t log x + (1 - t) log(1 - x)) of probabilities x in [0, 1], each log
+// clamped at -100 as PyTorch's. Refused under autocast, as PyTorch refuses
+// it: a probability rounded to bf16 saturates; apply
+// binary_cross_entropy_with_logits to the logits instead. weight broadcasts
+// to the input.
+struct BceOptions {
+  Tensor weight{};
+  Reduction reduction = Reduction::mean;
+};
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BceOptions& options = {});
+
 // weight broadcasts to the input (per element); pos_weight to the last dim (per class).
 struct BceWithLogitsOptions {
   Tensor weight{};

@@ -8,17 +8,11 @@
 #include <fstream>
 #include <numbers>
 
+#include "support/golden_json.h"
 #include "support/test_support.h"
 
 namespace ember::testing {
 namespace {
-
-Tensor tensor_from(const nlohmann::json& j, DType dtype = DType::f64) {
-  Shape shape;
-  for (int64_t d : j["shape"]) shape.push_back(d);
-  std::vector<double> values = j["values"].get<std::vector<double>>();
-  return from_vector(values).reshape(shape).to(dtype);
-}
 
 Tensor attention(const std::vector<Tensor>& x) {
   const Tensor &q = x[0], &k = x[1], &v = x[2];

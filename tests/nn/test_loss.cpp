@@ -8,6 +8,7 @@
 
 #include "core/ops/normalization.h"
 #include "nn/functional/loss.h"
+#include "support/golden_json.h"
 #include "support/test_support.h"
 
 namespace ember::testing {
@@ -15,22 +16,6 @@ namespace {
 
 namespace F = ember::nn::functional;
 using Json = nlohmann::json;
-
-// A tensor from {"shape": [...], "values": [...]}; undefined for null.
-Tensor tensor_from(const Json& j, DType dtype = DType::f64) {
-  if (j.is_null()) return Tensor();
-  Shape shape;
-  for (int64_t d : j["shape"]) shape.push_back(d);
-  // from_vector reads an empty shape as "1-d": reshape, so 0-d values stay 0-d.
-  if (dtype == DType::i64) return from_vector<int64_t>(j["values"].get<std::vector<int64_t>>()).reshape(shape);
-  return from_vector<double>(j["values"].get<std::vector<double>>()).reshape(shape);
-}
-
-Tensor leaf_from(const Json& j) {
-  Tensor t = tensor_from(j);
-  if (t.defined()) t.requires_grad_(true);
-  return t;
-}
 
 Reduction reduction_from(const Json& j) {
   const std::string name = j.get<std::string>();
