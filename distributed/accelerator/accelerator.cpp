@@ -652,12 +652,25 @@ bool Accelerator::optimizer_step_was_skipped() const {
                      [](const auto& prepared) { return prepared->step_was_skipped; });
 }
 
-void Accelerator::unscale_gradients() {
+// Accelerate unscales every optimizer here. ember unscales only the ones
+// that step the clipped parameters: an optimizer unscaled now is not
+// unscaled again at its step, so one whose gradients were not all there yet
+// (a GAN's generator, clipped around by the discriminator's step, or a ZeRO
+// engine that had not published its shards) stepped on gradients still
+// multiplied by the loss scale.
+void Accelerator::unscale_gradients_of(const std::vector<Tensor>& parameters,
+                                       const distributed::ShardedDataParallel* zero) {
   distributed::GradScaler* scaler = active_scaler(*state_);
   if (!scaler) return;
-  for (const auto& prepared : state_->optimizers)
-    if (!prepared->alive.expired() && !scaler->is_unscaled(*prepared->optimizer))
-      scaler->unscale_(*prepared->optimizer);
+  std::unordered_set<const TensorImpl*> clipped;
+  for (const Tensor& parameter : parameters) clipped.insert(parameter.impl());
+  for (const auto& prepared : state_->optimizers) {
+    if (prepared->alive.expired() || scaler->is_unscaled(*prepared->optimizer)) continue;
+    bool steps_them = zero != nullptr && prepared->zero == zero;
+    for (size_t g = 0; zero == nullptr && !steps_them && g < prepared->optimizer->num_param_groups(); ++g)
+      for (const Tensor& parameter : prepared->optimizer->params(g)) steps_them = steps_them || clipped.count(parameter.impl());
+    if (steps_them) scaler->unscale_(*prepared->optimizer);
+  }
 }
 
 void Accelerator::check_clip_allowed(const char* op) const {
@@ -671,7 +684,7 @@ Tensor Accelerator::clip_grad_norm_(const std::vector<Tensor>& parameters, doubl
   check_clip_allowed("clip_grad_norm_");
   distributed::ShardedDataParallel* zero = sharded_engine_of(parameters, "clip_grad_norm_");
   if (zero) zero->before_step();
-  unscale_gradients();
+  unscale_gradients_of(parameters, zero);
   if (zero) return zero->clip_grad_norm_(max_norm, norm_type);
   return optim::clip_grad_norm_(parameters, max_norm, norm_type);
 }
@@ -680,7 +693,7 @@ void Accelerator::clip_grad_value_(const std::vector<Tensor>& parameters, double
   check_clip_allowed("clip_grad_value_");
   distributed::ShardedDataParallel* zero = sharded_engine_of(parameters, "clip_grad_value_");
   if (zero) zero->before_step();
-  unscale_gradients();
+  unscale_gradients_of(parameters, zero);
   if (zero) return zero->clip_grad_value_(clip_value);
   optim::clip_grad_value_(parameters, clip_value);
 }

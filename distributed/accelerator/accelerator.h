@@ -340,8 +340,9 @@ class Accelerator {
   SyncGuard suspend_sync(const std::vector<nn::Module*>& models);
   // [begin, end) of this process's share of `count` items.
   std::pair<int64_t, int64_t> share_of(int64_t count) const;
-  // Unscales every prepared optimizer's gradients once per step (fp16).
-  void unscale_gradients();
+  // Unscales, once per step (fp16), the gradients of the prepared optimizers
+  // that step these parameters (or this ZeRO engine's optimizer).
+  void unscale_gradients_of(const std::vector<Tensor>& parameters, const distributed::ShardedDataParallel* zero);
   void check_clip_allowed(const char* op) const;
   // The ZeRO engine of the prepared model whose parameters these are, or null.
   distributed::ShardedDataParallel* sharded_engine_of(const std::vector<Tensor>& parameters, const char* op) const;

@@ -178,9 +178,10 @@ void DistributedDataParallel::check_no_parameter_joined() const {
     EMBER_CHECK(!parameter.requires_grad(),
                 "DistributedDataParallel: parameter \"{}\" requires grad but did not when DistributedDataParallel was "
                 "built (unfrozen or added afterwards), so its gradient would never be averaged across the {} ranks "
-                "and the replicas would drift apart; build DistributedDataParallel again after changing which "
-                "parameters train, or leave the parameter trainable from the start and add it to the optimizer "
-                "(add_param_group) when it should train",
+                "and the replicas would drift apart; leave the parameter trainable from the start and add it to the "
+                "optimizer (add_param_group) when it should train (the one way under the Accelerator, which "
+                "prepares a model once), or, with DistributedDataParallel of your own, build it again after "
+                "changing which parameters train",
                 name, group_.size());
   }
 }

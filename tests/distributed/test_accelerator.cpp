@@ -52,6 +52,7 @@ TEST(AcceleratorProcesses, ZeroStrategiesThroughTheAccelerator) {
     };
     run(2, "accelerator_accumulation_matches_large_batch", {"3", "4"});
     run(3, "accelerator_fp16_overflow_skips_everywhere", {});
+    run(2, "accelerator_fp16_clip_each_of_two_models", {});
     run(2, "module_call_matches_single_process", {"masked", "bf16"});
     run(3, "module_call_matches_single_process", {"loss", "no"});
   }
@@ -527,6 +528,31 @@ TEST(Accelerator, Fp16GradientsHeldAcrossAnUpdateAreRescaled) {
   }
   EXPECT_EQ(f32.b->weight.item<float>(), -4.0f);
   EXPECT_EQ(fp16.scale(), 1024.0 * 16);  // four iterations, four updates
+}
+
+// A GAN's order: D's backward, D clipped and stepped, then G's backward and
+// step. Clipping unscaled every optimizer, G's too while its gradients were
+// not there yet; G's step then skipped its unscale and stepped on gradients
+// times the scale (b = -3072 instead of -3). Now a clip unscales the
+// optimizers of the clipped parameters only. Mutation caught: steps_them
+// always true in unscale_gradients_of -> b is -3 * 1024.
+TEST(Accelerator, Fp16ClipOfOneModelLeavesAnotherModelsLaterGradientsToItsStep) {
+  TwoLinears f32("no"), fp16("fp16");
+  Tensor x = ones({1, 1});
+  for (int iteration = 1; iteration <= 2; ++iteration) {
+    for (TwoLinears* run : {&f32, &fp16}) {
+      run->accelerator.backward(run->a_of(x));
+      run->accelerator.clip_grad_norm_(run->a->parameters(), 1e9);
+      run->a_sgd.step();
+      run->accelerator.backward(3.0 * run->b_of(x));
+      run->b_sgd.step();
+      run->a_sgd.zero_grad();
+      run->b_sgd.zero_grad();
+    }
+    EXPECT_EQ(fp16.a->weight.item<float>(), f32.a->weight.item<float>()) << "iteration " << iteration;
+    EXPECT_EQ(fp16.b->weight.item<float>(), f32.b->weight.item<float>()) << "iteration " << iteration;
+  }
+  EXPECT_EQ(f32.b->weight.item<float>(), -6.0f);
 }
 
 // A second step without a new backward unscaled the same gradients again

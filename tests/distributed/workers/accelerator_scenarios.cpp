@@ -154,6 +154,43 @@ EMBER_SCENARIO(accelerator_fp16_overflow_skips_everywhere) {
   return failures;
 }
 
+// fp16, two models, one backward, each model's gradients clipped by its own
+// call, then both steps: every norm is the true (unscaled) one and both
+// models move as one f32 process moves them. Under ZeRO the first clip used
+// to unscale the second model's optimizer before its engine had published
+// its shards: its norm came out times the scale (46341 for 0.7071) and its
+// step applied gradients 65536 times too large. Mutation caught (with
+// EMBER_STRATEGY=zero2): steps_them always true in unscale_gradients_of.
+EMBER_SCENARIO(accelerator_fp16_clip_each_of_two_models) {
+  int rank = 0;
+  auto run = [&](const std::string& precision, std::vector<double>& norms) {
+    Accelerator accelerator({.mixed_precision = precision});
+    manual_seed(0);
+    auto a = std::make_shared<nn::Linear>(4, 4), b = std::make_shared<nn::Linear>(4, 4);
+    optim::SGD a_sgd(a->parameters(), {.lr = 0.1}), b_sgd(b->parameters(), {.lr = 0.1});
+    accelerator.prepare(a, a_sgd, b, b_sgd);
+    rank = accelerator.process_index();
+    Tensor x = full({2, 4}, 0.5);
+    accelerator.backward(mean((*a)(x)) + mean((*b)(x)));
+    norms.push_back(accelerator.clip_grad_norm_(a->parameters(), 1e9).item<double>());
+    norms.push_back(accelerator.clip_grad_norm_(b->parameters(), 1e9).item<double>());
+    a_sgd.step();
+    b_sgd.step();
+    NamedTensors state = accelerator.get_state_dict(*a), b_state = accelerator.get_state_dict(*b);
+    state.insert(state.end(), b_state.begin(), b_state.end());
+    return state;
+  };
+  std::vector<double> f32_norms, fp16_norms;
+  NamedTensors f32 = run("no", f32_norms), fp16 = run("fp16", fp16_norms);
+  int failures = 0;
+  for (size_t i = 0; i < 2; ++i)
+    failures += check(std::abs(fp16_norms[i] - f32_norms[i]) < 1e-3 * f32_norms[i], rank,
+                      fmt::format("model {}'s norm {} (f32: {})", i, fp16_norms[i], f32_norms[i]));
+  for (size_t i = 0; i < f32.size(); ++i)
+    failures += check(same_values(fp16[i].second, f32[i].second, 1e-3), rank, "parameter " + f32[i].first);
+  return failures;
+}
+
 // args: dataset size, batch size, "even" or "uneven". gather_for_metrics over
 // an evaluation set whose size the processes do not divide returns every
 // sample exactly once, in order; with even_batches=false the shards differ in
