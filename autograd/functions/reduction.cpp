@@ -2,6 +2,7 @@
 // Tests: tests/autograd/test_gradcheck.cpp.
 #include "autograd/function.h"
 #include "autograd/functions/families.h"
+#include <algorithm>
 #include <cmath>
 
 #include "core/ops/creation.h"
@@ -9,6 +10,8 @@
 #include "core/ops/indexing.h"
 #include "core/ops/reduction.h"
 #include "core/ops/reduction_kernels.h"
+#include "core/ops/reorder.h"
+#include "core/ops/scan.h"
 #include "core/ops/views.h"
 
 namespace ember::autograd {
@@ -59,6 +62,33 @@ Reduced reduced_of(const GradRecord& r, const Dims& dims, bool keepdim) {
 
 Tensor as(const Tensor& condition, const Tensor& like) { return condition.to(like.dtype()); }
 
+// The product of x_0 .. x_{n-1} along the last dim, x_k itself left out, for
+// every k: the products before k times those after it, differentiable
+// everywhere (PyTorch's prod_safe_zeros_backward).
+Tensor exclusive_cumprod(const Tensor& x) {
+  const int64_t n = x.size(-1);
+  return pad(cumprod(x.narrow(-1, 0, n - 1), -1), {1, 0}, 1.0);
+}
+
+// For each element of a, the product of the other elements of its reduced
+// group, as a differentiable function of a: the reduced dims moved last and
+// flattened into one.
+Tensor products_of_the_others(const Tensor& a, const Reduced& red) {
+  Dims order;
+  for (int d = 0; d < a.dim(); ++d)
+    if (std::find(red.dims.begin(), red.dims.end(), d) == red.dims.end()) order.push_back(d);
+  Shape flat_shape;
+  for (int64_t d : order) flat_shape.push_back(a.shape()[int(d)]);
+  flat_shape.push_back(red.count);
+  for (int64_t d : red.dims) order.push_back(d);
+  Tensor moved = a.permute(order);
+  Tensor flat = moved.reshape(flat_shape);
+  Tensor others = exclusive_cumprod(flat) * flip(exclusive_cumprod(flip(flat, {-1})), {-1});
+  Dims inverse = Dims::filled(a.dim(), 0);
+  for (int d = 0; d < a.dim(); ++d) inverse[int(order[d])] = d;
+  return others.reshape(moved.shape()).permute(inverse);
+}
+
 // The mean of x over the reduced dims, kept as size-1 dims.
 Tensor kept_mean(const Tensor& x, const Reduced& red) {
   Dims dims;
@@ -90,12 +120,16 @@ void register_reduction_functions() {
     });
   });
   // prod: out = prod of a  ->  da = g * (product of the other elements): out / a where
-  // a != 0; at a group's single zero, the product of its non-zeros; 0 elsewhere
+  // a != 0; at a group's single zero, the product of its non-zeros; 0 elsewhere.
+  // Those pieces are right in value but constant where a group holds a zero,
+  // so a double backward there takes the products by definition.
   prod_grad.set_recorder([](const GradRecord& r) {
     const auto& p = params<ReduceParams>(r);
     record_formula(r, "ProdBackward", {input(r, 0), output(r, 0)},
                    [red = reduced_of(r, p.dims, p.keepdim)](const Saved& s, const Tensor& g) {
                      const Tensor& a = s[0];
+                     if (grad_mode_enabled() && a.dim() > 0 && sum(eq(a, 0)).item<int64_t>() > 0)
+                       return Grads{red.expand(g) * products_of_the_others(a, red)};
                      Dims dims;
                      for (int64_t d : red.dims) dims.push_back(d);
                      Tensor is_zero = eq(a, 0);
@@ -158,8 +192,12 @@ void register_reduction_functions() {
     record_formula(r, "StdBackward", {input(r, 0), output(r, 0)},
                    [red = reduced_of(r, p.dims, p.keepdim), unbiased = p.unbiased](const Saved& s, const Tensor& g) {
                      double divisor = double(red.count - (unbiased ? 1 : 0));
-                     Tensor safe_std = where(eq(s[1], 0), ones_like(s[1]), s[1]);
-                     return Grads{red.expand(g / safe_std) * (s[0] - kept_mean(s[0], red)) / divisor};
+                     Tensor is_constant = eq(s[1], 0);
+                     Tensor safe_std = where(is_constant, ones_like(s[1]), s[1]);
+                     // The where, not just the 0 of a - mean: the product's own
+                     // derivative is not 0 there (a double backward).
+                     return Grads{where(red.expand(logical_not(is_constant)),
+                                        red.expand(g / safe_std) * (s[0] - kept_mean(s[0], red)) / divisor, 0.0)};
                    });
   });
   // logsumexp: out = log sum e^a  ->  da = g e^(a - out)
@@ -187,6 +225,13 @@ void register_reduction_functions() {
                        return Grads{grad * sign * hit / red.expand(sum(hit, dims, red.keepdim))};
                      }
                      Tensor safe_out = where(eq(out, 0), ones_like(out), out);
+                     // p >= 2: a |a|^(p-2) in place of sign |a|^(p-1), as PyTorch's, so that
+                     // the derivative along a zero element is not lost (d(a / out)/da is
+                     // 1 / out there; a double backward).
+                     if (order == 2) return Grads{where(eq(out, 0), zeros_like(a), grad * a / safe_out)};
+                     if (order > 2)
+                       return Grads{where(eq(out, 0), zeros_like(a),
+                                          grad * a * pow(abs(a), order - 2) / pow(safe_out, order - 1))};
                      Tensor scale = pow(abs(a), order - 1) / pow(safe_out, order - 1);
                      // A zero element's gradient is 0 (PyTorch's), where p < 1 makes its
                      // |a|^(p-1) infinite and sign * scale 0 * inf.

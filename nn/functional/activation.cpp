@@ -4,7 +4,6 @@
 // both branches of a `where` and 0 * inf would be NaN.
 #include "nn/functional/activation.h"
 
-#include "core/ops/creation.h"
 
 namespace ember::nn::functional {
 
@@ -56,12 +55,17 @@ Tensor mish(const Tensor& input) {
   return input * tanh(softplus(input));
 }
 
-// min(x, 0) - log1p(e^-|x|): PyTorch's stable form. `minimum` splits a tie's
-// gradient, so the gradient at 0 is 1/2 = sigmoid(-0), as it should be.
+// In two smooth branches, -log1p(e^-x) for x >= 0 and x - log1p(e^x) below,
+// each reading its input clamped to its own side so that the branch not
+// taken stays finite. PyTorch's min(x, 0) - log1p(e^-|x|) has kinks at 0
+// whose pieces differentiate to 0 there: its gradient is right (1/2) only
+// through the tie split of min, and its second derivative came out 0 where
+// it is -sigmoid'(0) = -1/4 (binary_cross_entropy_with_logits' too, which
+// is built on this).
 Tensor logsigmoid(const Tensor& input) {
   check_floating(input, "logsigmoid");
-  const Tensor zero = zeros({}, {.dtype = input.dtype(), .device = input.device()});
-  return minimum(input, zero) - log1p(exp(-abs(input)));
+  Tensor positive = clamp_min(input, 0), negative = clamp_max(input, 0);
+  return where(ge(input, 0), -log1p(exp(-positive)), negative - log1p(exp(negative)));
 }
 
 }  // namespace ember::nn::functional

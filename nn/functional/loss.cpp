@@ -11,6 +11,7 @@
 #include "core/ops/indexing.h"
 #include "core/ops/reduction.h"
 #include "core/ops/views.h"
+#include "nn/functional/activation.h"
 
 namespace ember::nn::functional {
 
@@ -186,10 +187,6 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Bce
   return reduce(loss, options.reduction);
 }
 
-// log(1 + e^-x) = log1p(e^-|x|) + max(-x, 0) never overflows; PyTorch's form,
-// with max(-x, 0) from `maximum`, which splits a tie's gradient, so that the
-// composite's gradient is -sigmoid(-x) at x = 0 too (-1/2; clamp_min's
-// boundary gave -1 there). (|x| - x) / 2 did the same but made x = +inf NaN.
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BceWithLogitsOptions& options) {
   if (autocast_wants(kF32, {&input, &target, &options.weight, &options.pos_weight})) [[unlikely]] {
@@ -198,9 +195,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
     return binary_cross_entropy_with_logits(f32(input), f32(target), cast_options);
   }
   check_same_shape(input, target, "binary_cross_entropy_with_logits");
-  const Tensor magnitude = abs(input);
-  const Tensor zero = zeros({}, {.dtype = input.dtype(), .device = input.device()});
-  Tensor softplus_negative = log1p(exp(-magnitude)) + maximum(-input, zero);
+  Tensor softplus_negative = -logsigmoid(input);  // log(1 + e^-x)
   Tensor loss;
   if (options.pos_weight.defined()) {
     Tensor log_weight = (options.pos_weight - 1.0) * target + 1.0;

@@ -61,7 +61,7 @@ struct BceWithLogitsOptions {
   Tensor pos_weight{};
   Reduction reduction = Reduction::mean;
 };
-// The stable form: (1 - t) x + (1 + (pos_weight - 1) t) (log1p(exp(-|x|)) + max(-x, 0)).
+// The stable form: (1 - t) x + (1 + (pos_weight - 1) t) log(1 + e^-x), the log from -logsigmoid(x).
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BceWithLogitsOptions& options = {});
 

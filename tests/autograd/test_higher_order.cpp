@@ -4,6 +4,8 @@
 // gradients, and a WGAN-GP gradient penalty that trains.
 #include "autograd/grad_cases.h"
 #include "autograd/leaf.h"
+#include "nn/functional/activation.h"
+#include "nn/functional/loss.h"
 
 namespace ember::testing {
 namespace {
@@ -74,6 +76,54 @@ TEST(HigherOrder, GradgradcheckCatchesADetachedGradient) {
   std::vector<Tensor> inputs = {random_tensor({4}, DType::f64)};
   EXPECT_TRUE(autograd::gradcheck(fn, inputs).ok);
   EXPECT_FALSE(autograd::gradgradcheck(fn, inputs).ok);
+}
+
+// Second derivatives at the points where a first-derivative formula takes a
+// shortcut, each against finite differences of the gradient (PyTorch's values
+// too, checked by the audit that found them). Mutations caught, each seen
+// failing: prod's grad-mode branch removed (the Hessian row of a zero element
+// is 0, PyTorch's [0, 3, 0]); norm's p >= 2 branches removed (0 along a zero
+// element instead of 1/|x|); logsigmoid back to min(x, 0) - log1p(e^-|x|)
+// (bce_with_logits' second derivative at a logit of 0 is 0, not 1/4).
+TEST(HigherOrder, SecondDerivativesAtZerosMatchFiniteDifferences) {
+  using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+  const std::vector<std::pair<std::string, Fn>> cases = {
+      {"prod", [](const std::vector<Tensor>& x) { return prod(x[0]); }},
+      {"prod dim", [](const std::vector<Tensor>& x) { return prod(x[0].reshape({2, 3}), {1}); }},
+      {"prod dims keepdim", [](const std::vector<Tensor>& x) { return prod(x[0].reshape({3, 2}).t(), {0}, true); }},
+      {"norm", [](const std::vector<Tensor>& x) { return norm(x[0]); }},
+      {"norm dim", [](const std::vector<Tensor>& x) { return norm(x[0].reshape({2, 3}), 2.0, {1}); }},
+      {"norm p=3", [](const std::vector<Tensor>& x) { return norm(x[0], 3.0); }},
+      {"logsigmoid", [](const std::vector<Tensor>& x) { return nn::functional::logsigmoid(x[0]); }},
+      {"bce_with_logits",
+       [](const std::vector<Tensor>& x) {
+         return nn::functional::binary_cross_entropy_with_logits(x[0], full_like(x[0], 0.3), {.reduction = Reduction::sum});
+       }},
+  };
+  for (const auto& [name, fn] : cases) {
+    for (const std::vector<double>& values : {std::vector<double>{2, 0, 3, -1, 0.5, 1.5},
+                                              std::vector<double>{2, 0, 0, -1, 0.5, 1.5}}) {
+      SCOPED_TRACE(name + (values[2] == 0 ? " (two zeros)" : " (one zero)"));
+      autograd::GradcheckResult result = autograd::gradgradcheck(fn, {from_vector(values)});
+      EXPECT_TRUE(result.ok) << result.report;
+    }
+  }
+}
+
+// std is not differentiable at a constant group; its gradient there is 0, and
+// so is its second derivative (PyTorch's). The safe divisor made the second
+// derivative (I - 1/n) / (n - 1) there. Mutation caught: the where around
+// StdBackward's product removed -> H[0] = [1/3, -1/6, -1/6].
+TEST(HigherOrder, StdOfAConstantGroupHasZeroSecondDerivative) {
+  Tensor x = leaf({1, 1, 1});
+  Tensor g = autograd::grad({std(x)}, {x}, {}, std::nullopt, true)[0];
+  EXPECT_EQ(values(g), (std::vector<double>{0, 0, 0}));
+  for (int64_t i = 0; i < 3; ++i) {
+    std::vector<Tensor> row = autograd::grad({g.select(0, i)}, {x}, {}, true, false, true);
+    if (row[0].defined()) {
+      EXPECT_EQ(values(row[0]), (std::vector<double>{0, 0, 0})) << "row " << i;
+    }
+  }
 }
 
 TEST(HigherOrder, FusedBackwardKernelsRefuseUnderCreateGraph) {
