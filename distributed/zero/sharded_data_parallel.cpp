@@ -231,11 +231,19 @@ void ShardedDataParallel::after_unit_forward(size_t unit, const nn::ForwardCall&
   if (!order_fixed_) {
     // The reduction order is fixed once, from the first forward: backward
     // runs roughly in reverse, and every rank must launch the same
-    // collectives in the same order.
+    // collectives in the same order. Rank 0's order is every rank's: a unit
+    // that only some ranks' first forward used put the units in different
+    // orders, and equal-sized units then reduced each other's gradients.
     reduce_order_.assign(forward_order_.rbegin(), forward_order_.rend());
     for (size_t u = 0; u + 1 < units_.size(); ++u)
       if (std::find(reduce_order_.begin(), reduce_order_.end(), u) == reduce_order_.end()) reduce_order_.push_back(u);
     reduce_order_.push_back(units_.size() - 1);
+    if (group_.size() > 1) {
+      Tensor order = from_vector(std::vector<int64_t>(reduce_order_.begin(), reduce_order_.end()));
+      group_.broadcast(order, 0)->wait();
+      const std::vector<int64_t> agreed = order.to_vector<int64_t>();
+      reduce_order_.assign(agreed.begin(), agreed.end());
+    }
     order_fixed_ = true;
   }
   backward_expected_ = true;

@@ -147,6 +147,10 @@ TEST(Zero, TiesAndUnusedParametersLookAsWithoutSharding) {
   expect_clean_success(launch({"--nproc-per-node", "2"}, "zero_keeps_ties_and_unused_gradients", {}, seconds(60)));
 }
 
+TEST(Zero, RanksAgreeOnTheReductionOrderWhenTheirFirstForwardsDiffer) {
+  expect_clean_success(launch({"--nproc-per-node", "2"}, "zero_ranks_agree_on_the_reduction_order", {}, seconds(60)));
+}
+
 TEST(Zero, RefusedPathsSayWhatToDo) {
   expect_clean_success(launch({"--nproc-per-node", "2"}, "zero_errors", {}, seconds(60)));
 }

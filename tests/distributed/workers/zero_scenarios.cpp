@@ -395,6 +395,48 @@ EMBER_SCENARIO(zero_keeps_ties_and_unused_gradients) {
   return failures;
 }
 
+// The order in which units are reduced is fixed at the first forward, from
+// the units that forward used. Here rank 1's first forward skips blocks.1,
+// so its own order differed from rank 0's, and the three equal-sized Blocks
+// reduce-scattered each other's gradients: the parameters after one SGD step
+// were wrong on every rank without a word. Every rank now takes rank 0's
+// order. Mutation caught (zero1 and zero2): the broadcast of the order in
+// after_unit_forward removed -> blocks.*.up.weight off by about 1.
+EMBER_SCENARIO(zero_ranks_agree_on_the_reduction_order) {
+  ProcessGroup& group = distributed::init_process_group({.backend = "auto"});
+  const int rank = group.rank(), world = group.size();
+  int failures = 0;
+  const Batch batch = global_batch(0);
+  auto gradients_of = [&](int part, TiedModel& model) {
+    model.skip_middle = part == 1;
+    Batch mine = slice(batch, part, world);
+    F::cross_entropy(model(mine.ids), mine.targets).backward();
+  };
+  // The reference: every rank's gradients on one unsharded model, averaged.
+  auto reference = std::make_shared<TiedModel>(21);
+  for (int part = 0; part < world; ++part) gradients_of(part, *reference);
+  optim::SGD reference_sgd(reference->parameters(), {.lr = 1.0});
+  for (const Tensor& parameter : reference->parameters())
+    if (Tensor grad = parameter.grad(); grad.defined()) div_(grad, Scalar(double(world)));
+  reference_sgd.step();
+  for (ShardingStrategy strategy : {ShardingStrategy::zero1, ShardingStrategy::zero2}) {
+    const std::string name(distributed::to_string(strategy));
+    auto model = std::make_shared<TiedModel>(21);
+    ShardedDataParallel zero(model, group, options_for(strategy));
+    optim::SGD optimizer(model->parameters(), {.lr = 1.0});
+    zero.attach_optimizer(optimizer);
+    gradients_of(rank, *model);
+    optimizer.step();
+    std::string worst;
+    const double difference = max_difference(zero.full_state_dict(), reference->state_dict(), worst);
+    failures += check(difference < 1e-5, rank,
+                      fmt::format("{}: one step equals the averaged gradients' (worst {} off by {})", name, worst,
+                                  difference));
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
 // The paths that must be refused, each with an error that says what to do.
 EMBER_SCENARIO(zero_errors) {
   ProcessGroup& group = distributed::init_process_group({.backend = "auto"});
