@@ -145,11 +145,16 @@ void Reducer::prepare_for_backward(const std::vector<size_t>& unused) {
   if (options_.find_unused_parameters) {
     // Launched before any bucket, so it has the same place in every rank's
     // sequence of collectives.
+    // A parameter this forward left out but a no_sync micro-batch of this
+    // step used counts as used: its accumulated gradient is averaged. Counted
+    // unused, the ranks that had no gradient of it dropped the averaged one
+    // at the end while the others kept it, and the replicas drifted apart.
     used_ = ones({int64_t(parameters_.size())}, {.dtype = DType::i32});
     int32_t* used = used_.data_ptr<int32_t>();
-    for (size_t index : unused) used[index] = 0;
+    for (size_t index : unused) used[index] = used_under_no_sync_.empty() ? 0 : int32_t(used_under_no_sync_[index]);
     if (group_.size() > 1) used_work_ = group_.allreduce(used_, ReduceOp::sum);
   }
+  used_under_no_sync_.clear();
   // Note [Unused parameters]: ready with a zero gradient (or the one
   // accumulated under no_sync), so that their buckets still complete; at
   // backward's first gradient, as PyTorch's, not here: a zero_grad between
@@ -172,7 +177,11 @@ void Reducer::mark_unused_ready() {
 void Reducer::on_gradient(size_t index) {
   if (profiling_) last_gradient_ns_ = profiler::now_ns();
   // Under no_sync gradients only accumulate in the views.
-  if (accumulating_ && !expecting_) return adopt_gradient(index, /*zero_if_none=*/false);
+  if (accumulating_ && !expecting_) {
+    if (used_under_no_sync_.empty()) used_under_no_sync_.assign(parameters_.size(), false);
+    used_under_no_sync_[index] = true;
+    return adopt_gradient(index, /*zero_if_none=*/false);
+  }
   // Note [Forwards that skip the hooks]: training on would step on this
   // rank's own gradient while the others step on theirs.
   EMBER_CHECK(expecting_,

@@ -126,6 +126,9 @@ class Reducer {
 
   bool expecting_ = false;
   bool accumulating_ = false;  // a no_sync forward ran since the last prepared one
+  // Per parameter: a no_sync backward gave it a gradient since the last
+  // prepared forward (PyTorch's local_used_map carries these into the sync).
+  std::vector<bool> used_under_no_sync_;
   int64_t iteration_ = 0;  // synced forwards so far
   std::vector<bool> ready_;
   size_t next_launch_ = 0;  // buckets before it were launched this iteration

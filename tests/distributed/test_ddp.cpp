@@ -76,6 +76,7 @@ TEST(DDP, FindUnusedParametersCompletesTheBuckets) { expect_clean_success(run_ra
 
 TEST(DDP, ALayerUsedOnAlternateStepsGetsNoStaleGradient) {
   expect_clean_success(run_ranks(2, "ddp_sometimes_unused"));
+  expect_clean_success(run_ranks(2, "ddp_used_under_no_sync_counts_as_used"));
 }
 
 TEST(DDP, UnusedParametersWithoutFindUnusedAreNamedInTheError) {

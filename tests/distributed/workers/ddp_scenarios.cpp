@@ -517,6 +517,57 @@ EMBER_SCENARIO(ddp_sometimes_unused) {
   return failures;
 }
 
+// find_unused_parameters with accumulation: the middle layer is used only in
+// rank 0's no_sync micro-batch. It counted as unused by every rank at the
+// synced forward, so rank 1, which held no gradient of it, dropped the
+// averaged gradient while rank 0 kept it: the replicas drifted apart without
+// a word. Used under no_sync now counts as used, as PyTorch's local_used_map
+// does, and both ranks step on the average. Mutation caught: the
+// used_under_no_sync_ term in prepare_for_backward replaced by 0 -> rank 1's
+// middle layer has no gradient and both ranks differ from the reference.
+EMBER_SCENARIO(ddp_used_under_no_sync_counts_as_used) {
+  ProcessGroup& group = init(args);
+  int rank = group.rank(), world = group.size();
+  auto model = std::make_shared<SometimesUsed>(320 + uint64_t(rank));
+  auto reference = std::make_shared<SometimesUsed>(320);
+  int failures = 0;
+  {
+    DistributedDataParallel ddp(model, group, {.bucket_cap_mb = kSmallBucketsMb, .find_unused_parameters = true});
+    optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    optim::SGD reference_optimizer(reference->parameters(), {.lr = 0.1, .momentum = 0.9});
+    auto micro_batch = [](SometimesUsed& net, auto& call, const Batch& batch, bool use_middle, double scale) {
+      net.use_middle = use_middle;
+      (F::cross_entropy(call(batch.inputs), batch.targets) * scale).backward();
+    };
+    for (int64_t step = 0; step < 3; ++step) {
+      const Batch global = global_batch(step);
+      optimizer.zero_grad();
+      const Batch local = slice(global, rank, world);
+      {
+        auto no_sync = ddp.no_sync();
+        micro_batch(*model, ddp, slice(local, 0, 2), rank == 0, 0.5);
+      }
+      micro_batch(*model, ddp, slice(local, 1, 2), false, 0.5);
+      failures += check(model->middle->weight.grad().defined(), rank,
+                        fmt::format("step {}: the middle layer has the averaged gradient", step));
+      optimizer.step();
+
+      reference_optimizer.zero_grad();
+      for (int part = 0; part < world; ++part) {
+        const Batch theirs = slice(global, part, world);
+        micro_batch(*reference, *reference, slice(theirs, 0, 2), part == 0, 0.5 / world);
+        micro_batch(*reference, *reference, slice(theirs, 1, 2), false, 0.5 / world);
+      }
+      reference_optimizer.step();
+    }
+    const double difference = max_abs_difference(*model, *reference);
+    failures += check(difference <= kTolerance, rank,
+                      fmt::format("after 3 steps max |ddp - single process| = {:.3g}", difference));
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
 // Without find_unused_parameters the unused layer's bucket never completes;
 // the next forward says so, naming the parameters that got no gradient.
 namespace {
