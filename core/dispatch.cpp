@@ -64,6 +64,11 @@ void OpBase::ensure_kernels_registered() {
 // Two different failures, told apart: the op has no kernel on this device at
 // all (it exists only on another device, or this build lacks the backend), or
 // this device's kernels do not take this dtype (they are listed).
+void OpBase::throw_out_of_memory(DeviceType device, DType dtype) const {
+  throw Error(fmt::format("{}: out of memory for the scratch space of its {} {} kernel", name_,
+                          device == DeviceType::cpu ? "CPU" : "CUDA", dtype));
+}
+
 void OpBase::throw_missing(DeviceType device, DType dtype) const {
   auto serves = [&](DeviceType d, DType t) {
     return kernels_[int(d)][int(t)] != nullptr || (d == DeviceType::cpu && reference_[int(t)] != nullptr);

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <new>
 #include <string_view>
 #include <tuple>
 #include <utility>
@@ -47,6 +48,7 @@ class OpBase {
   friend void ensure_backends_registered();
   static void ensure_kernels_registered();
   [[noreturn]] void throw_missing(DeviceType device, DType dtype) const;
+  [[noreturn]] void throw_out_of_memory(DeviceType device, DType dtype) const;
 
   using AnyFn = void (*)();
   std::string_view name_;
@@ -59,7 +61,7 @@ class OpBase {
 bool reference_mode();
 class ReferenceModeGuard {
  public:
-  ReferenceModeGuard();
+  [[nodiscard]] ReferenceModeGuard();
   ~ReferenceModeGuard();
   ReferenceModeGuard(const ReferenceModeGuard&) = delete;
   ReferenceModeGuard& operator=(const ReferenceModeGuard&) = delete;
@@ -129,11 +131,18 @@ class Op<R(Args...)> : public OpBase {
   }
   // Runs the kernel for (device, dtype). While a profile records ops it is
   // timed as a span (core/profiler); otherwise that costs one load and branch.
+  // A kernel's own scratch memory (a sort's entries, a row's partial sums)
+  // comes from the C++ heap: running out of it is an ember::Error naming the
+  // op, as running out of a tensor's memory is.
   R operator()(DeviceType device, DType dtype, Args... args) const {
     Fn fn = lookup(device, dtype);
-    if (profiler::recording(profiler::kRecordOps)) [[unlikely]]
-      return profiled_call(fn, device, dtype, args...);
-    return fn(args...);
+    try {
+      if (profiler::recording(profiler::kRecordOps)) [[unlikely]]
+        return profiled_call(fn, device, dtype, args...);
+      return fn(args...);
+    } catch (const std::bad_alloc&) {
+      throw_out_of_memory(device, dtype);
+    }
   }
 
  private:

@@ -19,6 +19,16 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op) {
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
 }
 
+void check_numel_fits(const Shape& shape, std::string_view op) {
+  int64_t numel = 1;
+  bool overflow = false;
+  for (int64_t d : shape) {
+    if (d == 0) return;
+    overflow = overflow || __builtin_mul_overflow(numel, d, &numel);
+  }
+  EMBER_CHECK(!overflow, "{}: shape {} has more elements than 64 bits count", op, shape);
+}
+
 Strides contiguous_strides(const Shape& shape, std::string_view op) {
   Strides strides = Shape::filled(shape.ndim(), 1);
   for (int i = shape.ndim() - 2; i >= 0; --i)

@@ -68,7 +68,8 @@ class Shape {
   // In uint64: a shape with a zero size holds 0 elements even when its other
   // sizes multiply past int64 ([7, INT64_MAX, 0], found by the op fuzzer),
   // and 0 times anything is 0 modulo 2^64. Shapes without a zero whose
-  // product overflows are refused where tensors are made.
+  // product overflows are refused where tensors are made (make_tensor) and
+  // where views may grow (check_numel_fits).
   int64_t numel() const {
     uint64_t n = 1;
     for (int i = 0; i < ndim_; ++i) n *= uint64_t(dims_[i]);
@@ -93,6 +94,11 @@ using Dims = Shape;  // a list of dimension indices, e.g. the dims of a reductio
 
 // Wraps a possibly negative dim into [0, ndim); `op` names the caller in the error.
 int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op);
+
+// Refuses a shape without a zero size whose element count overflows int64
+// (an expand or as_strided to [2^32, 2^32]: numel() would wrap to 0 and a
+// reduction of it return the identity). `op` names the caller.
+void check_numel_fits(const Shape& shape, std::string_view op);
 
 // Row-major strides of a contiguous tensor of this shape. An error naming
 // `op` when they overflow int64, which a shape with a zero dim can do while

@@ -109,9 +109,11 @@ static Tensor compute_cat(const std::vector<Tensor>& tensors, int64_t dim) {
                   "cat: sizes of tensors must match except in dimension {}: expected size {} but got size {} for "
                   "tensor at position {} (shapes {} and {})",
                   d, first->shape()[k], t.shape()[k], i, first->shape(), t.shape());
-    shape[d] += t.shape()[d];
+    EMBER_CHECK(!__builtin_add_overflow(shape[d], t.shape()[d], &shape[d]),
+                "cat: the sizes along dim {} sum past 64 bits at the tensor at position {} (shape {})", d, i,
+                t.shape());
   }
-  Tensor out = make_tensor(shape, dtype, tensors[0].device());
+  Tensor out = make_tensor(shape, dtype, tensors[0].device(), "cat");
   int64_t offset = 0;
   for (const Tensor& t : tensors) {
     if (t.dim() == 1 && t.numel() == 0) continue;
@@ -346,11 +348,13 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
     std::vector<int64_t> values = flat.to_vector<int64_t>();
     const auto [lowest, highest] = std::minmax_element(values.begin(), values.end());
     EMBER_CHECK(*lowest >= 0, "one_hot: class values must be non-negative, got {}", *lowest);
+    EMBER_CHECK(*highest < std::numeric_limits<int64_t>::max(),
+                "one_hot: class value {} leaves no room for a class count; pass num_classes", *highest);
     num_classes = *highest + 1;
   }
   Shape shape = indices.shape();
   shape.push_back(num_classes);
-  Tensor out = make_tensor(shape, DType::i64, indices.device());
+  Tensor out = make_tensor(shape, DType::i64, indices.device(), "one_hot");
   if (indices.numel() > 0)
     one_hot_op(indices.device().type, indices.dtype(), out.view({indices.numel(), num_classes}), flat);
   return out;

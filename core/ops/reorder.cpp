@@ -14,6 +14,8 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "core/grad_hook.h"
 #include "core/ops/creation.h"
 #include "core/ops/indexing.h"
@@ -146,16 +148,19 @@ Tensor repeat_interleave(const Tensor& repeats) {
   EMBER_CHECK(repeats.dtype() == DType::i32 || repeats.dtype() == DType::i64,
               "repeat_interleave: repeats must have dtype int32 or int64, got {}", repeats.dtype());
   EMBER_CHECK(repeats.dim() == 1, "repeat_interleave: repeats must be 1-d, got shape {}", repeats.shape());
-  std::vector<int64_t> counts = repeats.to_vector<int64_t>(), index;
+  std::vector<int64_t> counts = repeats.to_vector<int64_t>();
   int64_t total = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
     EMBER_CHECK(counts[i] >= 0, "repeat_interleave: repeats must be non-negative, got {} at position {}", counts[i], i);
     EMBER_CHECK(!__builtin_add_overflow(total, counts[i], &total), "repeat_interleave: repeats {} sum past 64 bits",
                 repeats.shape());
   }
-  index.reserve(size_t(total));
-  for (size_t i = 0; i < counts.size(); ++i) index.insert(index.end(), size_t(counts[i]), int64_t(i));
-  return from_vector<int64_t>(index, {int64_t(index.size())}).to(repeats.device());
+  // Written into a tensor (its allocation checked and named), not a
+  // std::vector, whose bad_alloc or length_error escaped as no ember::Error.
+  Tensor index = make_tensor({total}, DType::i64, kCPU, "repeat_interleave");
+  int64_t* out = index.data_ptr<int64_t>();
+  for (size_t i = 0; i < counts.size(); ++i) out = std::fill_n(out, counts[i], int64_t(i));
+  return index.to(repeats.device());
 }
 
 Tensor repeat_interleave(const Tensor& t, const Tensor& repeats, std::optional<int64_t> dim) {

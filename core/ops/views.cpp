@@ -217,6 +217,7 @@ Tensor expand(const Tensor& t, const Shape& shape) {
                 have, d, t.shape(), shape);
     out_strides[d] = have == out_shape[d] ? t.strides()[source] : 0;
   }
+  check_numel_fits(out_shape, "expand");
   return make_view(t, out_shape, out_strides, t.offset(), expand_grad);
 }
 
@@ -339,6 +340,7 @@ Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, i
                 strides);
     empty |= shape[d] == 0;
   }
+  check_numel_fits(shape, "as_strided");
   // The last element the view reaches (none when it is empty), in checked
   // arithmetic: sizes and strides may be anything int64 holds.
   int64_t last = empty ? -1 : offset;

@@ -77,5 +77,17 @@ TEST(CustomOp, AnOpWithoutKernelsOnADeviceSaysSo) {
                      "for it");
 }
 
+// A kernel that runs out of its own scratch memory (a sort's entries over a
+// 2^31-element row did) raised std::bad_alloc, which is no ember::Error.
+// Mutation caught: the catch in Op::operator() removed -> std::bad_alloc.
+void scratch_hungry_kernel() { throw std::bad_alloc(); }
+Op<void()> scratch_hungry_op("test_scratch_hungry");
+
+TEST(CustomOp, AKernelOutOfScratchMemoryRaisesAnErrorNamingTheOp) {
+  scratch_hungry_op.set(DeviceType::cpu, DType::f32, &scratch_hungry_kernel);
+  EXPECT_EMBER_ERROR(scratch_hungry_op(DeviceType::cpu, DType::f32),
+                     "test_scratch_hungry: out of memory for the scratch space of its CPU float32 kernel");
+}
+
 }  // namespace
 }  // namespace ember::testing

@@ -106,6 +106,14 @@ TEST(Reorder, FlipOfLongRunsMatchesANaiveLoop) {
   }
 }
 
+// Counts whose index does not fit in memory are ember::Errors naming the op:
+// the index was a std::vector, whose bad_alloc and length_error escaped.
+// Mutation caught: the index built in a std::vector again -> std::bad_alloc.
+TEST(Reorder, RepeatInterleaveOfHugeCountsIsAnError) {
+  EXPECT_EMBER_ERROR(repeat_interleave(from_vector<int64_t>({int64_t(1) << 62})), "repeat_interleave:");
+  EXPECT_THROW(repeat_interleave(from_vector<int64_t>({int64_t(1) << 44})), Error);
+}
+
 TEST(Reorder, RepeatInterleaveMatchesANaiveLoopForEveryDtypeLayoutAndDim) {
   for (DType dtype : kAllDTypes) {
     for (int trial = 0; trial < 8; ++trial) {

@@ -82,6 +82,21 @@ TEST(Tensor, ExpandRefusesNegativeSizes) {
   EXPECT_EMBER_ERROR(a.expand({-2, 2, 1}), "expand: size -2 is not allowed in a new leading dim");
 }
 
+// A view whose element count overflows int64 is refused, as PyTorch refuses
+// it ("numel: integer multiplication overflow"). numel() wrapped to 0 (or a
+// negative count), the view counted as contiguous and empty, and sum gave 0,
+// mean NaN, amax -inf without a word. Mutation caught: either
+// check_numel_fits call removed -> sum returns 0.
+TEST(Tensor, ViewsWhoseElementCountOverflowsAreRefused) {
+  const int64_t big = int64_t(1) << 32;
+  EXPECT_EMBER_ERROR(sum(ones({1, 1}).expand({big, big})), "expand: shape [4294967296, 4294967296] has more elements");
+  EXPECT_EMBER_ERROR(ones({1}).expand({3, int64_t(1) << 62}), "expand: shape [3, 4611686018427387904] has more");
+  EXPECT_EMBER_ERROR(sum(as_strided(ones({1}), {big, big}, {0, 0}, 0)), "as_strided: shape [4294967296, 4294967296]");
+  // A zero size keeps any product at 0 elements, as PyTorch allows.
+  EXPECT_EQ(ones({1, 1, 1}).expand({0, big, big}).numel(), 0);
+  EXPECT_EQ(ones({1, 1}).expand({big, 2}).numel(), 2 * big);
+}
+
 TEST(Tensor, DiagonalFlattenUnflatten) {
   Tensor a = arange(0, 9, 1, {.dtype = DType::f32}).view({3, 3});
   EXPECT_EQ(a.diagonal().to_vector<float>(), (std::vector<float>{0, 4, 8}));
