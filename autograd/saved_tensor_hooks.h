@@ -32,7 +32,7 @@ using PackHook = std::function<std::shared_ptr<PackedTensor>(const Tensor& tenso
 // wins. An empty `pack` turns packing off inside an outer guard.
 class SavedTensorHooksGuard {
  public:
-  explicit SavedTensorHooksGuard(PackHook pack);
+  [[nodiscard]] explicit SavedTensorHooksGuard(PackHook pack);
   ~SavedTensorHooksGuard();
   SavedTensorHooksGuard(const SavedTensorHooksGuard&) = delete;
   SavedTensorHooksGuard& operator=(const SavedTensorHooksGuard&) = delete;

@@ -44,7 +44,7 @@ DType autocast_dtype(DeviceType device);
 // again inside a guard that turned it off.
 class AutocastGuard {
  public:
-  AutocastGuard(DeviceType device, DType dtype, bool enabled = true, std::optional<bool> cache_enabled = std::nullopt);
+  [[nodiscard]] AutocastGuard(DeviceType device, DType dtype, bool enabled = true, std::optional<bool> cache_enabled = std::nullopt);
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
@@ -60,7 +60,7 @@ class AutocastGuard {
 // keeping each device's dtype. The autograd engine runs backward under it.
 class NoAutocastGuard {
  public:
-  NoAutocastGuard();
+  [[nodiscard]] NoAutocastGuard();
   ~NoAutocastGuard();
   NoAutocastGuard(const NoAutocastGuard&) = delete;
   NoAutocastGuard& operator=(const NoAutocastGuard&) = delete;

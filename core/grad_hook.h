@@ -22,9 +22,11 @@ namespace ember {
 bool grad_mode_enabled();
 void set_grad_mode_enabled(bool enabled);
 
+// The guards' constructors are [[nodiscard]]: `NoGradGuard{};` alone is a
+// temporary that ends at once, and g++ and clang warn about it.
 class GradModeGuard {
  public:
-  explicit GradModeGuard(bool enabled) : previous_(grad_mode_enabled()) { set_grad_mode_enabled(enabled); }
+  [[nodiscard]] explicit GradModeGuard(bool enabled) : previous_(grad_mode_enabled()) { set_grad_mode_enabled(enabled); }
   ~GradModeGuard() { set_grad_mode_enabled(previous_); }
   GradModeGuard(const GradModeGuard&) = delete;
   GradModeGuard& operator=(const GradModeGuard&) = delete;
@@ -35,12 +37,12 @@ class GradModeGuard {
 
 class NoGradGuard : public GradModeGuard {
  public:
-  NoGradGuard() : GradModeGuard(false) {}
+  [[nodiscard]] NoGradGuard() : GradModeGuard(false) {}
 };
 
 class EnableGradGuard : public GradModeGuard {
  public:
-  EnableGradGuard() : GradModeGuard(true) {}
+  [[nodiscard]] EnableGradGuard() : GradModeGuard(true) {}
 };
 
 // What an entry point hands to the recorder: its inputs (null for an absent

@@ -64,7 +64,7 @@ void manual_seed(uint64_t seed);  // seeds the default generator
 // that batch's own (Note [Random numbers in workers] in data/README.md).
 class DefaultGeneratorGuard {
  public:
-  explicit DefaultGeneratorGuard(Generator& generator);
+  [[nodiscard]] explicit DefaultGeneratorGuard(Generator& generator);
   ~DefaultGeneratorGuard();
   DefaultGeneratorGuard(const DefaultGeneratorGuard&) = delete;
   DefaultGeneratorGuard& operator=(const DefaultGeneratorGuard&) = delete;

@@ -49,7 +49,7 @@ Stream current_stream(Device device);
 // Makes `stream` current on its device for the guard's scope, then restores the previous one.
 class StreamGuard {
  public:
-  explicit StreamGuard(const Stream& stream);
+  [[nodiscard]] explicit StreamGuard(const Stream& stream);
   ~StreamGuard();
   StreamGuard(const StreamGuard&) = delete;
   StreamGuard& operator=(const StreamGuard&) = delete;

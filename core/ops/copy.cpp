@@ -18,6 +18,11 @@ void copy_(const Tensor& out, const Tensor& source) {
   EMBER_CHECK(out.defined() && source.defined(), "copy_: undefined tensor");
   check_in_place_target(out, "copy_");
   check_no_internal_overlap(out, "copy_");
+  // Checked before the recorded path too, whose expand would otherwise be
+  // the op its error named.
+  Shape shape = broadcast_shapes(out.shape(), source.shape(), "copy_");
+  EMBER_CHECK(shape == out.shape(), "copy_: source of shape {} cannot be broadcast to destination shape {}",
+              source.shape(), out.shape());
   if (should_record({&out, &source})) [[unlikely]] {
     // Params set: the result does not read the target's old value, whose
     // history gets a zero gradient, not none (autograd/functions/in_place.cpp).
@@ -30,15 +35,9 @@ void copy_(const Tensor& out, const Tensor& source) {
     return;
   }
   if (out.device() != source.device()) {  // convert and broadcast where the source is, then move the result
-    Shape shape = broadcast_shapes(out.shape(), source.shape(), "copy_");
-    EMBER_CHECK(shape == out.shape(), "copy_: source of shape {} cannot be broadcast to destination shape {}",
-                source.shape(), out.shape());
     copy_(out, to(contiguous(expand(to(source, out.dtype()), out.shape())), out.device()));
     return;
   }
-  Shape shape = broadcast_shapes(out.shape(), source.shape(), "copy_");
-  EMBER_CHECK(shape == out.shape(), "copy_: source of shape {} cannot be broadcast to destination shape {}",
-              source.shape(), out.shape());
   out.bump_version();
   if (out.numel() == 0) return;
   const Tensor read = source_overlaps_target(out, source) ? clone(source) : source;

@@ -177,7 +177,10 @@ Tensor& recorded_in_place(const Op<ElementwiseKernel>& op, Tensor& a, const Tens
 Tensor& arithmetic_(const Op<ElementwiseKernel>& op, Tensor& a, const Tensor& b) {
   check_pair(a, b, op.name());
   check_not_bool_subtraction(op, a, b);
-  check_in_place_target(a, op.name());
+  // The in-place name ("add_") is formatted only for a target that may be
+  // refused, so that the common path pays no formatting.
+  if (a.impl()->no_grad_view) [[unlikely]]
+    check_in_place_target(a, fmt::format("{}_", op.name()));
   // Only a non-contiguous target can share memory between its elements; the
   // common contiguous one pays no name formatting on this per-op path.
   if (!a.is_contiguous()) check_no_internal_overlap(a, fmt::format("{}_", op.name()));

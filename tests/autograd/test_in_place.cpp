@@ -155,6 +155,29 @@ TEST(InPlace, ABroadcastOperandLargerThanTheTargetNamesTheOp) {
                      "add_: output of shape [3] does not match the broadcast shape [2, 3]");
 }
 
+// The same for copy_ from a source that requires grad: its recorded path
+// expanded the source first, and the error named expand, which the user
+// never called. Mutation caught: the broadcast check moved back below the
+// recorded path -> "expand: the number of sizes provided (1) must be >= ...".
+TEST(InPlace, CopyFromASourceThatDoesNotBroadcastNamesCopy) {
+  Tensor buffer = zeros({3}, {.dtype = DType::f64});
+  EXPECT_EMBER_ERROR(buffer.copy_(leaf({1, 2, 3, 4, 5, 6}).view({2, 3})),
+                     "copy_: source of shape [2, 3] cannot be broadcast to destination shape [3]");
+  EXPECT_EMBER_ERROR(buffer.copy_(leaf({1, 2, 3, 4})), "copy_: shapes [3] and [4] cannot be broadcast");
+}
+
+// A write through a view made under NoGradGuard names the in-place op the
+// user called (add_), not its out-of-place name.
+TEST(InPlace, WriteThroughANoGradViewNamesTheInPlaceOp) {
+  Tensor y = leaf({1, 2, 3, 4}) * 1.0;
+  Tensor view;
+  {
+    NoGradGuard no_grad;
+    view = y.narrow(0, 0, 2);
+  }
+  EXPECT_EMBER_ERROR(view += 1.0, "add_: in-place operation on a view (shape [2]) that was made under NoGradGuard");
+}
+
 TEST(InPlace, GradcheckOfInPlaceChains) {
   using V = const std::vector<Tensor>&;
   std::vector<Tensor> inputs = {random_tensor({3, 4}, DType::f64), random_tensor({4}, DType::f64),

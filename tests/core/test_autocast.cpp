@@ -221,8 +221,8 @@ TEST(Autocast, AnExceptionUnwindsTheGuard) {
 }
 
 TEST(Autocast, OnlyBf16AndF16AreAutocastDtypes) {
-  EXPECT_EMBER_ERROR(AutocastGuard(DeviceType::cpu, DType::f32), "got float32");
-  EXPECT_EMBER_ERROR(AutocastGuard(DeviceType::cpu, DType::i64, false), "got int64");
+  EXPECT_EMBER_ERROR(AutocastGuard guard(DeviceType::cpu, DType::f32), "got float32");
+  EXPECT_EMBER_ERROR(AutocastGuard guard(DeviceType::cpu, DType::i64, false), "got int64");
   EXPECT_FALSE(is_autocast_enabled(DeviceType::cpu));
   EXPECT_EQ(autocast_dtype(DeviceType::cpu), DType::bf16);
 }
