@@ -4,7 +4,6 @@
 // both branches of a `where` and 0 * inf would be NaN.
 #include "nn/functional/activation.h"
 
-
 namespace ember::nn::functional {
 
 namespace {
@@ -14,9 +13,34 @@ void check_floating(const Tensor& input, std::string_view op) {
   EMBER_CHECK(is_floating(input.dtype()), "{}: expected a floating point input, got {}", op, input.dtype());
 }
 
-// e^x - 1 without the cancellation of exp(x) - 1 near 0 (ember has no expm1
-// kernel): tanh(x/2) (e^x + 1) is accurate to rounding for every x <= 0.
-Tensor expm1_nonpositive(const Tensor& x) { return tanh(x * 0.5) * (exp(x) + 1.0); }
+// f16 and bf16 inputs are computed in f32 and rounded once, as PyTorch's
+// kernels compute in f32: in f16, e^x overflows past x = 11.1, and softplus
+// of 12 came out inf.
+template <class Fn>
+Tensor in_f32(const Tensor& input, Fn&& fn) {
+  if (input.dtype() == DType::f16 || input.dtype() == DType::bf16) return fn(input.to(DType::f32)).to(input.dtype());
+  return fn(input);
+}
+
+// e^x - 1 for x <= 0 without exp(x) - 1's cancellation near 0 (ember has no
+// expm1 kernel): tanh(x/2) (e^x + 1) on [-1, 0]. Below -1 that form's
+// derivative cancels (1 - tanh^2 as tanh rounds to -1: ELU's gradient at -20
+// came out negative), and exp(x) - 1 is exact enough there. Each branch reads
+// its input clamped to its own side.
+Tensor expm1_nonpositive(const Tensor& x) {
+  const Tensor near = clamp(x, -1.0, 0.0), far = clamp_max(x, -1.0);
+  return where(lt(x, -1.0), exp(far) - 1.0, tanh(near * 0.5) * (exp(near) + 1.0));
+}
+
+Tensor checked_hardtanh(const Tensor& input, double min_val, double max_val, std::string_view op) {
+  check_floating(input, op);
+  EMBER_CHECK(min_val <= max_val, "{}: min_val {} must not exceed max_val {}", op, min_val, max_val);
+  // clamp passes the gradient at its bounds (PyTorch's clamp does too);
+  // hardtanh passes it except at or past them (a NaN passes it, as
+  // PyTorch's), so the clamped values are constants there.
+  Tensor outside = logical_or(le(input, min_val), ge(input, max_val));
+  return where(logical_not(outside), input, clamp(input, min_val, max_val).detach());
+}
 
 }  // namespace
 
@@ -25,34 +49,35 @@ Tensor leaky_relu(const Tensor& input, double negative_slope) {
   return where(gt(input, 0), input, input * negative_slope);
 }
 
+// The branch is chosen as PyTorch's is (x <= 0), so a NaN's gradient is 1;
+// the other branch reads 0 in its place.
 Tensor elu(const Tensor& input, double alpha) {
   check_floating(input, "elu");
-  return where(gt(input, 0), input, expm1_nonpositive(clamp_max(input, 0)) * alpha);
+  return in_f32(input, [alpha](const Tensor& x) {
+    const Tensor negative = le(x, 0);
+    return where(negative, expm1_nonpositive(where(negative, x, 0.0)) * alpha, x);
+  });
 }
 
 Tensor softplus(const Tensor& input, double beta, double threshold) {
   check_floating(input, "softplus");
   EMBER_CHECK(beta != 0, "softplus: beta must be nonzero, got {}", beta);
-  Tensor scaled = input * beta;
-  Tensor smooth = log1p(exp(clamp_max(scaled, threshold))) / beta;
-  return where(gt(scaled, threshold), input, smooth);
+  return in_f32(input, [beta, threshold](const Tensor& x) {
+    Tensor scaled = x * beta;
+    Tensor smooth = log1p(exp(clamp_max(scaled, threshold))) / beta;
+    return where(gt(scaled, threshold), x, smooth);
+  });
 }
 
 Tensor hardtanh(const Tensor& input, double min_val, double max_val) {
-  check_floating(input, "hardtanh");
-  EMBER_CHECK(min_val <= max_val, "hardtanh: min_val {} must not exceed max_val {}", min_val, max_val);
-  // clamp passes the gradient at its bounds (PyTorch's clamp does too);
-  // hardtanh passes it strictly inside only, so the clamped values are
-  // constants and the inside is the input itself.
-  Tensor inside = logical_and(gt(input, min_val), lt(input, max_val));
-  return where(inside, input, clamp(input, min_val, max_val).detach());
+  return checked_hardtanh(input, min_val, max_val, "hardtanh");
 }
 
-Tensor relu6(const Tensor& input) { return hardtanh(input, 0.0, 6.0); }
+Tensor relu6(const Tensor& input) { return checked_hardtanh(input, 0.0, 6.0, "relu6"); }
 
 Tensor mish(const Tensor& input) {
   check_floating(input, "mish");
-  return input * tanh(softplus(input));
+  return in_f32(input, [](const Tensor& x) { return x * tanh(softplus(x)); });
 }
 
 // In two smooth branches, -log1p(e^-x) for x >= 0 and x - log1p(e^x) below,
@@ -64,8 +89,10 @@ Tensor mish(const Tensor& input) {
 // is built on this).
 Tensor logsigmoid(const Tensor& input) {
   check_floating(input, "logsigmoid");
-  Tensor positive = clamp_min(input, 0), negative = clamp_max(input, 0);
-  return where(ge(input, 0), -log1p(exp(-positive)), negative - log1p(exp(negative)));
+  return in_f32(input, [](const Tensor& x) {
+    Tensor positive = clamp_min(x, 0), negative = clamp_max(x, 0);
+    return where(ge(x, 0), -log1p(exp(-positive)), negative - log1p(exp(negative)));
+  });
 }
 
 }  // namespace ember::nn::functional

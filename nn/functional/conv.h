@@ -20,8 +20,8 @@ struct Conv1dOptions {
   int64_t dilation = 1;
   int64_t groups = 1;
 };
-// input [N, C, L], weight [O, C/groups, K], bias [O] or undefined -> [N, O, L'].
-// conv2d over a height of 1, so its kernels and gradients serve it.
+// input [N, C, L] (or unbatched [C, L]), weight [O, C/groups, K], bias [O] or undefined -> [N, O, L'] ([O, L']).
+// conv2d over a height of 1, so its kernels and gradients serve it; its errors are told in conv1d's shapes.
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv1dOptions& options = {});
 
 }  // namespace ember::nn::functional

@@ -29,14 +29,14 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double
   const int64_t d = wrap_dim(dim, a.dim(), "cosine_similarity");
   Tensor a_unit = a / clamp_min(norm(a, 2.0, {d}, true), eps);
   Tensor b_unit = b / clamp_min(norm(b, 2.0, {d}, true), eps);
-  return sum(a_unit * b_unit, {d});
+  return sum(a_unit * b_unit, {d}).to(a.dtype());  // autocast's f32 norm must not widen the result
 }
 
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
   auto [a, b] = broadcast_floating(x1, x2, "pairwise_distance");
   EMBER_CHECK(p >= 0, "pairwise_distance: p must be non-negative, got {}", p);
   EMBER_CHECK(a.dim() > 0, "pairwise_distance: expected inputs with at least one dim, got 0-d tensors");
-  return norm(a - b + eps, p, {a.dim() - 1}, keepdim);
+  return norm(a - b + eps, p, {a.dim() - 1}, keepdim).to(a.dtype());  // autocast's norm runs in f32
 }
 
 }  // namespace ember::nn::functional

@@ -4,7 +4,9 @@
 #include "nn/functional/loss.h"
 
 #include <limits>
+#include <vector>
 
+#include "autograd/custom_function.h"
 #include "core/autocast_ops.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
@@ -167,20 +169,49 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const KlDivOptions& opt
   return loss;
 }
 
-// The gradient is -w (t / x - (1 - t) / (1 - x)) = w (x - t) / (x (1 - x)),
-// PyTorch's, except where a log is clamped (x within 1e-44 of 0, or exactly 1
-// in f32): there that term's gradient is 0, where PyTorch divides by
-// max(x (1 - x), 1e-12).
+namespace {
+
+// -(t log x + (1 - t) log(1 - x)), each log clamped at -100, with PyTorch's
+// gradients: w (x - t) / max(x (1 - x), 1e-12) for the input and
+// log(1 - x) - log(x) for the target. As a composite, the gradient of a
+// clamped log at x = 0 or 1 was 0 * inf = NaN: a sigmoid saturated to 1.0
+// in f32 (any logit past 17) poisoned the step.
+struct BinaryCrossEntropy : autograd::Function<BinaryCrossEntropy> {
+  static Tensor forward(autograd::FunctionCtx& ctx, const Tensor& input, const Tensor& target) {
+    ctx.save_for_backward({input, target});
+    return -(target * clamp_min(log(input), -100.0) + (1.0 - target) * clamp_min(log1p(-input), -100.0));
+  }
+  static std::vector<Tensor> backward(autograd::FunctionCtx& ctx, const std::vector<Tensor>& grads) {
+    const std::vector<Tensor> saved = ctx.saved_tensors();
+    const Tensor &input = saved[0], &target = saved[1], &grad = grads[0];
+    Tensor grad_input, grad_target;
+    // PyTorch's EPSILON is the float nearest 1e-12.
+    constexpr double kEpsilon = double(1e-12f);
+    if (ctx.needs_input_grad(0)) grad_input = grad * (input - target) / clamp_min(input * (1.0 - input), kEpsilon);
+    if (ctx.needs_input_grad(1)) grad_target = grad * (log1p(-input) - log(input));
+    return {grad_input, grad_target};
+  }
+};
+
+}  // namespace
+
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BceOptions& options) {
+  // PyTorch's CPU autocast runs it in f32; CUDA's refuses it.
+  const DeviceType device = input.defined() ? input.device().type : DeviceType::cpu;
+  EMBER_CHECK(device == DeviceType::cpu || !is_autocast_enabled(device),
+              "binary_cross_entropy: unsafe under CUDA autocast, where probabilities are rounded to a low "
+              "precision dtype; take binary_cross_entropy_with_logits of the logits instead (it fuses the sigmoid)");
+  if (autocast_wants(kF32, {&input, &target, &options.weight})) [[unlikely]] {
+    BceOptions cast_options = options;
+    cast_options.weight = f32(options.weight);
+    return binary_cross_entropy(f32(input), f32(target), cast_options);
+  }
   check_same_shape(input, target, "binary_cross_entropy");
-  EMBER_CHECK(!is_autocast_enabled(input.device().type),
-              "binary_cross_entropy: unsafe under autocast, where probabilities are rounded to a low precision "
-              "dtype; take binary_cross_entropy_with_logits of the logits instead (it fuses the sigmoid)");
   // NaN is outside too, as PyTorch's check counts it.
   const int64_t outside = sum(logical_not(logical_and(ge(input, 0), le(input, 1)))).item<int64_t>();
   EMBER_CHECK(outside == 0, "binary_cross_entropy: every element of the input must be a probability in [0, 1]; "
               "{} of the {} elements of the {} {} input are not", outside, input.numel(), input.shape(), input.dtype());
-  Tensor loss = -(target * clamp_min(log(input), -100.0) + (1.0 - target) * clamp_min(log1p(-input), -100.0));
+  Tensor loss = BinaryCrossEntropy::apply(input, target);
   if (options.weight.defined()) loss = loss * options.weight;
   EMBER_CHECK(loss.shape() == input.shape(), "binary_cross_entropy: weight {} does not broadcast to the input {}",
               options.weight.shape(), input.shape());

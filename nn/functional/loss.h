@@ -45,8 +45,9 @@ struct KlDivOptions {
 Tensor kl_div(const Tensor& input, const Tensor& target, const KlDivOptions& options = {});
 
 // -w (t log x + (1 - t) log(1 - x)) of probabilities x in [0, 1], each log
-// clamped at -100 as PyTorch's. Refused under autocast, as PyTorch refuses
-// it: a probability rounded to bf16 saturates; apply
+// clamped at -100, with PyTorch's gradient w (x - t) / max(x (1 - x), 1e-12).
+// Under CPU autocast it runs in f32, as PyTorch's; CUDA autocast refuses it,
+// as PyTorch's does (a probability rounded to bf16 saturates): apply
 // binary_cross_entropy_with_logits to the logits instead. weight broadcasts
 // to the input.
 struct BceOptions {

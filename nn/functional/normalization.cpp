@@ -11,7 +11,8 @@ Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {
   EMBER_CHECK(input.defined(), "normalize: undefined input");
   EMBER_CHECK(is_floating(input.dtype()), "normalize: expected a floating point input, got {}", input.dtype());
   const int64_t d = wrap_dim(dim, input.dim(), "normalize");
-  return input / clamp_min(norm(input, p, {d}, true), eps);
+  // Under autocast the norm is f32; the result keeps the input's dtype, as PyTorch's.
+  return (input / clamp_min(norm(input, p, {d}, true), eps)).to(input.dtype());
 }
 
 // A mask of shape [N, C, 1, 1] from dropout itself (so its zeros and scale

@@ -38,7 +38,7 @@ def case(op, inputs, args, fn, needs_grad=None):
 def activation_cases():
     # Random values and the branch points, some exactly on them.
     x = torch.cat([torch.randn(20, dtype=D) * 3,
-                   torch.tensor([0.0, -1.0, 1.0, 6.0, -6.0, 6.5, 1e-9, -1e-9, 30.0, -30.0, 10.0, 21.0, -50.0],
+                   torch.tensor([0.0, -1.0, 1.0, 6.0, -6.0, 6.5, 1e-9, -1e-9, 30.0, -30.0, 10.0, 21.0, -50.0, -20.0, -40.0, -1.5, -0.999],
                                 dtype=D)])
     cases = []
     for slope in [0.01, 0.2]:
@@ -118,6 +118,13 @@ def loss_cases():
             cases.append(case("binary_cross_entropy", [p, t], {"weighted": weighted, "reduction": reduction},
                               lambda s, u: F.binary_cross_entropy(s, u, weight=w, reduction=reduction)))
             cases[-1]["weight"] = tensor(weight) if weighted else None
+    # Probabilities at and within 1e-12 of 0 and 1 (a saturated sigmoid), where
+    # the gradient divides by max(x (1 - x), 1e-12); the target's gradient is
+    # infinite there, so the target is a constant.
+    edge = torch.tensor([[0.0, 1.0, 1e-13], [0.5, 1.0 - 1e-13, 0.3]], dtype=D)
+    cases.append(case("binary_cross_entropy", [edge, t[:2]], {"weighted": False, "reduction": "sum"},
+                      lambda s, u: F.binary_cross_entropy(s, u, reduction="sum"), needs_grad=[True, False]))
+    cases[-1]["weight"] = None
     return cases
 
 

@@ -126,6 +126,9 @@ TEST(Activations, RefuseWhatPyTorchRefuses) {
   EXPECT_EMBER_ERROR(F::cosine_similarity(ones({2, 3}), ones({4, 3})), "cosine_similarity");
   EXPECT_EMBER_ERROR(F::normalize(ones({2, 3}), 2.0, 2), "normalize");
   EXPECT_EMBER_ERROR(F::conv1d(ones({1, 2, 5, 1}), ones({3, 2, 3})), "conv1d: expected input [N, C, L]");
+  // conv2d's own checks are told in conv1d's shapes.
+  EXPECT_EMBER_ERROR(F::conv1d(ones({1, 5, 7}), ones({2, 3, 3})), "conv1d: input [1, 5, 7], weight [2, 3, 3]");
+  EXPECT_EMBER_ERROR(F::relu6(ints), "relu6: expected a floating point input");
 }
 
 // A probability outside [0, 1] (NaN included) is refused, as PyTorch's check
@@ -140,8 +143,74 @@ TEST(Activations, BinaryCrossEntropyRefusesNonProbabilities) {
   Tensor edge = F::binary_cross_entropy(from_vector<float>({0.0f, 1.0f, 0.5f}), from_vector<float>({1.0f, 0.0f, 1.0f}),
                                         {.reduction = Reduction::none});
   EXPECT_TRUE(all_close(edge, from_vector<float>({100.0f, 100.0f, float(std::log(2.0))})));
+}
+
+// A sigmoid saturated to exactly 1.0 in f32 (logit 20) gave the whole step a
+// NaN gradient: the clamped log's gradient at 1 was 0 * inf. PyTorch's
+// gradient divides by max(x (1 - x), 1e-12) and gives these values. Mutation
+// caught: the composite of clamped logs back in place of BinaryCrossEntropy
+// -> the first gradient is NaN.
+TEST(Activations, BinaryCrossEntropyOfASaturatedSigmoidHasAFiniteGradient) {
+  Tensor logits = from_vector<float>({20.0f, -3.0f, 0.5f});
+  logits.requires_grad_(true);
+  Tensor loss = F::binary_cross_entropy(sigmoid(logits), from_vector<float>({1, 0, 1}));
+  EXPECT_NEAR(loss.item<float>(), 0.174221f, 1e-6);
+  loss.backward();
+  const std::vector<float> grad = logits.grad().to_vector<float>();
+  EXPECT_EQ(grad[0], 0.0f);
+  EXPECT_NEAR(grad[1], 0.0158086f, 1e-6);
+  EXPECT_NEAR(grad[2], -0.125847f, 1e-6);
+}
+
+// PyTorch's CPU autocast runs binary_cross_entropy in f32 (only CUDA's
+// refuses it), and keeps normalize and the distances in the input's dtype,
+// though ember's autocast runs their norm in f32.
+TEST(Activations, AutocastDtypesAreAsPyTorchs) {
+  Tensor p = from_vector<float>({0.2f, 0.7f}), a = from_vector<float>({1, 2, 3, 4}).reshape({2, 2}).to(DType::bf16);
+  Tensor plain = F::binary_cross_entropy(p, p);
   AutocastGuard autocast(DeviceType::cpu, DType::bf16);
-  EXPECT_EMBER_ERROR(F::binary_cross_entropy(full({3}, 0.5), target), "binary_cross_entropy: unsafe under autocast");
+  Tensor cast = F::binary_cross_entropy(p.to(DType::bf16), p);
+  EXPECT_EQ(cast.dtype(), DType::f32);
+  EXPECT_NEAR(cast.item<float>(), plain.item<float>(), 2e-3);
+  EXPECT_EQ(F::normalize(a).dtype(), DType::bf16);
+  EXPECT_EQ(F::cosine_similarity(a, a).dtype(), DType::bf16);
+  EXPECT_EQ(F::pairwise_distance(a, a).dtype(), DType::bf16);
+}
+
+// f16 and bf16 are computed in f32 and rounded once, as PyTorch's kernels do:
+// in f16, e^12 overflows, and softplus(12) was inf with a NaN gradient.
+// ELU's gradient far below 0 is e^x, positive (the tanh form's derivative
+// cancelled and gave -2e-9 at -20). Mutations caught: in_f32 returning
+// fn(input) -> softplus inf; expm1_nonpositive's exp(far) - 1 branch
+// removed -> the f32 gradient at -20 is negative.
+TEST(Activations, LowPrecisionAndFarNegativeInputs) {
+  Tensor x = from_vector<float>({5, 12, 15, 19}).to(DType::f16);
+  x.requires_grad_(true);
+  Tensor y = F::softplus(x);
+  EXPECT_TRUE(all_close(y.to(DType::f32), from_vector<float>({5.00781f, 12, 15, 19}), 1e-3, 1e-3)) << y;
+  sum(F::mish(x) + y).backward();
+  EXPECT_EQ(sum(isnan(x.grad())).item<int64_t>(), 0) << x.grad();
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor far = from_vector<double>({-40, -20, -15}).to(dtype);
+    far.requires_grad_(true);
+    sum(F::elu(far)).backward();
+    const std::vector<double> grad = far.grad().to(DType::f64).to_vector<double>();
+    const std::vector<double> expected = {std::exp(-40.0), std::exp(-20.0), std::exp(-15.0)};
+    for (size_t i = 0; i < grad.size(); ++i)
+      EXPECT_NEAR(grad[i], expected[i], 1e-6 * expected[i]) << dtype_name(dtype) << " at " << i;
+  }
+}
+
+// At a NaN input PyTorch's hardtanh and elu pass the gradient (their
+// backward tests x <= bound and x <= 0, false for NaN): 1, not 0 or NaN.
+TEST(Activations, NanInputsGetPyTorchsGradient) {
+  for (auto fn : {+[](const Tensor& t) { return F::hardtanh(t); }, +[](const Tensor& t) { return F::relu6(t); },
+                  +[](const Tensor& t) { return F::elu(t); }}) {
+    Tensor x = from_vector<double>({std::nan("")});
+    x.requires_grad_(true);
+    sum(fn(x)).backward();
+    EXPECT_EQ(x.grad().item<double>(), 1.0);
+  }
 }
 
 TEST(Layers, NewActivationModulesPrintAsPyTorch) {
@@ -172,6 +241,7 @@ TEST(Layers, ModulesRunTheirFunctionals) {
   EXPECT_EQ(conv.weight.shape(), (Shape{6, 1, 3}));
   EXPECT_EQ(conv(x).shape(), (Shape{2, 6, 4}));
   EXPECT_TRUE(all_close(conv(x), F::conv1d(x, conv.weight, conv.bias, conv.conv)));
+  EXPECT_TRUE(all_close(conv(x.select(0, 1)), conv(x).select(0, 1)));  // unbatched [C, L]
   EXPECT_EMBER_ERROR(nn::Conv1d(3, 4, 0), "Conv1d: kernel_size must be positive, got 0");
   EXPECT_EMBER_ERROR(nn::Conv1d(3, 4, 3, {.groups = 2}), "Conv1d: in_channels 3 and out_channels 4 must be divisible by groups 2");
 }
