@@ -31,6 +31,13 @@ Tensor saved_output(const GradRecord& r) { return output(r, 0); }
 
 Tensor mask(const Tensor& condition, const Tensor& like) { return condition.to(like.dtype()); }
 
+// 0 everywhere, with t's history: added to a recorded gradient that only a
+// mask ties to t, it keeps the edge that PyTorch's threshold_backward keeps
+// (its derivative in t is zeros). Without it, a parameter reached only
+// through the mask (a ReLU critic's first bias in a gradient penalty) got no
+// .grad at all, where PyTorch gives it zeros and Adam still moves it.
+Tensor zero_through(const Tensor& t) { return where(zeros_like(t).to(DType::boolean), t, 0.0); }
+
 }  // namespace
 
 void register_elementwise_functions() {
@@ -123,7 +130,11 @@ void register_elementwise_functions() {
   relu_grad.set_recorder([](const GradRecord& r) {
     record_formula(r, "ReluBackward", {saved_output(r)}, [](const Saved& s, const Tensor& g) {
       // not(out <= 0), not out > 0: a NaN passes g, as threshold_backward's does.
-      if (should_record({&g, &s[0]})) return Grads{g * mask(logical_not(le(s[0], 0)), g)};
+      if (should_record({&g, &s[0]})) {
+        Tensor grad = g * mask(logical_not(le(s[0], 0)), g);
+        if (s[0].requires_grad()) grad = grad + zero_through(s[0]);
+        return Grads{grad};
+      }
       return Grads{threshold_backward(g, s[0])};
     });
   });

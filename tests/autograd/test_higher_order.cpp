@@ -126,6 +126,28 @@ TEST(HigherOrder, StdOfAConstantGroupHasZeroSecondDerivative) {
   }
 }
 
+// A gradient penalty through a ReLU critic, out = relu(x w1 + b1) w2: d out/dx
+// depends on b1 only through relu's mask, so its derivative in b1 is zero;
+// PyTorch's threshold_backward keeps the edge and gives b1 a zero gradient.
+// ember's masked product cut it: b1 got no .grad (an optimizer skipped it,
+// where PyTorch's Adam moves it by its momentum), and grad() refused b1 as
+// unused. Mutation caught: the zero_through term in ReluBackward removed ->
+// b1's gradient undefined.
+TEST(HigherOrder, AGradientPenaltyThroughReluReachesEveryParameter) {
+  Tensor x = leaf({0.5, -1.0, 2.0}, {1, 3}), w1 = leaf({0.3, -0.2, 0.1, 0.4, -0.5, 0.6}, {3, 2});
+  Tensor b1 = leaf({0.1, -0.1}), w2 = leaf({1.0, -2.0}, {2, 1});
+  Tensor out = sum(matmul(relu(matmul(x, w1) + b1), w2));
+  Tensor dx = autograd::grad({out}, {x}, {}, std::nullopt, true)[0];
+  Tensor penalty = sum(dx * dx);
+  std::vector<Tensor> grads = autograd::grad({penalty}, {w1, b1, w2}, {}, true);
+  ASSERT_TRUE(grads[1].defined());
+  EXPECT_EQ(values(grads[1]), (std::vector<double>{0, 0}));
+  penalty.backward();
+  ASSERT_TRUE(b1.grad().defined());
+  EXPECT_EQ(values(b1.grad()), (std::vector<double>{0, 0}));
+  EXPECT_TRUE(all_close(w1.grad(), grads[0]));
+}
+
 TEST(HigherOrder, FusedBackwardKernelsRefuseUnderCreateGraph) {
   Tensor x = randn({2, 3}, {.dtype = DType::f64, .requires_grad = true});
   Tensor w = randn({3}, {.dtype = DType::f64, .requires_grad = true});
