@@ -83,7 +83,7 @@ class LayerNorm : public Module {
 };
 
 struct RMSNormOptions {
-  std::optional<double> eps{};  // unset: the input dtype's machine epsilon, as PyTorch
+  std::optional<double> eps{};  // unset: f32's machine epsilon (f64's for f64), as PyTorch's kernel
   bool elementwise_affine = true;
   DType dtype = DType::f32;
 };

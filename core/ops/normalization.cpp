@@ -126,14 +126,14 @@ NormalizationGrads row_norm_backward(const Op<void(const RowNormBackwardProblem&
   return grads;
 }
 
-// The machine epsilon of each floating dtype, as torch.finfo(dtype).eps.
-double machine_epsilon(DType dtype) {
-  switch (dtype) {
-    case DType::f64: return std::numeric_limits<double>::epsilon();
-    case DType::f16: return 0.0009765625;  // 2^-10
-    case DType::bf16: return 0.0078125;    // 2^-7
-    default: return double(std::numeric_limits<float>::epsilon());
-  }
+// rms_norm's eps when unset: the machine epsilon of the dtype it computes in
+// (f32 for f16, bf16 and f32; f64 for f64), as PyTorch's kernels take it
+// (opmath_type's, though its docstring says the input's). bf16's own 2^-7
+// changed small activations' results up to 17 times, and made them depend on
+// whether autocast, which computes in f32, was on.
+double default_rms_norm_eps(DType dtype) {
+  return dtype == DType::f64 ? std::numeric_limits<double>::epsilon()
+                             : double(std::numeric_limits<float>::epsilon());
 }
 
 // The channel count and per-channel element count of a batch_norm input [N, C, *].
@@ -182,7 +182,7 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor
     return rms_norm(autocast_input(input, kF32), normalized_shape, autocast_input(weight, kF32), eps);
   check_floating_input(input, "rms_norm");
   NormalizationResult result =
-      rms_norm_forward(input, normalized_shape, weight, eps ? *eps : machine_epsilon(input.dtype()));
+      rms_norm_forward(input, normalized_shape, weight, eps ? *eps : default_rms_norm_eps(input.dtype()));
   NormalizationParams params{normalized_shape, result.mean, result.rstd, true};
   return with_grad(rms_norm_grad, result.output, {&input, &weight}, &params);
 }

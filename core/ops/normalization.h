@@ -14,7 +14,7 @@ namespace ember {
 // input [..., *normalized_shape]; weight and bias have normalized_shape or are undefined.
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
-// eps unset: the input dtype's machine epsilon, as torch.nn.functional.rms_norm.
+// eps unset: the machine epsilon of the dtype it computes in (f32, or f64 for f64), as PyTorch's kernel.
 Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = {},
                 std::optional<double> eps = std::nullopt);
 // input [N, C, *]. training: normalise with batch statistics and, when running_mean/running_var are

@@ -149,14 +149,22 @@ TEST(Normalization, ExactHandValues) {
   Tensor w = from_vector<double>({2, 2, 2}), b = from_vector<double>({1, 1, 1});
   EXPECT_TRUE(all_close(layer_norm(x, {3}, w, b, 0.0),
                         from_vector<double>({1 - 2 * std::sqrt(1.5), 1, 1 + 2 * std::sqrt(1.5)})));
-  // rms_norm of [3, 4]: mean square 12.5; the default eps is the dtype's machine epsilon.
+  // rms_norm of [3, 4]: mean square 12.5; the default eps is the machine
+  // epsilon of the dtype it computes in, f32 for 16-bit inputs too.
   const double f32_eps = 1.1920928955078125e-07;
   Tensor rms = rms_norm(from_vector<float>({3, 4}), {2});
   EXPECT_FLOAT_EQ(rms.to_vector<float>()[0], float(3 / std::sqrt(12.5 + f32_eps)));
   Tensor rms64 = rms_norm(from_vector<double>({3, 4}), {2});
   EXPECT_DOUBLE_EQ(rms64.to_vector<double>()[1], 4 / std::sqrt(12.5 + 2.220446049250313e-16));
-  Tensor rms_bf16 = rms_norm(from_vector<float>({0.05f, 0.05f}).to(DType::bf16), {2});  // eps = 2^-7 dominates
-  EXPECT_NEAR(rms_bf16.to_vector<float>()[0], 0.05 / std::sqrt(0.0025 + 0.0078125), 2e-3);
+  // PyTorch 2.15 gives 1 here (f32's eps). With bf16's own 2^-7 the result
+  // was 0.49, and 1 under autocast, which computes in f32. Mutation caught:
+  // default_rms_norm_eps returning the input dtype's epsilon -> 0.49.
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    Tensor small = from_vector<float>({0.05f, 0.05f}).to(dtype);
+    EXPECT_NEAR(rms_norm(small, {2}).to_vector<float>()[0], 1.0, 1e-2) << dtype_name(dtype);
+    AutocastGuard autocast(DeviceType::cpu, DType::bf16);
+    EXPECT_NEAR(rms_norm(small, {2}).to_vector<float>()[0], 1.0, 1e-2) << dtype_name(dtype);
+  }
 }
 
 // batch_norm: biased batch variance to normalise, unbiased in the running update; eval uses the running stats.

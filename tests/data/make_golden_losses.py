@@ -38,7 +38,8 @@ def run(output_fn, leaves):
 
 def rms_norm(x, normalized_shape, weight, eps):
     # torch 1.13 has no rms_norm; this is torch.nn.functional.rms_norm's definition (torch >= 2.4):
-    # x * rsqrt(mean(x^2 over normalized dims) + eps) * weight, eps defaulting to finfo(dtype).eps.
+    # x * rsqrt(mean(x^2 over normalized dims) + eps) * weight, eps defaulting to the eps of the dtype it
+    # computes in (finfo(float64).eps here; PyTorch's kernels take f32's for f16, bf16 and f32).
     dims = tuple(range(-len(normalized_shape), 0))
     if eps is None:
         eps = torch.finfo(x.dtype).eps
