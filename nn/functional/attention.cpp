@@ -79,6 +79,24 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   EMBER_CHECK(query.dtype() == key.dtype() && key.dtype() == value.dtype(),
               "scaled_dot_product_attention: expected query, key and value of one dtype, got {}, {} and {}",
               query.dtype(), key.dtype(), value.dtype());
+  EMBER_CHECK(is_floating(query.dtype()), "scaled_dot_product_attention: expected floating point query, key and "
+              "value, got {}", query.dtype());
+  // Written so that NaN fails too: a negative or NaN p ran without dropout.
+  EMBER_CHECK(options.dropout_p >= 0 && options.dropout_p <= 1,
+              "scaled_dot_product_attention: dropout_p must be in [0, 1], got {}", options.dropout_p);
+  // Their batch and head dims must broadcast (no grouped-query attention:
+  // repeat the key and value heads first); checked here, else the
+  // composite's matmul named itself.
+  bool broadcasts = true;
+  for (int64_t q = query.dim() - 3, k = key.dim() - 3; q >= 0 && k >= 0; --q, --k) {
+    const int64_t a = query.size(q), b = key.size(k);
+    broadcasts = broadcasts && (a == b || a == 1 || b == 1);
+  }
+  EMBER_CHECK(broadcasts,
+              "scaled_dot_product_attention: the leading (batch, head) dims of query {} and key {} do not broadcast; "
+              "for grouped-query attention repeat the key and value heads to the query's (repeat_interleave on dim "
+              "-3) first",
+              query.shape(), key.shape());
   if (options.dropout_p == 0) {
     EMBER_CHECK(!(options.is_causal && options.attn_mask.defined()),
                 "scaled_dot_product_attention: pass either attn_mask or is_causal, not both");

@@ -194,6 +194,17 @@ TEST(MultiheadAttention, AnIntegerMaskIsRefused) {
   EXPECT_EMBER_ERROR(F::scaled_dot_product_attention(q.to(DType::bf16), q, q),
                      "scaled_dot_product_attention: expected query, key and value of one dtype, got bfloat16, float32 "
                      "and float32");
+  // A negative or NaN dropout_p ran without dropout and without a word.
+  // Mutation caught: the dropout_p range check removed -> no error.
+  for (double p : {-0.5, std::nan(""), 1.5})
+    EXPECT_EMBER_ERROR(F::scaled_dot_product_attention(q, q, q, {.dropout_p = p}),
+                       "scaled_dot_product_attention: dropout_p must be in [0, 1]");
+  EXPECT_EMBER_ERROR(F::scaled_dot_product_attention(q.to(DType::i64), q.to(DType::i64), q.to(DType::i64)),
+                     "scaled_dot_product_attention: expected floating point query, key and value, got int64");
+  Tensor heads4 = randn({1, 4, 3, 8}), heads2 = randn({1, 2, 3, 8});
+  EXPECT_EMBER_ERROR(F::scaled_dot_product_attention(heads4, heads2, heads2),
+                     "scaled_dot_product_attention: the leading (batch, head) dims of query [1, 4, 3, 8] and key "
+                     "[1, 2, 3, 8] do not broadcast; for grouped-query attention");
 }
 
 TEST(ScaledDotProductAttention, AFullyMaskedRowGivesZerosOnBothPaths) {
