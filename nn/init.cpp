@@ -72,6 +72,7 @@ double calculate_gain(Nonlinearity nonlinearity, std::optional<double> param) {
 }
 
 Fans calculate_fan_in_and_fan_out(const Tensor& tensor) {
+  EMBER_CHECK(tensor.defined(), "nn::init: fan in and fan out of an undefined tensor (a bias=false layer's bias?)");
   EMBER_CHECK(tensor.dim() >= 2,
               "nn::init: fan in and fan out can not be computed for a tensor with fewer than 2 dimensions (shape {})",
               tensor.shape().str());
@@ -111,21 +112,65 @@ Tensor normal_(const Tensor& tensor, double mean, double std, Generator* generat
   return tensor;
 }
 
+namespace {
+
+// Past this many standard deviations on one side, trunc_normal_ samples by rejection.
+constexpr double kFarTail = 5.0;
+
+// n draws of the standard normal restricted to [lo, hi], lo > 0 (hi may be
+// inf), by rejection: for a narrow interval, uniform proposals accepted with
+// probability e^((lo^2 - z^2)/2); otherwise Robert's (1995) exponential
+// proposals from lo with rate (lo + sqrt(lo^2 + 4)) / 2, accepted with
+// probability e^(-(z - rate)^2 / 2). Both are exact; their acceptance rates
+// stay above a third.
+std::vector<double> sample_upper_tail(int64_t n, double lo, double hi, Generator* generator) {
+  const bool narrow = (hi - lo) * lo < 1.0;
+  const double rate = (lo + std::sqrt(lo * lo + 4.0)) / 2.0;
+  std::vector<double> out;
+  out.reserve(size_t(n));
+  while (int64_t(out.size()) < n) {
+    const int64_t wanted = n - int64_t(out.size());
+    const std::vector<double> u = rand({2 * (wanted + 16)}, {.dtype = DType::f64}, generator).to_vector<double>();
+    for (size_t i = 0; i + 1 < u.size() && int64_t(out.size()) < n; i += 2) {
+      double z, accept;
+      if (narrow) {
+        z = lo + (hi - lo) * u[i];
+        accept = std::exp((lo * lo - z * z) / 2.0);
+      } else {
+        z = lo - std::log1p(-u[i]) / rate;  // u in [0, 1): log1p(-u) is finite
+        accept = z <= hi ? std::exp(-(z - rate) * (z - rate) / 2.0) : 0.0;
+      }
+      if (u[i + 1] < accept) out.push_back(z);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Tensor trunc_normal_(const Tensor& tensor, double mean, double std, double low, double high, Generator* generator) {
   check_floating(tensor, "trunc_normal_");
   EMBER_CHECK(std > 0 && low < high, "nn::init::trunc_normal_: needs std > 0 and low < high, got std {}, [{}, {}]",
               std, low, high);
   NoGradGuard no_grad;
-  // A uniform draw on [2 cdf(low) - 1, 2 cdf(high) - 1] mapped through
-  // erf^-1 lands in [low, high] with the normal's shape (torch.nn.init's method).
-  double lower = 2.0 * standard_normal_cdf((low - mean) / std) - 1.0;
-  double upper = 2.0 * standard_normal_cdf((high - mean) / std) - 1.0;
-  std::vector<double> values =
-      rand(tensor.shape(), {.dtype = DType::f64}, generator).to_vector<double>();
-  for (double& value : values) {
-    double x = erfinv(lower + (upper - lower) * value) * std * std::numbers::sqrt2 + mean;
-    value = std::min(std::max(x, low), high);
+  const double z_low = (low - mean) / std, z_high = (high - mean) / std;
+  std::vector<double> values;
+  if (z_low > kFarTail || z_high < -kFarTail) {
+    // Far in one tail, 2 cdf - 1 is within a few ulps of +-1 at both bounds:
+    // the draws collapsed to a few values, or all onto one bound. Sampled
+    // there by rejection, in the upper tail (a lower one mirrored).
+    const bool mirrored = z_high < -kFarTail;
+    values = sample_upper_tail(tensor.numel(), mirrored ? -z_high : z_low, mirrored ? -z_low : z_high, generator);
+    for (double& value : values) value = (mirrored ? -value : value) * std + mean;
+  } else {
+    // A uniform draw on [2 cdf(low) - 1, 2 cdf(high) - 1] mapped through
+    // erf^-1 lands in [low, high] with the normal's shape (torch.nn.init's method).
+    double lower = 2.0 * standard_normal_cdf(z_low) - 1.0;
+    double upper = 2.0 * standard_normal_cdf(z_high) - 1.0;
+    values = rand(tensor.shape(), {.dtype = DType::f64}, generator).to_vector<double>();
+    for (double& value : values) value = erfinv(lower + (upper - lower) * value) * std * std::numbers::sqrt2 + mean;
   }
+  for (double& value : values) value = std::min(std::max(value, low), high);
   copy_(tensor, from_vector(values, tensor.shape()));
   return tensor;
 }
@@ -141,15 +186,28 @@ Tensor constant_(const Tensor& tensor, double value) {
 Tensor zeros_(const Tensor& tensor) { return constant_(tensor, 0.0); }
 Tensor ones_(const Tensor& tensor) { return constant_(tensor, 1.0); }
 
+namespace {
+
+// The fans' sum, for the xavier initialisers, refused where they would
+// divide by 0 (PyTorch: ZeroDivisionError) and checked under their own name.
+double xavier_fans(const Tensor& tensor, double gain, const char* op) {
+  check_floating(tensor, op);
+  const Fans fans = calculate_fan_in_and_fan_out(tensor);
+  EMBER_CHECK(fans.fan_in + fans.fan_out > 0, "nn::init::{}: fan_in + fan_out is 0 for a tensor of shape {}", op,
+              tensor.shape());
+  EMBER_CHECK(gain >= 0, "nn::init::{}: gain must be non-negative, got {}", op, gain);
+  return double(fans.fan_in + fans.fan_out);
+}
+
+}  // namespace
+
 Tensor xavier_uniform_(const Tensor& tensor, double gain, Generator* generator) {
-  Fans fans = calculate_fan_in_and_fan_out(tensor);
-  double bound = gain * std::sqrt(6.0 / double(fans.fan_in + fans.fan_out));
+  double bound = gain * std::sqrt(6.0 / xavier_fans(tensor, gain, "xavier_uniform_"));
   return uniform_(tensor, -bound, bound, generator);
 }
 
 Tensor xavier_normal_(const Tensor& tensor, double gain, Generator* generator) {
-  Fans fans = calculate_fan_in_and_fan_out(tensor);
-  return normal_(tensor, 0.0, gain * std::sqrt(2.0 / double(fans.fan_in + fans.fan_out)), generator);
+  return normal_(tensor, 0.0, gain * std::sqrt(2.0 / xavier_fans(tensor, gain, "xavier_normal_")), generator);
 }
 
 namespace {
@@ -164,13 +222,15 @@ double kaiming_std(const Tensor& tensor, const KaimingOptions& options) {
 }  // namespace
 
 Tensor kaiming_uniform_(const Tensor& tensor, const KaimingOptions& options) {
-  if (tensor.defined() && tensor.numel() == 0) return tensor;  // PyTorch skips empty tensors too
+  check_floating(tensor, "kaiming_uniform_");
+  if (tensor.numel() == 0) return tensor;  // PyTorch skips empty tensors too
   double bound = std::sqrt(3.0) * kaiming_std(tensor, options);
   return uniform_(tensor, -bound, bound, options.generator);
 }
 
 Tensor kaiming_normal_(const Tensor& tensor, const KaimingOptions& options) {
-  if (tensor.defined() && tensor.numel() == 0) return tensor;
+  check_floating(tensor, "kaiming_normal_");
+  if (tensor.numel() == 0) return tensor;
   return normal_(tensor, 0.0, kaiming_std(tensor, options), options.generator);
 }
 
