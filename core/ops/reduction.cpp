@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/autocast_ops.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/reduction_kernels.h"
 #include "core/ops/views.h"
 
@@ -210,6 +211,23 @@ Tensor prod(const Tensor& t, const Dims& dims, bool keepdim) {
   Reduction plan = plan_reduction(t, dims, keepdim, "prod");
   ReduceParams params{dims, keepdim};
   return with_grad(prod_grad, reduce(prod_op, t, plan, widened(t.dtype())), {&t}, &params);
+}
+
+// Counts of the elements that decide, through sum's kernels; planned first
+// so that a bad dim is reported by the op the user called.
+Tensor any(const Tensor& t, const Dims& dims, bool keepdim) {
+  plan_reduction(t, dims, keepdim, "any");
+  return gt(sum(ne(t, 0), dims, keepdim), 0);
+}
+
+Tensor all(const Tensor& t, const Dims& dims, bool keepdim) {
+  plan_reduction(t, dims, keepdim, "all");
+  return eq(sum(eq(t, 0), dims, keepdim), 0);
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  EMBER_CHECK(a.defined() && b.defined(), "equal: undefined tensor");
+  return a.shape() == b.shape() && all(eq(a, b)).item<bool>();
 }
 
 Tensor amax(const Tensor& t, const Dims& dims, bool keepdim) {

@@ -31,6 +31,13 @@ Tensor argmin(const Tensor& t, std::optional<int64_t> dim = std::nullopt, bool k
 Tensor var(const Tensor& t, const Dims& dims = {}, bool unbiased = true, bool keepdim = false);
 Tensor std(const Tensor& t, const Dims& dims = {}, bool unbiased = true, bool keepdim = false);
 Tensor logsumexp(const Tensor& t, const Dims& dims, bool keepdim = false);
+// Whether any / every element along dims is nonzero (NaN counts as nonzero),
+// as bool. any of nothing is false, all of nothing true.
+Tensor any(const Tensor& t, const Dims& dims = {}, bool keepdim = false);
+Tensor all(const Tensor& t, const Dims& dims = {}, bool keepdim = false);
+// torch.equal: the same shape and equal elements (after type promotion; NaN
+// is unequal to itself).
+bool equal(const Tensor& a, const Tensor& b);
 // The p-norm (p = 2 by default; inf and -inf allowed).
 Tensor norm(const Tensor& t, double p = 2.0, const Dims& dims = {}, bool keepdim = false);
 

@@ -229,6 +229,63 @@ TEST(Reduction, ExactHandValues) {
   EXPECT_NEAR(norm(v, 3).item<float>(), std::cbrt(91.0), 1e-5);
 }
 
+// any and all against a naive loop over rows, for every dtype, random shapes
+// (empty dims included), each dim with and without keepdim, a transposed
+// input, and NaN counted as nonzero; equal as torch.equal.
+TEST(Reduction, AnyAndAllMatchANaiveLoop) {
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::boolean}) {
+    for (int trial = 0; trial < 6; ++trial) {
+      const Shape shape = random_shape(3, 4);
+      // About half the elements zero, so that both answers occur.
+      Tensor t = (random_tensor(shape, DType::f64, -1.0, 1.0) * gt(random_tensor(shape, DType::f64, 0, 1), 0.5))
+                     .to(dtype)
+                     .transpose(0, 2);
+      for (int64_t dim = 0; dim < 3; ++dim) {
+        for (bool keepdim : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} {} dim {} keepdim {}", dtype_name(dtype), t.shape(), dim, keepdim));
+          // The reduced dim moved last: a naive loop over its rows.
+          Tensor moved = t.to(DType::f64).transpose(dim, 2).contiguous();
+          const std::vector<double> values = moved.reshape({-1}).to_vector<double>();
+          const int64_t length = moved.size(2), rows = moved.size(0) * moved.size(1);
+          std::vector<bool> any_expected, all_expected;
+          for (int64_t row = 0; row < rows; ++row) {
+            bool some = false, every = true;
+            for (int64_t i = 0; i < length; ++i) {
+              const bool nonzero = values[size_t(row * length + i)] != 0.0;
+              some = some || nonzero;
+              every = every && nonzero;
+            }
+            any_expected.push_back(some);
+            all_expected.push_back(every);
+          }
+          auto rows_of = [&](const Tensor& out) {
+            EXPECT_EQ(out.dtype(), DType::boolean);
+            EXPECT_EQ(out.dim(), keepdim ? 3 : 2);
+            Tensor kept = keepdim ? out : out.unsqueeze(dim);
+            std::vector<bool> got;
+            for (double v : kept.transpose(dim, 2).to(DType::f64).contiguous().reshape({-1}).to_vector<double>())
+              got.push_back(v != 0);
+            return got;
+          };
+          const std::vector<bool> any_got = rows_of(any(t, {dim}, keepdim)), all_got = rows_of(all(t, {dim}, keepdim));
+          EXPECT_EQ(any_got, any_expected);
+          EXPECT_EQ(all_got, all_expected);
+        }
+      }
+    }
+  }
+  Tensor with_nan = from_vector<float>({0.0f, std::nanf("")});
+  EXPECT_TRUE(any(with_nan).item<bool>());
+  EXPECT_FALSE(all(with_nan).item<bool>());
+  EXPECT_TRUE(all(with_nan.narrow(0, 1, 1)).item<bool>());
+  EXPECT_FALSE(any(zeros({0})).item<bool>());
+  EXPECT_TRUE(all(zeros({0})).item<bool>());
+  EXPECT_EMBER_ERROR(any(zeros({2, 3}), {2}), "any:");
+  EXPECT_TRUE(equal(from_vector<int64_t>({1, 2}), from_vector<float>({1, 2})));
+  EXPECT_FALSE(equal(ones({2}), ones({3})));
+  EXPECT_FALSE(equal(with_nan, with_nan));
+}
+
 TEST(Reduction, DtypesFollowPyTorch) {
   Tensor flags = from_vector<bool>({true, false, true});
   EXPECT_EQ(sum(flags).dtype(), DType::i64);
