@@ -22,10 +22,6 @@ namespace {
 namespace F = ember::nn::functional;
 using Json = nlohmann::json;
 
-Reduction reduction_from(const std::string& name) {
-  return name == "none" ? Reduction::none : name == "sum" ? Reduction::sum : Reduction::mean;
-}
-
 F::KlDivReduction kl_reduction_from(const std::string& name) {
   if (name == "none") return F::KlDivReduction::none;
   if (name == "batchmean") return F::KlDivReduction::batchmean;

@@ -17,11 +17,6 @@ namespace {
 namespace F = ember::nn::functional;
 using Json = nlohmann::json;
 
-Reduction reduction_from(const Json& j) {
-  const std::string name = j.get<std::string>();
-  return name == "none" ? Reduction::none : name == "sum" ? Reduction::sum : Reduction::mean;
-}
-
 const Json& golden() {
   static const Json data = [] {
     std::ifstream file(std::string(EMBER_TEST_DATA_DIR) + "/golden_losses.json");

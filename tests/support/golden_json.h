@@ -4,8 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/tensor.h"
 #include "core/ops/creation.h"
+#include "core/ops/loss.h"
+#include "core/tensor.h"
 
 namespace ember::testing {
 
@@ -24,6 +25,12 @@ inline Tensor leaf_from(const nlohmann::json& j) {
   Tensor t = tensor_from(j);
   if (t.defined()) t.requires_grad_(true);
   return t;
+}
+
+// "none", "sum" or "mean" as a Reduction.
+inline Reduction reduction_from(const nlohmann::json& j) {
+  const std::string name = j.get<std::string>();
+  return name == "none" ? Reduction::none : name == "sum" ? Reduction::sum : Reduction::mean;
 }
 
 }  // namespace ember::testing
