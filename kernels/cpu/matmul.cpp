@@ -4,6 +4,7 @@
 // oneDNN lacks it, compute in f32. f64 and the integers use a blocked loop.
 // Oracle: kernels/reference/matmul.cpp; tests: tests/core/test_matmul.cpp.
 #include <algorithm>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -67,7 +68,30 @@ MatrixOperand pack_bias(const MatmulProblem& p, Tensor& buffer) {
 struct MatmulEntry : CachedPrimitive {
   bool usable = false;     // false: oneDNN cannot do it well; the caller converts
   bool per_batch = false;  // a 2-d primitive run once per batch index
+  // Note [Blocked weights for tall products]: when set, the primitive reads
+  // B in oneDNN's blocked layout, which this reorder writes from B as it is.
+  std::unique_ptr<CachedPrimitive> weights_reorder;
+  size_t blocked_weights_bytes = 0;
 };
+
+// Note [Blocked weights for tall products]: oneDNN 2.6's f32 GEMM reads a
+// plain B at 0.84-0.94 of the speed it reads B in its own blocked layout
+// (format_tag::any), and a reorder into that layout moves k x n elements
+// once, against the product's m x n x k multiply-adds. Measured one thread,
+// on an Intel Xeon with AVX-512 (bench/RESULTS.md, "Blocked weights"): at
+// m = 2048 every GPT shape gains 4-19% with the reorder counted, at m = 1024
+// 2-13%, at m = 512 -1 to +5%, at m = 128 (the MLP's batch) it loses 8-20%.
+// So 2-d f32 products of at least kBlockedWeightsMinRows rows reorder B on
+// each call; nothing is cached, as a weight changes every step. B of more
+// than kBlockedWeightsMaxBytes (a vocabulary-sized head) stays plain: the
+// reorder would stream it through memory once more for a few percent.
+inline constexpr int64_t kBlockedWeightsMinRows = 1024;
+inline constexpr size_t kBlockedWeightsMaxBytes = size_t(32) << 20;
+
+bool blocked_weights_worthwhile(const MatmulProblem& p, DType dtype) {
+  return dtype == DType::f32 && p.batch_ndim == 0 && p.m >= kBlockedWeightsMinRows &&
+         size_t(p.k * p.n) * sizeof(float) <= kBlockedWeightsMaxBytes;
+}
 
 PrimitiveCache<MatmulEntry>& matmul_cache() {
   static PrimitiveCache<MatmulEntry> cache(256);
@@ -108,16 +132,35 @@ memory::desc desc_of(const MatmulProblem& p, const MatrixOperand& o, int64_t row
   return memory::desc(dims, type, strides);
 }
 
+// Note [Blocked weights for tall products]: switches `pd` to `blocked`, and
+// gives the entry the reorder that feeds it, when oneDNN picked a layout
+// other than B's own and a fast kernel for it.
+void use_blocked_weights(const MatmulProblem& p, MatmulEntry& entry, dnnl::matmul::primitive_desc& pd,
+                         const dnnl::matmul::primitive_desc& blocked) {
+  const memory::desc plain = pd.weights_desc(), layout = blocked.weights_desc();
+  if (layout == plain || is_reference_implementation(blocked)) return;
+  dnnl::reorder::primitive_desc reorder_pd(onednn_engine(), plain, onednn_engine(), layout, onednn_attributes());
+  entry.weights_reorder = std::make_unique<CachedPrimitive>();
+  entry.weights_reorder->set_primitive(dnnl::reorder(reorder_pd));
+  entry.weights_reorder->args.emplace(DNNL_ARG_FROM, memory(plain, onednn_engine(), nullptr));
+  entry.weights_reorder->args.emplace(DNNL_ARG_TO, memory(layout, onednn_engine(), nullptr));
+  entry.blocked_weights_bytes = layout.get_size();
+  EMBER_ASSERT(p.batch_ndim == 0, "blocked weights for a batched product");
+  pd = blocked;
+}
+
 std::shared_ptr<MatmulEntry> make_entry(const MatmulProblem& p, DType dtype) {
   auto entry = std::make_shared<MatmulEntry>();
   memory::data_type type = onednn_type(dtype);
   bool bias = p.bias.data != nullptr;
   int64_t bias_rows = p.bias.row_stride == 0 ? 1 : p.m, bias_cols = p.bias.col_stride == 0 ? 1 : p.n;
-  auto try_create = [&](bool batched) -> dnnl::matmul::primitive_desc {
+  auto try_create = [&](bool batched, bool blocked_weights = false) -> dnnl::matmul::primitive_desc {
     // The bias has no batch strides, so it becomes size-1 batch dims: dst's rank, as oneDNN wants.
     memory::desc bias_desc = bias ? desc_of(p, p.bias, bias_rows, bias_cols, type, batched) : memory::desc();
-    dnnl::matmul::desc desc(desc_of(p, p.a, p.m, p.k, type, batched), desc_of(p, p.b, p.k, p.n, type, batched),
-                            bias_desc, desc_of(p, p.out, p.m, p.n, type, batched));
+    memory::desc weights = blocked_weights ? memory::desc({p.k, p.n}, type, memory::format_tag::any)
+                                           : desc_of(p, p.b, p.k, p.n, type, batched);
+    dnnl::matmul::desc desc(desc_of(p, p.a, p.m, p.k, type, batched), weights, bias_desc,
+                            desc_of(p, p.out, p.m, p.n, type, batched));
     return dnnl::matmul::primitive_desc(desc, onednn_attributes(), onednn_engine());
   };
   // oneDNN broadcasts a batch dim of one operand, not of both at once (a
@@ -140,6 +183,8 @@ std::shared_ptr<MatmulEntry> make_entry(const MatmulProblem& p, DType dtype) {
   // oneDNN's naive loops are far slower than converting bf16 to f32, or than
   // adding a bias whose broadcast pattern (anything but per-column) its GEMMs lack.
   entry->usable = !is_reference_implementation(pd) || (dtype == DType::f32 && !bias);
+  if (!is_reference_implementation(pd) && blocked_weights_worthwhile(p, dtype))
+    use_blocked_weights(p, *entry, pd, try_create(false, true));
   entry->set_primitive(dnnl::matmul(pd));
   for (int arg : {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST})
     entry->args.emplace(arg, memory(pd.query_md(dnnl::query::exec_arg_md, arg), onednn_engine(), nullptr));
@@ -161,13 +206,19 @@ bool run_onednn(const MatmulProblem& p, DType dtype) {
   auto at = [&](const MatrixOperand& o, int64_t batch) {
     return static_cast<char*>(o.data) + p.batch_offset(o, batch) * element;
   };
+  Tensor blocked;  // B in the layout the primitive reads, when it is not B's own
+  if (entry->weights_reorder) {
+    blocked = make_tensor({int64_t((entry->blocked_weights_bytes + sizeof(float) - 1) / sizeof(float))}, DType::f32);
+    entry->weights_reorder->execute({{DNNL_ARG_FROM, p.b.data}, {DNNL_ARG_TO, blocked.data_ptr()}});
+  }
+  auto weights = [&](int64_t batch) -> void* { return blocked.defined() ? blocked.data_ptr() : at(p.b, batch); };
   int64_t runs = entry->per_batch ? p.batch_count() : 1;
   for (int64_t batch = 0; batch < runs; ++batch) {
     if (p.bias.data) {
-      entry->execute({{DNNL_ARG_SRC, at(p.a, batch)}, {DNNL_ARG_WEIGHTS, at(p.b, batch)},
+      entry->execute({{DNNL_ARG_SRC, at(p.a, batch)}, {DNNL_ARG_WEIGHTS, weights(batch)},
                       {DNNL_ARG_DST, at(p.out, batch)}, {DNNL_ARG_BIAS, p.bias.data}});
     } else {
-      entry->execute({{DNNL_ARG_SRC, at(p.a, batch)}, {DNNL_ARG_WEIGHTS, at(p.b, batch)},
+      entry->execute({{DNNL_ARG_SRC, at(p.a, batch)}, {DNNL_ARG_WEIGHTS, weights(batch)},
                       {DNNL_ARG_DST, at(p.out, batch)}});
     }
   }

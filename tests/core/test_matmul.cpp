@@ -134,6 +134,23 @@ TEST(Matmul, RepeatedShapesReuseCachedPrimitivesWithNewData) {
   }
 }
 
+// Note [Blocked weights for tall products] (kernels/cpu/matmul.cpp): from 1024
+// rows on, f32 reorders B into oneDNN's blocked layout on every call. Odd k
+// and n pad the blocks; a transposed B is Linear's weight; new data each time.
+// Mutations caught: the reorder skipped (the primitive reads an uninitialised
+// buffer), or run only on a shape's first call (the second call multiplies by
+// the first call's B).
+TEST(Matmul, TallF32ProductsMatchReferenceThroughBlockedWeights) {
+  for (int call = 0; call < 2; ++call) {
+    Tensor a = random_tensor({1030, 67}, DType::f32), b = random_tensor({67, 45}, DType::f32);
+    Tensor weight = random_tensor({45, 67}, DType::f32), bias = random_tensor({45}, DType::f32);
+    double tol = tolerance(DType::f32) * std::sqrt(67.0);
+    EXPECT_TRUE(all_close(mm(a, b), reference([&] { return mm(a, b); }), tol, tol)) << "call " << call;
+    EXPECT_TRUE(all_close(addmm(bias, a, weight.t()), reference([&] { return addmm(bias, a, weight.t()); }), tol, tol))
+        << "call " << call;
+  }
+}
+
 TEST(Matmul, ConcurrentCallersOfOneShapeGetTheirOwnResults) {
   std::vector<Tensor> as, bs, expected;
   for (int i = 0; i < 4; ++i) {
