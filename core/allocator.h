@@ -45,6 +45,11 @@ int64_t memory_reserved(Device device = kCPU);
 int64_t max_memory_allocated(Device device = kCPU);
 void reset_peak_memory_stats(Device device = kCPU);
 void empty_cache(Device device = kCPU);
+// Bytes a CPU tensor holds outside the allocator (the shm backend's symmetric
+// memory, Note [Symmetric memory] in distributed/README.md), counted in the
+// CPU's `allocated` (and its peak) and `reserved` while they live, so that
+// memory_allocated() still sees every tensor; negative when they are freed.
+void count_external_memory(int64_t bytes);
 MemoryStats memory_stats(Device device = kCPU);
 
 }  // namespace ember

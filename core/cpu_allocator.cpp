@@ -77,6 +77,12 @@ class CpuAllocator final : public Allocator {
     std::lock_guard lock(mutex_);
     return stats_;
   }
+  void count_external(int64_t bytes) {
+    std::lock_guard lock(mutex_);
+    stats_.allocated += bytes;
+    stats_.reserved += bytes;
+    stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+  }
   void reset_peak() override {
     std::lock_guard lock(mutex_);
     stats_.peak_allocated = stats_.allocated;
@@ -152,5 +158,6 @@ int64_t memory_reserved(Device device) { return memory_stats(device).reserved; }
 int64_t max_memory_allocated(Device device) { return memory_stats(device).peak_allocated; }
 void reset_peak_memory_stats(Device device) { allocator_for(device).reset_peak(); }
 void empty_cache(Device device) { allocator_for(device).empty_cache(); }
+void count_external_memory(int64_t bytes) { static_cast<CpuAllocator&>(allocator_for(kCPU)).count_external(bytes); }
 
 }  // namespace ember

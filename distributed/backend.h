@@ -89,6 +89,14 @@ class Backend {
   // themselves, dividing by the group's size as they write the result: no
   // extra pass over the buffer (the shm backend).
   virtual bool supports_avg() const { return false; }
+  // Note [Symmetric memory] (distributed/README.md): `bytes` of CPU memory
+  // that every rank of the group maps, for tensors whose collectives then
+  // read and write the peers' copies where they lie. Collective: every rank
+  // calls it, in the same order, with the same `bytes`. Null where the backend
+  // has none (gloo, nccl, a group of one): the caller uses ordinary memory.
+  virtual std::shared_ptr<std::byte> allocate_symmetric(int64_t /*bytes*/) { return nullptr; }
+  // Whether `bytes` at `data` lie in one of this group's symmetric allocations.
+  virtual bool is_symmetric(const void* /*data*/, int64_t /*bytes*/) { return false; }
   // Point-to-point, matched by (peer, tag) in call order. send must not wait
   // for the matching recv: it returns once `data` may be reused (copied out
   // or fully written), so that a ring of send-then-recv issued from the one

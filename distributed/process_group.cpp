@@ -12,11 +12,13 @@
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <string_view>
 #include <thread>
 #include <type_traits>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/grad_hook.h"
 #include "core/memory_overlap.h"
@@ -479,6 +481,42 @@ void ProcessGroup::run_queue() {
 // their work is done). Empty tensors go to the backend too: the shm backend
 // still meets its peers, so an empty call against another one on some other
 // rank is an error there, not a wait for the timeout.
+
+Tensor ProcessGroup::empty_symmetric(const Shape& shape, DType dtype) {
+  check_open("empty_symmetric");
+  const std::string op = fmt::format("empty_symmetric({}, {})", shape, dtype);
+  EMBER_CHECK(host_backend_ != nullptr,
+              "{}: the group's {} backend takes device tensors only; symmetric memory is CPU memory of an shm group", op,
+              device_factory_.name);
+  for (int64_t size : shape) EMBER_CHECK(size >= 0, "{}: sizes must be non-negative", op);
+  check_numel_fits(shape, op);
+  const Strides strides = contiguous_strides(shape, op);
+  EMBER_CHECK(shape.numel() <= std::numeric_limits<int64_t>::max() / element_size(dtype), "{}: {} bytes overflow int64",
+              op, shape.numel());
+  const int64_t nbytes = shape.numel() * element_size(dtype);
+  // The allocation talks to the peers through the store on this thread:
+  // nothing queued before it may still be waiting on the store (debug mode)
+  // for peers that are already in the allocation.
+  flush();
+  std::shared_ptr<std::byte> memory;
+  try {
+    memory = host_backend_->allocate_symmetric(nbytes);
+  } catch (const Error& error) {
+    EMBER_CHECK(false, "{} on rank {}: {}", op, rank(), error.what());
+  }
+  if (!memory) return make_tensor(shape, dtype, kCPU, "empty_symmetric");
+  // The storage holds the mapping: it is unmapped when the last view dies.
+  // Its bytes count in memory_allocated() meanwhile.
+  count_external_memory(nbytes);
+  auto storage = std::make_shared<Storage>(memory.get(), size_t(nbytes), kCPU,
+                                           [memory, nbytes](void*) { count_external_memory(-nbytes); });
+  return Tensor::make(std::move(storage), dtype, shape, strides, 0);
+}
+
+bool ProcessGroup::is_symmetric(const Tensor& tensor) const {
+  return host_backend_ && tensor.defined() && tensor.device().is_cpu() && tensor.is_contiguous() &&
+         host_backend_->is_symmetric(tensor.data_ptr(), tensor.nbytes());
+}
 
 std::shared_ptr<Work> ProcessGroup::allreduce(Tensor tensor, ReduceOp op) {
   check_tensor("allreduce", "input", tensor);

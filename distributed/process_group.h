@@ -108,6 +108,19 @@ class ProcessGroup {
   const std::shared_ptr<TcpStore>& store() const { return context_.store; }
   const std::string& store_prefix() const { return context_.store_prefix; }
 
+  // Note [Symmetric memory] (distributed/README.md): an uninitialised CPU
+  // tensor that every rank's process maps, so that the shm backend's
+  // allreduce of it (or of a contiguous view of it, the same view on every
+  // rank) reads and writes the peers' copies where they lie: one pass over
+  // the bytes instead of two. Collective: every rank calls it, in the same
+  // order, with the same shape and dtype. Where the host backend has no such
+  // memory (gloo, a group of one) it is an ordinary tensor, whose
+  // collectives run as any other's.
+  Tensor empty_symmetric(const Shape& shape, DType dtype = DType::f32);
+  // Whether `tensor` is contiguous and lies in this group's symmetric memory,
+  // so that its allreduce takes the symmetric path.
+  bool is_symmetric(const Tensor& tensor) const;
+
   // In place on `tensor`, on every rank.
   std::shared_ptr<Work> allreduce(Tensor tensor, ReduceOp op = ReduceOp::sum);
   // `output` (contiguous) gets the allreduce of `inputs` laid end to end

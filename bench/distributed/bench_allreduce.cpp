@@ -1,9 +1,12 @@
 // All-reduce bandwidth through ember's ProcessGroup, nccl-tests style (see
 // allreduce_table.h). Run under the launcher:
 //   ember launch --nproc-per-node 2 -- bench_allreduce --backend shm
-// Options: --backend auto|shm|gloo, --min-bytes N, --max-bytes N, and
+// Options: --backend auto|shm|gloo, --min-bytes N, --max-bytes N,
 // --direct 1 to time the Backend itself (make_shm_backend / make_gloo_backend
-// on the group's store), without ProcessGroup's queue. Results: bench/RESULTS.md.
+// on the group's store), without ProcessGroup's queue, and --symmetric 1 to
+// all-reduce tensors from ProcessGroup::empty_symmetric (Note [Symmetric
+// memory]; with --direct, from Backend::allocate_symmetric). Results:
+// bench/RESULTS.md.
 #include <chrono>
 #include <cstdio>
 
@@ -39,6 +42,7 @@ int main(int argc, char** argv) {
   try {
     const std::string backend = ember::bench::flag(argc, argv, "--backend", "auto");
     const bool direct = ember::bench::flag(argc, argv, "--direct", "0") == "1";
+    const bool symmetric = ember::bench::flag(argc, argv, "--symmetric", "0") == "1";
     const int64_t min_bytes = std::stoll(ember::bench::flag(argc, argv, "--min-bytes", "1024"));
     const int64_t max_bytes = std::stoll(ember::bench::flag(argc, argv, "--max-bytes", "67108864"));
     dist::ProcessGroup& group = dist::init_process_group({.backend = backend});
@@ -58,17 +62,21 @@ int main(int argc, char** argv) {
     }
     if (group.rank() == 0)
       ember::bench::print_allreduce_header(
-          fmt::format("ember {} backend{}", group.backend_name(), direct ? " (Backend called directly)" : " (ProcessGroup)"),
+          fmt::format("ember {} backend{}{}", group.backend_name(),
+                      direct ? " (Backend called directly)" : " (ProcessGroup)", symmetric ? ", symmetric memory" : ""),
           ranks);
 
     for (int64_t bytes : ember::bench::allreduce_sizes(min_bytes, max_bytes)) {
       const int64_t count = bytes / 4;
-      ember::Tensor data = ember::make_tensor(ember::Shape{count}, ember::DType::f32);
-      float* values = data.data_ptr<float>();
+      ember::Tensor data = symmetric && !direct ? group.empty_symmetric({count}, ember::DType::f32)
+                                                : ember::make_tensor(ember::Shape{count}, ember::DType::f32);
+      std::shared_ptr<std::byte> bare_memory = symmetric && direct ? bare->allocate_symmetric(bytes) : nullptr;
+      float* values = bare_memory ? reinterpret_cast<float*>(bare_memory.get()) : data.data_ptr<float>();
       // One checked call (every element becomes 1 + 2 + ... + ranks), then zeros:
       // the timed calls keep the values finite.
       for (int64_t i = 0; i < count; ++i) values[i] = float(group.rank() + 1);
-      group.allreduce(data)->wait();
+      if (bare_memory) bare->allreduce(values, count, ember::DType::f32, dist::ReduceOp::sum);
+      else group.allreduce(data)->wait();
       const float expected = float(ranks * (ranks + 1) / 2);
       for (int64_t i = 0; i < count; ++i)
         EMBER_CHECK(values[i] == expected, "bench_allreduce: element {} of {} is {}, expected {}", i, count, values[i],

@@ -4,11 +4,15 @@
 // lifecycle). ProcessGroup (process_group.cpp) calls it from its
 // communication thread; tests: tests/distributed/test_shm.cpp and the shared
 // conformance suite tests/distributed/test_collectives.cpp.
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -39,7 +43,11 @@ std::string describe(const shm::CallDescriptor& call) {
   const auto dtype = [&] { return DType(call.dtype); };
   const auto op = [&] { return reduce_op_name(ReduceOp(call.op)); };
   switch (Collective(call.collective)) {
-    case Collective::allreduce: return fmt::format("allreduce of {} x {} ({})", call.size, dtype(), op());
+    case Collective::allreduce:
+      if (call.symmetric_id >= 0)
+        return fmt::format("allreduce of {} x {} ({}) in symmetric memory (allocation {}, byte {} of its region)",
+                           call.size, dtype(), op(), call.symmetric_id, call.symmetric_offset);
+      return fmt::format("allreduce of {} x {} ({})", call.size, dtype(), op());
     case Collective::broadcast: return fmt::format("broadcast of {} bytes from rank {}", call.size, call.root);
     case Collective::allgather: return fmt::format("allgather of {} bytes per rank", call.size);
     case Collective::reduce_scatter:
@@ -54,6 +62,18 @@ std::string describe(const shm::CallDescriptor& call) {
 
 std::byte* bytes(void* p) { return static_cast<std::byte*>(p); }
 const std::byte* bytes(const void* p) { return static_cast<const std::byte*>(p); }
+
+// Each chunk of allreduce's `chunk_length` elements is cut into `ranks`
+// shares of whole kShareAlignment bytes; rank q owns share q, [begin, begin + length).
+struct Share {
+  int64_t begin = 0;
+  int64_t length = 0;
+};
+Share share_of(int64_t chunk_length, int q, int ranks, int64_t element) {
+  const int64_t per_share = round_up(ceil_div(chunk_length, ranks), int64_t(shm::kShareAlignment) / element);
+  const int64_t begin = std::min(chunk_length, q * per_share);
+  return {begin, std::min(chunk_length, begin + per_share) - begin};
+}
 
 // The inputs of allreduce_into by element index: which piece holds element i.
 class Pieces {
@@ -117,6 +137,8 @@ class ShmBackend final : public Backend {
   void all_to_all(const void* input, void* output, int64_t nbytes) override;
   void barrier() override;
   bool supports_avg() const override { return true; }
+  std::shared_ptr<std::byte> allocate_symmetric(int64_t bytes) override;
+  bool is_symmetric(const void* data, int64_t bytes) override { return find_symmetric(data, bytes) != nullptr; }
   void send(const void* data, int64_t nbytes, int dst, uint32_t tag) override;
   void recv(void* data, int64_t nbytes, int src, uint32_t tag) override;
 
@@ -128,6 +150,19 @@ class ShmBackend final : public Backend {
   // reduced. Three consecutive chunks are in the three phases at once.
   template <class Stage, class Reduce, class Gather>
   void run_pipeline(int64_t chunks, Stage&& stage, Reduce&& reduce, Gather&& gather, bool has_gather);
+  // Note [Shared-memory collectives], lifecycle: rank 0 creates a segment
+  // (`create` returns its name) and publishes the name under `key`, the
+  // others map it (`open`) and say so, and once all have, rank 0 removes the
+  // name (`unlink`) and everyone goes on. A rank that fails says so under the
+  // key, so the others fail at once instead of at the timeout. `what` names
+  // the segment in the errors.
+  void share(const std::string& key, const std::string& what, const std::function<std::string()>& create,
+             const std::function<void(const std::string&)>& open, const std::function<void()>& unlink);
+  // The symmetric allocation holding `bytes` at `data` in this rank's region (null: none).
+  std::shared_ptr<shm::SymmetricMapping> find_symmetric(const void* data, int64_t bytes);
+  // allreduce_into an output at byte `offset` of every rank's region of `memory`.
+  void allreduce_symmetric(const shm::SymmetricMapping& memory, size_t offset, const Pieces& input, int64_t count,
+                           DType dtype, ReduceOp op);
   // Throws if an earlier failure left the segment's counters out of step.
   void begin(std::string description);
   // The same for a collective of the pipeline, which it describes (call_).
@@ -153,6 +188,11 @@ class ShmBackend final : public Backend {
   uint64_t next_chunk_ = 0;                   // the pipeline's chunk sequence, the same on every rank
   shm::CallDescriptor call_;                  // the collective running
   std::string broken_;  // the error that left this backend unusable
+  // Note [Symmetric memory]: the allocations made so far, looked up by address
+  // on the communication thread and added to on the caller's.
+  std::mutex symmetric_mutex_;
+  std::vector<std::weak_ptr<shm::SymmetricMapping>> symmetric_;
+  uint64_t next_symmetric_id_ = 0;
 };
 
 ShmBackend::ShmBackend(const BackendContext& context)
@@ -165,52 +205,151 @@ ShmBackend::ShmBackend(const BackendContext& context)
   for (int r = 0; r < size_; ++r)
     if (r != rank_) peers_.push_back(r);
   if (size_ == 1) return;  // nothing to share
-  EMBER_CHECK(context_.store != nullptr, "shm backend: rank {} has no store to bootstrap through", rank_);
-
-  // Note [Shared-memory collectives], lifecycle: rank 0 creates, the others
-  // attach and say so, rank 0 unlinks the name, then everyone starts.
-  TcpStore& store = *context_.store;
-  const std::string& prefix = context_.store_prefix;
   shm::Layout layout(size_);
-  auto attached_key = [&](int r) { return fmt::format("{}shm/attached/{}", prefix, r); };
+  share(
+      context_.store_prefix + "shm/segment", "the group's segment",
+      [&] {
+        segment_.emplace(shm::Segment::create(shm::make_segment_name(context_.store_prefix), layout));
+        control(0).pid.store(int32_t(getpid()));
+        return segment_->name();
+      },
+      [&](const std::string& name) {
+        segment_.emplace(shm::Segment::open(name, layout));
+        control(rank_).pid.store(int32_t(getpid()));
+      },
+      [&] { segment_->unlink(); });
+  sync_.emplace(*segment_, rank_, context_.global_ranks, context_.timeout);
+  mailboxes_.emplace(*segment_, rank_, context_.global_ranks, context_.timeout);
+}
+
+void ShmBackend::share(const std::string& key, const std::string& what, const std::function<std::string()>& create,
+                       const std::function<void(const std::string&)>& open, const std::function<void()>& unlink) {
+  EMBER_CHECK(context_.store != nullptr, "shm backend: rank {} has no store to bootstrap through", rank_);
+  TcpStore& store = *context_.store;
+  const milliseconds timeout = context_.timeout;
+  const auto global = [&](int r) { return context_.global_ranks[size_t(r)]; };
+  auto attached_key = [&](int r) { return fmt::format("{}/attached/{}", key, r); };
+  auto value_of = [&](const std::string& k) {
+    Bytes value = store.get(k, timeout);
+    return std::string(value.begin(), value.end());
+  };
+  constexpr char kFailed = '!';  // a value starting with it is a rank's error
   if (rank_ == 0) {
-    segment_.emplace(shm::Segment::create(shm::make_segment_name(prefix), layout));
-    control(0).pid.store(int32_t(getpid()));
-    store.set(prefix + "shm/segment", segment_->name());
-    std::vector<std::string> keys;
-    for (int r : peers_) keys.push_back(attached_key(r));
+    std::string name;
     try {
-      store.wait(keys, context_.timeout);
+      name = create();
     } catch (const Error& error) {
-      std::string missing;
-      for (int r : peers_)
-        if (!store.check({attached_key(r)})) missing += fmt::format(" {} (global {})", r, context_.global_ranks[size_t(r)]);
-      EMBER_CHECK(false, "shm backend: ranks{} did not attach to segment {} within {} ms ({})", missing,
-                  segment_->name(), context_.timeout.count(), error.what());
+      store.set(key + "/name", std::string(1, kFailed) + error.what());
+      throw;
     }
-    segment_->unlink();
-    store.set(prefix + "shm/ready", "1");
+    store.set(key + "/name", name);
+    // From here on a failure is also the peers': they wait for "ready".
+    try {
+      std::vector<std::string> keys;
+      for (int r : peers_) keys.push_back(attached_key(r));
+      try {
+        store.wait(keys, timeout);
+      } catch (const Error& error) {
+        std::string missing;
+        for (int r : peers_)
+          if (!store.check({attached_key(r)})) missing += fmt::format(" {} (global {})", r, global(r));
+        EMBER_CHECK(false, "shm backend: ranks{} did not attach to {} ({}) within {} ms ({})", missing, what, name,
+                    timeout.count(), error.what());
+      }
+      unlink();
+      for (int r : peers_) {
+        const std::string value = value_of(attached_key(r));
+        EMBER_CHECK(value.empty() || value[0] != kFailed, "shm backend: rank {} (global {}) could not map {} ({}): {}",
+                    r, global(r), what, name, value.substr(1));
+      }
+    } catch (const Error& error) {
+      unlink();
+      store.set(key + "/ready", std::string(1, kFailed) + error.what());
+      throw;
+    }
+    store.set(key + "/ready", "1");
   } else {
     std::string name;
     try {
-      Bytes value = store.get(prefix + "shm/segment", context_.timeout);
-      name.assign(value.begin(), value.end());
+      name = value_of(key + "/name");
     } catch (const Error& error) {
-      EMBER_CHECK(false, "shm backend: rank 0 (global {}) did not publish the group's segment within {} ms ({})",
-                  context_.global_ranks[0], context_.timeout.count(), error.what());
+      EMBER_CHECK(false, "shm backend: rank 0 (global {}) did not publish {} within {} ms ({})", global(0), what,
+                  timeout.count(), error.what());
     }
-    segment_.emplace(shm::Segment::open(name, layout));
-    control(rank_).pid.store(int32_t(getpid()));
-    store.set(attached_key(rank_), "1");
+    EMBER_CHECK(name.empty() || name[0] != kFailed, "shm backend: rank 0 (global {}) could not create {}: {}", global(0),
+                what, name.substr(1));
     try {
-      store.wait({prefix + "shm/ready"}, context_.timeout);
+      open(name);
     } catch (const Error& error) {
-      EMBER_CHECK(false, "shm backend: rank 0 (global {}) did not see every rank attach to segment {} within {} ms ({})",
-                  context_.global_ranks[0], name, context_.timeout.count(), error.what());
+      store.set(attached_key(rank_), std::string(1, kFailed) + error.what());
+      throw;
     }
+    store.set(attached_key(rank_), "1");
+    std::string ready;
+    try {
+      ready = value_of(key + "/ready");
+    } catch (const Error& error) {
+      EMBER_CHECK(false, "shm backend: rank 0 (global {}) did not see every rank attach to {} ({}) within {} ms ({})",
+                  global(0), what, name, timeout.count(), error.what());
+    }
+    EMBER_CHECK(ready.empty() || ready[0] != kFailed, "shm backend: rank 0 (global {}) gave up on {} ({}): {}",
+                global(0), what, name, ready.substr(1));
   }
-  sync_.emplace(*segment_, rank_, context_.global_ranks, context_.timeout);
-  mailboxes_.emplace(*segment_, rank_, context_.global_ranks, context_.timeout);
+}
+
+// Note [Symmetric memory]: one segment of size() regions, made and mapped
+// like the group's segment, under a key of its own (its id).
+std::shared_ptr<std::byte> ShmBackend::allocate_symmetric(int64_t bytes) {
+  if (size_ == 1) return nullptr;
+  EMBER_CHECK(bytes >= 0, "shm backend: symmetric memory of {} bytes", bytes);
+  const uint64_t id = next_symmetric_id_++;
+  const size_t region = shm::symmetric_region_bytes(bytes);
+  const size_t total = region * size_t(size_);
+  const std::string what = fmt::format("symmetric allocation {} ({} bytes per rank)", id, bytes);
+  const std::string purpose = fmt::format("{} on {} ranks", what, size_);
+  std::unique_ptr<shm::SymmetricMapping> mapping;
+  std::string created;  // rank 0: the name, until unlinked
+  auto unlink_created = [&] {
+    if (!created.empty()) shm_unlink(created.c_str());
+    created.clear();
+  };
+  try {
+    share(
+        fmt::format("{}shm/symmetric/{}", context_.store_prefix, id), what,
+        [&] {
+          const std::string name = shm::make_segment_name(context_.store_prefix);
+          std::byte* base = shm::create_mapping(name, total, purpose);
+          created = name;
+          mapping = std::make_unique<shm::SymmetricMapping>(id, base, region, size_);
+          return name;
+        },
+        [&](const std::string& name) {
+          mapping = std::make_unique<shm::SymmetricMapping>(id, shm::open_mapping(name, total, purpose), region, size_);
+        },
+        unlink_created);
+  } catch (...) {
+    unlink_created();
+    throw;
+  }
+  std::shared_ptr<shm::SymmetricMapping> shared = std::move(mapping);
+  {
+    std::lock_guard lock(symmetric_mutex_);
+    std::erase_if(symmetric_, [](const std::weak_ptr<shm::SymmetricMapping>& m) { return m.expired(); });
+    symmetric_.push_back(shared);
+  }
+  return std::shared_ptr<std::byte>(shared, shared->region(rank_));
+}
+
+std::shared_ptr<shm::SymmetricMapping> ShmBackend::find_symmetric(const void* data, int64_t bytes) {
+  std::lock_guard lock(symmetric_mutex_);
+  for (const std::weak_ptr<shm::SymmetricMapping>& weak : symmetric_) {
+    std::shared_ptr<shm::SymmetricMapping> mapping = weak.lock();
+    if (!mapping) continue;
+    const std::byte* begin = mapping->region(rank_);
+    const std::byte* at = static_cast<const std::byte*>(data);
+    if (at >= begin && at + bytes <= begin + mapping->region_bytes()) return mapping;
+  }
+  return nullptr;
 }
 
 void ShmBackend::begin(std::string description) {
@@ -297,12 +436,20 @@ void ShmBackend::run_pipeline(int64_t chunks, Stage&& stage, Reduce&& reduce, Ga
 // slot (its own share it reduces straight from the pieces); reduce: share
 // rank() over every slot, into `output` and this rank's slot; gather: share q
 // from rank q's slot into `output`. So `output` is only written, and the
-// pieces only read, each once (Note [Reducing into a bucket]).
+// pieces only read, each once (Note [Reducing into a bucket]). An output in
+// symmetric memory takes allreduce_symmetric instead.
 void ShmBackend::allreduce_into(void* output, std::span<const Piece> pieces, int64_t count, DType dtype, ReduceOp op) {
-  begin_call({.size = count, .collective = int32_t(Collective::allreduce), .dtype = int32_t(dtype), .op = int32_t(op)});
+  const int64_t element = element_size(dtype);
+  shm::CallDescriptor call{.size = count, .collective = int32_t(Collective::allreduce), .dtype = int32_t(dtype),
+                           .op = int32_t(op)};
+  // Note [Same collective on every rank]: whether the output is in symmetric
+  // memory, and where, is part of the call.
+  std::shared_ptr<shm::SymmetricMapping> symmetric = find_symmetric(output, count * element);
+  const int64_t symmetric_offset = symmetric ? bytes(output) - symmetric->region(rank_) : -1;
+  if (symmetric) call.symmetric_id = int64_t(symmetric->id()), call.symmetric_offset = symmetric_offset;
+  begin_call(call);
   EMBER_CHECK(host_reduction_supported(dtype, op), "shm allreduce: {} is not supported for {}", reduce_op_name(op), dtype);
   if (count == 0) return meet_peers();
-  const int64_t element = element_size(dtype);
   const Pieces input(pieces, element);
   std::byte* out = bytes(output);
   if (size_ == 1) {
@@ -311,41 +458,62 @@ void ShmBackend::allreduce_into(void* output, std::span<const Piece> pieces, int
     });
     return;
   }
+  if (symmetric) return allreduce_symmetric(*symmetric, size_t(symmetric_offset), input, count, dtype, op);
   const int64_t chunk = int64_t(segment_->layout().chunk_bytes) / element;
-  const int64_t align = int64_t(shm::kShareAlignment) / element;
   auto chunk_length = [&](int64_t j) { return std::min(chunk, count - j * chunk); };
-  auto share = [&](int64_t j, int q, int64_t& begin, int64_t& length) {
-    int64_t n = chunk_length(j);
-    int64_t per_share = round_up(ceil_div(n, size_), align);
-    begin = std::min(n, q * per_share);
-    length = std::min(n, begin + per_share) - begin;
-  };
   std::vector<const std::byte*> sources(static_cast<size_t>(size_));
   auto stage = [&](int64_t j, size_t buffer) {
     for (int q : peers_) {
-      int64_t begin = 0, length = 0;
-      share(j, q, begin, length);
-      input.for_each_run(j * chunk + begin, length, [&](const std::byte* source, int64_t offset, int64_t n) {
-        copy_bytes(slot(rank_, buffer) + (begin + offset) * element, source, n * element);
+      const Share s = share_of(chunk_length(j), q, size_, element);
+      input.for_each_run(j * chunk + s.begin, s.length, [&](const std::byte* source, int64_t offset, int64_t n) {
+        copy_bytes(slot(rank_, buffer) + (s.begin + offset) * element, source, n * element);
       });
     }
   };
   auto reduce_share = [&](int64_t j, size_t buffer) {
-    int64_t begin = 0, length = 0;
-    share(j, rank_, begin, length);
-    input.for_each_run(j * chunk + begin, length, [&](const std::byte* own, int64_t offset, int64_t n) {
-      const int64_t at = begin + offset;
+    const Share s = share_of(chunk_length(j), rank_, size_, element);
+    input.for_each_run(j * chunk + s.begin, s.length, [&](const std::byte* own, int64_t offset, int64_t n) {
+      const int64_t at = s.begin + offset;
       for (int q = 0; q < size_; ++q) sources[size_t(q)] = q == rank_ ? own : slot(q, buffer) + at * element;
       reduce_many(out + (j * chunk + at) * element, slot(rank_, buffer) + at * element, sources.data(), size_, n,
                   dtype, op);
     });
   };
   auto gather = [&](int64_t j, size_t buffer, int q) {
-    int64_t begin = 0, length = 0;
-    share(j, q, begin, length);
-    copy_bytes(out + (j * chunk + begin) * element, slot(q, buffer) + begin * element, length * element);
+    const Share s = share_of(chunk_length(j), q, size_, element);
+    copy_bytes(out + (j * chunk + s.begin) * element, slot(q, buffer) + s.begin * element, s.length * element);
   };
   guarded([&] { run_pipeline(ceil_div(count, chunk), stage, reduce_share, gather, true); });
+}
+
+// Note [Symmetric memory]: every rank's output lies at `offset` of its own
+// region, and each rank maps them all. stage: this rank's pieces into its
+// own region (nothing when they are already there); reduce: share rank() of
+// the chunk over every region, written into every region; gather: nothing to
+// copy, only the wait for each peer's share, after which no peer touches this
+// rank's region for this call. Per byte of the tensor a rank reads and
+// writes once (pieces already in place) instead of twice.
+void ShmBackend::allreduce_symmetric(const shm::SymmetricMapping& memory, size_t offset, const Pieces& input,
+                                     int64_t count, DType dtype, ReduceOp op) {
+  const int64_t element = element_size(dtype);
+  auto at = [&](int q, int64_t index) { return memory.region(q) + offset + size_t(index * element); };
+  const int64_t chunk = int64_t(segment_->layout().chunk_bytes) / element;
+  auto chunk_length = [&](int64_t j) { return std::min(chunk, count - j * chunk); };
+  std::vector<const std::byte*> sources(static_cast<size_t>(size_));
+  auto stage = [&](int64_t j, size_t) {
+    input.for_each_run(j * chunk, chunk_length(j), [&](const std::byte* source, int64_t run, int64_t n) {
+      copy_bytes(at(rank_, j * chunk + run), source, n * element);
+    });
+  };
+  auto reduce_share = [&](int64_t j, size_t) {
+    const Share s = share_of(chunk_length(j), rank_, size_, element);
+    if (s.length == 0) return;
+    const int64_t first = j * chunk + s.begin;
+    for (int q = 0; q < size_; ++q) sources[size_t(q)] = at(q, first);
+    reduce_many(at(rank_, first), at(peers_[0], first), sources.data(), size_, s.length, dtype, op);
+    for (size_t p = 1; p < peers_.size(); ++p) copy_bytes(at(peers_[p], first), at(rank_, first), s.length * element);
+  };
+  guarded([&] { run_pipeline(ceil_div(count, chunk), stage, reduce_share, [](int64_t, size_t, int) {}, true); });
 }
 
 void ShmBackend::broadcast(void* data, int64_t nbytes, int root) {

@@ -114,35 +114,55 @@ int reserve(int fd, size_t bytes) {
 
 }  // namespace
 
-Segment Segment::create(const std::string& name, const Layout& layout) {
+std::byte* create_mapping(const std::string& name, size_t bytes, const std::string& purpose) {
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   EMBER_CHECK(fd >= 0, "shm backend: shm_open({}, O_CREAT | O_EXCL) failed: {}", name, std::strerror(errno));
   // Reserved, not a sparse ftruncate: tmpfs would hand out the pages when
   // first touched, and a full /dev/shm would then kill a rank mid-collective
   // with SIGBUS instead of failing here.
-  if (int error = reserve(fd, layout.total_bytes); error != 0) {
+  if (int error = reserve(fd, bytes); error != 0) {
     close(fd);
     shm_unlink(name.c_str());
     struct statvfs shm {};
     const bool known = statvfs("/dev/shm", &shm) == 0;
     const uint64_t free_bytes = known ? uint64_t(shm.f_bavail) * uint64_t(shm.f_frsize) : 0;
     EMBER_CHECK(error != ENOSPC,
-                "shm backend: the segment for {} ranks needs {} bytes ({}) of /dev/shm, which has {} free; give the "
-                "container more (docker run --shm-size=1g), run fewer ranks per host, or use the gloo backend "
+                "shm backend: {} needs {} bytes ({}) of /dev/shm, which has {} free; give the container more (docker "
+                "run --shm-size=1g), run fewer ranks per host, or use the gloo backend "
                 "(init_process_group({{.backend = \"gloo\"}}))",
-                layout.ranks, layout.total_bytes, mib(layout.total_bytes),
+                purpose, bytes, mib(bytes),
                 known ? fmt::format("{} bytes ({})", free_bytes, mib(free_bytes)) : std::string("an unknown number of bytes"));
-    EMBER_CHECK(false, "shm backend: posix_fallocate({}, {} bytes) failed: {}", name, layout.total_bytes,
-                std::strerror(error));
+    EMBER_CHECK(false, "shm backend: posix_fallocate({}, {} bytes) failed: {}", name, bytes, std::strerror(error));
   }
-  void* base = mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   int error = errno;
   close(fd);
   if (base == MAP_FAILED) {
     shm_unlink(name.c_str());
-    EMBER_CHECK(false, "shm backend: mmap({}, {} bytes) failed: {}", name, layout.total_bytes, std::strerror(error));
+    EMBER_CHECK(false, "shm backend: mmap({}, {} bytes) failed: {}", name, bytes, std::strerror(error));
   }
-  Segment segment(name, layout, static_cast<std::byte*>(base), true);
+  return static_cast<std::byte*>(base);
+}
+
+std::byte* open_mapping(const std::string& name, size_t bytes, const std::string& purpose) {
+  int fd = shm_open(name.c_str(), O_RDWR, 0);
+  EMBER_CHECK(fd >= 0, "shm backend: shm_open({}) failed: {}", name, std::strerror(errno));
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || size_t(info.st_size) != bytes) {
+    close(fd);
+    EMBER_CHECK(false, "shm backend: segment {} has {} bytes, expected {} for {}", name, int64_t(info.st_size), bytes,
+                purpose);
+  }
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  int error = errno;
+  close(fd);
+  EMBER_CHECK(base != MAP_FAILED, "shm backend: mmap({}, {} bytes) failed: {}", name, bytes, std::strerror(error));
+  return static_cast<std::byte*>(base);
+}
+
+Segment Segment::create(const std::string& name, const Layout& layout) {
+  std::byte* base = create_mapping(name, layout.total_bytes, fmt::format("the segment for {} ranks", layout.ranks));
+  Segment segment(name, layout, base, true);
   // The file starts zeroed; constructing the atomics there starts their lifetimes.
   auto* header = new (base) SegmentHeader{};
   header->total_bytes = layout.total_bytes;
@@ -157,20 +177,8 @@ Segment Segment::create(const std::string& name, const Layout& layout) {
 }
 
 Segment Segment::open(const std::string& name, const Layout& layout) {
-  int fd = shm_open(name.c_str(), O_RDWR, 0);
-  EMBER_CHECK(fd >= 0, "shm backend: shm_open({}) failed: {}", name, std::strerror(errno));
-  struct stat info {};
-  if (fstat(fd, &info) != 0 || size_t(info.st_size) != layout.total_bytes) {
-    close(fd);
-    EMBER_CHECK(false, "shm backend: segment {} has {} bytes, expected {} for {} ranks", name, int64_t(info.st_size),
-                layout.total_bytes, layout.ranks);
-  }
-  void* base = mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  int error = errno;
-  close(fd);
-  EMBER_CHECK(base != MAP_FAILED, "shm backend: mmap({}, {} bytes) failed: {}", name, layout.total_bytes,
-              std::strerror(error));
-  Segment segment(name, layout, static_cast<std::byte*>(base), false);
+  std::byte* base = open_mapping(name, layout.total_bytes, fmt::format("{} ranks", layout.ranks));
+  Segment segment(name, layout, base, false);
   const SegmentHeader& header = segment.header();
   EMBER_CHECK(header.magic == kSegmentMagic && header.ranks == layout.ranks && header.total_bytes == layout.total_bytes,
               "shm backend: segment {} is not an ember segment for {} ranks (magic {:#x}, {} ranks, {} bytes)", name,
@@ -194,6 +202,13 @@ std::byte* Segment::mailbox_buffer(int src, int dst, size_t buffer) const {
   size_t pair = size_t(src) * size_t(layout_.ranks) + size_t(dst);
   return base_ + layout_.mailboxes_offset + (pair * layout_.mailbox_depth + buffer) * layout_.mailbox_chunk_bytes;
 }
+
+SymmetricMapping::SymmetricMapping(uint64_t id, std::byte* base, size_t region_bytes, int ranks)
+    : id_(id), base_(base), region_bytes_(region_bytes), ranks_(ranks) {}
+
+SymmetricMapping::~SymmetricMapping() { munmap(base_, region_bytes_ * size_t(ranks_)); }
+
+size_t symmetric_region_bytes(int64_t bytes) { return align_up(size_t(std::max<int64_t>(bytes, 1)), kPageBytes); }
 
 std::string make_segment_name(const std::string& store_prefix) {
   const char* job = std::getenv("EMBER_JOB_ID");

@@ -1,5 +1,5 @@
 // The shared-memory segment of one shm process group: its layout and its
-// lifecycle (create, open, unlink, unmap). The layout is described in Note
+// lifecycle (create, open, unlink, unmap); and the symmetric allocations. The layout is described in Note
 // [Shared-memory collectives] (distributed/README.md). Used by
 // shm_backend.cpp and shm_sync.cpp; tests: tests/distributed/test_shm.cpp.
 #pragma once
@@ -38,6 +38,10 @@ struct CallDescriptor {
   int32_t dtype = -1;        // DType, -1 for byte collectives
   int32_t op = -1;           // ReduceOp, -1 when there is none
   int32_t root = -1;         // broadcast's, -1 otherwise
+  // An allreduce into symmetric memory: the allocation's id and the output's
+  // element offset in its region; -1 otherwise (Note [Symmetric memory]).
+  int64_t symmetric_id = -1;
+  int64_t symmetric_offset = -1;
   bool operator==(const CallDescriptor&) const = default;
 };
 
@@ -134,6 +138,42 @@ class Segment {
   std::byte* base_ = nullptr;
   bool owner_ = false;  // created it and has not unlinked yet
 };
+
+// One allocation of symmetric memory (Note [Symmetric memory] in
+// distributed/README.md): a segment of one region per rank, back to back,
+// that every rank of the group maps whole, so that a collective on a tensor
+// in region r reads and writes the other ranks' regions where they lie.
+class SymmetricMapping {
+ public:
+  // Takes the mapping of `ranks` regions of `region_bytes` at `base`.
+  SymmetricMapping(uint64_t id, std::byte* base, size_t region_bytes, int ranks);
+  ~SymmetricMapping();  // unmaps this process's view; the peers' stay valid
+  SymmetricMapping(const SymmetricMapping&) = delete;
+  SymmetricMapping& operator=(const SymmetricMapping&) = delete;
+
+  // The allocation's place in its group's sequence, the same on every rank.
+  uint64_t id() const { return id_; }
+  std::byte* region(int r) const { return base_ + size_t(r) * region_bytes_; }
+  size_t region_bytes() const { return region_bytes_; }
+
+ private:
+  uint64_t id_;
+  std::byte* base_;
+  size_t region_bytes_;
+  int ranks_;
+};
+
+// A region's size for `bytes` of tensor: whole pages, so every region starts
+// page-aligned and the ranks never write one cache line.
+size_t symmetric_region_bytes(int64_t bytes);
+
+// shm_open(O_CREAT | O_EXCL) a new name, reserve `bytes` with posix_fallocate
+// (an error naming `purpose`, the bytes needed and those free when /dev/shm
+// is too small) and map them all (MAP_POPULATE), so no collective takes
+// first-touch page faults. The segment and the symmetric allocations use it.
+std::byte* create_mapping(const std::string& name, size_t bytes, const std::string& purpose);
+// shm_open and map an existing name, which must hold `bytes` (for `purpose`).
+std::byte* open_mapping(const std::string& name, size_t bytes, const std::string& purpose);
 
 // "/ember-<job id>-<prefix>-<random>": the job id from EMBER_JOB_ID (else
 // random), the group's store prefix with everything but [A-Za-z0-9] as '_'.

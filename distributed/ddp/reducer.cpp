@@ -30,6 +30,29 @@ nlohmann::json bucket_args(const Bucket& bucket, size_t index, const NamedTensor
           {"parameters", std::move(names)}};
 }
 
+// Note [Buckets in symmetric memory]: a CPU bucket lives in memory that
+// every rank maps (ProcessGroup::empty_symmetric), so that the shm backend
+// reduces it reading the peers' buckets where they lie. Where the backend has
+// none (gloo) it is ordinary memory; where /dev/shm cannot hold it, every
+// rank's allocation fails alike (the ranks agree through the store) and the
+// buckets go to ordinary memory, with a word from rank 0.
+Tensor bucket_buffer(ProcessGroup& group, int64_t numel, DType dtype, Device device) {
+  if (device.is_cpu()) {
+    try {
+      Tensor buffer = group.empty_symmetric({numel}, dtype);
+      buffer.fill_(Scalar(0.0));
+      return buffer;
+    } catch (const Error& error) {
+      if (group.rank() == 0)
+        std::fprintf(stderr,
+                     "DistributedDataParallel: warning: gradient buckets in ordinary memory, so each all-reduce "
+                     "copies twice as much: %s\n",
+                     error.what());
+    }
+  }
+  return zeros({numel}, {.dtype = dtype, .device = device});
+}
+
 }  // namespace
 
 Reducer::Reducer(NamedTensors parameters, ProcessGroup& group, ReducerOptions options)
@@ -89,7 +112,8 @@ void Reducer::assign_buckets(int64_t first_bucket_cap_bytes, int64_t bucket_cap_
   for (Bucket& bucket : buckets_) {
     const Tensor& first = parameters_[bucket.parameters.front()].second;
     int64_t numel = bucket.offsets.back() + bucket.lengths.back();
-    bucket.buffer = zeros({numel}, {.dtype = bucket.dtype, .device = first.device()});
+    bucket.buffer = options_.compress_to ? zeros({numel}, {.dtype = bucket.dtype, .device = first.device()})
+                                         : bucket_buffer(group_, numel, bucket.dtype, first.device());
     if (options_.compress_to && is_floating(bucket.dtype) && bucket.dtype != *options_.compress_to)
       bucket.compressed = zeros({numel}, {.dtype = *options_.compress_to, .device = first.device()});
     for (size_t slot = 0; slot < bucket.parameters.size(); ++slot) {

@@ -151,6 +151,15 @@ TEST(Collectives, SharedMemoryRefusesCollectivesThatDifferAcrossRanks) {
               names_both(empty.output, "rank 1 (global 1) runs allreduce of 0 x float32 (sum)",
                          "rank 0 (global 0) runs allreduce of 4 x float32 (sum)"))
       << empty.output;
+  // Note [Symmetric memory]: a tensor from empty_symmetric on one rank only.
+  // Mutation caught: empty_symmetric returning an ordinary tensor on shm (the
+  // mismatch then goes unnoticed, as every tensor is ordinary).
+  const ProcessResult symmetric = launch_ranks(2, "collectives_mismatch", {"shm", "symmetric"}, 30);
+  EXPECT_NE(symmetric.exit_code, 0) << symmetric.output;
+  EXPECT_FALSE(symmetric.timed_out) << symmetric.output;
+  EXPECT_TRUE(contains(symmetric.output,
+                       "runs allreduce of 4 x float32 (sum) in symmetric memory (allocation 0, byte 0 of its region)"))
+      << symmetric.output;
   expect_nothing_left();
 }
 

@@ -40,6 +40,18 @@ TEST(DDP, ThreeRanksEqualOneProcessOnTheGlobalBatch) {
   expect_clean_success(run_ranks(3, "ddp_matches_single_process"));
 }
 
+// Note [Buckets in symmetric memory]: on shm the buckets are mapped by every
+// rank, on gloo they are ordinary memory; both train as one process does
+// (tests/distributed/test_shm.cpp: the fallback when /dev/shm is too small).
+// Mutation caught: the reducer allocating its buckets with zeros() again
+// (the shm run's gradients are then not symmetric).
+TEST(DDP, BucketsLiveInSymmetricMemoryOnSharedMemory) {
+  ProcessResult shm = launch({"--nproc-per-node", "2"}, "ddp_bucket_memory", {"shm", "symmetric"}, seconds(60));
+  expect_clean_success(shm);
+  ProcessResult gloo = launch({"--nproc-per-node", "2"}, "ddp_bucket_memory", {"gloo", "ordinary"}, seconds(60));
+  expect_clean_success(gloo);
+}
+
 TEST(DDP, OneRankNeedsNoCommunication) { expect_clean_success(run_ranks(1, "ddp_matches_single_process")); }
 
 TEST(DDP, OverGloo) { expect_clean_success(run_ranks(2, "ddp_matches_single_process", "gloo")); }

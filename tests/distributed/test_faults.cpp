@@ -163,7 +163,9 @@ TEST_P(KilledRank, RestartResumesFromTheLastCheckpointBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(
     Faults, KilledRank,
-    ::testing::Values(Kill{"kill_in_forward", 1, 6, "in forward", "allreduce of 420 x float32 (avg) cannot finish"},
+    ::testing::Values(Kill{"kill_in_forward", 1, 6, "in forward",
+                           "allreduce of 420 x float32 (avg) in symmetric memory (allocation 0, byte 0 of its region) "
+                           "cannot finish"},
                       Kill{"kill_in_allreduce", 1, 6, "right after issuing its part of a 16 MiB allreduce",
                            "allreduce of 4194304 x float32 (sum) cannot finish"},
                       Kill{"kill_in_save", 0, 8, "in save_state", "Accelerator::save_state"}),
@@ -206,8 +208,10 @@ TEST(Faults, StoppedRankFailsTheOthersThroughTheTimeoutNamingIt) {
   EXPECT_EQ(job.result.exit_code, 2) << output;
   EXPECT_LT(job.seconds_after_fault, kBoundSeconds) << output;
   EXPECT_TRUE(contains(output, "[rank 0] ember::Error: ")) << output;
-  EXPECT_TRUE(contains(output, "allreduce of 420 x float32 (avg) timed out after 3000 ms on rank 0 (global rank 0) "
-                               "waiting for rank 1 (global rank 1, pid "))
+  // DDP's bucket is in symmetric memory (Note [Buckets in symmetric memory]).
+  EXPECT_TRUE(contains(output, "allreduce of 420 x float32 (avg) in symmetric memory (allocation 0, byte 0 of its "
+                               "region) timed out after 3000 ms on rank 0 (global rank 0) waiting for rank 1 (global "
+                               "rank 1, pid "))
       << output;
   EXPECT_TRUE(contains(output, ", stopped)")) << output;
   EXPECT_TRUE(contains(output, "ember launch: rank 0 (pid ")) << output;

@@ -248,6 +248,91 @@ TEST(ShmBackend, AllreduceAcrossChunkBoundariesOnFourRanks) {
   }));
 }
 
+// Note [Symmetric memory]: an allreduce whose output lies in a symmetric
+// allocation reads and writes every rank's region in place. Each rank fills a
+// window at an odd offset (a view), leaves guards on both sides, and checks
+// the window against the reference and the guards untouched; allreduce_into
+// adds pieces outside the region (staged in) beside one already in place.
+// Mutations caught: the reduce pass writing only its own region (the peers'
+// shares never arrive: 2 and 3 ranks fail), the third and later ranks' copies
+// skipped (3 ranks fail), the staging copy skipped (allreduce_into fails).
+TEST(ShmBackend, SymmetricAllreduceReadsThePeersRegionsInPlace) {
+  for (int size : {2, 3}) {
+    expect_all_succeed(run_ranks(size, [](Backend& backend, int rank, int size) {
+      for (DType dtype : {DType::f32, DType::bf16, DType::i64}) {
+        const int64_t element = element_size(dtype);
+        for (int64_t count : {int64_t(1), int64_t(1000), 3 * (int64_t(1) << 18) + 77}) {
+          const int64_t offset = 3, guard = 5, total = offset + count + guard;
+          std::shared_ptr<std::byte> memory = backend.allocate_symmetric(total * element);
+          RANK_CHECK(memory != nullptr, "the shm backend gives symmetric memory");
+          std::byte* window = memory.get() + offset * element;
+          std::vector<std::byte> guards = fill(dtype, ReduceOp::max, rank + 100, total);
+          std::memcpy(memory.get(), guards.data(), guards.size());
+          for (ReduceOp op : {ReduceOp::sum, ReduceOp::max}) {
+            auto input = fill(dtype, op, rank, count);
+            std::memcpy(window, input.data(), input.size());
+            backend.allreduce(window, count, dtype, op);
+            auto expected = reference(dtype, op, size, count);
+            RANK_CHECK(std::memcmp(window, expected.data(), expected.size()) == 0,
+                       "symmetric allreduce {} x {} ({}) on {} ranks differs from the reference", count, dtype,
+                       reduce_op_name(op), size);
+          }
+          // Pieces: [0, half) from private memory, [half, count) already in place.
+          const int64_t half = count / 2;
+          auto input = fill(dtype, ReduceOp::sum, rank, count);
+          std::memcpy(window + half * element, input.data() + half * element, size_t((count - half) * element));
+          const Backend::Piece pieces[] = {{input.data(), half}, {window + half * element, count - half}};
+          backend.allreduce_into(window, pieces, count, dtype, ReduceOp::sum);
+          auto expected = reference(dtype, ReduceOp::sum, size, count);
+          RANK_CHECK(std::memcmp(window, expected.data(), expected.size()) == 0,
+                     "symmetric allreduce_into {} x {} on {} ranks differs from the reference", count, dtype, size);
+          RANK_CHECK(std::memcmp(memory.get(), guards.data(), size_t(offset * element)) == 0 &&
+                         std::memcmp(window + count * element, guards.data() + (offset + count) * element,
+                                     size_t(guard * element)) == 0,
+                     "symmetric allreduce of {} x {} wrote outside its window", count, dtype);
+        }
+      }
+    }));
+  }
+}
+
+// Every rank must pass symmetric memory at the same place: an output in it on
+// one rank and in private memory on another is refused on both (the reduce
+// pass would read the peer's region where the peer has no data).
+// Mutation caught: the symmetric fields left out of the call descriptor
+// (rank 1 then returns a wrong sum instead of failing).
+TEST(ShmBackend, SymmetricOutputOnOneRankOnlyIsAnError) {
+  auto outcomes = run_ranks(2, [](Backend& backend, int rank, int) {
+    std::shared_ptr<std::byte> memory = backend.allocate_symmetric(64 * sizeof(float));
+    std::vector<float> private_memory(64, 1.0f);
+    float* data = rank == 0 ? reinterpret_cast<float*>(memory.get()) : private_memory.data();
+    std::fill(data, data + 64, 1.0f);
+    backend.allreduce(data, 64, DType::f32, ReduceOp::sum);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(outcomes[size_t(r)].exit_code, 0) << "rank " << r;
+    EXPECT_NE(outcomes[size_t(r)].message.find("in symmetric memory (allocation 0, byte 0 of its region)"),
+              std::string::npos)
+        << outcomes[size_t(r)].message;
+  }
+}
+
+// Allocations are collective: one of other bytes on one rank fails there and
+// on rank 0 at once, naming the allocation, instead of at the timeout.
+TEST(ShmBackend, SymmetricAllocationsOfOtherSizesFailNamingThem) {
+  auto outcomes = run_ranks(
+      2,
+      [](Backend& backend, int rank, int) {
+        std::shared_ptr<std::byte> first = backend.allocate_symmetric(100);
+        std::shared_ptr<std::byte> second = backend.allocate_symmetric(rank == 0 ? 100 : 100'000);
+      },
+      {.timeout = 60s});
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(outcomes[size_t(r)].exit_code, 0) << "rank " << r;
+    EXPECT_NE(outcomes[size_t(r)].message.find("symmetric allocation 1"), std::string::npos) << outcomes[size_t(r)].message;
+  }
+}
+
 TEST(ShmBackend, BroadcastAllgatherReduceScatterAllToAll) {
   for (int size : {2, 3, 4}) {
     expect_all_succeed(run_ranks(size, [](Backend& backend, int rank, int size) {
@@ -473,7 +558,9 @@ TEST(ShmLayout, TheSegmentIsMappedBeforeItsFirstCollective) {
 // `ember launch` in a mount namespace of its own whose /dev/shm is a tmpfs
 // of `size` (a container's --shm-size), or nullopt when this test may not
 // make one (no CAP_SYS_ADMIN).
-std::optional<test::ProcessResult> launch_with_shm_size(const std::string& size, int ranks) {
+std::optional<test::ProcessResult> launch_with_shm_size(const std::string& size, int ranks,
+                                                        const std::string& scenario = "shm_segment_fits",
+                                                        const std::vector<std::string>& args = {}) {
   if (test::run_process({"/usr/bin/unshare", "--mount", "/bin/sh", "-c", "mount -t tmpfs -o size=1m tmpfs /dev/shm"},
                         20s)
           .exit_code != 0)
@@ -481,7 +568,7 @@ std::optional<test::ProcessResult> launch_with_shm_size(const std::string& size,
   std::vector<std::string> command = {"/usr/bin/unshare", "--mount", "/bin/sh", "-c",
                                       "mount -t tmpfs -o size=" + size + " tmpfs /dev/shm && exec \"$@\"", "sh"};
   const std::vector<std::string> launch =
-      test::launch_command({"--nproc-per-node", std::to_string(ranks), "--timeout", "60"}, "shm_segment_fits");
+      test::launch_command({"--nproc-per-node", std::to_string(ranks), "--timeout", "60"}, scenario, args);
   command.insert(command.end(), launch.begin(), launch.end());
   return test::run_process(command, 120s, kOmpEnv);
 }
@@ -502,6 +589,22 @@ TEST(ShmLaunch, TooSmallDevShmIsAnErrorNamingTheBytes) {
       << result->output;
   EXPECT_TRUE(contains(result->output, "docker run --shm-size")) << result->output;
   EXPECT_FALSE(contains(result->output, "SIGBUS")) << result->output;
+  EXPECT_EQ(test::leftover_segments(), std::vector<std::string>{});
+}
+
+// Note [Buckets in symmetric memory]: with room for the group's segment
+// (12 MiB for 2 ranks) but not for DDP's 2.2 MB of buckets, every rank's
+// allocation of the big bucket fails alike, that bucket is ordinary memory,
+// and DDP trains as one process would, saying so once. Mutation caught: the
+// reducer not catching the allocation's error (the job fails naming /dev/shm).
+TEST(ShmLaunch, DdpBucketsGoToOrdinaryMemoryWhenDevShmIsFull) {
+  const std::optional<test::ProcessResult> result = launch_with_shm_size("13m", 2, "ddp_bucket_memory", {"shm", "either"});
+  if (!result) GTEST_SKIP() << "cannot mount a small tmpfs on /dev/shm in a private mount namespace (needs CAP_SYS_ADMIN)";
+  EXPECT_FALSE(result->timed_out) << result->output;
+  EXPECT_EQ(result->exit_code, 0) << result->output;
+  EXPECT_TRUE(contains(result->output, "DistributedDataParallel: warning: gradient buckets in ordinary memory"))
+      << result->output;
+  EXPECT_TRUE(contains(result->output, "of /dev/shm, which has")) << result->output;
   EXPECT_EQ(test::leftover_segments(), std::vector<std::string>{});
 }
 

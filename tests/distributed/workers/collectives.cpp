@@ -206,6 +206,46 @@ void test_allreduce_into(ProcessGroup& group, Checker& check, Device device) {
                      [&] { group.allreduce_into(make_tensor({4, 2}, DType::f32, device).t(), {output}); });
 }
 
+// Note [Symmetric memory]: empty_symmetric's tensors (shm: mapped by every
+// rank; gloo: ordinary) through allreduce whole and through the same view on
+// every rank, and as allreduce_into's output with one piece in place and one
+// outside (DDP's buckets), against the expected reduction.
+void test_symmetric(ProcessGroup& group, Checker& check) {
+  const int size = group.size(), rank = group.rank();
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (int64_t n : {int64_t(7), int64_t(300'001)}) {
+      auto values = [&](int q, int which) { return make_values(dtype, {n}, [&](int64_t i) { return value(q, i, which); }); };
+      auto expected = [&](int which, ReduceOp op) {
+        std::vector<std::vector<double>> per_rank;
+        for (int q = 0; q < size; ++q) per_rank.push_back(values(q, which).to_vector<double>());
+        return reduce_expected(dtype, op, per_rank);
+      };
+      const std::string what = label("empty_symmetric", dtype, n);
+      Tensor t = group.empty_symmetric({n + 8}, dtype);
+      check.expect(t.shape() == Shape{n + 8} && t.dtype() == dtype && t.is_contiguous(), what + ": shape and dtype");
+      const bool mapped = group.backend_name() == "shm" && size > 1;
+      check.expect(group.is_symmetric(t) == mapped && group.is_symmetric(t.narrow(0, 2, n)) == mapped &&
+                       !group.is_symmetric(make_tensor({n}, dtype)),
+                   fmt::format("{}: is_symmetric on {} ranks of {}", what, size, group.backend_name()));
+      Tensor view = t.narrow(0, 3, n);
+      view.copy_(values(rank, 1));
+      group.allreduce(view, ReduceOp::sum)->wait();
+      check.expect_values(what + " allreduce of a view", view.to_vector<double>(), expected(1, ReduceOp::sum));
+      Tensor whole = t.narrow(0, 0, n);
+      whole.copy_(values(rank, 2));
+      group.allreduce(whole, ReduceOp::avg)->wait();
+      check.expect_values(what + " allreduce avg", whole.to_vector<double>(), expected(2, ReduceOp::avg));
+      const int64_t half = n / 2;
+      Tensor outside = values(rank, 3).narrow(0, 0, half).contiguous();
+      Tensor in_place = whole.narrow(0, half, n - half);
+      in_place.copy_(values(rank, 3).narrow(0, half, n - half));
+      group.allreduce_into(whole, {outside, in_place}, ReduceOp::sum)->wait();
+      check.expect_values(what + " allreduce_into", whole.to_vector<double>(), expected(3, ReduceOp::sum));
+    }
+  check.expect_error("empty_symmetric negative size", "empty_symmetric([-1], float32): sizes must be non-negative",
+                     [&] { group.empty_symmetric({-1}); });
+}
+
 void test_broadcast(ProcessGroup& group, Checker& check, Device device) {
   const int root = group.size() - 1;  // non-zero whenever there is more than one rank
   for (DType dtype : kAllDTypes)
@@ -560,6 +600,7 @@ EMBER_SCENARIO(collectives) {
   } else {
     test_allreduce(group, check, device);
     test_allreduce_into(group, check, device);
+    if (device.is_cpu()) test_symmetric(group, check);
     test_broadcast(group, check, device);
     test_allgather(group, check, device);
     test_reduce_scatter(group, check, device);
@@ -625,10 +666,17 @@ EMBER_SCENARIO(recv_size_mismatch) {
 // the calls itself); "sizes": without debug mode, rank 1 all-reduces 8
 // elements where the others all-reduce 4; "empty": the same with 0 elements.
 EMBER_SCENARIO(collectives_mismatch) {
-  EMBER_CHECK(!args.empty(), "collectives_mismatch: usage: collectives_mismatch <backend> [nodebug|sizes|empty]");
+  EMBER_CHECK(!args.empty(),
+              "collectives_mismatch: usage: collectives_mismatch <backend> [nodebug|sizes|empty|symmetric]");
   const std::string mode = args.size() > 1 ? args[1] : "debug";
   ProcessGroup& group = distributed::init_process_group({.backend = args[0], .debug = mode == "debug"});
+  // "symmetric": both allocate (a collective), rank 0 runs its allreduces on
+  // the symmetric tensor, rank 1 on an ordinary one.
   Tensor t = make_tensor({4}, DType::f32);
+  if (mode == "symmetric") {
+    Tensor symmetric = group.empty_symmetric({4});
+    if (group.rank() == 0) t = symmetric;
+  }
   t.fill_(Scalar(1.0));
   group.allreduce(t, ReduceOp::sum)->wait();
   group.barrier()->wait();

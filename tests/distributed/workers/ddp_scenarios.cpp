@@ -150,6 +150,45 @@ EMBER_SCENARIO(ddp_matches_single_process) {
   return failures;
 }
 
+// Note [Buckets in symmetric memory]: a model of about 1.1 MB of gradients
+// (two buckets) trains as one process on the global batch would, and its
+// gradients are bucket views in symmetric memory or not, as args[1] expects:
+// "symmetric" (shm), "ordinary" (gloo), "either" (a /dev/shm with room for
+// some buckets only).
+EMBER_SCENARIO(ddp_bucket_memory) {
+  EMBER_CHECK(args.size() == 2, "ddp_bucket_memory: usage: ddp_bucket_memory <backend> symmetric|ordinary|either");
+  ProcessGroup& group = init(args);
+  const int rank = group.rank(), world = group.size();
+  const bool symmetric = args[1] == "symmetric";
+  auto make = [](uint64_t seed) {
+    manual_seed(seed);
+    return std::make_shared<nn::Sequential>(nn::Linear(kFeatures, 256), nn::Tanh(), nn::Linear(256, 1024), nn::Tanh(),
+                                            nn::Linear(1024, kClasses));
+  };
+  auto model = make(300 + uint64_t(rank));
+  auto reference = make(300);
+  int failures = 0;
+  {
+    DistributedDataParallel ddp(model, group);
+    optim::SGD optimizer(model->parameters(), {.lr = 0.05, .momentum = 0.9});
+    optim::SGD reference_optimizer(reference->parameters(), {.lr = 0.05, .momentum = 0.9});
+    for (int64_t step = 0; step < kSteps; ++step) {
+      Batch global = global_batch(step);
+      sgd_step(*model, optimizer, slice(global, rank, world));
+      sgd_step(*reference, reference_optimizer, global);
+    }
+    failures += check_matches_reference(*model, *reference, rank);
+    if (args[1] != "either") {
+      bool all_as_expected = true;
+      for (const Tensor& parameter : model->parameters())
+        all_as_expected &= group.is_symmetric(parameter.grad()) == symmetric;
+      failures += check(all_as_expected, rank, fmt::format("every gradient is a bucket view in {} memory", args[1]));
+    }
+  }
+  distributed::destroy_process_group();
+  return failures;
+}
+
 // Gradient accumulation: two micro-batches per step, the first under
 // no_sync (local accumulation into the bucket views, no communication), the
 // second synced (all-reduces the sum). Each micro-batch loss is halved, so
