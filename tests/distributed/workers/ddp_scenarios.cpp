@@ -115,6 +115,20 @@ struct WithUnused : nn::Module {
 // Two buckets with WithUnused: {last.*, unused.*} and {first.*}.
 constexpr double kSmallBucketsMb = 0.0005;
 
+// kSteps SGD steps (learning rate `lr`, momentum 0.9) of `model`, wrapped in
+// DDP by the caller, on this rank's slice of each global batch, and of
+// `reference` on the whole batch; the number of checks that failed.
+int train_beside_reference(nn::Module& model, nn::Module& reference, int rank, int world, double lr) {
+  optim::SGD optimizer(model.parameters(), {.lr = lr, .momentum = 0.9});
+  optim::SGD reference_optimizer(reference.parameters(), {.lr = lr, .momentum = 0.9});
+  for (int64_t step = 0; step < kSteps; ++step) {
+    Batch global = global_batch(step);
+    sgd_step(model, optimizer, slice(global, rank, world));  // through DDP's hooks on the model
+    sgd_step(reference, reference_optimizer, global);
+  }
+  return check_matches_reference(model, reference, rank);
+}
+
 }  // namespace
 
 // DDP over the global batch split across ranks equals one process on the
@@ -128,16 +142,7 @@ EMBER_SCENARIO(ddp_matches_single_process) {
   int failures = 0;
   {
     DistributedDataParallel ddp(model, group);
-    optim::SGD optimizer(model->parameters(), {.lr = 0.1, .momentum = 0.9});
-    optim::SGD reference_optimizer(reference->parameters(), {.lr = 0.1, .momentum = 0.9});
-    for (int64_t step = 0; step < kSteps; ++step) {
-      Batch global = global_batch(step);
-      Batch local = slice(global, rank, world);
-      sgd_step(*model, optimizer, local);  // through DDP's hooks on the model
-
-      sgd_step(*reference, reference_optimizer, global);
-    }
-    failures += check_matches_reference(*model, *reference, rank);
+    failures += train_beside_reference(*model, *reference, rank, world, 0.1);
     bool plain_names = true;
     for (const auto& entry : model->state_dict()) plain_names &= entry.first.rfind("module.", 0) != 0;
     failures += check(plain_names, rank, "state_dict keys are the module's own (no \"module.\" prefix)");
@@ -170,14 +175,7 @@ EMBER_SCENARIO(ddp_bucket_memory) {
   int failures = 0;
   {
     DistributedDataParallel ddp(model, group);
-    optim::SGD optimizer(model->parameters(), {.lr = 0.05, .momentum = 0.9});
-    optim::SGD reference_optimizer(reference->parameters(), {.lr = 0.05, .momentum = 0.9});
-    for (int64_t step = 0; step < kSteps; ++step) {
-      Batch global = global_batch(step);
-      sgd_step(*model, optimizer, slice(global, rank, world));
-      sgd_step(*reference, reference_optimizer, global);
-    }
-    failures += check_matches_reference(*model, *reference, rank);
+    failures += train_beside_reference(*model, *reference, rank, world, 0.05);
     if (args[1] != "either") {
       bool all_as_expected = true;
       for (const Tensor& parameter : model->parameters())
