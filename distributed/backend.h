@@ -92,8 +92,9 @@ class Backend {
   // Note [Symmetric memory] (distributed/README.md): `bytes` of CPU memory
   // that every rank of the group maps, for tensors whose collectives then
   // read and write the peers' copies where they lie. Collective: every rank
-  // calls it, in the same order, with the same `bytes`. Null where the backend
-  // has none (gloo, nccl, a group of one): the caller uses ordinary memory.
+  // calls it, in the same order, with the same `bytes`. Null, on every rank,
+  // where the backend has none (gloo, nccl, a group of one) or /dev/shm has
+  // no room for it: the caller uses ordinary memory.
   virtual std::shared_ptr<std::byte> allocate_symmetric(int64_t /*bytes*/) { return nullptr; }
   // Whether `bytes` at `data` lie in one of this group's symmetric allocations.
   virtual bool is_symmetric(const void* /*data*/, int64_t /*bytes*/) { return false; }

@@ -114,8 +114,9 @@ class ProcessGroup {
   // rank) reads and writes the peers' copies where they lie: one pass over
   // the bytes instead of two. Collective: every rank calls it, in the same
   // order, with the same shape and dtype. Where the host backend has no such
-  // memory (gloo, a group of one) it is an ordinary tensor, whose
-  // collectives run as any other's.
+  // memory (gloo, a group of one), or /dev/shm has no room for it, it is an
+  // ordinary tensor on every rank, whose collectives run as any other's
+  // (is_symmetric says which).
   Tensor empty_symmetric(const Shape& shape, DType dtype = DType::f32);
   // Whether `tensor` is contiguous and lies in this group's symmetric memory,
   // so that its allreduce takes the symmetric path.

@@ -155,8 +155,9 @@ class ShmBackend final : public Backend {
   // others map it (`open`) and say so, and once all have, rank 0 removes the
   // name (`unlink`) and everyone goes on. A rank that fails says so under the
   // key, so the others fail at once instead of at the timeout. `what` names
-  // the segment in the errors.
-  void share(const std::string& key, const std::string& what, const std::function<std::string()>& create,
+  // the segment in the errors. When `create` returns no name, every rank
+  // returns false (no room in /dev/shm for a symmetric allocation).
+  bool share(const std::string& key, const std::string& what, const std::function<std::string()>& create,
              const std::function<void(const std::string&)>& open, const std::function<void()>& unlink);
   // The symmetric allocation holding `bytes` at `data` in this rank's region (null: none).
   std::shared_ptr<shm::SymmetricMapping> find_symmetric(const void* data, int64_t bytes);
@@ -222,18 +223,34 @@ ShmBackend::ShmBackend(const BackendContext& context)
   mailboxes_.emplace(*segment_, rank_, context_.global_ranks, context_.timeout);
 }
 
-void ShmBackend::share(const std::string& key, const std::string& what, const std::function<std::string()>& create,
+bool ShmBackend::share(const std::string& key, const std::string& what, const std::function<std::string()>& create,
                        const std::function<void(const std::string&)>& open, const std::function<void()>& unlink) {
   EMBER_CHECK(context_.store != nullptr, "shm backend: rank {} has no store to bootstrap through", rank_);
   TcpStore& store = *context_.store;
   const milliseconds timeout = context_.timeout;
   const auto global = [&](int r) { return context_.global_ranks[size_t(r)]; };
   auto attached_key = [&](int r) { return fmt::format("{}/attached/{}", key, r); };
+  // Until `key_of(q)` is set for every q in `ranks`. Once the group's segment
+  // exists (a symmetric allocation) through a Sync of its own, which notices
+  // a rank that exited within 50 ms as the collectives do; before it (the
+  // segment's own bootstrap), through the store's timeout.
+  auto wait_for = [&](std::span<const int> ranks, const std::function<std::string(int)>& key_of) {
+    if (segment_) {
+      shm::Sync sync(*segment_, rank_, context_.global_ranks, timeout);
+      sync.begin(what);
+      sync.wait_while([&](int q) { return !store.check({key_of(q)}); }, ranks);
+      return;
+    }
+    std::vector<std::string> keys;
+    for (int q : ranks) keys.push_back(key_of(q));
+    store.wait(keys, timeout);
+  };
   auto value_of = [&](const std::string& k) {
     Bytes value = store.get(k, timeout);
     return std::string(value.begin(), value.end());
   };
   constexpr char kFailed = '!';  // a value starting with it is a rank's error
+  const int zero = 0;
   if (rank_ == 0) {
     std::string name;
     try {
@@ -243,18 +260,16 @@ void ShmBackend::share(const std::string& key, const std::string& what, const st
       throw;
     }
     store.set(key + "/name", name);
+    if (name.empty()) return false;
     // From here on a failure is also the peers': they wait for "ready".
     try {
-      std::vector<std::string> keys;
-      for (int r : peers_) keys.push_back(attached_key(r));
       try {
-        store.wait(keys, timeout);
+        wait_for(peers_, attached_key);
       } catch (const Error& error) {
         std::string missing;
         for (int r : peers_)
           if (!store.check({attached_key(r)})) missing += fmt::format(" {} (global {})", r, global(r));
-        EMBER_CHECK(false, "shm backend: ranks{} did not attach to {} ({}) within {} ms ({})", missing, what, name,
-                    timeout.count(), error.what());
+        EMBER_CHECK(false, "shm backend: ranks{} did not attach to {} ({}): {}", missing, what, name, error.what());
       }
       unlink();
       for (int r : peers_) {
@@ -268,33 +283,36 @@ void ShmBackend::share(const std::string& key, const std::string& what, const st
       throw;
     }
     store.set(key + "/ready", "1");
-  } else {
-    std::string name;
-    try {
-      name = value_of(key + "/name");
-    } catch (const Error& error) {
-      EMBER_CHECK(false, "shm backend: rank 0 (global {}) did not publish {} within {} ms ({})", global(0), what,
-                  timeout.count(), error.what());
-    }
-    EMBER_CHECK(name.empty() || name[0] != kFailed, "shm backend: rank 0 (global {}) could not create {}: {}", global(0),
-                what, name.substr(1));
-    try {
-      open(name);
-    } catch (const Error& error) {
-      store.set(attached_key(rank_), std::string(1, kFailed) + error.what());
-      throw;
-    }
-    store.set(attached_key(rank_), "1");
-    std::string ready;
-    try {
-      ready = value_of(key + "/ready");
-    } catch (const Error& error) {
-      EMBER_CHECK(false, "shm backend: rank 0 (global {}) did not see every rank attach to {} ({}) within {} ms ({})",
-                  global(0), what, name, timeout.count(), error.what());
-    }
-    EMBER_CHECK(ready.empty() || ready[0] != kFailed, "shm backend: rank 0 (global {}) gave up on {} ({}): {}",
-                global(0), what, name, ready.substr(1));
+    return true;
   }
+  std::string name;
+  try {
+    wait_for(std::span(&zero, 1), [&](int) { return key + "/name"; });
+    name = value_of(key + "/name");
+  } catch (const Error& error) {
+    EMBER_CHECK(false, "shm backend: rank 0 (global {}) did not publish {}: {}", global(0), what, error.what());
+  }
+  if (name.empty()) return false;
+  EMBER_CHECK(name[0] != kFailed, "shm backend: rank 0 (global {}) could not create {}: {}", global(0), what,
+              name.substr(1));
+  try {
+    open(name);
+  } catch (const Error& error) {
+    store.set(attached_key(rank_), std::string(1, kFailed) + error.what());
+    throw;
+  }
+  store.set(attached_key(rank_), "1");
+  std::string ready;
+  try {
+    wait_for(std::span(&zero, 1), [&](int) { return key + "/ready"; });
+    ready = value_of(key + "/ready");
+  } catch (const Error& error) {
+    EMBER_CHECK(false, "shm backend: rank 0 (global {}) did not see every rank attach to {} ({}): {}", global(0), what,
+                name, error.what());
+  }
+  EMBER_CHECK(ready.empty() || ready[0] != kFailed, "shm backend: rank 0 (global {}) gave up on {} ({}): {}", global(0),
+              what, name, ready.substr(1));
+  return true;
 }
 
 // Note [Symmetric memory]: one segment of size() regions, made and mapped
@@ -313,10 +331,12 @@ std::shared_ptr<std::byte> ShmBackend::allocate_symmetric(int64_t bytes) {
     if (!created.empty()) shm_unlink(created.c_str());
     created.clear();
   };
+  bool made = false;
   try {
-    share(
+    made = share(
         fmt::format("{}shm/symmetric/{}", context_.store_prefix, id), what,
         [&] {
+          if (!shm::dev_shm_has_room(total)) return std::string();  // every rank: ordinary memory
           const std::string name = shm::make_segment_name(context_.store_prefix);
           std::byte* base = shm::create_mapping(name, total, purpose);
           created = name;
@@ -331,6 +351,7 @@ std::shared_ptr<std::byte> ShmBackend::allocate_symmetric(int64_t bytes) {
     unlink_created();
     throw;
   }
+  if (!made) return nullptr;
   std::shared_ptr<shm::SymmetricMapping> shared = std::move(mapping);
   {
     std::lock_guard lock(symmetric_mutex_);

@@ -208,6 +208,11 @@ SymmetricMapping::SymmetricMapping(uint64_t id, std::byte* base, size_t region_b
 
 SymmetricMapping::~SymmetricMapping() { munmap(base_, region_bytes_ * size_t(ranks_)); }
 
+bool dev_shm_has_room(size_t bytes) {
+  struct statvfs shm {};
+  return statvfs("/dev/shm", &shm) == 0 && uint64_t(shm.f_bavail) * uint64_t(shm.f_frsize) >= bytes;
+}
+
 size_t symmetric_region_bytes(int64_t bytes) { return align_up(size_t(std::max<int64_t>(bytes, 1)), kPageBytes); }
 
 std::string make_segment_name(const std::string& store_prefix) {

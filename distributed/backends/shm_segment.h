@@ -167,6 +167,10 @@ class SymmetricMapping {
 // page-aligned and the ranks never write one cache line.
 size_t symmetric_region_bytes(int64_t bytes);
 
+// Whether /dev/shm has `bytes` free now (a symmetric allocation that does
+// not fit is ordinary memory instead, Note [Symmetric memory]).
+bool dev_shm_has_room(size_t bytes);
+
 // shm_open(O_CREAT | O_EXCL) a new name, reserve `bytes` with posix_fallocate
 // (an error naming `purpose`, the bytes needed and those free when /dev/shm
 // is too small) and map them all (MAP_POPULATE), so no collective takes

@@ -33,24 +33,19 @@ nlohmann::json bucket_args(const Bucket& bucket, size_t index, const NamedTensor
 // Note [Buckets in symmetric memory]: a CPU bucket lives in memory that
 // every rank maps (ProcessGroup::empty_symmetric), so that the shm backend
 // reduces it reading the peers' buckets where they lie. Where the backend has
-// none (gloo) it is ordinary memory; where /dev/shm cannot hold it, every
-// rank's allocation fails alike (the ranks agree through the store) and the
-// buckets go to ordinary memory, with a word from rank 0.
+// none (gloo) it is ordinary memory, and so it is on every rank where
+// /dev/shm has no room for it (rank 0 decides), with a word from rank 0.
 Tensor bucket_buffer(ProcessGroup& group, int64_t numel, DType dtype, Device device) {
-  if (device.is_cpu()) {
-    try {
-      Tensor buffer = group.empty_symmetric({numel}, dtype);
-      buffer.fill_(Scalar(0.0));
-      return buffer;
-    } catch (const Error& error) {
-      if (group.rank() == 0)
-        std::fprintf(stderr,
-                     "DistributedDataParallel: warning: gradient buckets in ordinary memory, so each all-reduce "
-                     "copies twice as much: %s\n",
-                     error.what());
-    }
-  }
-  return zeros({numel}, {.dtype = dtype, .device = device});
+  if (!device.is_cpu()) return zeros({numel}, {.dtype = dtype, .device = device});
+  Tensor buffer = group.empty_symmetric({numel}, dtype);
+  buffer.fill_(Scalar(0.0));
+  if (group.rank() == 0 && group.backend_name() == "shm" && group.size() > 1 && !group.is_symmetric(buffer))
+    std::fprintf(stderr,
+                 "DistributedDataParallel: warning: /dev/shm has no room for a gradient bucket of %lld bytes on each of "
+                 "%d ranks, so it is ordinary memory and its all-reduce copies twice as much; give the container more "
+                 "(docker run --shm-size=1g)\n",
+                 static_cast<long long>(buffer.nbytes()), group.size());
+  return buffer;
 }
 
 }  // namespace
