@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
@@ -103,6 +104,13 @@ namespace {
 
 std::string mib(uint64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / double(1 << 20)); }
 
+// The bytes free in /dev/shm, if statvfs can say.
+std::optional<uint64_t> dev_shm_free_bytes() {
+  struct statvfs shm {};
+  if (statvfs("/dev/shm", &shm) != 0) return std::nullopt;
+  return uint64_t(shm.f_bavail) * uint64_t(shm.f_frsize);
+}
+
 // posix_fallocate, again after a signal (it returns the error, not errno).
 int reserve(int fd, size_t bytes) {
   int error = 0;
@@ -123,15 +131,14 @@ std::byte* create_mapping(const std::string& name, size_t bytes, const std::stri
   if (int error = reserve(fd, bytes); error != 0) {
     close(fd);
     shm_unlink(name.c_str());
-    struct statvfs shm {};
-    const bool known = statvfs("/dev/shm", &shm) == 0;
-    const uint64_t free_bytes = known ? uint64_t(shm.f_bavail) * uint64_t(shm.f_frsize) : 0;
+    const std::optional<uint64_t> free_bytes = dev_shm_free_bytes();
     EMBER_CHECK(error != ENOSPC,
                 "shm backend: {} needs {} bytes ({}) of /dev/shm, which has {} free; give the container more (docker "
                 "run --shm-size=1g), run fewer ranks per host, or use the gloo backend "
                 "(init_process_group({{.backend = \"gloo\"}}))",
                 purpose, bytes, mib(bytes),
-                known ? fmt::format("{} bytes ({})", free_bytes, mib(free_bytes)) : std::string("an unknown number of bytes"));
+                free_bytes ? fmt::format("{} bytes ({})", *free_bytes, mib(*free_bytes))
+                           : std::string("an unknown number of bytes"));
     EMBER_CHECK(false, "shm backend: posix_fallocate({}, {} bytes) failed: {}", name, bytes, std::strerror(error));
   }
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
@@ -209,8 +216,8 @@ SymmetricMapping::SymmetricMapping(uint64_t id, std::byte* base, size_t region_b
 SymmetricMapping::~SymmetricMapping() { munmap(base_, region_bytes_ * size_t(ranks_)); }
 
 bool dev_shm_has_room(size_t bytes) {
-  struct statvfs shm {};
-  return statvfs("/dev/shm", &shm) == 0 && uint64_t(shm.f_bavail) * uint64_t(shm.f_frsize) >= bytes;
+  const std::optional<uint64_t> free_bytes = dev_shm_free_bytes();
+  return free_bytes && *free_bytes >= bytes;
 }
 
 size_t symmetric_region_bytes(int64_t bytes) { return align_up(size_t(std::max<int64_t>(bytes, 1)), kPageBytes); }
