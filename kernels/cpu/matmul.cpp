@@ -135,7 +135,7 @@ memory::desc desc_of(const MatmulProblem& p, const MatrixOperand& o, int64_t row
 // Note [Blocked weights for tall products]: switches `pd` to `blocked`, and
 // gives the entry the reorder that feeds it, when oneDNN picked a layout
 // other than B's own and a fast kernel for it.
-void use_blocked_weights(const MatmulProblem& p, MatmulEntry& entry, dnnl::matmul::primitive_desc& pd,
+void use_blocked_weights(MatmulEntry& entry, dnnl::matmul::primitive_desc& pd,
                          const dnnl::matmul::primitive_desc& blocked) {
   const memory::desc plain = pd.weights_desc(), layout = blocked.weights_desc();
   if (layout == plain || is_reference_implementation(blocked)) return;
@@ -145,7 +145,6 @@ void use_blocked_weights(const MatmulProblem& p, MatmulEntry& entry, dnnl::matmu
   entry.weights_reorder->args.emplace(DNNL_ARG_FROM, memory(plain, onednn_engine(), nullptr));
   entry.weights_reorder->args.emplace(DNNL_ARG_TO, memory(layout, onednn_engine(), nullptr));
   entry.blocked_weights_bytes = layout.get_size();
-  EMBER_ASSERT(p.batch_ndim == 0, "blocked weights for a batched product");
   pd = blocked;
 }
 
@@ -184,7 +183,7 @@ std::shared_ptr<MatmulEntry> make_entry(const MatmulProblem& p, DType dtype) {
   // adding a bias whose broadcast pattern (anything but per-column) its GEMMs lack.
   entry->usable = !is_reference_implementation(pd) || (dtype == DType::f32 && !bias);
   if (!is_reference_implementation(pd) && blocked_weights_worthwhile(p, dtype))
-    use_blocked_weights(p, *entry, pd, try_create(false, true));
+    use_blocked_weights(*entry, pd, try_create(false, true));
   entry->set_primitive(dnnl::matmul(pd));
   for (int arg : {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST})
     entry->args.emplace(arg, memory(pd.query_md(dnnl::query::exec_arg_md, arg), onednn_engine(), nullptr));
