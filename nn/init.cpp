@@ -23,7 +23,7 @@ void check_floating(const Tensor& tensor, const char* op) {
 
 // Random draws happen in f32 (f64 for f64 tensors) and are then converted, so
 // f16/bf16 tensors get the same values as their f32 counterparts, rounded
-// (uniform_ aside: see there).
+// (uniform_'s values that round up to `high` aside: see there).
 TensorOptions draw_options(const Tensor& tensor) {
   return {.dtype = tensor.dtype() == DType::f64 ? DType::f64 : DType::f32, .device = tensor.device()};
 }
@@ -92,14 +92,11 @@ Tensor uniform_(const Tensor& tensor, double low, double high, Generator* genera
                   scalar_range(high - low, dtype) == ScalarRange::inside,
               "nn::init::uniform_: low {} and high {} (a width of {}) do not fit dtype {}", low, high, high - low, dtype);
   NoGradGuard no_grad;
-  // A 16-bit tensor draws on its own dtype's grid ([0, 1) in steps of 2^-8 for
-  // bf16, PyTorch's uniform_real), so the result does not round up to `high`
-  // (24-bit draws gave bf16 uniform_(0, 1) exact ones); f32 and f64 as above.
-  const bool narrow = dtype == DType::bf16 || dtype == DType::f16;
-  TensorOptions options = draw_options(tensor);
-  Tensor draw = narrow ? rand(tensor.shape(), {.dtype = dtype, .device = tensor.device()}, generator).to(options.dtype)
-                       : rand(tensor.shape(), options, generator);
-  copy_(tensor, draw * (high - low) + low);
+  Tensor value = (rand(tensor.shape(), draw_options(tensor), generator) * (high - low) + low).to(dtype);
+  // As PyTorch 2's: a 16-bit value that rounds up to `high` (the compare is
+  // in the tensor's dtype) becomes `low`, so the result stays below `high`.
+  if (dtype == DType::bf16 || dtype == DType::f16) value = where(ne(value, high), value, Scalar(low));
+  copy_(tensor, value);
   return tensor;
 }
 

@@ -48,14 +48,24 @@ inline constexpr int kUniformsPerBlock = std::is_same_v<T, double> ? 2 : 4;
 // host functions), and each value here converts to T exactly, or as a store
 // from the compute type rounds it (to nearest even on every backend).
 
-// A uniform in [0, 1) from lane `lane` of a block, with no more random bits
-// than T can hold, so rounding never reaches 1 and the conversion to T is exact.
+// A uniform in [0, 1) from lane `lane` of a block. f32 and f64 take no more
+// random bits than they hold, so the value is exact and below 1. A 16-bit T
+// takes f32's draw, which the store rounds to T, so a value keeps T's whole
+// resolution near 0 and is the f32 tensor's, rounded; a draw that would round
+// up to 1 gives 0 instead, as PyTorch 2's: [1 - 2^-9, 1) for bf16 and
+// [1 - 2^-12, 1) for f16 (half an ulp below 1; the tie rounds to 1, even).
+// A grid of T's own (256 values for bf16) lost every level below 2^-8.
 template <class T>
 EMBER_HOST_DEVICE inline ComputeType<T> uniform(const std::array<uint32_t, 4>& words, int lane) {
-  if constexpr (std::is_same_v<T, double>) return uniform_double(words[2 * lane], words[2 * lane + 1]);
-  else if constexpr (std::is_same_v<T, float>) return uniform_float(words[lane]);
-  else if constexpr (std::is_same_v<T, Half>) return float(words[lane] >> 21) * (1.0f / 2048.0f);
-  else return float(words[lane] >> 24) * (1.0f / 256.0f);
+  if constexpr (std::is_same_v<T, double>) {
+    return uniform_double(words[2 * lane], words[2 * lane + 1]);
+  } else if constexpr (std::is_same_v<T, float>) {
+    return uniform_float(words[lane]);
+  } else {
+    constexpr float rounds_to_one = std::is_same_v<T, Half> ? 1.0f - 0x1p-12f : 1.0f - 0x1p-9f;
+    const float u = uniform_float(words[lane]);
+    return u >= rounds_to_one ? 0.0f : u;
+  }
 }
 
 // Box-Muller: the uniforms of lanes (2p, 2p+1) give the normals of lanes 2p and

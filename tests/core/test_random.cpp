@@ -144,6 +144,24 @@ TEST(Random, DistributionsHaveTheExpectedMoments) {
   }
 }
 
+// A 16-bit rand is f32's draw rounded, and a draw that rounds up to 1 gives 0,
+// as PyTorch 2's. Mutations caught: the 16-bit draw on the dtype's own grid
+// (it differs from the rounded f32 draws), and the wrap removed (ones appear).
+TEST(Random, SixteenBitRandIsTheF32DrawRoundedBelowOne) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    Generator f32_generator(12), narrow_generator(12);
+    std::vector<double> drawn = rand({100000}, {}, &f32_generator).to(dtype).to_vector<double>();
+    std::vector<double> got = rand({100000}, {.dtype = dtype}, &narrow_generator).to_vector<double>();
+    size_t wrapped = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      wrapped += drawn[i] == 1.0;
+      ASSERT_EQ(got[i], drawn[i] == 1.0 ? 0.0 : drawn[i]) << dtype_name(dtype) << " element " << i;
+    }
+    EXPECT_GT(wrapped, 0u) << dtype_name(dtype);
+    EXPECT_EQ(f32_generator.state().offset, narrow_generator.state().offset) << dtype_name(dtype);
+  }
+}
+
 TEST(Random, RandintStaysInRangeAndHitsEveryValue) {
   Generator generator(8);
   std::vector<int64_t> values = randint(-3, 4, {5000}, {}, &generator).to_vector<int64_t>();

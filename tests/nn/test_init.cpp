@@ -1,5 +1,6 @@
 // nn::init: fans and gains exactly as torch.nn.init computes them, and the
 // statistics (bounds, mean, std) of each initialiser on large tensors.
+#include <algorithm>
 #include <cmath>
 
 #include "support/test_support.h"
@@ -66,9 +67,9 @@ TEST(Init, UniformAndNormal) {
 
 // A bf16 or f16 tensor took 24-bit draws rounded into its dtype: uniform_(0, 1)
 // gave exact ones (385 of 200k in bf16), kaiming_uniform_ values past its bound.
-// They draw on their own dtype's grid now, as PyTorch's. Bounds past the
-// dtype's range filled the tensor with inf: refused, as PyTorch. Mutation
-// caught: uniform_ drawing in f32 for every dtype (the maxima below reach 1).
+// A value that rounds up to `high` becomes `low` now, as PyTorch 2's. Bounds
+// past the dtype's range filled the tensor with inf: refused, as PyTorch.
+// Mutation caught: uniform_ without that wrap (the maxima below reach 1).
 TEST(Init, SixteenBitUniformStaysBelowItsUpperBound) {
   for (DType dtype : {DType::bf16, DType::f16}) {
     Tensor t = empty({200000}, {.dtype = dtype});
@@ -80,6 +81,36 @@ TEST(Init, SixteenBitUniformStaysBelowItsUpperBound) {
   EXPECT_EMBER_ERROR(init::uniform_(empty({2}), -3e38, 3e38), "nn::init::uniform_: low -3e+38 and high 3e+38");
   EXPECT_EMBER_ERROR(init::uniform_(empty({2}, {.dtype = DType::f16}), 0, 1e5), "do not fit dtype float16");
   EXPECT_EMBER_ERROR(init::uniform_(empty({2}), 1e39, 1e39), "do not fit dtype float32");
+}
+
+// PyTorch 2's 16-bit uniform_ rounds f32 draws into the dtype. On a grid of
+// bf16's own (256 values in [low, high)) kaiming_uniform_ had no weight nearer
+// 0 than bound/128, and 256 levels where PyTorch gives about 3000. Mutation
+// caught: uniform_ drawing on the dtype's grid (the values differ from the
+// rounded f32 draws, and the levels fall to 256).
+TEST(Init, SixteenBitUniformIsTheF32DrawRoundedAndWrapped) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    for (auto [low, high] : {std::pair{-1.0, 1.0}, {0.1, 0.7}, {-0.03125, 0.03125}}) {
+      const std::string what = fmt::format("{} [{}, {})", dtype, low, high);
+      Tensor t = empty({100000}, {.dtype = dtype});
+      manual_seed(7);
+      init::uniform_(t, low, high);
+      manual_seed(7);
+      Tensor rounded = (rand({100000}) * (high - low) + low).to(dtype);
+      std::vector<double> got = t.to_vector<double>(), drawn = rounded.to_vector<double>();
+      const double high_in_dtype = full({}, high, {.dtype = dtype}).item<double>();
+      const double low_in_dtype = full({}, low, {.dtype = dtype}).item<double>();
+      size_t wrapped = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const bool wraps = drawn[i] == high_in_dtype;
+        wrapped += wraps;
+        ASSERT_EQ(got[i], wraps ? low_in_dtype : drawn[i]) << what << " element " << i;
+      }
+      EXPECT_GT(wrapped, 0u) << what;  // the wrap ran, not only a draw that never rounds up
+      std::sort(got.begin(), got.end());
+      EXPECT_GT(std::unique(got.begin(), got.end()) - got.begin(), 300) << what;  // a 256-value grid has 256
+    }
+  }
 }
 
 TEST(Init, TruncNormalStaysInItsBoundsWithTheTruncatedMoments) {
