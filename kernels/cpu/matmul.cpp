@@ -12,6 +12,7 @@
 #include "core/ops/linalg_kernels.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "kernels/cpu/copy_tiled.h"
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/onednn.h"
 
@@ -139,6 +140,7 @@ void use_blocked_weights(MatmulEntry& entry, dnnl::matmul::primitive_desc& pd,
                          const dnnl::matmul::primitive_desc& blocked) {
   const memory::desc plain = pd.weights_desc(), layout = blocked.weights_desc();
   if (layout == plain || is_reference_implementation(blocked)) return;
+  OnednnThreadsGuard one_thread(1);  // made for the thread count it runs on
   dnnl::reorder::primitive_desc reorder_pd(onednn_engine(), plain, onednn_engine(), layout, onednn_attributes());
   entry.weights_reorder = std::make_unique<CachedPrimitive>();
   entry.weights_reorder->set_primitive(dnnl::reorder(reorder_pd));
@@ -208,6 +210,10 @@ bool run_onednn(const MatmulProblem& p, DType dtype) {
   Tensor blocked;  // B in the layout the primitive reads, when it is not B's own
   if (entry->weights_reorder) {
     blocked = make_tensor({int64_t((entry->blocked_weights_bytes + sizeof(float) - 1) / sizeof(float))}, DType::f32);
+    // One thread: at two, with OMP_WAIT_POLICY=passive, waking the second
+    // thread cost more (0.12 ms) than the whole reorder of a 0.5 MB operand
+    // takes on one (0.04-0.06 ms), and a second core adds little to a copy.
+    OnednnThreadsGuard one_thread(1);
     entry->weights_reorder->execute({{DNNL_ARG_FROM, p.b.data}, {DNNL_ARG_TO, blocked.data_ptr()}});
   }
   auto weights = [&](int64_t batch) -> void* { return blocked.defined() ? blocked.data_ptr() : at(p.b, batch); };
@@ -229,13 +235,59 @@ void add_bias(const MatmulProblem& p) {
   const float* bias = static_cast<const float*>(p.bias.data);
   for (int64_t batch = 0; batch < p.batch_count(); ++batch) {
     float* out = static_cast<float*>(p.out.data) + p.batch_offset(p.out, batch);
-    for (int64_t i = 0; i < p.m; ++i)
-      for (int64_t j = 0; j < p.n; ++j) out[i * p.n + j] += bias[i * p.bias.row_stride + j * p.bias.col_stride];
+    parallel_for(0, p.m, std::max<int64_t>(1, kParallelGrain / p.n), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        for (int64_t j = 0; j < p.n; ++j) out[i * p.n + j] += bias[i * p.bias.row_stride + j * p.bias.col_stride];
+    });
   }
+}
+
+// Note [Wide products computed transposed]: a short, wide f32 product whose
+// B is a transposed view (x @ W^T: a Linear's forward at batch 16-128 with
+// 1024 or more outputs) runs as C^T = B^T A^T, a product of n >= 1024 rows, so
+// that Note [Blocked weights for tall products] applies: A^T (m x k, small)
+// is reordered instead of W (n x k, large). C^T goes into a buffer that is
+// then transposed into place (copy_tiled), and the addend added after, as
+// oneDNN's GEMMs lack a per-row bias. Measured one thread (raw oneDNN 2.6,
+// bench/RESULTS.md "Wide products computed transposed"), reorder and
+// transpose counted: 1.06-1.10x at m = 128, 1.2-1.25x at 64, 1.4-1.6x at 16-32;
+// a depth k of 256 loses (0.88-0.94 at m = 128), and so does a plain B. On
+// two threads the MLP step measured no faster (the two passes after the
+// product cost what it saved), so only a product run on one thread takes it.
+inline constexpr int64_t kTransposedMinRows = 16, kTransposedMaxRows = 128, kTransposedMinDepth = 512;
+
+bool transposed_worthwhile(const MatmulProblem& p) {
+  const bool b_is_transposed = p.b.row_stride == 1 && p.b.col_stride >= p.k;
+  return p.batch_ndim == 0 && b_is_transposed && onednn_threads(p.m * p.n * p.k) == 1 && p.m >= kTransposedMinRows && p.m <= kTransposedMaxRows &&
+         p.n >= kBlockedWeightsMinRows && p.k >= kTransposedMinDepth;
+}
+
+// Note [Wide products computed transposed]; false when oneDNN has no good
+// primitive for the transposed product, having written nothing.
+bool run_transposed(const MatmulProblem& p) {
+  MatmulProblem transposed;
+  transposed.m = p.n, transposed.n = p.m, transposed.k = p.k;
+  transposed.a = {.data = p.b.data, .row_stride = p.b.col_stride, .col_stride = p.b.row_stride};
+  transposed.b = {.data = p.a.data, .row_stride = p.a.col_stride, .col_stride = p.a.row_stride};
+  Tensor buffer = make_tensor({p.n, p.m}, DType::f32);
+  transposed.out = {.data = buffer.data_ptr(), .row_stride = p.m, .col_stride = 1};
+  if (!run_onednn(transposed, DType::f32)) return false;
+  ElementwiseLoop loop;
+  loop.num_operands = 2, loop.ndim = 2, loop.numel = p.m * p.n;
+  loop.shape[0] = p.m, loop.shape[1] = p.n;
+  loop.strides[0][0] = p.n, loop.strides[0][1] = 1;  // out: contiguous [m, n]
+  loop.strides[1][0] = 1, loop.strides[1][1] = p.m;  // the buffer, read as its transpose
+  loop.data[0] = static_cast<char*>(p.out.data), loop.data[1] = static_cast<char*>(buffer.data_ptr());
+  loop.dtypes[0] = loop.dtypes[1] = DType::f32;
+  const bool tiled = copy_tiled(loop, sizeof(float));
+  EMBER_ASSERT(tiled, "a transpose is a tiled copy");
+  if (p.bias.data) add_bias(p);
+  return true;
 }
 
 // The f32 product on oneDNN; an addend oneDNN cannot fuse well is added after.
 void run_f32(const MatmulProblem& p) {
+  if (transposed_worthwhile(p) && run_transposed(p)) return;
   if (run_onednn(p, DType::f32)) return;
   EMBER_ASSERT(p.bias.data != nullptr, "oneDNN has no f32 matmul for m={} n={} k={}", p.m, p.n, p.k);
   MatmulProblem product = p;

@@ -2,7 +2,9 @@
 // dtype, transposed and strided operands, broadcast batch dims, 1-d operands,
 // empty dims, the forced bf16 fallback, the primitive cache, and bad input.
 #include <cmath>
+#include <string>
 #include <thread>
+#include <tuple>
 
 #include "kernels/cpu/onednn.h"
 #include "support/test_support.h"
@@ -149,6 +151,38 @@ TEST(Matmul, TallF32ProductsMatchReferenceThroughBlockedWeights) {
     EXPECT_TRUE(all_close(addmm(bias, a, weight.t()), reference([&] { return addmm(bias, a, weight.t()); }), tol, tol))
         << "call " << call;
   }
+}
+
+// Note [Wide products computed transposed] (kernels/cpu/matmul.cpp): 16-128
+// rows times a transposed B of 1024 or more columns and depth 512 or more run
+// as C^T = B^T A^T, then a transpose. Each addend form (per column, full, per
+// row, a scalar), a transposed A, the smallest and largest m, and an n that
+// pads the blocks; new data each call. Mutations caught: the transpose into
+// place skipped, or copying the buffer without transposing it (wrong values);
+// the addend not added; the operands swapped the wrong way round (A^T taken
+// as the rows). Only one thread takes the transposed product; two check the
+// rule that leaves them on the direct one.
+TEST(Matmul, WideF32ProductsMatchReferenceThroughTheTransposedProduct) {
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{16, 1024, 512}, {77, 1030, 600}, {128, 1024, 784}}) {
+    for (int call = 0; call < 3; ++call) {
+      set_num_threads(call == 2 ? 2 : 1);
+      const std::string what = fmt::format("m {} n {} k {} call {}", m, n, k, call);
+      Tensor a = random_tensor({m, k}, DType::f32), weight = random_tensor({n, k}, DType::f32);
+      Tensor a_transposed = random_tensor({k, m}, DType::f32).t();
+      const double tol = tolerance(DType::f32) * std::sqrt(double(k));
+      EXPECT_TRUE(all_close(mm(a, weight.t()), reference([&] { return mm(a, weight.t()); }), tol, tol)) << what;
+      EXPECT_TRUE(all_close(mm(a_transposed, weight.t()), reference([&] { return mm(a_transposed, weight.t()); }), tol,
+                            tol))
+          << what << " transposed A";
+      for (const Shape& bias_shape : {Shape{n}, Shape{m, n}, Shape{m, 1}, Shape{}}) {
+        Tensor bias = random_tensor(bias_shape, DType::f32);
+        EXPECT_TRUE(all_close(addmm(bias, a, weight.t()), reference([&] { return addmm(bias, a, weight.t()); }), tol,
+                              tol))
+            << what << " bias " << bias_shape.str();
+      }
+    }
+  }
+  set_num_threads(1);
 }
 
 TEST(Matmul, ConcurrentCallersOfOneShapeGetTheirOwnResults) {
