@@ -292,8 +292,12 @@ static Tensor compute_scatter_add(const Tensor& t, int64_t dim, const Tensor& in
               "scatter_add: input {}, index {} and src {} must have the same number of dims", t.shape(),
               index.shape(), src.shape());
   int d = int(wrap_dim(dim, t.dim(), "scatter_add"));
-  Tensor out = t.clone();
-  Tensor target = at_least_1d(out), positions = at_least_1d(index), values = at_least_1d(src);
+  // 16-bit floats add in f32 and round once, as PyTorch's: added one at a time
+  // in bf16, 600 repeats of one index stopped growing at 512, where the spacing
+  // is 4 (and gather's, index_select's and embedding's gradients are this op).
+  const bool narrow = t.dtype() == DType::bf16 || t.dtype() == DType::f16;
+  Tensor out = narrow ? t.to(DType::f32) : t.clone();
+  Tensor target = at_least_1d(out), positions = at_least_1d(index), values = at_least_1d(narrow ? src.to(DType::f32) : src);
   for (int k = 0; k < ndim; ++k) {
     EMBER_CHECK(positions.shape()[k] <= values.shape()[k],
                 "scatter_add: index of shape {} exceeds src of shape {} at dim {}", index.shape(), src.shape(), k);
@@ -301,8 +305,8 @@ static Tensor compute_scatter_add(const Tensor& t, int64_t dim, const Tensor& in
                 "scatter_add: index of shape {} exceeds the input of shape {} at dim {}", index.shape(), t.shape(), k);
   }
   if (index.numel() > 0)
-    scatter_add_op(t.device().type, t.dtype(), along_dim(target, positions, values, d, target.shape()[d]));
-  return out;
+    scatter_add_op(t.device().type, out.dtype(), along_dim(target, positions, values, d, target.shape()[d]));
+  return narrow ? out.to(t.dtype()) : out;
 }
 
 static Tensor compute_masked_fill(const Tensor& t, const Tensor& mask, const Scalar& value) {

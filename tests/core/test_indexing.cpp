@@ -2,6 +2,7 @@
 // reference kernels for every dtype and memory layout, the composed ops
 // (cat, stack, split, chunk, repeat, pad) on edge shapes, and bad inputs.
 #include <limits>
+#include <vector>
 
 #include "support/test_support.h"
 
@@ -212,6 +213,31 @@ TEST(Indexing, LargeInputsRunInParallelAndScatterAddIsDeterministic) {
   Tensor ids = random_index({40000}, 10);
   EXPECT_TRUE(all_close(one_hot(ids, 10), reference([&] { return one_hot(ids, 10); })));
   set_num_threads(1);
+}
+
+// 16-bit scatter_add adds in f32 and rounds once, as PyTorch's. One bf16
+// add at a time, 600 repeats of one index (weights 1, 1.25, ..., 2: 900 in
+// all) stopped at 512, where bf16's spacing is 4; gather's, index_select's and
+// embedding's gradients are this op, so bf16 embeddings lost their repeated
+// tokens' gradient. Mutation caught: scatter_add in the tensor's own dtype.
+TEST(Indexing, SixteenBitScatterAddRoundsOnceFromAnF32Sum) {
+  std::vector<double> weights(600);
+  for (size_t i = 0; i < weights.size(); ++i) weights[i] = 1.0 + 0.25 * double(i % 5);
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    Tensor src = from_vector(weights, {600}).to(dtype);
+    Tensor index = full({600}, 2, {.dtype = DType::i64});
+    Tensor expected = scatter_add(zeros({4}), 0, index, src.to(DType::f32)).to(dtype);
+    EXPECT_EQ(scatter_add(zeros({4}, {.dtype = dtype}), 0, index, src).to_vector<double>(),
+              expected.to_vector<double>())
+        << dtype_name(dtype);
+    EXPECT_EQ(expected.to_vector<double>()[2], 900.0) << dtype_name(dtype);
+    Tensor x = zeros({4}, {.dtype = dtype});
+    x.requires_grad_(true);
+    Tensor by_gather = autograd::grad({gather(x, 0, index)}, {x}, {src})[0];
+    Tensor by_index_select = autograd::grad({index_select(x.reshape({4, 1}), 0, index)}, {x}, {src.reshape({600, 1})})[0];
+    EXPECT_EQ(by_gather.to_vector<double>(), expected.to_vector<double>()) << dtype_name(dtype);
+    EXPECT_EQ(by_index_select.to_vector<double>(), expected.to_vector<double>()) << dtype_name(dtype);
+  }
 }
 
 TEST(Indexing, EdgeShapes) {
