@@ -76,6 +76,46 @@ constexpr T minimum(T a, T b) {
   return ComputeType<T>(b) < ComputeType<T>(a) ? b : a;
 }
 
+// The division family on a nonzero divisor (the entry points refuse an
+// integer 0, as PyTorch's raise; a floating 0 gives nan or inf). Integers
+// wrap where C++ is undefined: INT_MIN / -1 is INT_MIN and INT_MIN % -1 is 0.
+// fmod: the remainder of truncated division, with the sign of a (C's fmod).
+template <class T>
+constexpr T fmod(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return b == T(-1) ? T(0) : T(a % b);
+  else return T(std::fmod(ComputeType<T>(a), ComputeType<T>(b)));
+}
+// remainder: the remainder of floor division, with the sign of b (Python's %).
+template <class T>
+constexpr T remainder(T a, T b) {
+  using C = ComputeType<T>;
+  const C m = C(fmod(a, b)), divisor = C(b);
+  return T(m != C(0) && ((divisor < C(0)) != (m < C(0))) ? m + divisor : m);
+}
+// floor_divide: floor(a / b) (Python's //). Floating: from the truncated
+// quotient (a - fmod(a, b)) / b, stepped down where the signs differ, then
+// rounded to the nearest whole number, so that it agrees with remainder
+// (a = b * floor_divide(a, b) + remainder(a, b)) where a / b rounds up to
+// a whole number; a quotient of 0 keeps the sign of a / b.
+template <class T>
+constexpr T floor_divide(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == T(-1)) return sub(T(0), a);
+    const T quotient = T(a / b);
+    return a % b != 0 && ((a < 0) != (b < 0)) ? T(quotient - 1) : quotient;
+  } else {
+    using C = ComputeType<T>;
+    const C x = C(a), y = C(b);
+    if (y == C(0)) return T(x / y);
+    const C m = std::fmod(x, y);
+    C quotient = (x - m) / y;
+    if (m != C(0) && ((y < C(0)) != (m < C(0)))) quotient -= C(1);
+    if (quotient == C(0)) return T(std::copysign(C(0), x / y));
+    const C whole = std::floor(quotient);
+    return T(quotient - whole > C(0.5) ? whole + C(1) : whole);
+  }
+}
+
 // A clamp bound in T's compute type. An absent (null) bound is the type's
 // extreme; an integer bound outside T's range saturates instead of wrapping.
 template <class T>

@@ -5,6 +5,8 @@
 // Tests: tests/autograd/test_gradcheck.cpp.
 #include <cmath>
 #include <numbers>
+#include <string>
+#include <utility>
 
 #include "autograd/function.h"
 #include "autograd/functions/families.h"
@@ -37,6 +39,16 @@ Tensor mask(const Tensor& condition, const Tensor& like) { return condition.to(l
 // through the mask (a ReLU critic's first bias in a gradient penalty) got no
 // .grad at all, where PyTorch gives it zeros and Adam still moves it.
 Tensor zero_through(const Tensor& t) { return where(zeros_like(t).to(DType::boolean), t, 0.0); }
+
+// A piecewise-constant op's node: a zero gradient for each input.
+void record_zero_gradients(const GradRecord& r, std::string name) {
+  const size_t inputs = r.inputs.size();
+  record_formula(r, std::move(name), {}, [inputs](const Saved&, const Tensor& g) {
+    Grads grads;
+    for (size_t i = 0; i < inputs; ++i) grads.push_back(zeros_like(g));  // one each: the engine may add into them
+    return grads;
+  });
+}
 
 }  // namespace
 
@@ -76,6 +88,29 @@ void register_elementwise_functions() {
     record_formula(r, "AbsBackward", {input(r, 0)}, [](const Saved& s, const Tensor& g) {
       return Grads{g * (mask(gt(s[0], 0), g) - mask(lt(s[0], 0), g))};
     });
+  });
+  // floor, ceil, round, trunc, sign: piecewise constant  ->  da = 0, as
+  // PyTorch's (a zero gradient, not a refusal); floor_divide too (PyTorch
+  // refuses its backward; floor(a / b), the same function, gives these zeros)
+  floor_grad.set_recorder([](const GradRecord& r) { record_zero_gradients(r, "FloorBackward"); });
+  ceil_grad.set_recorder([](const GradRecord& r) { record_zero_gradients(r, "CeilBackward"); });
+  round_grad.set_recorder([](const GradRecord& r) { record_zero_gradients(r, "RoundBackward"); });
+  trunc_grad.set_recorder([](const GradRecord& r) { record_zero_gradients(r, "TruncBackward"); });
+  sign_grad.set_recorder([](const GradRecord& r) { record_zero_gradients(r, "SignBackward"); });
+  floor_divide_grad.set_recorder([](const GradRecord& r) { record_zero_gradients(r, "FloorDivideBackward"); });
+  // remainder: out = a - b floor(a / b)  ->  da = g, db = -g floor_divide(a, b)
+  remainder_grad.set_recorder([](const GradRecord& r) {
+    record_formula(r, "RemainderBackward", {if_needed(r, 1, input(r, 0)), if_needed(r, 1, input(r, 1))},
+                   [](const Saved& s, const Tensor& g) {
+                     return Grads{g, s[0].defined() ? neg(g) * floor_divide(s[0], s[1]) : Tensor()};
+                   });
+  });
+  // fmod: out = a - b trunc(a / b)  ->  da = g, db = -g trunc(a / b)
+  fmod_grad.set_recorder([](const GradRecord& r) {
+    record_formula(r, "FmodBackward", {if_needed(r, 1, input(r, 0)), if_needed(r, 1, input(r, 1))},
+                   [](const Saved& s, const Tensor& g) {
+                     return Grads{g, s[0].defined() ? neg(g) * trunc(s[0] / s[1]) : Tensor()};
+                   });
   });
   // exp: out = e^a  ->  da = g * out
   exp_grad.set_recorder([](const GradRecord& r) {

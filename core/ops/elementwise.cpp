@@ -10,6 +10,7 @@
 #include "core/memory_overlap.h"
 #include "core/ops/creation.h"
 #include "core/ops/elementwise_kernels.h"
+#include "core/ops/reduction.h"
 #include "core/ops/views.h"
 #include "core/scalar_fits.h"
 
@@ -17,12 +18,14 @@ namespace ember {
 
 Op<ElementwiseKernel> add_op("add"), sub_op("sub"), mul_op("mul"), div_op("div"), maximum_op("maximum"),
     minimum_op("minimum"), pow_op("pow");
+Op<ElementwiseKernel> fmod_op("fmod"), remainder_op("remainder"), floor_divide_op("floor_divide");
 Op<ElementwiseKernel> eq_op("eq"), ne_op("ne"), lt_op("lt"), le_op("le"), gt_op("gt"), ge_op("ge"),
     logical_and_op("logical_and"), logical_or_op("logical_or");
 Op<ElementwiseKernel> logical_not_op("logical_not"), isnan_op("isnan"), isinf_op("isinf");
 Op<ElementwiseKernel> neg_op("neg"), abs_op("abs"), exp_op("exp"), log_op("log"), log1p_op("log1p"),
     sqrt_op("sqrt"), rsqrt_op("rsqrt"), sin_op("sin"), cos_op("cos"), tanh_op("tanh"), erf_op("erf"), sigmoid_op("sigmoid"),
     relu_op("relu"), gelu_op("gelu"), gelu_tanh_op("gelu_tanh"), silu_op("silu");
+Op<ElementwiseKernel> floor_op("floor"), ceil_op("ceil"), round_op("round"), trunc_op("trunc"), sign_op("sign");
 Op<ElementwiseKernel> threshold_backward_op("threshold_backward"), gelu_backward_op("gelu_backward"),
     gelu_tanh_backward_op("gelu_tanh_backward"), silu_backward_op("silu_backward");
 Op<void(const ElementwiseLoop&, const Scalar&)> pow_scalar_op("pow_scalar");
@@ -34,7 +37,9 @@ GradSlot add_grad("add"), sub_grad("sub"), mul_grad("mul"), div_grad("div"), neg
     exp_grad("exp"), log_grad("log"), log1p_grad("log1p"), sqrt_grad("sqrt"), rsqrt_grad("rsqrt"), sin_grad("sin"),
     cos_grad("cos"), tanh_grad("tanh"), erf_grad("erf"), sigmoid_grad("sigmoid"), relu_grad("relu"), gelu_grad("gelu"),
     gelu_tanh_grad("gelu_tanh"), silu_grad("silu"), pow_scalar_grad("pow_scalar"), pow_grad("pow"),
-    maximum_grad("maximum"), minimum_grad("minimum"), clamp_grad("clamp"), where_grad("where"), addcmul_grad("addcmul");
+    maximum_grad("maximum"), minimum_grad("minimum"), clamp_grad("clamp"), where_grad("where"), addcmul_grad("addcmul"),
+    floor_grad("floor"), ceil_grad("ceil"), round_grad("round"), trunc_grad("trunc"), sign_grad("sign"),
+    fmod_grad("fmod"), remainder_grad("remainder"), floor_divide_grad("floor_divide");
 
 DType result_type(std::initializer_list<const Tensor*> tensors) {
   std::optional<DType> with_dims, zero_dim;
@@ -309,6 +314,13 @@ Tensor signed_unary(const Op<ElementwiseKernel>& op, const Tensor& a) {
   return unary(op, a, a.dtype());
 }
 
+// Integers are whole already, so rounding gives them back, as PyTorch's does.
+Tensor rounding(const Op<ElementwiseKernel>& op, const Tensor& a) {
+  check_defined(a, op.name());
+  EMBER_CHECK(a.dtype() != DType::boolean, "{}: not supported for bool tensors", op.name());
+  return is_floating(a.dtype()) ? unary(op, a, a.dtype()) : a.clone();
+}
+
 // out(bool) = predicate(a), keyed by a's own dtype: no conversion.
 Tensor predicate(const Op<ElementwiseKernel>& op, const Tensor& a) {
   check_defined(a, op.name());
@@ -388,6 +400,14 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b, DType dt
 
 Tensor neg(const Tensor& a) { return with_grad(neg_grad, signed_unary(neg_op, a), {&a}); }
 Tensor abs(const Tensor& a) { return with_grad(abs_grad, signed_unary(abs_op, a), {&a}); }
+Tensor floor(const Tensor& a) { return with_grad(floor_grad, rounding(floor_op, a), {&a}); }
+Tensor ceil(const Tensor& a) { return with_grad(ceil_grad, rounding(ceil_op, a), {&a}); }
+Tensor round(const Tensor& a) { return with_grad(round_grad, rounding(round_op, a), {&a}); }
+Tensor trunc(const Tensor& a) { return with_grad(trunc_grad, rounding(trunc_op, a), {&a}); }
+Tensor sign(const Tensor& a) {
+  check_defined(a, "sign");
+  return a.dtype() == DType::boolean ? a.clone() : with_grad(sign_grad, signed_unary(sign_op, a), {&a});
+}
 Tensor relu(const Tensor& a) { return with_grad(relu_grad, signed_unary(relu_op, a), {&a}); }
 Tensor exp(const Tensor& a) { return with_grad(exp_grad, floating_unary(exp_op, a), {&a}); }
 Tensor log(const Tensor& a) { return with_grad(log_grad, floating_unary(log_op, a), {&a}); }
@@ -456,6 +476,33 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
   EMBER_CHECK(dtype != DType::boolean, "pow: not supported for two bool tensors");
   return with_grad(pow_grad, binary(pow_op, a, exponent, dtype), {&a, &exponent});
 }
+
+// The division family: promoted as arithmetic, bool refused, and an integer
+// divisor of 0 refused before any kernel runs (PyTorch raises
+// ZeroDivisionError; the kernels would trap).
+namespace {
+Tensor division_family(const Op<ElementwiseKernel>& op, const GradSlot& slot, const Tensor& a, const Tensor& b) {
+  check_pair(a, b, op.name());
+  const DType dtype = result_type({&a, &b});
+  EMBER_CHECK(dtype != DType::boolean, "{}: not supported for bool tensors ({} and {})", op.name(), a.dtype(),
+              b.dtype());
+  if (!is_floating(dtype))
+    EMBER_CHECK(b.numel() == 0 || !any(eq(b, 0)).item<bool>(),
+                "{}: integer division by zero (the {} divisor of shape {} holds a 0)", op.name(), b.dtype(), b.shape());
+  const DType compute = compute_dtype(dtype, a, b);
+  Tensor out = binary(op, a, b, compute);
+  return with_grad(slot, compute == dtype ? out : to(out, dtype), {&a, &b});
+}
+}  // namespace
+
+Tensor fmod(const Tensor& a, const Tensor& b) { return division_family(fmod_op, fmod_grad, a, b); }
+Tensor fmod(const Tensor& a, const Scalar& b) { return fmod(a, as_tensor(b, a, "fmod")); }
+Tensor remainder(const Tensor& a, const Tensor& b) { return division_family(remainder_op, remainder_grad, a, b); }
+Tensor remainder(const Tensor& a, const Scalar& b) { return remainder(a, as_tensor(b, a, "remainder")); }
+Tensor floor_divide(const Tensor& a, const Tensor& b) {
+  return division_family(floor_divide_op, floor_divide_grad, a, b);
+}
+Tensor floor_divide(const Tensor& a, const Scalar& b) { return floor_divide(a, as_tensor(b, a, "floor_divide")); }
 
 // maximum and minimum propagate nan from either side.
 Tensor maximum(const Tensor& a, const Tensor& b) {

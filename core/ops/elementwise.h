@@ -82,6 +82,31 @@ Tensor silu_backward(const Tensor& grad, const Tensor& input);
 Tensor pow(const Tensor& a, const Scalar& exponent);
 Tensor pow(const Tensor& a, const Tensor& exponent);
 
+// Rounding to a whole number, in the input's dtype: round takes halves to the
+// even neighbour, as PyTorch's. Integer tensors come back unchanged (a copy);
+// bool is refused. The gradient is 0 everywhere, as PyTorch's.
+Tensor floor(const Tensor& a);
+Tensor ceil(const Tensor& a);
+Tensor round(const Tensor& a);
+Tensor trunc(const Tensor& a);
+// -1, 0 or 1 in the input's dtype; 0 for nan and for -0, as PyTorch's; a bool
+// tensor comes back unchanged. The gradient is 0 everywhere.
+Tensor sign(const Tensor& a);
+
+// The division family, promoting as arithmetic does (bool refused): fmod is
+// the remainder of truncated division (the sign of a, C's fmod), remainder
+// that of floor division (the sign of b, Python's %), floor_divide is
+// floor(a / b) (Python's //). An integer divisor of 0 is an error, as in
+// PyTorch; a floating one gives nan (fmod, remainder) or +-inf. Gradients as
+// PyTorch's: remainder's db = -g floor_divide(a, b), fmod's db =
+// -g trunc(a / b), da = g; floor_divide's are 0 (PyTorch refuses its backward).
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, const Scalar& b);
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, const Scalar& b);
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor floor_divide(const Tensor& a, const Scalar& b);
+
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor clamp(const Tensor& a, const Scalar& min, const Scalar& max);

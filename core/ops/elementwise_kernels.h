@@ -22,6 +22,8 @@ extern Op<void(const ElementwiseLoop&, const Scalar&)> fill_op;
 
 // Binary arithmetic: (out, a, b), all of the key dtype.
 extern Op<ElementwiseKernel> add_op, sub_op, mul_op, div_op, maximum_op, minimum_op, pow_op;
+// The division family: (out, a, b), of the key dtype (floating or integer; an integer b is never 0).
+extern Op<ElementwiseKernel> fmod_op, remainder_op, floor_divide_op;
 
 // Comparisons and logic: (out: bool, a, b) keyed by the inputs' common dtype.
 extern Op<ElementwiseKernel> eq_op, ne_op, lt_op, le_op, gt_op, ge_op, logical_and_op, logical_or_op;
@@ -31,6 +33,8 @@ extern Op<ElementwiseKernel> logical_not_op, isnan_op, isinf_op;
 // Unary math: (out, a), both of the key dtype (floating for the transcendental ones).
 extern Op<ElementwiseKernel> neg_op, abs_op, exp_op, log_op, log1p_op, sqrt_op, rsqrt_op, sin_op, cos_op,
     tanh_op, erf_op, sigmoid_op, relu_op, gelu_op, gelu_tanh_op, silu_op;
+// Rounding: (out, a), floating; sign: (out, a), floating or integer.
+extern Op<ElementwiseKernel> floor_op, ceil_op, round_op, trunc_op, sign_op;
 // Activation gradients: (out, grad, input), all of the key dtype (floating).
 extern Op<ElementwiseKernel> threshold_backward_op, gelu_backward_op, gelu_tanh_backward_op, silu_backward_op;
 // (out, a) with a scalar parameter: out = a ** exponent.
@@ -47,7 +51,8 @@ extern Op<void(const ElementwiseLoop&, const Scalar& value)> addcmul_op;
 // (Scalar); clamp's: ClampParams; addcmul's: the value (Scalar).
 extern GradSlot add_grad, sub_grad, mul_grad, div_grad, neg_grad, abs_grad, exp_grad, log_grad, log1p_grad,
     sqrt_grad, rsqrt_grad, sin_grad, cos_grad, tanh_grad, erf_grad, sigmoid_grad, relu_grad, gelu_grad, gelu_tanh_grad,
-    silu_grad, pow_scalar_grad, pow_grad, maximum_grad, minimum_grad, clamp_grad, where_grad, addcmul_grad, to_grad;
+    silu_grad, pow_scalar_grad, pow_grad, maximum_grad, minimum_grad, clamp_grad, where_grad, addcmul_grad, to_grad,
+    floor_grad, ceil_grad, round_grad, trunc_grad, sign_grad, fmod_grad, remainder_grad, floor_divide_grad;
 struct ClampParams {
   const Scalar* low;
   const Scalar* high;

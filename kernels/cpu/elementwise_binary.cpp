@@ -27,6 +27,16 @@ template <class T> void minimum(const ElementwiseLoop& loop) {
   binary_loop<T, T, T>(loop, [](T a, T b) { return arith::minimum(a, b); });
 }
 
+template <class T> void fmod(const ElementwiseLoop& loop) {
+  binary_loop<T, T, T>(loop, [](T a, T b) { return arith::fmod(a, b); });
+}
+template <class T> void remainder(const ElementwiseLoop& loop) {
+  binary_loop<T, T, T>(loop, [](T a, T b) { return arith::remainder(a, b); });
+}
+template <class T> void floor_divide(const ElementwiseLoop& loop) {
+  binary_loop<T, T, T>(loop, [](T a, T b) { return arith::floor_divide(a, b); });
+}
+
 template <class T> void pow(const ElementwiseLoop& loop) {
   binary_loop<T, T, T>(loop, [](T a, T b) {
     if constexpr (std::is_integral_v<T>) return arith::power(a, int64_t(b));
@@ -64,6 +74,12 @@ void register_elementwise_binary_kernels() {
   register_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
       mul_op, DeviceType::cpu, [](auto tag) { return &mul<decltype(tag)>; });
   register_for<float, double, Half, BFloat16>(div_op, DeviceType::cpu, [](auto tag) { return &div<decltype(tag)>; });
+  register_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      fmod_op, DeviceType::cpu, [](auto tag) { return &fmod<decltype(tag)>; });
+  register_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      remainder_op, DeviceType::cpu, [](auto tag) { return &remainder<decltype(tag)>; });
+  register_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      floor_divide_op, DeviceType::cpu, [](auto tag) { return &floor_divide<decltype(tag)>; });
   register_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
       maximum_op, DeviceType::cpu, [](auto tag) { return &maximum<decltype(tag)>; });
   register_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(

@@ -85,6 +85,34 @@ struct ReluRow {
   }
   template <class I> static I integer(I x) { return x <= 0 ? I(0) : x; }
 };
+// sign(nan) = sign(-0) = 0, as the reference.
+struct SignRow {
+  template <class F> void operator()(const F* in, F* out, int64_t n) const {
+    for (int64_t i = 0; i < n; ++i) out[i] = F(in[i] > F(0)) - F(in[i] < F(0));
+  }
+  template <class I> static I integer(I x) { return I(I(x > 0) - I(x < 0)); }
+};
+struct FloorRow {
+  template <class F> void operator()(const F* in, F* out, int64_t n) const {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::floor(in[i]);
+  }
+};
+struct CeilRow {
+  template <class F> void operator()(const F* in, F* out, int64_t n) const {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::ceil(in[i]);
+  }
+};
+// Halves to the even neighbour: nearbyint in the default rounding mode.
+struct RoundRow {
+  template <class F> void operator()(const F* in, F* out, int64_t n) const {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::nearbyint(in[i]);
+  }
+};
+struct TruncRow {
+  template <class F> void operator()(const F* in, F* out, int64_t n) const {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::trunc(in[i]);
+  }
+};
 // exp alone uses the C library: at the baseline ISA (SSE2) glibc's expf is as
 // fast as Eigen's, and exact below the normal range, where Eigen's stops at
 // about 3e-39 instead of reaching 0 (exp(-inf) must be 0). Inside sigmoid and
@@ -257,6 +285,11 @@ void register_elementwise_unary_kernels() {
   register_signed<NegRow>(neg_op);
   register_signed<AbsRow>(abs_op);
   register_signed<ReluRow>(relu_op);
+  register_signed<SignRow>(sign_op);
+  register_floating<FloorRow>(floor_op);
+  register_floating<CeilRow>(ceil_op);
+  register_floating<RoundRow>(round_op);
+  register_floating<TruncRow>(trunc_op);
   register_floating<ExpRow>(exp_op);
   register_floating<LogRow>(log_op);
   register_floating<Log1pRow>(log1p_op);

@@ -41,6 +41,18 @@ struct Minimum {
   template <class C> __device__ C operator()(C a, C b) const { return arith::minimum(a, b); }
 };
 // Integer exponents by repeated squaring (negative ones give 0, or +-1 for bases +-1).
+struct Fmod {
+  static constexpr const char* name = "fmod";
+  template <class C> __device__ C operator()(C a, C b) const { return arith::fmod(a, b); }
+};
+struct Remainder {
+  static constexpr const char* name = "remainder";
+  template <class C> __device__ C operator()(C a, C b) const { return arith::remainder(a, b); }
+};
+struct FloorDivide {
+  static constexpr const char* name = "floor_divide";
+  template <class C> __device__ C operator()(C a, C b) const { return arith::floor_divide(a, b); }
+};
 struct Pow {
   static constexpr const char* name = "pow";
   template <class C> __device__ C operator()(C a, C b) const {
@@ -107,6 +119,12 @@ void register_elementwise_binary_kernels() {
       minimum_op, DeviceType::cuda, [](auto tag) { return &binary<decltype(tag), Minimum>; });
   register_for<float, double, Half, BFloat16, int32_t, int64_t>(
       pow_op, DeviceType::cuda, [](auto tag) { return &binary<decltype(tag), Pow>; });
+  register_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      fmod_op, DeviceType::cuda, [](auto tag) { return &binary<decltype(tag), Fmod>; });
+  register_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      remainder_op, DeviceType::cuda, [](auto tag) { return &binary<decltype(tag), Remainder>; });
+  register_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      floor_divide_op, DeviceType::cuda, [](auto tag) { return &binary<decltype(tag), FloorDivide>; });
   register_for<float, double, Half, BFloat16, int32_t, int64_t, bool>(
       where_op, DeviceType::cuda, [](auto tag) { return &where<decltype(tag)>; });
   register_for<float, double, Half, BFloat16, int32_t, int64_t>(

@@ -34,6 +34,23 @@ struct Relu {
   template <class C> __device__ C operator()(C x) const { return x <= C(0) ? C(0) : x; }
 };
 
+// sign(nan) = sign(-0) = 0, as the CPU's.
+struct Sign {
+  template <class C> __device__ C operator()(C x) const { return C(C(x > C(0)) - C(x < C(0))); }
+};
+struct Floor {
+  template <class C> __device__ C operator()(C x) const { return std::floor(x); }
+};
+struct Ceil {
+  template <class C> __device__ C operator()(C x) const { return std::ceil(x); }
+};
+// Halves to the even neighbour, as the CPU's nearbyint.
+struct Round {
+  template <class C> __device__ C operator()(C x) const { return std::rint(x); }
+};
+struct Trunc {
+  template <class C> __device__ C operator()(C x) const { return std::trunc(x); }
+};
 struct Exp {
   template <class C> __device__ C operator()(C x) const { return std::exp(x); }
 };
@@ -177,6 +194,11 @@ void register_elementwise_unary_kernels() {
   register_signed<Neg>(neg_op);
   register_signed<Abs>(abs_op);
   register_signed<Relu>(relu_op);
+  register_signed<Sign>(sign_op);
+  register_floating<Floor>(floor_op);
+  register_floating<Ceil>(ceil_op);
+  register_floating<Round>(round_op);
+  register_floating<Trunc>(trunc_op);
   register_floating<Exp>(exp_op);
   register_floating<Log>(log_op);
   register_floating<Log1p>(log1p_op);

@@ -79,6 +79,24 @@ template <class T> void abs(const ElementwiseLoop& loop) {
     else return T(std::abs(ComputeType<T>(x)));
   });
 }
+// Rounding; round takes halves to the even neighbour (nearbyint in the default mode).
+struct Floor {
+  template <class C> C operator()(C x) const { return std::floor(x); }
+};
+struct Ceil {
+  template <class C> C operator()(C x) const { return std::ceil(x); }
+};
+struct Round {
+  template <class C> C operator()(C x) const { return std::nearbyint(x); }
+};
+struct Trunc {
+  template <class C> C operator()(C x) const { return std::trunc(x); }
+};
+// sign(nan) = sign(-0) = 0, as PyTorch's.
+template <class T> void sign(const ElementwiseLoop& loop) {
+  using C = ComputeType<T>;
+  unary<T, T>(loop, [](T x) { return T(C(C(x) > C(0)) - C(C(x) < C(0))); });
+}
 // relu(nan) = nan and relu(-0) = +0.
 template <class T> void relu(const ElementwiseLoop& loop) {
   unary<T, T>(loop, [](T x) { return ComputeType<T>(x) <= 0 ? T(0) : x; });
@@ -100,6 +118,15 @@ template <class T> void pow_scalar(const ElementwiseLoop& loop, const Scalar& ex
   }
 }
 
+template <class T> void fmod(const ElementwiseLoop& loop) {
+  binary<T, T, T>(loop, [](T a, T b) { return arith::fmod(a, b); });
+}
+template <class T> void remainder(const ElementwiseLoop& loop) {
+  binary<T, T, T>(loop, [](T a, T b) { return arith::remainder(a, b); });
+}
+template <class T> void floor_divide(const ElementwiseLoop& loop) {
+  binary<T, T, T>(loop, [](T a, T b) { return arith::floor_divide(a, b); });
+}
 template <class T> void maximum(const ElementwiseLoop& loop) {
   binary<T, T, T>(loop, [](T a, T b) { return arith::maximum(a, b); });
 }
@@ -234,6 +261,10 @@ void register_elementwise_kernels() {
   register_floating<Tanh>(tanh_op);
   register_floating<Erf>(erf_op);
   register_floating<Sigmoid>(sigmoid_op);
+  register_floating<Floor>(floor_op);
+  register_floating<Ceil>(ceil_op);
+  register_floating<Round>(round_op);
+  register_floating<Trunc>(trunc_op);
   register_floating<Silu>(silu_op);
   register_floating<Gelu>(gelu_op);
   register_floating<GeluTanh>(gelu_tanh_op);
@@ -249,7 +280,15 @@ void register_elementwise_kernels() {
   register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
       relu_op, [](auto tag) { return &relu<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      sign_op, [](auto tag) { return &sign<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
       pow_op, [](auto tag) { return &pow<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      fmod_op, [](auto tag) { return &fmod<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      remainder_op, [](auto tag) { return &remainder<decltype(tag)>; });
+  register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
+      floor_divide_op, [](auto tag) { return &floor_divide<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(
       pow_scalar_op, [](auto tag) { return &pow_scalar<decltype(tag)>; });
   register_reference_for<float, double, Half, BFloat16, int32_t, int64_t>(

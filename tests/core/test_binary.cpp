@@ -1,5 +1,11 @@
 // Binary arithmetic against the reference kernels: every dtype, broadcast
 // shapes (size-1, 0-size, 0-d), non-contiguous layouts, scalar and in-place forms.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "support/test_support.h"
 
 namespace ember::testing {
@@ -270,6 +276,91 @@ TEST(Binary, BadInputsNameTheOpAndValues) {
   EXPECT_EMBER_ERROR(sub_(f32, mask), "(float32 - bool)");
   EXPECT_EQ(mask.version(), version);
   EXPECT_EMBER_ERROR(add(Tensor(), zeros({1})), "add: undefined");
+}
+
+// The division family against the reference in every dtype that takes it,
+// broadcast and strided, both signs of the divisor; then torch 2.15's values
+// at the edges (the sign rules, -0, infinities, a 0 divisor, INT64_MIN / -1),
+// the refusals, the scalar forms and the gradients. Mutations caught:
+// remainder without the step into the divisor's sign (-5.5 % 2 gave -1.5),
+// floor_divide of integers truncating (-7 // 2 gave -3), the integer-zero
+// check removed (the kernel traps: SIGFPE), fmod's db from floor instead of trunc.
+TEST(Binary, DivisionFamilyMatchesReferenceAndPyTorch) {
+  using Fn = Tensor (*)(const Tensor&, const Tensor&);
+  const std::pair<const char*, Fn> ops[] = {
+      {"fmod", [](const Tensor& a, const Tensor& b) { return fmod(a, b); }},
+      {"remainder", [](const Tensor& a, const Tensor& b) { return remainder(a, b); }},
+      {"floor_divide", [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); }},
+  };
+  for (auto [name, fn] : ops) {
+    for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64}) {
+      for (auto& [shape_a, shape_b] : broadcast_pairs()) {
+        Tensor a = random_tensor(shape_a, dtype, -10.0, 10.0), magnitude = random_tensor(shape_b, dtype, 1.0, 4.0);
+        for (const Tensor& b : {magnitude, neg(magnitude)}) {
+          Tensor expected = reference([&] { return fn(a, b); });
+          for (const Layout& la : layouts_of(a))
+            for (const Layout& lb : layouts_of(b))
+              EXPECT_TRUE(all_close(fn(la.tensor, lb.tensor), expected))
+                  << name << " " << dtype_name(dtype) << " " << shape_a.str() << " (" << la.name << ") with "
+                  << shape_b.str() << " (" << lb.name << ")";
+        }
+      }
+    }
+  }
+
+  auto floats = [](std::vector<double> v) { return from_vector<double>(v); };
+  auto same = [](const Tensor& got, std::vector<double> want) {
+    std::vector<double> v = got.to(DType::f64).to_vector<double>();
+    if (v.size() != want.size()) return false;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (std::isnan(want[i]) ? !std::isnan(v[i]) : (v[i] != want[i] || std::signbit(v[i]) != std::signbit(want[i])))
+        return false;
+    }
+    return true;
+  };
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  Tensor a = floats({5.5, -5.5, 3, -2}), b = floats({2, 2, -2, 0});
+  EXPECT_TRUE(same(remainder(a, b), {1.5, 0.5, -1, nan}));
+  EXPECT_TRUE(same(fmod(a, b), {1.5, -1.5, 1, nan}));
+  EXPECT_TRUE(same(floor_divide(floats({-7, 7, -0.5, 5, 0.5}), floats({2, -2, 2, 0, -2})), {-4, -4, -1, inf, -1}));
+  EXPECT_TRUE(same(floor_divide(floats({0.5, -0.5}), floats({4, 4})), {0, -1}));
+  EXPECT_TRUE(same(fmod(floats({-0.0, 5, inf, 5}), floats({2, inf, 2, -0.0})), {-0.0, 5, nan, nan}));
+  EXPECT_TRUE(same(remainder(floats({-0.0, 5, -5, inf, 5}), floats({2, inf, inf, 2, -0.0})), {-0.0, 5, inf, nan, nan}));
+  Tensor ints = from_vector<int64_t>({7, -7, 7, -7}), divisors = from_vector<int64_t>({2, 2, -2, -2});
+  EXPECT_EQ(remainder(ints, divisors).to_vector<int64_t>(), (std::vector<int64_t>{1, 1, -1, -1}));
+  EXPECT_EQ(fmod(ints, divisors).to_vector<int64_t>(), (std::vector<int64_t>{1, -1, 1, -1}));
+  EXPECT_EQ(floor_divide(ints, divisors).to_vector<int64_t>(), (std::vector<int64_t>{3, -4, -4, 3}));
+  constexpr int64_t lowest = std::numeric_limits<int64_t>::min();
+  Tensor extreme = from_vector<int64_t>({lowest}), minus_one = from_vector<int64_t>({-1});
+  EXPECT_EQ(floor_divide(extreme, minus_one).to_vector<int64_t>(), (std::vector<int64_t>{lowest}));
+  EXPECT_EQ(remainder(extreme, minus_one).to_vector<int64_t>(), (std::vector<int64_t>{0}));
+  EXPECT_EQ(fmod(extreme, minus_one).to_vector<int64_t>(), (std::vector<int64_t>{0}));
+  // Scalar forms promote as arithmetic does.
+  EXPECT_EQ(remainder(from_vector<int32_t>({5, -3}), 0.5).dtype(), DType::f32);
+  EXPECT_EQ(remainder(from_vector<int32_t>({5, -3}), 3).to_vector<int32_t>(), (std::vector<int32_t>{2, 0}));
+  EXPECT_EQ(floor_divide(from_vector<float>({5, -3}), 2).to_vector<float>(), (std::vector<float>{2, -2}));
+  EXPECT_EQ(fmod(from_vector<float>({5, -3}).to(DType::bf16), 3).dtype(), DType::bf16);
+
+  EXPECT_EMBER_ERROR(remainder(ints, from_vector<int64_t>({0, 1, 1, 1})),
+                     "remainder: integer division by zero (the int64 divisor of shape [4] holds a 0)");
+  EXPECT_EMBER_ERROR(floor_divide(ints, 0), "floor_divide: integer division by zero");
+  EXPECT_EMBER_ERROR(fmod(from_vector<int32_t>({1}), from_vector<int32_t>({0})), "fmod: integer division by zero");
+  Tensor mask = from_vector<float>({1, 0}).to(DType::boolean);
+  EXPECT_EMBER_ERROR(remainder(mask, mask), "remainder: not supported for bool tensors (bool and bool)");
+
+  // Gradients, torch 2.15's: da = 1; remainder's db = -floor_divide(a, b),
+  // fmod's db = -trunc(a / b) (inf at b = 0); floor_divide's are 0.
+  for (auto [name, fn, db] : {std::tuple{"remainder", ops[1].second, std::vector<double>{-2, 3, 2, inf}},
+                              std::tuple{"fmod", ops[0].second, std::vector<double>{-2, 2, 1, inf}},
+                              std::tuple{"floor_divide", ops[2].second, std::vector<double>{0, 0, 0, 0}}}) {
+    Tensor x = a.clone(), y = b.clone();
+    x.requires_grad_(true);
+    y.requires_grad_(true);
+    sum(fn(x, y)).backward();
+    const double da = std::string(name) == "floor_divide" ? 0 : 1;
+    EXPECT_TRUE(same(x.grad(), {da, da, da, da})) << name;
+    EXPECT_TRUE(same(y.grad(), db)) << name;
+  }
 }
 
 }  // namespace

@@ -25,6 +25,11 @@ const UnaryCase kUnaryCases[] = {
     {"operator-", [](const Tensor& a) { return -a; }, -3, 3, false},
     {"abs", [](const Tensor& a) { return abs(a); }, -3, 3, false},
     {"relu", [](const Tensor& a) { return relu(a); }, -3, 3, false},
+    {"sign", [](const Tensor& a) { return sign(a); }, -3, 3, false},
+    {"floor", [](const Tensor& a) { return floor(a); }, -5, 5, false},
+    {"ceil", [](const Tensor& a) { return ceil(a); }, -5, 5, false},
+    {"round", [](const Tensor& a) { return round(a); }, -5, 5, false},
+    {"trunc", [](const Tensor& a) { return trunc(a); }, -5, 5, false},
     {"exp", [](const Tensor& a) { return exp(a); }, -5, 5, true},
     {"log", [](const Tensor& a) { return log(a); }, 0.05, 20, true},
     {"log1p", [](const Tensor& a) { return log1p(a); }, -0.9, 20, true},
@@ -182,6 +187,59 @@ TEST(Unary, HandValues) {
   EXPECT_EQ(neg(ints).to_vector<int32_t>(), (std::vector<int32_t>{lowest, 5, 0, -7}));
   EXPECT_EQ(abs(ints).to_vector<int32_t>(), (std::vector<int32_t>{lowest, 5, 0, 7}));
   EXPECT_EQ(relu(ints).to_vector<int32_t>(), (std::vector<int32_t>{0, 0, 0, 7}));
+}
+
+// Rounding and sign at their special points, against torch 2.15's values: nan,
+// -0, infinities, halves (round: to even), the float just below 0.5; integer
+// and bool inputs; a zero gradient (PyTorch's), not a refusal or none.
+// Mutations caught: round as std::round (halves away from zero: 2.5 gave 3),
+// sign(nan) passing nan through, the zero-gradient formula not registered.
+TEST(Unary, RoundingAndSignHandValues) {
+  const std::vector<float> x = {kNan, -0.0f, 0.0f, kInf, -kInf, 2.5f, -2.5f, 0.49999997f};
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    const std::string what(dtype_name(dtype));
+    Tensor t = from_vector<float>(x).to(dtype);
+    auto check = [&](const Tensor& got, const std::vector<float>& want, const char* op) {
+      ASSERT_EQ(got.dtype(), dtype) << op << " " << what;
+      std::vector<float> v = got.to(DType::f32).to_vector<float>();
+      for (size_t i = 0; i < want.size(); ++i) {
+        if (std::isnan(want[i])) {
+          EXPECT_TRUE(std::isnan(v[i])) << op << " " << what << " element " << i;
+        } else {
+          EXPECT_EQ(v[i], want[i]) << op << " " << what << " element " << i;
+          EXPECT_EQ(std::signbit(v[i]), std::signbit(want[i])) << op << " " << what << " element " << i;
+        }
+      }
+    };
+    check(sign(t), {0, 0, 0, 1, -1, 1, -1, 1}, "sign");
+    check(floor(t), {kNan, -0.0f, 0, kInf, -kInf, 2, -3, 0}, "floor");
+    check(ceil(t), {kNan, -0.0f, 0, kInf, -kInf, 3, -2, 1}, "ceil");
+    check(trunc(t), {kNan, -0.0f, 0, kInf, -kInf, 2, -2, 0}, "trunc");
+    check(round(t), {kNan, -0.0f, 0, kInf, -kInf, 2, -2, 0}, "round");  // 16-bit 0.49999997 is 0.5: to even, 0
+    check(round(from_vector<float>({0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 3.5f}).to(dtype)), {0, 2, 2, -0.0f, -2, 4},
+          "round halves");
+  }
+  Tensor ints = from_vector<int64_t>({7, -7, 0});
+  for (auto op : {&floor, &ceil, &round, &trunc}) {
+    Tensor same = op(ints);
+    EXPECT_EQ(same.dtype(), DType::i64);
+    EXPECT_EQ(same.to_vector<int64_t>(), (std::vector<int64_t>{7, -7, 0}));
+    EXPECT_FALSE(same.is_same(ints));  // a copy, as PyTorch's
+  }
+  EXPECT_EQ(sign(from_vector<int32_t>({7, -7, 0})).to_vector<int32_t>(), (std::vector<int32_t>{1, -1, 0}));
+  Tensor mask = from_vector<float>({1, 0}).to(DType::boolean);
+  EXPECT_EQ(sign(mask).dtype(), DType::boolean);
+  EXPECT_EQ(sign(mask).to(DType::i32).to_vector<int32_t>(), (std::vector<int32_t>{1, 0}));
+  EXPECT_EMBER_ERROR(floor(mask), "floor: not supported for bool tensors");
+  EXPECT_EMBER_ERROR(round(mask), "round: not supported for bool tensors");
+
+  for (auto op : {&floor, &ceil, &round, &trunc, &sign}) {
+    Tensor leaf = from_vector<double>({1.5, -0.3, 2.0});
+    leaf.requires_grad_(true);
+    sum(op(leaf) * 3.0).backward();
+    ASSERT_TRUE(leaf.grad().defined());
+    EXPECT_EQ(leaf.grad().to_vector<double>(), (std::vector<double>{0, 0, 0}));
+  }
 }
 
 // log of a positive subnormal: Eigen's log raised it to the smallest normal

@@ -104,10 +104,12 @@ Tensor small_integers(const Shape& shape, DType dtype) { return random_tensor(sh
 
 const char* const kFamilyOps[] = {
     "add", "sub", "mul", "div", "maximum", "minimum", "pow",                                  // binary
+    "fmod", "remainder", "floor_divide",                                                      // binary
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",                          // compare
     "logical_not", "isnan", "isinf",                                                          // predicates
     "neg", "abs", "relu", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh",       // unary
     "erf", "sigmoid", "gelu", "gelu_tanh", "silu", "pow_scalar", "clamp",                     // unary
+    "floor", "ceil", "round", "trunc", "sign",                                                // unary
     "threshold_backward", "gelu_backward", "gelu_tanh_backward", "silu_backward",             // gradients
     "where", "addcmul", "masked_fill",                                                        // selection
 };
@@ -140,6 +142,9 @@ const BinaryCase kBinaryCases[] = {
     {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, 0.5, 3, true},
     {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, -2, 2, true},
     {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, -2, 2, true},
+    {"fmod", [](const Tensor& a, const Tensor& b) { return fmod(a, b); }, 1, 4, false},
+    {"remainder", [](const Tensor& a, const Tensor& b) { return remainder(a, b); }, 1, 4, false},
+    {"floor_divide", [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); }, 1, 4, false},
 };
 
 TEST(CudaElementwise, BinaryMatchesReferenceForEveryDtypeShapeAndLayout) {
@@ -303,7 +308,8 @@ TEST(CudaElementwise, ComparisonsAndLogicMatchReference) {
 
 // ---- Unary math ----------------------------------------------------------------
 
-// neg, abs and relu keep integer dtypes; the others compute integers in f32.
+// neg, abs, relu and sign keep integer dtypes, and rounding gives integers back;
+// the others compute integers in f32.
 struct UnaryCase {
   const char* name;
   Tensor (*fn)(const Tensor&);
@@ -313,6 +319,11 @@ const UnaryCase kUnaryCases[] = {
     {"neg", [](const Tensor& a) { return neg(a); }, -3, 3},
     {"abs", [](const Tensor& a) { return abs(a); }, -3, 3},
     {"relu", [](const Tensor& a) { return relu(a); }, -3, 3},
+    {"sign", [](const Tensor& a) { return sign(a); }, -3, 3},
+    {"floor", [](const Tensor& a) { return floor(a); }, -5, 5},
+    {"ceil", [](const Tensor& a) { return ceil(a); }, -5, 5},
+    {"round", [](const Tensor& a) { return round(a); }, -5, 5},
+    {"trunc", [](const Tensor& a) { return trunc(a); }, -5, 5},
     {"exp", [](const Tensor& a) { return exp(a); }, -5, 5},
     {"log", [](const Tensor& a) { return log(a); }, 0.05, 20},
     {"log1p", [](const Tensor& a) { return log1p(a); }, -0.9, 20},
