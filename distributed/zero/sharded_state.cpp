@@ -117,6 +117,13 @@ optim::OptimizerStateDict ShardedDataParallel::optimizer_pieces(const optim::Opt
                 "ShardedDataParallel: optimizer state '{}' has {} elements, its parameter {} has {}", name,
                 tensor.numel(), flats_[f]->names()[i], parameter.numel());
     const Tensor& piece = flats_[f]->piece(i);
+    // A rank's empty piece of a parameter has no state, as in a run never
+    // stopped: kept, the resumed rank's next sharded checkpoint had [0]-shaped
+    // tensors for it that the uninterrupted run's did not.
+    if (piece.numel() == 0) {
+      if (pieces.meta.contains("state")) pieces.meta["state"].erase(std::to_string(k));
+      continue;
+    }
     Tensor mine = tensor.reshape({-1}).narrow(0, flats_[f]->piece_begin(i), piece.numel());
     pieces.tensors.emplace_back(name, copy ? mine.clone() : mine);
   }

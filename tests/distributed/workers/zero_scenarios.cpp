@@ -224,6 +224,20 @@ EMBER_SCENARIO(zero_matches_ddp) {
                                   whole.tensors.size(), expected.tensors.size(), state, worst));
     failures += check(whole.meta["state"] == expected.meta["state"], rank,
                       "step counts and the parameters with state agree: " + whole.meta["state"].dump());
+    // The whole state loaded back gives each rank exactly its own: no
+    // [0]-shaped entries for a parameter whose piece here is empty, which a
+    // resumed rank's next sharded checkpoint carried and a running one's did
+    // not. Mutation caught: optimizer_pieces keeping the empty pieces.
+    const optim::OptimizerStateDict own = optimizer->state_dict();
+    zero.load_full_optimizer_state_dict(whole);
+    const optim::OptimizerStateDict reloaded = optimizer->state_dict();
+    const double reload_difference = max_difference(reloaded.tensors, own.tensors, worst);
+    failures += check(reloaded.tensors.size() == own.tensors.size() && reload_difference == 0 &&
+                          reloaded.meta["state"] == own.meta["state"],
+                      rank,
+                      fmt::format("the whole state loaded back is this rank's own: {} and {} tensors, state {} and {}",
+                                  reloaded.tensors.size(), own.tensors.size(), reloaded.meta["state"].dump(),
+                                  own.meta["state"].dump()));
     failures += check(!model->unused->weight.grad().defined(), rank, "the unused layer has no gradient");
   }
   distributed::destroy_process_group();
