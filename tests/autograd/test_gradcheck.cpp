@@ -38,6 +38,19 @@ const std::map<std::string, std::vector<GradCase>>& gradcheck_cases() {
       {"maximum", {{{{3, 4}, {4}}, [](V x) { return maximum(x[0], x[1]); }}}},
       {"minimum", {{{{3, 4}, {4}}, [](V x) { return minimum(x[0], x[1]); }}}},
       {"clamp", {{{{9}}, [](V x) { return clamp(x[0], -1, 1); }}, {{{9}}, [](V x) { return clamp_min(x[0], 0.3); }}}},
+      // Piecewise constant or linear: inputs kept between the jumps, so that
+      // the finite differences see one piece (a in (4.1, 4.9), b in (1.305,
+      // 1.345): a / b in (3.05, 3.75)).
+      {"floor", {{{{6}}, [](V x) { return floor(x[0] + 2.0); }, 0.1, 0.9}}},
+      {"ceil", {{{{6}}, [](V x) { return ceil(x[0] - 2.0); }, 0.1, 0.9}}},
+      {"round", {{{{6}}, [](V x) { return round(x[0] + 2.0); }, 0.1, 0.4}}},
+      {"trunc", {{{{6}}, [](V x) { return trunc(x[0] - 2.0); }, 0.1, 0.9}}},
+      {"sign", {{{{6}}, [](V x) { return sign(x[0]); }, 0.1, 2}, {{{6}}, [](V x) { return sign(x[0]); }, -2, -0.1}}},
+      {"fmod", {{{{3, 4}, {4}}, [](V x) { return fmod(x[0] + 4.0, x[1] * 0.05 + 1.3); }, 0.1, 0.9},
+                {{{3, 4}, {4}}, [](V x) { return fmod(-(x[0] + 4.0), x[1] * 0.05 + 1.3); }, 0.1, 0.9}}},
+      {"remainder", {{{{3, 4}, {4}}, [](V x) { return remainder(x[0] + 4.0, x[1] * 0.05 + 1.3); }, 0.1, 0.9},
+                     {{{3, 4}, {4}}, [](V x) { return remainder(-(x[0] + 4.0), x[1] * 0.05 + 1.3); }, 0.1, 0.9}}},
+      {"floor_divide", {{{{3, 4}, {4}}, [](V x) { return floor_divide(x[0] + 4.0, x[1] * 0.05 + 1.3); }, 0.1, 0.9}}},
       {"where", {{{{3, 4}, {4}}, [](V x) { return where(gt(x[0], 0), x[0], x[1]); }}}},
       {"to", {{{{3, 4}}, [](V x) { return clone(x[0]) * x[0]; }}}},
       // reductions
