@@ -6,6 +6,7 @@
 
 #include "autograd/accumulate_grad.h"
 #include "autograd/saved_tensor_hooks.h"
+#include "core/ops/creation.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/views.h"
 
@@ -202,6 +203,8 @@ void record_formula(const GradRecord& r, std::string name, std::vector<Tensor> s
   connect(node, r.inputs, r.outputs);
   node->save(saved, r.outputs);
 }
+
+Tensor zero_through(const Tensor& t) { return where(zeros_like(t).to(DType::boolean), t, 0.0); }
 
 void refuse_double_backward(std::string_view node, std::initializer_list<const Tensor*> operands) {
   EMBER_CHECK(!should_record(operands),

@@ -118,6 +118,14 @@ class FormulaNode final : public Node {
 // Records a FormulaNode for a single-output op.
 void record_formula(const GradRecord& r, std::string name, std::vector<Tensor> saved, Formula formula);
 
+// 0 everywhere, with t's history. A gradient that reads its input only
+// through a mask (relu, abs, leaky_relu, hardtanh, max pooling) adds it under
+// create_graph, so that it keeps the edge to the input that PyTorch's keeps
+// (with a second derivative of zeros). Without it a parameter reached only
+// through the mask (a critic's first bias in a gradient penalty) got no .grad
+// at all, where PyTorch gives it zeros and Adam still moves it.
+Tensor zero_through(const Tensor& t);
+
 // Called first by a formula built on a fused backward kernel, which records
 // no gradient of its own: when the formula's result would have to be
 // differentiable (backward with create_graph, and `operands` -- the incoming

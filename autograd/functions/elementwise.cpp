@@ -33,13 +33,6 @@ Tensor saved_output(const GradRecord& r) { return output(r, 0); }
 
 Tensor mask(const Tensor& condition, const Tensor& like) { return condition.to(like.dtype()); }
 
-// 0 everywhere, with t's history: added to a recorded gradient that only a
-// mask ties to t, it keeps the edge that PyTorch's threshold_backward keeps
-// (its derivative in t is zeros). Without it, a parameter reached only
-// through the mask (a ReLU critic's first bias in a gradient penalty) got no
-// .grad at all, where PyTorch gives it zeros and Adam still moves it.
-Tensor zero_through(const Tensor& t) { return where(zeros_like(t).to(DType::boolean), t, 0.0); }
-
 // A piecewise-constant op's node: a zero gradient for each input.
 void record_zero_gradients(const GradRecord& r, std::string name) {
   const size_t inputs = r.inputs.size();
@@ -86,7 +79,9 @@ void register_elementwise_functions() {
   // abs: out = |a|  ->  da = g * sign(a)
   abs_grad.set_recorder([](const GradRecord& r) {
     record_formula(r, "AbsBackward", {input(r, 0)}, [](const Saved& s, const Tensor& g) {
-      return Grads{g * (mask(gt(s[0], 0), g) - mask(lt(s[0], 0), g))};
+      Tensor grad = g * (mask(gt(s[0], 0), g) - mask(lt(s[0], 0), g));
+      if (should_record({&s[0]})) grad = grad + zero_through(s[0]);  // a mask alone ties it to a
+      return Grads{grad};
     });
   });
   // floor, ceil, round, trunc, sign: piecewise constant  ->  da = 0, as

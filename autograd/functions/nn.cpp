@@ -46,7 +46,9 @@ void register_nn_functions() {
     Pool2dOptions options = params<Pool2dOptions>(r);
     record_formula(r, "MaxPool2dBackward", {input(r, 0)}, [options](const Saved& s, const Tensor& g) {
       refuse_double_backward("MaxPool2dBackward", {&g});
-      return Grads{max_pool2d_backward(g, s[0], options)};
+      Tensor grad = max_pool2d_backward(g, s[0], options);
+      if (should_record({&s[0]})) grad = grad + zero_through(s[0]);  // the window's argmax alone ties it to the input
+      return Grads{grad};
     });
   });
   // avg_pool2d: out = window sum / divisor  ->  dinput = g / divisor spread back over each window

@@ -4,6 +4,11 @@
 // both branches of a `where` and 0 * inf would be NaN.
 #include "nn/functional/activation.h"
 
+#include <vector>
+
+#include "autograd/custom_function.h"
+#include "autograd/function.h"
+
 namespace ember::nn::functional {
 
 namespace {
@@ -32,21 +37,58 @@ Tensor expm1_nonpositive(const Tensor& x) {
   return where(lt(x, -1.0), exp(far) - 1.0, tanh(near * 0.5) * (exp(near) + 1.0));
 }
 
+// leaky_relu and hardtanh are nodes of their own, as PyTorch's
+// leaky_relu_backward and hardtanh_backward are: their gradient reads the
+// input only through a mask, and under create_graph it keeps the input's edge
+// with a zero second derivative (autograd::zero_through). As `where`
+// composites, a gradient penalty on a LeakyReLU critic left the biases before
+// the activation with no .grad, where PyTorch gives zeros and Adam still moves
+// them.
+struct LeakyRelu : autograd::Function<LeakyRelu> {
+  static Tensor forward(autograd::FunctionCtx& ctx, const Tensor& input, double negative_slope) {
+    ctx.save_for_backward({input});
+    ctx.save_data("negative_slope", negative_slope);
+    return where(gt(input, 0), input, input * negative_slope);
+  }
+  // input > 0 ? g : g * slope, so a NaN input takes the slope, as PyTorch's.
+  static std::vector<Tensor> backward(autograd::FunctionCtx& ctx, const std::vector<Tensor>& grads) {
+    const Tensor input = ctx.saved_tensors()[0];
+    Tensor grad = where(gt(input, 0), grads[0], grads[0] * ctx.saved_data<double>("negative_slope"));
+    if (should_record({&input})) grad = grad + autograd::zero_through(input);
+    return {grad, Tensor()};
+  }
+};
+
+// clamp passes the gradient at its bounds (PyTorch 1.13's clamp did too);
+// hardtanh passes it strictly between them (a NaN passes it, as PyTorch's).
+struct Hardtanh : autograd::Function<Hardtanh> {
+  static Tensor forward(autograd::FunctionCtx& ctx, const Tensor& input, double min_val, double max_val) {
+    ctx.save_for_backward({input});
+    ctx.save_data("min_val", min_val);
+    ctx.save_data("max_val", max_val);
+    return clamp(input, min_val, max_val);
+  }
+  static std::vector<Tensor> backward(autograd::FunctionCtx& ctx, const std::vector<Tensor>& grads) {
+    const Tensor input = ctx.saved_tensors()[0];
+    const Tensor outside = logical_or(le(input, ctx.saved_data<double>("min_val")),
+                                      ge(input, ctx.saved_data<double>("max_val")));
+    Tensor grad = where(logical_not(outside), grads[0], 0.0);
+    if (should_record({&input})) grad = grad + autograd::zero_through(input);
+    return {grad, Tensor(), Tensor()};
+  }
+};
+
 Tensor checked_hardtanh(const Tensor& input, double min_val, double max_val, std::string_view op) {
   check_floating(input, op);
   EMBER_CHECK(min_val <= max_val, "{}: min_val {} must not exceed max_val {}", op, min_val, max_val);
-  // clamp passes the gradient at its bounds (PyTorch's clamp does too);
-  // hardtanh passes it except at or past them (a NaN passes it, as
-  // PyTorch's), so the clamped values are constants there.
-  Tensor outside = logical_or(le(input, min_val), ge(input, max_val));
-  return where(logical_not(outside), input, clamp(input, min_val, max_val).detach());
+  return Hardtanh::apply(input, min_val, max_val);
 }
 
 }  // namespace
 
 Tensor leaky_relu(const Tensor& input, double negative_slope) {
   check_floating(input, "leaky_relu");
-  return where(gt(input, 0), input, input * negative_slope);
+  return LeakyRelu::apply(input, negative_slope);
 }
 
 // The branch is chosen as PyTorch's is (x <= 0), so a NaN's gradient is 1;

@@ -2,8 +2,12 @@
 // create_graph on backward and grad, gradgradcheck over the gradcheck case
 // table, a Hessian-vector product of an MLP against finite differences of its
 // gradients, and a WGAN-GP gradient penalty that trains.
+#include <set>
+#include <string>
+
 #include "autograd/grad_cases.h"
 #include "autograd/leaf.h"
+#include "core/ops/conv.h"
 #include "nn/functional/activation.h"
 #include "nn/functional/loss.h"
 
@@ -126,26 +130,42 @@ TEST(HigherOrder, StdOfAConstantGroupHasZeroSecondDerivative) {
   }
 }
 
-// A gradient penalty through a ReLU critic, out = relu(x w1 + b1) w2: d out/dx
-// depends on b1 only through relu's mask, so its derivative in b1 is zero;
-// PyTorch's threshold_backward keeps the edge and gives b1 a zero gradient.
-// ember's masked product cut it: b1 got no .grad (an optimizer skipped it,
-// where PyTorch's Adam moves it by its momentum), and grad() refused b1 as
-// unused. Mutation caught: the zero_through term in ReluBackward removed ->
+// A gradient penalty through a critic out = sum(act(x w1 + b1) w2): d out/dx
+// depends on b1 only through act's mask (or max pooling's argmax), so its
+// derivative in b1 is zero; PyTorch's backward functions keep the edge and
+// give b1 a zero gradient. ember's masked products cut it: b1 got no .grad
+// (an optimizer skipped it, where PyTorch's Adam moves it by its momentum),
+// and grad() refused b1 as unused; under abs the first derivative did not
+// even require grad. Mutations caught: the zero_through term removed from
+// ReluBackward, AbsBackward, MaxPool2dBackward, LeakyRelu or Hardtanh ->
 // b1's gradient undefined.
-TEST(HigherOrder, AGradientPenaltyThroughReluReachesEveryParameter) {
-  Tensor x = leaf({0.5, -1.0, 2.0}, {1, 3}), w1 = leaf({0.3, -0.2, 0.1, 0.4, -0.5, 0.6}, {3, 2});
-  Tensor b1 = leaf({0.1, -0.1}), w2 = leaf({1.0, -2.0}, {2, 1});
-  Tensor out = sum(matmul(relu(matmul(x, w1) + b1), w2));
-  Tensor dx = autograd::grad({out}, {x}, {}, std::nullopt, true)[0];
-  Tensor penalty = sum(dx * dx);
-  std::vector<Tensor> grads = autograd::grad({penalty}, {w1, b1, w2}, {}, true);
-  ASSERT_TRUE(grads[1].defined());
-  EXPECT_EQ(values(grads[1]), (std::vector<double>{0, 0}));
-  penalty.backward();
-  ASSERT_TRUE(b1.grad().defined());
-  EXPECT_EQ(values(b1.grad()), (std::vector<double>{0, 0}));
-  EXPECT_TRUE(all_close(w1.grad(), grads[0]));
+TEST(HigherOrder, AGradientPenaltyThroughAMaskReachesEveryParameter) {
+  using Activation = Tensor (*)(const Tensor&);
+  const std::pair<const char*, Activation> activations[] = {
+      {"relu", [](const Tensor& z) { return relu(z); }},
+      {"leaky_relu", [](const Tensor& z) { return nn::functional::leaky_relu(z, 0.2); }},
+      {"hardtanh", [](const Tensor& z) { return nn::functional::hardtanh(z); }},
+      {"relu6", [](const Tensor& z) { return nn::functional::relu6(z); }},
+      {"abs", [](const Tensor& z) { return abs(z); }},
+      {"max_pool2d",
+       [](const Tensor& z) { return max_pool2d(z.reshape({1, 1, 1, 2}), {.kernel_size = {1, 2}}).reshape({1, 1}); }},
+  };
+  for (auto [name, act] : activations) {
+    Tensor x = leaf({0.5, -1.0, 2.0}, {1, 3}), w1 = leaf({0.3, -0.2, 0.1, 0.4, -0.5, 0.6}, {3, 2});
+    // A constant w2: max pooling refuses a double backward whose incoming gradient requires grad.
+    Tensor b1 = leaf({0.1, -0.1}), w2 = full({}, 1.5, {.dtype = DType::f64});
+    Tensor out = sum(act(matmul(x, w1) + b1) * w2);  // pre-activations -0.85 and 0.6
+    Tensor dx = autograd::grad({out}, {x}, {}, std::nullopt, true)[0];
+    EXPECT_TRUE(dx.requires_grad()) << name;
+    Tensor penalty = sum(dx * dx);
+    std::vector<Tensor> grads = autograd::grad({penalty}, {w1, b1}, {}, true);
+    ASSERT_TRUE(grads[1].defined()) << name;
+    EXPECT_EQ(values(grads[1]), (std::vector<double>{0, 0})) << name;
+    penalty.backward();
+    ASSERT_TRUE(b1.grad().defined()) << name;
+    EXPECT_EQ(values(b1.grad()), (std::vector<double>{0, 0})) << name;
+    EXPECT_TRUE(all_close(w1.grad(), grads[0])) << name;
+  }
 }
 
 TEST(HigherOrder, FusedBackwardKernelsRefuseUnderCreateGraph) {
@@ -168,7 +188,12 @@ const std::map<std::string, std::string> kNoDoubleBackward = {
     {"attention", "AttentionBackward: the attention_backward kernel (the composite path, e.g. with dropout, has one)"},
 };
 
-// Every op of the gradcheck table passes gradgradcheck, or is listed above and refuses.
+// Piecewise-constant ops: their gradient is a constant 0 (PyTorch's
+// zeros_like(grad)), with nothing to differentiate again.
+const std::set<std::string> kConstantGradient = {"floor", "ceil", "round", "trunc", "sign", "floor_divide"};
+
+// Every op of the gradcheck table passes gradgradcheck, or is listed above and
+// refuses, or has a constant gradient: zeros, even under create_graph.
 TEST(HigherOrder, GradgradcheckEveryOpWithADifferentiableGradient) {
   for (const auto& [name, list] : gradcheck_cases()) {
     SCOPED_TRACE(name);
@@ -176,6 +201,12 @@ TEST(HigherOrder, GradgradcheckEveryOpWithADifferentiableGradient) {
     for (const GradCase& c : list) {
       std::vector<Tensor> inputs;
       for (const Shape& shape : c.shapes) inputs.push_back(random_tensor(shape, DType::f64, c.lo, c.hi));
+      if (kConstantGradient.count(name)) {
+        for (Tensor& input : inputs) input.requires_grad_(true);
+        for (const Tensor& grad : autograd::grad({sum(c.fn(inputs))}, inputs, {}, std::nullopt, true))
+          EXPECT_EQ(max(abs(grad)).item<double>(), 0.0) << name;
+        continue;
+      }
       if (refused != kNoDoubleBackward.end()) {
         std::string node = refused->second.substr(0, refused->second.find(':'));
         EXPECT_EMBER_ERROR(autograd::gradgradcheck(c.fn, inputs), "double backward of " + node + " is not supported");
