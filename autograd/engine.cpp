@@ -125,8 +125,10 @@ void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_root
   std::shared_ptr<const NodeObserver> observer = current_observer();
   // Every node's span goes on the profiler's timeline while a profile records them.
   const bool profiling = profiler::recording(profiler::kRecordBackward);
-  EMBER_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(),
-              "backward: {} gradients given for {} tensors", grad_roots.size(), roots.size());
+  // grad() walks with a capture: its errors name it, not backward.
+  const char* const caller = capture ? "grad" : "backward";
+  EMBER_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(), "{}: {} gradients given for {} tensors", caller,
+              grad_roots.size(), roots.size());
 
   // Seed the root nodes with their gradients.
   std::unordered_map<Node*, std::vector<Tensor>> buffers;
@@ -134,14 +136,16 @@ void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_root
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];
     EMBER_CHECK(root.defined() && root.requires_grad(),
-                "backward: tensor {} of shape {} does not require grad and has no grad_fn", i, root.shape());
+                "{}: tensor {} of shape {} does not require grad and has no grad_fn (a gradient taken without "
+                "create_graph=true, or one that does not depend on the inputs, is a constant)",
+                caller, i, root.shape());
     Tensor seed = grad_roots.empty() ? Tensor() : grad_roots[i];
     if (!seed.defined()) {
       EMBER_CHECK(root.numel() == 1,
-                  "backward: grad can be implicitly created only for scalar outputs, got shape {}", root.shape());
+                  "{}: grad can be implicitly created only for scalar outputs, got shape {}", caller, root.shape());
       seed = ones_like(root);
     }
-    EMBER_CHECK(seed.shape() == root.shape(), "backward: gradient of shape {} given for a tensor of shape {}",
+    EMBER_CHECK(seed.shape() == root.shape(), "{}: gradient of shape {} given for a tensor of shape {}", caller,
                 seed.shape(), root.shape());
     // A gradient of another dtype or device is taken as the root's, as
     // PyTorch's validate_outputs does (an f16 seed made the formulas run in f16).

@@ -102,6 +102,21 @@ TEST(Engine, NonScalarBackwardNeedsAGradient) {
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 20}));
 }
 
+// The errors of a walk name the call that started it: grad() of a constant
+// (a first derivative taken without create_graph) said "backward", and gave
+// no hint of the usual cause. Mutation caught: the caller's name dropped.
+TEST(Engine, RootErrorsNameTheirCallAndTheUsualCause) {
+  Tensor x = leaf({1, 2});
+  Tensor constant = autograd::grad({sum(x * x)}, {x})[0];
+  EXPECT_EMBER_ERROR(autograd::grad({sum(constant)}, {x}),
+                     "grad: tensor 0 of shape [] does not require grad and has no grad_fn (a gradient taken without "
+                     "create_graph=true, or one that does not depend on the inputs, is a constant)");
+  EXPECT_EMBER_ERROR(sum(constant).backward(), "backward: tensor 0 of shape [] does not require grad");
+  EXPECT_EMBER_ERROR(autograd::grad({x * 2}, {x}), "grad: grad can be implicitly created only for scalar outputs");
+  EXPECT_EMBER_ERROR(autograd::grad({x * 2}, {x}, {ones({3}, {.dtype = DType::f64})}),
+                     "grad: gradient of shape [3] given for a tensor of shape [2]");
+}
+
 TEST(Engine, NoGradGuardAndDetachRecordNothing) {
   Tensor x = leaf({1, 2});
   {
