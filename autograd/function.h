@@ -126,6 +126,24 @@ void record_formula(const GradRecord& r, std::string name, std::vector<Tensor> s
 // at all, where PyTorch gives it zeros and Adam still moves it.
 Tensor zero_through(const Tensor& t);
 
+// Under create_graph a fused backward kernel gives way to a composite of
+// recorded ops; on a 16-bit x those ops would round at every step, where the
+// kernel (and PyTorch) computes in f32: the bf16 layer-norm input gradient
+// came out ten times less accurate with create_graph than without. This runs
+// `composite(operands)` on f32 copies when x is f16 or bf16 and rounds each
+// gradient back to x's dtype once; the casts are recorded, so the result
+// stays differentiable.
+template <class Composite>
+std::vector<Tensor> composite_in_f32(const Tensor& x, std::vector<Tensor> operands, Composite composite) {
+  if (x.dtype() != DType::f16 && x.dtype() != DType::bf16) return composite(operands);
+  for (Tensor& operand : operands)
+    if (operand.defined()) operand = operand.to(DType::f32);
+  std::vector<Tensor> grads = composite(operands);
+  for (Tensor& grad : grads)
+    if (grad.defined()) grad = grad.to(x.dtype());
+  return grads;
+}
+
 // Called first by a formula built on a fused backward kernel, which records
 // no gradient of its own: when the formula's result would have to be
 // differentiable (backward with create_graph, and `operands` -- the incoming

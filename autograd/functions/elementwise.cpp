@@ -172,10 +172,12 @@ void register_elementwise_functions() {
   gelu_grad.set_recorder([](const GradRecord& r) {
     record_formula(r, "GeluBackward", {input(r, 0)}, [](const Saved& s, const Tensor& g) {
       if (!should_record({&g, &s[0]})) return Grads{gelu_backward(g, s[0])};
-      const Tensor& a = s[0];
-      Tensor cdf = (erf(a * std::numbers::sqrt2 / 2) + 1) * 0.5;
-      Tensor density = exp(a * a * -0.5) * (std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-      return Grads{g * (cdf + a * density)};
+      return composite_in_f32(s[0], {g, s[0]}, [](const Saved& o) {
+        const Tensor& a = o[1];
+        Tensor cdf = (erf(a * std::numbers::sqrt2 / 2) + 1) * 0.5;
+        Tensor density = exp(a * a * -0.5) * (std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+        return Grads{o[0] * (cdf + a * density)};
+      });
     });
   });
   // gelu (tanh form): out = a/2 (1 + tanh u), u = k (a + c a^3)
@@ -183,11 +185,13 @@ void register_elementwise_functions() {
   gelu_tanh_grad.set_recorder([](const GradRecord& r) {
     record_formula(r, "GeluTanhBackward", {input(r, 0)}, [](const Saved& s, const Tensor& g) {
       if (!should_record({&g, &s[0]})) return Grads{gelu_backward(g, s[0], GeluApproximation::tanh)};
-      const Tensor& a = s[0];
-      const double k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi, c = 0.044715;
-      Tensor t = tanh((a + a * a * a * c) * k);
-      Tensor du = (a * a * (3 * c) + 1) * k;
-      return Grads{g * ((t + 1) * 0.5 + a * 0.5 * rsub(t * t, 1) * du)};
+      return composite_in_f32(s[0], {g, s[0]}, [](const Saved& o) {
+        const Tensor& a = o[1];
+        const double k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi, c = 0.044715;
+        Tensor t = tanh((a + a * a * a * c) * k);
+        Tensor du = (a * a * (3 * c) + 1) * k;
+        return Grads{o[0] * ((t + 1) * 0.5 + a * 0.5 * rsub(t * t, 1) * du)};
+      });
     });
   });
   // silu: out = a sigmoid(a)  ->  da = g s (1 + a (1 - s)), s = sigmoid(a)

@@ -109,7 +109,9 @@ void register_normalization_functions() {
     record_formula(r, "LayerNormBackward", {input(r, 0), input(r, 1), p.mean, p.rstd},
                    [normalized_shape, has_bias](const Saved& s, const Tensor& g) {
                      if (should_record({&g, &s[0], &s[1]}))
-                       return layer_norm_composite(g, s[0], s[1], s[3], normalized_shape, has_bias);
+                       return composite_in_f32(s[0], {g, s[0], s[1]}, [&](const Saved& o) {
+                         return layer_norm_composite(o[0], o[1], o[2], s[3], normalized_shape, has_bias);
+                       });
                      return as_grads(layer_norm_backward(g, s[0], normalized_shape, s[1], s[2], s[3], has_bias));
                    });
   });
@@ -120,7 +122,10 @@ void register_normalization_functions() {
     Shape normalized_shape = p.normalized_shape;
     record_formula(r, "RmsNormBackward", {input(r, 0), input(r, 1), p.rstd},
                    [normalized_shape](const Saved& s, const Tensor& g) {
-                     if (should_record({&g, &s[0], &s[1]})) return rms_norm_composite(g, s[0], s[1], s[2], normalized_shape);
+                     if (should_record({&g, &s[0], &s[1]}))
+                       return composite_in_f32(s[0], {g, s[0], s[1]}, [&](const Saved& o) {
+                         return rms_norm_composite(o[0], o[1], o[2], s[2], normalized_shape);
+                       });
                      NormalizationGrads grads = rms_norm_backward(g, s[0], normalized_shape, s[1], s[2]);
                      return Grads{grads.input, grads.weight};
                    });
@@ -134,7 +139,9 @@ void register_normalization_functions() {
     record_formula(r, "BatchNormBackward", {input(r, 0), input(r, 1), p.mean, p.rstd},
                    [training, has_bias](const Saved& s, const Tensor& g) {
                      if (should_record({&g, &s[0], &s[1]}))
-                       return batch_norm_composite(g, s[0], s[1], s[2], s[3], training, has_bias);
+                       return composite_in_f32(s[0], {g, s[0], s[1]}, [&](const Saved& o) {
+                         return batch_norm_composite(o[0], o[1], o[2], s[2], s[3], training, has_bias);
+                       });
                      return as_grads(batch_norm_backward(g, s[0], s[1], s[2], s[3], training, has_bias));
                    });
   });
