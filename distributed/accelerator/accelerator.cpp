@@ -577,7 +577,7 @@ void detail::update_scaler_if_pending(AcceleratorState& state) {
     for (distributed::ShardedDataParallel* engine : waiting_engines) engine->scale_gradients_(factor);
 }
 
-void Accelerator::backward(const Tensor& loss) {
+void Accelerator::backward(const Tensor& loss, std::optional<bool> retain_graph, bool create_graph) {
   EMBER_CHECK(loss.defined(), "Accelerator::backward: the loss is undefined");
   const int64_t steps = state_->options.gradient_accumulation_steps;
   Tensor scaled = steps > 1 ? loss / double(steps) : loss;
@@ -588,7 +588,7 @@ void Accelerator::backward(const Tensor& loss) {
     if (!scaled_gradients_await_a_step(*state_)) detail::update_scaler_if_pending(*state_);
     scaled = scaler->scale(scaled);
   }
-  scaled.backward();
+  scaled.backward({}, retain_graph, create_graph);
   if (scaler)
     for (const auto& prepared : state_->optimizers) prepared->holds_scaled_gradients = true;
 }

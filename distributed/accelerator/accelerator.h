@@ -150,8 +150,11 @@ class Accelerator {
   void prepare_scheduler(optim::LRScheduler& scheduler);
 
   // --- The training step -----------------------------------------------------
-  // loss / gradient_accumulation_steps, scaled for fp16, then backward().
-  void backward(const Tensor& loss);
+  // loss / gradient_accumulation_steps, scaled for fp16, then backward(), with
+  // retain_graph and create_graph as Tensor::backward takes them (Accelerate
+  // passes its keyword arguments through): a second backward through the
+  // same graph, or gradients a penalty can differentiate.
+  void backward(const Tensor& loss, std::optional<bool> retain_graph = std::nullopt, bool create_graph = false);
 
   // Returned by accumulate() and no_sync(): while it lives, the models'
   // forwards prepare no gradient all-reduce (DDP's no_sync).

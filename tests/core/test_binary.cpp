@@ -292,7 +292,9 @@ TEST(Binary, DivisionFamilyMatchesReferenceAndPyTorch) {
       {"remainder", [](const Tensor& a, const Tensor& b) { return remainder(a, b); }},
       {"floor_divide", [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); }},
   };
-  for (auto [name, fn] : ops) {
+  for (const auto& op : ops) {
+    const char* name = op.first;
+    const Fn fn = op.second;  // not a structured binding: clang 14 cannot capture one
     for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64}) {
       for (auto& [shape_a, shape_b] : broadcast_pairs()) {
         Tensor a = random_tensor(shape_a, dtype, -10.0, 10.0), magnitude = random_tensor(shape_b, dtype, 1.0, 4.0);

@@ -336,6 +336,33 @@ TEST(Accelerator, AccumulatedGradientsEqualTheLargeBatchGradient) {
     EXPECT_TRUE(testing::all_close(model->parameters()[i], reference->parameters()[i], 1e-5, 1e-6));
 }
 
+// retain_graph and create_graph reach the loss's backward, as Accelerate's
+// keyword arguments do: a second backward through the same graph adds the
+// same (divided) gradient again, and create_graph leaves .grad
+// differentiable. Mutation caught: the options not passed on (the second
+// backward refused, the grads constants).
+TEST(Accelerator, BackwardTakesRetainGraphAndCreateGraph) {
+  Accelerator accelerator({.gradient_accumulation_steps = 2});
+  data::TensorDataset dataset = make_dataset(4);
+  auto model = make_model();
+  optim::SGD optimizer(model->parameters(), {.lr = 0.5});
+  data::DataLoader loader(dataset, {.batch_size = 4});
+  accelerator.prepare(model, optimizer, loader);
+  for (auto& [inputs, targets] : loader) {
+    auto step = accelerator.accumulate(model);
+    (void)targets;
+    const Tensor out = (*model)(inputs);
+    Tensor loss = mean(out * out);  // cross_entropy's fused gradient has no gradient of its own
+    Tensor expected = autograd::grad({loss / 2.0}, {model->parameters()[0]}, {}, true)[0];
+    accelerator.backward(loss, /*retain_graph=*/true);
+    accelerator.backward(loss, std::nullopt, /*create_graph=*/true);
+    const Tensor& grad = model->parameters()[0].grad();
+    EXPECT_TRUE(testing::all_close(grad.detach(), expected * 2.0, 1e-6, 1e-7));
+    EXPECT_TRUE(grad.requires_grad());
+    optimizer.zero_grad();
+  }
+}
+
 // Accelerate wraps model.forward in autocast, so hooks on the model run
 // outside it: a forward hook sees the f32 outputs, and what it computes is
 // not autocast (hooks registered before or after prepare alike). Catches:
