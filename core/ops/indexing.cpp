@@ -297,7 +297,8 @@ static Tensor compute_scatter_add(const Tensor& t, int64_t dim, const Tensor& in
   // is 4 (and gather's, index_select's and embedding's gradients are this op).
   const bool narrow = t.dtype() == DType::bf16 || t.dtype() == DType::f16;
   Tensor out = narrow ? t.to(DType::f32) : t.clone();
-  Tensor target = at_least_1d(out), positions = at_least_1d(index), values = at_least_1d(narrow ? src.to(DType::f32) : src);
+  Tensor target = at_least_1d(out), positions = at_least_1d(index);
+  Tensor values = at_least_1d(narrow ? src.to(DType::f32) : src);
   for (int k = 0; k < ndim; ++k) {
     EMBER_CHECK(positions.shape()[k] <= values.shape()[k],
                 "scatter_add: index of shape {} exceeds src of shape {} at dim {}", index.shape(), src.shape(), k);

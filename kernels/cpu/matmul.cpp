@@ -235,10 +235,8 @@ void add_bias(const MatmulProblem& p) {
   const float* bias = static_cast<const float*>(p.bias.data);
   for (int64_t batch = 0; batch < p.batch_count(); ++batch) {
     float* out = static_cast<float*>(p.out.data) + p.batch_offset(p.out, batch);
-    parallel_for(0, p.m, std::max<int64_t>(1, kParallelGrain / p.n), [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        for (int64_t j = 0; j < p.n; ++j) out[i * p.n + j] += bias[i * p.bias.row_stride + j * p.bias.col_stride];
-    });
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) out[i * p.n + j] += bias[i * p.bias.row_stride + j * p.bias.col_stride];
   }
 }
 
@@ -258,8 +256,9 @@ inline constexpr int64_t kTransposedMinRows = 16, kTransposedMaxRows = 128, kTra
 
 bool transposed_worthwhile(const MatmulProblem& p) {
   const bool b_is_transposed = p.b.row_stride == 1 && p.b.col_stride >= p.k;
-  return p.batch_ndim == 0 && b_is_transposed && onednn_threads(p.m * p.n * p.k) == 1 && p.m >= kTransposedMinRows && p.m <= kTransposedMaxRows &&
-         p.n >= kBlockedWeightsMinRows && p.k >= kTransposedMinDepth;
+  return p.batch_ndim == 0 && b_is_transposed && onednn_threads(p.m * p.n * p.k) == 1 &&
+         p.m >= kTransposedMinRows && p.m <= kTransposedMaxRows && p.n >= kBlockedWeightsMinRows &&
+         p.k >= kTransposedMinDepth;
 }
 
 // Note [Wide products computed transposed]; false when oneDNN has no good

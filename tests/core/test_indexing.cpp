@@ -234,7 +234,8 @@ TEST(Indexing, SixteenBitScatterAddRoundsOnceFromAnF32Sum) {
     Tensor x = zeros({4}, {.dtype = dtype});
     x.requires_grad_(true);
     Tensor by_gather = autograd::grad({gather(x, 0, index)}, {x}, {src})[0];
-    Tensor by_index_select = autograd::grad({index_select(x.reshape({4, 1}), 0, index)}, {x}, {src.reshape({600, 1})})[0];
+    Tensor by_index_select =
+        autograd::grad({index_select(x.reshape({4, 1}), 0, index)}, {x}, {src.reshape({600, 1})})[0];
     EXPECT_EQ(by_gather.to_vector<double>(), expected.to_vector<double>()) << dtype_name(dtype);
     EXPECT_EQ(by_index_select.to_vector<double>(), expected.to_vector<double>()) << dtype_name(dtype);
   }
